@@ -1,0 +1,1 @@
+"""One supervised connection to one MCP server."""

@@ -1,0 +1,598 @@
+"""ConnectionActor: one supervised connection to one MCP server.
+
+The actor owns one nursery. Its main task reads the mailbox and answers at once
+(calls are written out, parked, or refused without waiting); a lifecycle task walks
+the state machine of ``states.py``: connect, handshake, list, serve, and on failure
+back off on the reconnect schedule and try again. While a connection is up, three
+more tasks live in a nursery owned by that connection attempt: the reader (bytes in,
+events out), the writer (batches whatever the protocol core queued) and the
+deadline watcher (call timeouts). When the connection dies, every call in flight is
+answered at once; nothing waits for a reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import attrs
+import trio
+
+from actors.connection.calls import InFlightTable
+from actors.connection.messages import (
+    CallFailed,
+    CallOutcome,
+    CallSucceeded,
+    CallTool,
+    CancelCall,
+    Command,
+    ConnectionMessage,
+    Control,
+    EnsureStarted,
+    Published,
+    StateChanged,
+    ToolsListed,
+)
+from actors.connection.schedule import ReconnectSchedule
+from actors.connection.spec import ServerSpec, Start
+from actors.connection.states import STARTING_STATES, State, Trigger, transition
+from actors.mailbox import answer
+from actors.protocol.codec import structure_call_result
+from actors.protocol.errors import ProtocolError
+from actors.protocol.messages import RequestId, Tool
+from actors.protocol.session import (
+    ClientSession,
+    ErrorReceived,
+    Initialized,
+    ProgressReceived,
+    ResponseReceived,
+    ServerRequest,
+    ToolsListChanged,
+    method_not_found,
+    parse_tools_page,
+)
+from actors.redaction import Redactor
+from actors.transports.base import Connector, Transport, TransportClosed, TransportError
+
+log = logging.getLogger("actors.connection")
+
+MAX_TOOLS_PAGES = 1000
+
+_CONTROL_TRIGGERS = {
+    Control.STOP: (Trigger.STOP, Trigger.TORN_DOWN_STOP),
+    Control.DISABLE: (Trigger.DISABLE, Trigger.TORN_DOWN_DISABLE),
+    Control.RESTART: (Trigger.RESTART, Trigger.TORN_DOWN_RESTART),
+}
+
+
+class ConnectionFailed(Exception):
+    """The server misbehaved in a way that ends this connection (not the actor)."""
+
+
+@attrs.define(eq=False)
+class _Live:
+    """One connection attempt: its transport, protocol session and nursery."""
+
+    transport: Transport
+    session: ClientSession
+    nursery: trio.Nursery
+    write_wanted: trio.Event = attrs.field(factory=trio.Event)
+    initialized: trio.Event = attrs.field(factory=trio.Event)
+    internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = attrs.field(
+        factory=dict
+    )
+    deadline_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    accepting_calls: bool = False
+    relist_requested: bool = False
+    relisting: bool = False
+    pinging: bool = False
+    failure: str | None = None
+
+
+class ConnectionActor:
+    """Keeps one MCP server connected, and answers every call exactly once."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        connector: Connector,
+        mailbox: trio.MemoryReceiveChannel[ConnectionMessage],
+        publish: trio.MemorySendChannel[Published],
+        *,
+        owner: str | None = None,
+        restart: bool = True,
+        client_capabilities: dict[str, Any] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.owner = owner
+        self._connector = connector
+        self._mailbox = mailbox
+        self._publish = publish
+        self._restart = restart
+        self._capabilities = client_capabilities or {}
+        self._schedule = ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s)
+        self._redactor = Redactor(spec.secrets)
+        self._inflight = InFlightTable(spec.call_timeout_s, spec.max_call_timeout_s)
+        self._parked: list[CallTool] = []
+        self._live: _Live | None = None
+        self._wake = trio.Event()
+        self._attempt_scope: trio.CancelScope | None = None
+        self._control: Control | None = None if spec.enabled else Control.DISABLE
+        self._needed = spec.start is Start.EAGER
+        self._starting = False
+        self._attempt = 0
+        self._steady_since: float | None = None
+        self._next_retry_at: float | None = None
+        self._generation = 0
+        self._stopped = False
+        self.state = State.IDLE
+        self.unavailable = f"mcp server {self.name} is unavailable"
+
+    # ---------------------------------------------------------------- main task
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until stopped (Command STOP) or cancelled; teardown is always complete."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._lifecycle, nursery.cancel_scope)
+                task_status.started()
+                async for message in self._mailbox:
+                    self._dispatch(message)
+        finally:
+            self._answer_everyone(CallFailed("unavailable", self.unavailable))
+            if self._stopped:
+                self._close_mailbox()
+
+    def _dispatch(self, message: ConnectionMessage) -> None:
+        if isinstance(message, CallTool):
+            live = self._live
+            if live is not None and live.accepting_calls:
+                self._send_call(live, message)
+            elif self._starting or (self.state is State.IDLE and self._control is None):
+                self._parked.append(message)
+                self._need()
+            else:
+                answer(message.reply, CallFailed("unavailable", self.unavailable))
+        elif isinstance(message, CancelCall):
+            self._cancel_call(message)
+        elif isinstance(message, EnsureStarted):
+            self._need()
+        else:
+            self._command(message)
+
+    def _need(self) -> None:
+        if self.state is State.IDLE and not self._needed:
+            self._needed = True
+            self._wake.set()
+
+    def _command(self, message: Command) -> None:
+        if self._control is not Control.STOP:  # a stop is final; nothing overrides it
+            self._control = message.control
+        if self._attempt_scope is not None and message.control is not Control.ENABLE:
+            self._attempt_scope.cancel()
+        self._wake.set()
+
+    def _cancel_call(self, message: CancelCall) -> None:
+        for parked in self._parked:
+            if parked.reply is message.reply:
+                self._parked.remove(parked)
+                answer(parked.reply, CallFailed("cancelled", f"tools/call {parked.tool} was cancelled"))
+                return
+        entry = self._inflight.by_reply(message.reply)
+        live = self._live
+        if entry is None or live is None:
+            return
+        self._inflight.pop(entry.request_id)
+        live.session.send_cancelled(entry.request_id, message.reason)
+        self._kick(live)
+        answer(entry.call.reply, CallFailed("cancelled", f"tools/call {entry.call.tool} was cancelled"))
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def _lifecycle(self, actor_scope: trio.CancelScope) -> None:
+        while True:
+            control, self._control = self._control, None
+            if control is not None:
+                if await self._apply_control(control):
+                    self._stopped = True
+                    actor_scope.cancel()
+                    return
+            elif self.state is State.IDLE:
+                if self._needed:
+                    self._starting = True
+                    await self._transition(Trigger.NEEDED)
+                else:
+                    await self._wait_wake()
+            elif self.state is State.DISABLED:
+                await self._wait_wake()
+            elif self.state is State.BACKOFF:
+                if not await self._wait_wake(self._next_retry_at or math.inf):
+                    self._next_retry_at = None
+                    await self._transition(Trigger.RETRY)
+            elif self.state is State.RESOLVE:
+                await self._connect_and_serve()
+            else:  # pragma: no cover - the table makes this unreachable
+                raise RuntimeError(f"lifecycle stuck in {self.state.value}")
+
+    async def _apply_control(self, control: Control) -> bool:
+        """Carry out an operator command; True when the actor is now stopped."""
+        if control is Control.ENABLE:
+            if self.state is State.DISABLED:
+                await self._transition(Trigger.ENABLE)
+                self._needed = self.spec.start is Start.EAGER
+            return False
+        trigger, torn_down = _CONTROL_TRIGGERS[control]
+        if self.state is State.STOPPED:
+            return True
+        if self.state is not State.TEARDOWN:
+            if self.state is State.DISABLED and control is not Control.STOP:
+                return False
+            if control is Control.RESTART:
+                self._attempt = 0
+                self._next_retry_at = None
+            await self._transition(trigger)
+        if self._state_is(State.TEARDOWN):
+            await self._transition(torn_down)
+        if self._state_is(State.IDLE):
+            self._needed = False
+        return self._state_is(State.STOPPED)
+
+    def _state_is(self, state: State) -> bool:
+        # A method, so mypy does not keep a narrowing from before the awaits above.
+        return self.state is state
+
+    async def _wait_wake(self, deadline: float = math.inf) -> bool:
+        """Sleep until dispatch wakes us (True) or the deadline passes (False)."""
+        self._wake = trio.Event()
+        with trio.move_on_at(deadline):
+            await self._wake.wait()
+            return True
+        return False
+
+    async def _connect_and_serve(self) -> None:
+        """One connection attempt, from resolve to its end (failure or a command)."""
+        init_scope = trio.CancelScope(deadline=trio.current_time() + self.spec.init_timeout_s)
+        live: _Live | None = None
+        with trio.CancelScope() as self._attempt_scope:
+            try:
+                with init_scope:
+                    async with self._connector(self.spec) as transport:
+                        try:
+                            await self._transition(Trigger.RESOLVED)
+                            await self._transition(Trigger.AUTHENTICATED)
+                            async with trio.open_nursery() as nursery:
+                                live = _Live(transport, self._new_session(), nursery)
+                                self._live = live
+                                await self._serve(live, init_scope)
+                        finally:
+                            with trio.CancelScope(shield=True):
+                                await self._end_attempt(live, init_scope)
+                if init_scope.cancelled_caught and self.state in STARTING_STATES:
+                    await self._enter_backoff(self._init_timeout_text())
+            except TransportError as exc:  # the transport could not even start
+                await self._enter_backoff(str(exc))
+        self._attempt_scope = None
+
+    def _new_session(self) -> ClientSession:
+        return ClientSession(capabilities=self._capabilities)
+
+    async def _serve(self, live: _Live, init_scope: trio.CancelScope) -> None:
+        live.nursery.start_soon(self._reader, live)
+        live.nursery.start_soon(self._writer, live)
+        live.nursery.start_soon(self._deadline_watcher, live)
+        try:
+            live.session.start_initialize()
+            self._kick(live)
+            await live.initialized.wait()
+            await self._transition(Trigger.INITIALIZED)
+            await self._list_tools(live)
+        except (ConnectionFailed, ProtocolError) as exc:
+            self._fail(live, str(exc))
+            return
+        init_scope.deadline = math.inf
+        await self._transition(Trigger.LISTED)
+        self._steady_since = trio.current_time()
+        self._starting = False
+        live.accepting_calls = True
+        parked, self._parked = self._parked, []
+        for call in parked:
+            self._send_call(live, call)
+        if live.relist_requested:
+            self._request_relist(live)
+        await trio.sleep_forever()
+
+    async def _end_attempt(self, live: _Live | None, init_scope: trio.CancelScope) -> None:
+        """Before the transport is torn down: settle calls and move the state on."""
+        self._live = None
+        if live is not None and live.failure is not None:
+            await self._enter_backoff(live.failure)
+        elif init_scope.cancel_called and self.state in STARTING_STATES and self._control is None:
+            await self._enter_backoff(self._init_timeout_text())
+        elif self._control in _CONTROL_TRIGGERS:
+            self._answer_everyone(CallFailed("unavailable", self.unavailable))
+            control = self._control
+            assert control is not None
+            await self._transition(_CONTROL_TRIGGERS[control][0])
+        else:  # cancelled from outside: the supervisor is going away
+            self._answer_everyone(CallFailed("cancelled", f"call cancelled: mcp server {self.name} stopped"))
+
+    def _init_timeout_text(self) -> str:
+        ms = round(self.spec.init_timeout_s * 1000)
+        return f"mcp server {self.name} did not finish initialize and tools/list within {ms} ms"
+
+    async def _enter_backoff(self, reason: str) -> None:
+        reason = self._redactor.redact(reason)
+        self._starting = False
+        self._answer_everyone(CallFailed("unavailable", self.unavailable))
+        now = trio.current_time()
+        steady_for = None if self._steady_since is None else now - self._steady_since
+        self._steady_since = None
+        self._attempt = self._schedule.next_attempt(self._attempt, steady_for)
+        if self._restart:
+            self._next_retry_at = now + self._schedule.delay(self._attempt)
+        else:
+            self._next_retry_at = None
+            if self._control is None:
+                self._control = Control.STOP  # session scope: never restarted
+        await self._transition(Trigger.FAILED, reason)
+
+    def _answer_everyone(self, outcome: CallFailed) -> None:
+        for entry in self._inflight.drain():
+            answer(entry.call.reply, outcome)
+        parked, self._parked = self._parked, []
+        for call in parked:
+            answer(call.reply, outcome)
+
+    # -------------------------------------------------------- connection tasks
+
+    def _fail(self, live: _Live, reason: str) -> None:
+        """The connection is dead: answer every call in flight now, end the attempt."""
+        if live.failure is not None:
+            return
+        tail = live.transport.stderr_tail()
+        if tail:
+            reason = f"{reason} (last stderr line: {tail[-1][:200]})"
+        live.failure = reason
+        live.accepting_calls = False
+        for entry in self._inflight.drain():
+            message = f"MCP server stopped responding during tools/call {entry.call.tool}"
+            answer(entry.call.reply, CallFailed("unavailable", message))
+        live.nursery.cancel_scope.cancel()
+
+    def _kick(self, live: _Live) -> None:
+        live.write_wanted.set()
+
+    async def _writer(self, live: _Live) -> None:
+        try:
+            while True:
+                data = live.session.data_to_send()
+                if not data:
+                    live.write_wanted = trio.Event()
+                    await live.write_wanted.wait()
+                    continue
+                await live.transport.send(data)
+        except TransportError as exc:
+            self._fail(live, f"mcp server {self.name}: cannot write: {exc}")
+
+    async def _reader(self, live: _Live) -> None:
+        try:
+            while True:
+                data = await live.transport.receive()
+                if not data:
+                    raise TransportClosed(f"mcp server {self.name} closed the connection")
+                live.session.receive_data(data)
+                self._handle_events(live)
+        except TransportError as exc:
+            self._fail(live, str(exc))
+        except ProtocolError as exc:
+            self._fail(live, f"mcp server {self.name} broke the protocol: {exc}")
+
+    def _handle_events(self, live: _Live) -> None:
+        session = live.session
+        while (event := session.next_event()) is not None:
+            if isinstance(event, ResponseReceived | ErrorReceived):
+                waiter = live.internal.pop(event.id, None)
+                if waiter is not None:
+                    answer(waiter, event)
+                else:
+                    self._finish_call(event)
+            elif isinstance(event, ProgressReceived):
+                self._progress(event)
+            elif isinstance(event, ToolsListChanged):
+                self._request_relist(live)
+            elif isinstance(event, Initialized):
+                live.initialized.set()
+            elif isinstance(event, ServerRequest):
+                method_not_found(session, event)
+            else:
+                log.debug("ignored %s", type(event).__name__, extra={"server": self.name})
+        self._kick(live)
+
+    def _finish_call(self, event: ResponseReceived | ErrorReceived) -> None:
+        entry = self._inflight.pop(event.id)
+        if entry is None:
+            return  # answered already (timed out or cancelled): drop the late answer
+        outcome: CallOutcome
+        if isinstance(event, ErrorReceived):
+            outcome = CallFailed(
+                "server_error",
+                f"mcp server {self.name} answered tools/call {entry.call.tool} with error "
+                f"{event.error.code}: {self._redactor.redact(event.error.message)}",
+            )
+        else:
+            try:
+                outcome = CallSucceeded(structure_call_result(event.result))
+            except ProtocolError as exc:
+                outcome = CallFailed("server_error", f"mcp server {self.name}: {exc}")
+        answer(entry.call.reply, outcome)
+
+    def _progress(self, event: ProgressReceived) -> None:
+        entry = self._inflight.get(event.token)
+        if entry is None:
+            return
+        self._inflight.touch(event.token, trio.current_time())
+        if entry.call.progress is not None:
+            try:
+                entry.call.progress.send_nowait(event)
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # a slow or departed listener loses progress, never the call
+
+    def _send_call(self, live: _Live, call: CallTool) -> None:
+        params = {"name": call.tool, "arguments": dict(call.arguments)}
+        try:
+            request_id = live.session.send_request("tools/call", params, progress=True)
+        except ValueError as exc:
+            answer(call.reply, CallFailed("invalid_arguments", f"invalid arguments for {call.tool}: {exc}"))
+            return
+        entry = self._inflight.add(request_id, call, trio.current_time())
+        if entry.deadline < live.deadline_scope.deadline:
+            live.deadline_scope.deadline = entry.deadline
+        self._kick(live)
+
+    async def _deadline_watcher(self, live: _Live) -> None:
+        while True:
+            with trio.CancelScope(deadline=self._inflight.next_deadline()) as live.deadline_scope:
+                await trio.sleep_forever()
+            for entry in self._inflight.expired(trio.current_time()):
+                capped = entry.deadline >= entry.hard_deadline
+                limit = self.spec.max_call_timeout_s if capped else self.spec.call_timeout_s
+                live.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
+                text = f"mcp server {self.name} did not answer tools/call {entry.call.tool} within {limit:g} s"
+                answer(entry.call.reply, CallFailed("timeout", text))
+                if not live.pinging:
+                    live.pinging = True
+                    live.nursery.start_soon(self._check_alive, live, entry.call.tool)
+            self._kick(live)
+
+    async def _check_alive(self, live: _Live, tool: str) -> None:
+        """After a timeout, a hung server (one that answers not even ping) is restarted."""
+        with trio.move_on_after(self.spec.ping_timeout_s):
+            await self._request(live, "ping")
+            live.pinging = False
+            return
+        self._fail(
+            live,
+            f"mcp server {self.name} did not answer ping within {self.spec.ping_timeout_s:g} s "
+            f"after tools/call {tool} timed out",
+        )
+
+    async def _request(
+        self, live: _Live, method: str, params: dict[str, Any] | None = None
+    ) -> ResponseReceived | ErrorReceived:
+        reply, answers = trio.open_memory_channel[ResponseReceived | ErrorReceived](1)
+        request_id = live.session.send_request(method, params)
+        live.internal[request_id] = reply
+        self._kick(live)
+        try:
+            return await answers.receive()
+        finally:
+            if live.internal.pop(request_id, None) is not None:
+                live.session.forget(request_id)
+
+    # ------------------------------------------------------------------ listing
+
+    async def _list_tools(self, live: _Live) -> None:
+        """Read every page; repeat while list_changed keeps arriving; publish."""
+        while True:
+            live.relist_requested = False
+            tools: list[Tool] = []
+            problems: list[str] = []
+            cursor: str | None = None
+            seen: set[str] = set()
+            for _ in range(MAX_TOOLS_PAGES):
+                event = await self._request(live, "tools/list", {"cursor": cursor} if cursor else None)
+                if isinstance(event, ErrorReceived):
+                    raise ConnectionFailed(
+                        f"mcp server {self.name} refused tools/list: {event.error.message}"
+                    )
+                page = parse_tools_page(event.result)
+                tools.extend(page.tools)
+                problems.extend(page.problems)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+                if cursor in seen:
+                    raise ConnectionFailed(f"mcp server {self.name} repeated tools/list cursor {cursor!r}")
+                seen.add(cursor)
+            else:
+                raise ConnectionFailed(f"mcp server {self.name}: tools/list has over {MAX_TOOLS_PAGES} pages")
+            for problem in problems:
+                log.warning("tool dropped: %s", problem, extra={"server": self.name})
+            self._generation += 1
+            await self._send_published(
+                ToolsListed(self.name, self._generation, tuple(tools), tuple(problems), self.owner)
+            )
+            if not live.relist_requested:
+                return
+
+    def _request_relist(self, live: _Live) -> None:
+        live.relist_requested = True
+        if self.state is State.STEADY and not live.relisting:
+            live.relisting = True
+            live.nursery.start_soon(self._relist, live)
+
+    async def _relist(self, live: _Live) -> None:
+        if self.state is not State.STEADY or live.failure is not None:
+            live.relisting = False
+            return  # the connection ended before this task got to run
+        try:
+            await self._transition(Trigger.LIST_CHANGED)
+            with trio.fail_after(self.spec.init_timeout_s):
+                await self._list_tools(live)
+            await self._transition(Trigger.LISTED)
+        except trio.TooSlowError:
+            self._fail(live, f"mcp server {self.name} did not answer tools/list after list_changed")
+        except (ConnectionFailed, ProtocolError) as exc:
+            self._fail(live, str(exc))
+        finally:
+            live.relisting = False
+
+    # ---------------------------------------------------------------- publishing
+
+    async def _transition(self, trigger: Trigger, reason: str | None = None) -> None:
+        previous = self.state
+        self.state = transition(previous, trigger)
+        now = trio.current_time()
+        retry_in = None if self._next_retry_at is None else max(0.0, self._next_retry_at - now)
+        fields: dict[str, Any] = {"server": self.name, "state": self.state.value, "prev": previous.value}
+        if self.state is State.BACKOFF:
+            fields["attempt"] = self._attempt
+            if retry_in is not None:
+                fields["retry_in_s"] = round(retry_in, 3)
+        if reason:
+            fields["reason"] = reason
+        if self.owner:
+            fields["session"] = self.owner
+        log.log(logging.WARNING if reason else logging.INFO, "state", extra={"fields": fields})
+        await self._send_published(
+            StateChanged(
+                self.name,
+                self.state,
+                previous,
+                now,
+                self._attempt,
+                reason,
+                self._next_retry_at if self.state is State.BACKOFF else None,
+                self.owner,
+            )
+        )
+
+    async def _send_published(self, message: Published) -> None:
+        try:
+            await self._publish.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # nobody listens any more (shutdown): the state is still ours
+
+    def _close_mailbox(self) -> None:
+        """Final stop: refuse what is still queued, then close so senders fail fast."""
+        while True:
+            try:
+                message = self._mailbox.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+            if isinstance(message, CallTool):
+                answer(message.reply, CallFailed("unavailable", self.unavailable))
+        self._mailbox.close()
+

@@ -1,0 +1,94 @@
+"""The in-flight call table: who waits for which request id, and until when.
+
+Pure bookkeeping, no I/O: the actor registers a call when it sends it, finds it when
+an answer or progress arrives, and asks which calls are past their deadline. A call
+has a sliding deadline (``call_timeout`` after the last sign of life: the send or a
+progress notification) and an absolute cap (``max_call``) that progress cannot move.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import attrs
+import trio
+
+from actors.connection.messages import CallOutcome, CallTool
+from actors.protocol.messages import RequestId
+
+
+@attrs.define(slots=True, eq=False)
+class InFlight:
+    """One sent ``tools/call`` awaiting its answer."""
+
+    request_id: RequestId
+    call: CallTool
+    sent_at: float
+    deadline: float
+    hard_deadline: float
+
+
+class InFlightTable:
+    """Calls by request id, and by their reply channel (for cancellation)."""
+
+    __slots__ = ("_by_id", "_by_reply", "call_timeout_s", "max_call_s")
+
+    def __init__(self, call_timeout_s: float, max_call_s: float) -> None:
+        self.call_timeout_s = call_timeout_s
+        self.max_call_s = max_call_s
+        self._by_id: dict[RequestId, InFlight] = {}
+        self._by_reply: dict[trio.MemorySendChannel[CallOutcome], InFlight] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self) -> Iterator[InFlight]:
+        return iter(list(self._by_id.values()))
+
+    def add(self, request_id: RequestId, call: CallTool, now: float) -> InFlight:
+        """Register a sent call; returns its entry with both deadlines set."""
+        hard = now + self.max_call_s
+        entry = InFlight(request_id, call, now, min(now + self.call_timeout_s, hard), hard)
+        self._by_id[request_id] = entry
+        self._by_reply[call.reply] = entry
+        return entry
+
+    def get(self, request_id: RequestId) -> InFlight | None:
+        """The call waiting for ``request_id``, if any."""
+        return self._by_id.get(request_id)
+
+    def by_reply(self, reply: trio.MemorySendChannel[CallOutcome]) -> InFlight | None:
+        """The call whose caller holds ``reply``."""
+        return self._by_reply.get(reply)
+
+    def pop(self, request_id: RequestId) -> InFlight | None:
+        """Remove and return a call (it is about to be answered)."""
+        entry = self._by_id.pop(request_id, None)
+        if entry is not None:
+            del self._by_reply[entry.call.reply]
+        return entry
+
+    def touch(self, request_id: RequestId, now: float) -> None:
+        """Progress arrived: slide the deadline, never past the absolute cap."""
+        entry = self._by_id.get(request_id)
+        if entry is not None:
+            entry.deadline = min(now + self.call_timeout_s, entry.hard_deadline)
+
+    def next_deadline(self) -> float:
+        """The earliest deadline, or +inf when nothing is in flight."""
+        return min((e.deadline for e in self._by_id.values()), default=math.inf)
+
+    def expired(self, now: float) -> list[InFlight]:
+        """Remove and return every call whose deadline has passed."""
+        due = [e for e in self._by_id.values() if e.deadline <= now]
+        for entry in due:
+            self.pop(entry.request_id)
+        return due
+
+    def drain(self) -> list[InFlight]:
+        """Remove and return everything (the connection died)."""
+        entries = list(self._by_id.values())
+        self._by_id.clear()
+        self._by_reply.clear()
+        return entries

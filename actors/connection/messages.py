@@ -1,0 +1,110 @@
+"""What goes into a connection actor's mailbox, what it answers, what it publishes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import attrs
+import trio
+
+from actors.connection.states import State
+from actors.protocol.messages import CallResult, Tool
+from actors.protocol.session import ProgressReceived
+
+# ------------------------------------------------------------------------ answers
+
+
+@attrs.frozen(slots=True)
+class CallSucceeded:
+    """The server answered ``tools/call`` (``result.is_error`` may still be true)."""
+
+    result: CallResult
+
+
+@attrs.frozen(slots=True)
+class CallFailed:
+    """The call ended without a server result; ``code`` is an envelope error code."""
+
+    code: str
+    message: str
+
+
+CallOutcome: TypeAlias = CallSucceeded | CallFailed
+
+
+# ------------------------------------------------------------------------ mailbox
+
+
+@attrs.frozen(slots=True, eq=False)
+class CallTool:
+    """Call one tool. The reply channel identifies the call for CancelCall."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+    reply: trio.MemorySendChannel[CallOutcome]
+    progress: trio.MemorySendChannel[ProgressReceived] | None = None
+
+
+@attrs.frozen(slots=True, eq=False)
+class CancelCall:
+    """The caller gave up: tell the server (``notifications/cancelled``), answer ``cancelled``."""
+
+    reply: trio.MemorySendChannel[CallOutcome]
+    reason: str = "cancelled by the client"
+
+
+@attrs.frozen(slots=True)
+class EnsureStarted:
+    """Someone needs this server's tools: leave ``idle`` now."""
+
+
+class Control(enum.Enum):
+    """Operator commands."""
+
+    STOP = "stop"
+    DISABLE = "disable"
+    ENABLE = "enable"
+    RESTART = "restart"
+
+
+@attrs.frozen(slots=True)
+class Command:
+    """An operator command for the actor."""
+
+    control: Control
+
+
+ConnectionMessage: TypeAlias = CallTool | CancelCall | EnsureStarted | Command
+
+
+# ---------------------------------------------------------------------- published
+
+
+@attrs.frozen(slots=True)
+class ToolsListed:
+    """A complete tool list read from the server (all pages)."""
+
+    server: str
+    generation: int
+    tools: tuple[Tool, ...]
+    problems: tuple[str, ...] = ()
+    owner: str | None = None
+
+
+@attrs.frozen(slots=True)
+class StateChanged:
+    """The connection moved; ``next_retry_at`` is on Trio's clock, set in backoff."""
+
+    server: str
+    state: State
+    previous: State
+    at: float
+    attempt: int = 0
+    reason: str | None = None
+    next_retry_at: float | None = None
+    owner: str | None = None
+
+
+Published: TypeAlias = ToolsListed | StateChanged

@@ -1,0 +1,37 @@
+"""Mailboxes: memory channels with one owner, and request/reply with a reply channel.
+
+An actor owns the receive end of its mailbox. A request carries its own reply channel
+of size 1, so the actor can answer without ever blocking, and the answer is sent
+exactly once (``answer`` refuses a second one loudly: that would be our bug).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+DEFAULT_MAILBOX_SIZE = 256
+
+
+def open_mailbox(size: int = DEFAULT_MAILBOX_SIZE) -> tuple[trio.MemorySendChannel[T], trio.MemoryReceiveChannel[T]]:
+    """A bounded mailbox: senders wait when the actor falls behind (honest backpressure)."""
+    return trio.open_memory_channel[T](size)
+
+
+def open_reply() -> tuple[trio.MemorySendChannel[T], trio.MemoryReceiveChannel[T]]:
+    """A reply channel for one answer."""
+    return trio.open_memory_channel[T](1)
+
+
+def answer(reply: trio.MemorySendChannel[T], value: T) -> bool:
+    """Deliver the one answer; False when the asker has gone away (that is fine)."""
+    try:
+        reply.send_nowait(value)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    except trio.WouldBlock:
+        raise RuntimeError("a request was answered twice") from None
+    return True

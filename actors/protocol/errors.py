@@ -1,0 +1,30 @@
+"""Errors of the protocol core.
+
+    ProtocolError          the peer broke the protocol; the connection is failed, not the process
+    ├── FramingError       a line that cannot be a message (too long, not JSON, not an object)
+    └── VersionMismatch    the server answered a protocol version we do not speak
+
+Messages are meant for operators: they say what arrived and what was expected, and
+quote at most a short, printable prefix of the offending bytes.
+"""
+
+from __future__ import annotations
+
+
+class ProtocolError(Exception):
+    """The peer sent something that breaks MCP or JSON-RPC 2.0."""
+
+
+class FramingError(ProtocolError):
+    """A line on the wire is not a JSON-RPC message at all."""
+
+
+class VersionMismatch(ProtocolError):
+    """Version negotiation failed."""
+
+
+def snippet(data: bytes | str, limit: int = 60) -> str:
+    """A short printable prefix of ``data`` for error texts (never the whole line)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return repr(text[:limit] + ("…" if len(text) > limit else ""))

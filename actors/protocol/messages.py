@@ -1,0 +1,110 @@
+"""JSON-RPC 2.0 messages and the MCP payloads the supervisor reads, as frozen classes.
+
+Envelope classes mirror the wire one to one. Payload classes (``Tool``,
+``InitializeResult``, ``CallResult``) hold only what the supervisor uses; unknown
+fields are dropped at the edge by the codec's converter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import attrs
+
+RequestId: TypeAlias = int | str
+Params: TypeAlias = Mapping[str, Any] | list[Any] | None
+
+# Protocol revisions negotiated through `initialize`, oldest to newest. 2026-07-28 is
+# the stateless per-request revision reached through `server/discover`, not through
+# the initialize handshake, so it is not offered here.
+SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = (
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+)
+LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[-1]
+
+# JSON-RPC error codes.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+@attrs.frozen(slots=True)
+class Request:
+    """A request that expects exactly one response with the same id."""
+
+    id: RequestId
+    method: str
+    params: Params = None
+
+
+@attrs.frozen(slots=True)
+class Notification:
+    """A one-way message."""
+
+    method: str
+    params: Params = None
+
+
+@attrs.frozen(slots=True)
+class ErrorObject:
+    """The ``error`` member of a JSON-RPC error response."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
+@attrs.frozen(slots=True)
+class Response:
+    """A successful response."""
+
+    id: RequestId
+    result: Mapping[str, Any]
+
+
+@attrs.frozen(slots=True)
+class ErrorResponse:
+    """A failed response; ``id`` is None when the peer could not read the request id."""
+
+    id: RequestId | None
+    error: ErrorObject
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse
+
+
+@attrs.frozen(slots=True)
+class Tool:
+    """One tool as a server publishes it in ``tools/list``."""
+
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] = attrs.field(factory=lambda: {"type": "object"})
+    title: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    output_schema: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(slots=True)
+class InitializeResult:
+    """What the server said about itself in answer to ``initialize``."""
+
+    protocol_version: str
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict)
+    server_info: Mapping[str, Any] = attrs.field(factory=dict)
+    instructions: str | None = None
+
+
+@attrs.frozen(slots=True)
+class CallResult:
+    """The result of ``tools/call``: content items, optional structured content, isError."""
+
+    content: tuple[Mapping[str, Any], ...] = ()
+    structured_content: Any = None
+    is_error: bool = False

@@ -1,0 +1,345 @@
+"""The client side of one MCP session, without I/O (h2-style).
+
+Feed it bytes with ``receive_data``; take events with ``next_event``; everything it
+wants written is queued and drained with ``data_to_send``. It correlates responses
+with the requests it sent, negotiates the protocol version, answers ``ping`` by
+itself, and turns server notifications into typed events.
+
+Phases: ``NEW`` → (initialize sent) ``INITIALIZING`` → (answer accepted,
+``notifications/initialized`` queued) ``READY``; ``CLOSED`` after a protocol error.
+Requests other than ``initialize`` and ``ping`` are refused before ``READY``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import attrs
+
+from actors.protocol.codec import (
+    DEFAULT_MAX_LINE_BYTES,
+    LineDecoder,
+    encode,
+    structure_initialize_result,
+    structure_tool,
+)
+from actors.protocol.errors import ProtocolError, VersionMismatch
+from actors.protocol.messages import (
+    LATEST_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND,
+    SUPPORTED_PROTOCOL_VERSIONS,
+    ErrorObject,
+    ErrorResponse,
+    InitializeResult,
+    Message,
+    Notification,
+    Params,
+    Request,
+    RequestId,
+    Response,
+    Tool,
+)
+
+
+class Phase(enum.Enum):
+    """Where the handshake stands."""
+
+    NEW = "new"
+    INITIALIZING = "initializing"
+    READY = "ready"
+    CLOSED = "closed"
+
+
+# ------------------------------------------------------------------------- events
+
+
+@attrs.frozen(slots=True)
+class Initialized:
+    """The server accepted ``initialize``; ``notifications/initialized`` is queued."""
+
+    result: InitializeResult
+
+
+@attrs.frozen(slots=True)
+class ResponseReceived:
+    """A result for a request we sent."""
+
+    id: RequestId
+    method: str
+    result: Mapping[str, Any]
+
+
+@attrs.frozen(slots=True)
+class ErrorReceived:
+    """An error for a request we sent."""
+
+    id: RequestId
+    method: str
+    error: ErrorObject
+
+
+@attrs.frozen(slots=True)
+class StrayResponse:
+    """A response to no pending request (e.g. one we gave up on); safe to drop."""
+
+    id: RequestId | None
+
+
+@attrs.frozen(slots=True)
+class ToolsListChanged:
+    """``notifications/tools/list_changed``."""
+
+
+@attrs.frozen(slots=True)
+class ProgressReceived:
+    """``notifications/progress`` for one of our requests."""
+
+    token: RequestId
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class ServerRequest:
+    """A request from the server (sampling, elicitation, roots, …) awaiting our answer."""
+
+    id: RequestId
+    method: str
+    params: Params
+
+
+@attrs.frozen(slots=True)
+class ServerNotification:
+    """Any other notification (logging, resources, cancellations of server requests)."""
+
+    method: str
+    params: Params
+
+
+Event: TypeAlias = (
+    Initialized
+    | ResponseReceived
+    | ErrorReceived
+    | StrayResponse
+    | ToolsListChanged
+    | ProgressReceived
+    | ServerRequest
+    | ServerNotification
+)
+
+
+# ------------------------------------------------------------------------ session
+
+
+class ClientSession:
+    """One client-side MCP session: correlation, handshake, ping, typed events."""
+
+    def __init__(
+        self,
+        *,
+        client_info: Mapping[str, Any] | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        protocol_version: str = LATEST_PROTOCOL_VERSION,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.client_info = dict(client_info or {"name": "trio-mcp-supervisor", "version": "0.1.0"})
+        self.capabilities = dict(capabilities or {})
+        self.offered_version = protocol_version
+        self.phase = Phase.NEW
+        self.negotiated: InitializeResult | None = None
+        self._decoder = LineDecoder(max_line_bytes)
+        self._outbox: list[bytes] = []
+        self._events: deque[Event] = deque()
+        self._pending: dict[RequestId, str] = {}
+        self._next_id = 0
+
+    # --------------------------------------------------------------- outgoing
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the wire, in order; empties the queue."""
+        if not self._outbox:
+            return b""
+        data = b"".join(self._outbox)
+        self._outbox.clear()
+        return data
+
+    def start_initialize(self) -> RequestId:
+        """Queue ``initialize``; the answer arrives as an ``Initialized`` event."""
+        if self.phase is not Phase.NEW:
+            raise RuntimeError(f"initialize already sent (phase {self.phase.value})")
+        self.phase = Phase.INITIALIZING
+        params = {
+            "protocolVersion": self.offered_version,
+            "capabilities": self.capabilities,
+            "clientInfo": self.client_info,
+        }
+        return self._queue_request("initialize", params)
+
+    def send_request(self, method: str, params: Params = None, *, progress: bool = False) -> RequestId:
+        """Queue a request; its answer arrives as ResponseReceived or ErrorReceived.
+
+        With ``progress``, the request id doubles as ``_meta.progressToken`` so progress
+        notifications can be matched to the request without another table.
+        """
+        if self.phase is not Phase.READY and method != "ping":
+            raise RuntimeError(f"cannot send {method} before the handshake completed")
+        return self._queue_request(method, params, progress=progress)
+
+    def send_notification(self, method: str, params: Params = None) -> None:
+        """Queue a notification."""
+        self._outbox.append(encode(Notification(method, params)))
+
+    def send_cancelled(self, request_id: RequestId, reason: str) -> None:
+        """Tell the server we gave up on a request, and stop waiting for its answer."""
+        self._pending.pop(request_id, None)
+        self.send_notification("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    def forget(self, request_id: RequestId) -> None:
+        """Stop correlating a request (a late answer becomes a StrayResponse)."""
+        self._pending.pop(request_id, None)
+
+    def send_response(self, request_id: RequestId, result: Mapping[str, Any]) -> None:
+        """Answer a ServerRequest."""
+        self._outbox.append(encode(Response(request_id, result)))
+
+    def send_error(self, request_id: RequestId, code: int, message: str) -> None:
+        """Answer a ServerRequest with an error."""
+        self._outbox.append(encode(ErrorResponse(request_id, ErrorObject(code, message))))
+
+    def _queue_request(self, method: str, params: Params, *, progress: bool = False) -> RequestId:
+        request_id = self._next_id
+        self._next_id += 1
+        if progress and isinstance(params, Mapping):
+            meta = {**(params.get("_meta") or {}), "progressToken": request_id}
+            params = {**params, "_meta": meta}
+        self._outbox.append(encode(Request(request_id, method, params)))
+        self._pending[request_id] = method
+        return request_id
+
+    @property
+    def pending_requests(self) -> int:
+        """How many of our requests await an answer."""
+        return len(self._pending)
+
+    # --------------------------------------------------------------- incoming
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the server. A ProtocolError closes the session."""
+        if self.phase is Phase.CLOSED:
+            raise ProtocolError("session is closed")
+        try:
+            for message in self._decoder.feed(data):
+                self._handle(message)
+        except ProtocolError:
+            self.phase = Phase.CLOSED
+            raise
+
+    def next_event(self) -> Event | None:
+        """The next event, or None when there is none."""
+        return self._events.popleft() if self._events else None
+
+    def _handle(self, message: Message) -> None:
+        if isinstance(message, Response | ErrorResponse):
+            self._handle_response(message)
+        elif isinstance(message, Request):
+            if message.method == "ping":
+                self.send_response(message.id, {})
+            else:
+                self._events.append(ServerRequest(message.id, message.method, message.params))
+        else:
+            self._handle_notification(message)
+
+    def _handle_response(self, message: Response | ErrorResponse) -> None:
+        request_id = message.id
+        method = self._pending.pop(request_id, None) if request_id is not None else None
+        if method is None or request_id is None:
+            if isinstance(message, ErrorResponse) and message.id is None:
+                # The server could not parse something we sent: that is its report of
+                # our bug or of corruption on the pipe, and the session cannot continue.
+                raise ProtocolError(f"server reported an unreadable request: {message.error.message}")
+            self._events.append(StrayResponse(message.id))
+            return
+        if method == "initialize":
+            self._finish_initialize(message)
+        elif isinstance(message, Response):
+            self._events.append(ResponseReceived(request_id, method, message.result))
+        else:
+            self._events.append(ErrorReceived(request_id, method, message.error))
+
+    def _finish_initialize(self, message: Response | ErrorResponse) -> None:
+        if isinstance(message, ErrorResponse):
+            raise ProtocolError(
+                f"server refused initialize: {message.error.message} (code {message.error.code})"
+            )
+        result = structure_initialize_result(message.result)
+        if result.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise VersionMismatch(
+                f"server answered protocol version {result.protocol_version!r}; "
+                f"this client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
+            )
+        self.negotiated = result
+        self.phase = Phase.READY
+        self.send_notification("notifications/initialized")
+        self._events.append(Initialized(result))
+
+    def _handle_notification(self, message: Notification) -> None:
+        if message.method == "notifications/tools/list_changed":
+            self._events.append(ToolsListChanged())
+            return
+        if message.method == "notifications/progress" and isinstance(message.params, dict):
+            params = message.params
+            token = params.get("progressToken")
+            progress = params.get("progress")
+            if isinstance(token, int | str) and isinstance(progress, int | float):
+                total = params.get("total")
+                text = params.get("message")
+                self._events.append(
+                    ProgressReceived(
+                        token,
+                        float(progress),
+                        float(total) if isinstance(total, int | float) else None,
+                        text if isinstance(text, str) else None,
+                    )
+                )
+                return
+        self._events.append(ServerNotification(message.method, message.params))
+
+
+# ------------------------------------------------------------------ payload helpers
+
+
+@attrs.frozen(slots=True)
+class ToolsPage:
+    """One page of ``tools/list``: the tools, the next cursor, and entries we dropped."""
+
+    tools: tuple[Tool, ...]
+    next_cursor: str | None
+    problems: tuple[str, ...] = ()
+
+
+def parse_tools_page(result: Mapping[str, Any]) -> ToolsPage:
+    """Read one ``tools/list`` page. A malformed entry is dropped and reported, so one
+    bad tool never hides the server's other tools; a malformed page is a ProtocolError."""
+    raw = result.get("tools")
+    if not isinstance(raw, list):
+        raise ProtocolError("tools/list result has no tools array")
+    cursor = result.get("nextCursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise ProtocolError("tools/list nextCursor must be a string")
+    tools: list[Tool] = []
+    problems: list[str] = []
+    for entry in raw:
+        try:
+            tools.append(structure_tool(entry))
+        except ProtocolError as exc:
+            problems.append(str(exc))
+    return ToolsPage(tuple(tools), cursor or None, tuple(problems))
+
+
+def method_not_found(session: ClientSession, request: ServerRequest) -> None:
+    """The default answer to a server request nobody registered a handler for."""
+    session.send_error(request.id, METHOD_NOT_FOUND, f"client does not handle {request.method}")

@@ -1,0 +1,1 @@
+"""The router: catalog epochs, namespacing, envelopes."""

@@ -1,0 +1,66 @@
+"""The transport contract and the transport error tree.
+
+A transport moves bytes between a connection actor and one MCP server; it knows
+nothing of JSON-RPC. Low-level errors (OSError, trio's resource errors, a process
+exit) are mapped here, at the edge, into this tree and nowhere else:
+
+    TransportError                 the connection is unusable; the actor goes to backoff
+    ├── SpawnError                 a local server could not be started (command missing, cwd, exec)
+    └── TransportClosed            the peer went away (EOF, broken pipe, process exited)
+
+Messages are user-facing: they name the server and say what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from actors.connection.spec import ServerSpec
+
+
+class TransportError(Exception):
+    """The connection to a server can no longer be used."""
+
+
+class SpawnError(TransportError):
+    """A local server could not be started."""
+
+
+class TransportClosed(TransportError):
+    """The server closed the connection or its process exited."""
+
+
+class Transport(Protocol):
+    """A bidirectional byte pipe to one MCP server.
+
+    ``send`` and ``receive`` may be called from different tasks, but each from one
+    task at a time. ``receive`` returns ``b""`` at a clean end of stream.
+    """
+
+    async def send(self, data: bytes) -> None:
+        """Write all of ``data``; raise TransportClosed if the peer is gone."""
+        ...
+
+    async def receive(self) -> bytes:
+        """Return the next chunk of bytes, or ``b""`` at end of stream."""
+        ...
+
+    def stderr_tail(self) -> Sequence[str]:
+        """The last lines the server wrote to stderr (redacted); empty for remote servers."""
+        ...
+
+    def describe(self) -> str:
+        """One short line for logs: pid, URL, … (never secrets)."""
+        ...
+
+
+class Connector(Protocol):
+    """Opens a transport for a server spec; leaving the context tears it down.
+
+    Teardown must finish even when the surrounding scope is cancelled (it runs
+    shielded, under its own deadline): no process or socket outlives the context.
+    """
+
+    def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[Transport]: ...

@@ -1,0 +1,174 @@
+"""A scripted MCP server behind an in-memory transport, for actor tests on MockClock.
+
+Each connect runs one ``FakeServer`` session in a nursery owned by the fake
+connector's context manager; the test scripts its behaviour through attributes
+(tools, how calls are answered, whether to die) and reads what it received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+import trio
+import trio.testing
+
+from actors.connection.spec import ServerSpec
+from actors.protocol.codec import LineDecoder, encode
+from actors.protocol.messages import Message, Notification, Request, Response
+from actors.transports.base import SpawnError, TransportClosed
+
+CallHandler = Callable[["FakeSession", Request], Awaitable[dict[str, Any] | None]]
+
+
+async def echo_handler(session: FakeSession, request: Request) -> dict[str, Any] | None:
+    """Answer every call with the text of its arguments."""
+    assert isinstance(request.params, dict)
+    args = request.params.get("arguments", {})
+    return {"content": [{"type": "text", "text": orjson.dumps(args).decode()}]}
+
+
+class MemoryTransport:
+    """Transport over a trio memory stream."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise TransportClosed(f"fake server gone: {exc!r}") from None
+
+    async def receive(self) -> bytes:
+        try:
+            return bytes(await self._stream.receive_some(65536))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return b""
+
+    def stderr_tail(self) -> Sequence[str]:
+        return []
+
+    def describe(self) -> str:
+        return "memory"
+
+
+class FakeSession:
+    """The server end of one connection."""
+
+    def __init__(self, server: FakeServer, stream: trio.abc.Stream) -> None:
+        self.server = server
+        self.stream = stream
+        self.decoder = LineDecoder()
+        self.closed = trio.Event()
+
+    async def send(self, message: Message) -> None:
+        try:
+            await self.stream.send_all(encode(message))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self.send(Notification(method, params))
+
+    async def close(self) -> None:
+        """Simulate the server process dying."""
+        self.closed.set()
+        await self.stream.aclose()
+
+    async def run(self, nursery: trio.Nursery) -> None:
+        server = self.server
+        while True:
+            try:
+                data = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return
+            for message in self.decoder.feed(data):
+                server.received.append(message)
+                if isinstance(message, Request):
+                    nursery.start_soon(self._answer, message)
+
+    async def _answer(self, request: Request) -> None:
+        server = self.server
+        if request.method == "initialize":
+            if server.init_delay:
+                await trio.sleep(server.init_delay)
+            if server.die_during_init:
+                await self.close()
+                return
+            version = (request.params or {}).get("protocolVersion")  # type: ignore[union-attr]
+            await self.send(
+                Response(
+                    request.id,
+                    {
+                        "protocolVersion": server.protocol_version or version,
+                        "capabilities": {"tools": {"listChanged": True}},
+                        "serverInfo": {"name": "fake", "version": "1"},
+                    },
+                )
+            )
+        elif request.method == "tools/list":
+            server.list_calls += 1
+            if server.list_delay:
+                await trio.sleep(server.list_delay)
+            await self.send(Response(request.id, {"tools": list(server.tools)}))
+        elif request.method == "ping":
+            if server.answer_ping:
+                await self.send(Response(request.id, {}))
+        elif request.method == "tools/call":
+            result = await server.call_handler(self, request)
+            if result is not None:
+                await self.send(Response(request.id, result))
+
+
+class FakeServer:
+    """Scriptable server; ``connector`` is what the actor gets."""
+
+    def __init__(self, tools: Sequence[dict[str, Any]] | None = None) -> None:
+        self.tools: list[dict[str, Any]] = list(
+            tools if tools is not None else [{"name": "echo", "description": "Echo text back", "inputSchema": {"type": "object"}}]
+        )
+        self.call_handler: CallHandler = echo_handler
+        self.connect_times: list[float] = []
+        self.received: list[Message] = []
+        self.sessions: list[FakeSession] = []
+        self.fail_connect = False
+        self.die_during_init = False
+        self.init_delay = 0.0
+        self.list_delay = 0.0
+        self.answer_ping = True
+        self.protocol_version: str | None = None
+        self.list_calls = 0
+        self.connected = trio.Event()
+
+    @property
+    def current(self) -> FakeSession:
+        return self.sessions[-1]
+
+    def notifications(self, method: str) -> list[Notification]:
+        return [m for m in self.received if isinstance(m, Notification) and m.method == method]
+
+    def calls(self) -> list[Request]:
+        return [m for m in self.received if isinstance(m, Request) and m.method == "tools/call"]
+
+    @asynccontextmanager
+    async def connector(self, spec: ServerSpec) -> AsyncIterator[MemoryTransport]:
+        self.connect_times.append(trio.current_time())
+        if self.fail_connect:
+            raise SpawnError(f"mcp server {spec.name}: command 'fake' not found on PATH")
+        client_end, server_end = trio.testing.memory_stream_pair()
+        session = FakeSession(self, server_end)
+        self.sessions.append(session)
+        self.connected.set()
+        self.connected = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run, nursery)
+            try:
+                yield MemoryTransport(client_end)
+            finally:
+                nursery.cancel_scope.cancel()
+                await client_end.aclose()
