@@ -1,0 +1,409 @@
+"""Server lists in the three shapes users already have, read into ``ServerSpec``.
+
+- ``{"servers": {...}}``: host runtimes; ``command`` a string plus ``args`` (or a list).
+- ``{"mcpServers": {...}}``: desktop/IDE clients; an entry with ``url`` is remote, and
+  ``"transport": "websocket"`` with ``serverName`` uses a remote bridge.
+- ``{"mcp": {...}}``: connectors; ``type: local|remote`` and ``command`` as a list.
+
+One entry reader serves all three: the dialects differ in where the map sits and in
+spellings (``serverName``, ``disabled``, ``transport``, ``timeout_ms``), never in
+meaning, so every spelling is accepted everywhere. Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from actors.connection.spec import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_INIT_TIMEOUT_S,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_RECONNECT_SCHEDULE_S,
+    Scope,
+    ServerSpec,
+    Start,
+)
+
+from .expansion import Expander
+from .values import (
+    Invalid,
+    check_keys,
+    child,
+    expect_bool,
+    expect_choice,
+    expect_int,
+    expect_list,
+    expect_number,
+    expect_object,
+    show,
+)
+
+SERVER_SECTIONS = ("servers", "mcpServers", "mcp")
+
+_KEYS = frozenset(
+    {
+        "type", "transport", "command", "args", "env", "cwd", "url", "headers", "oauth",
+        "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
+        "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
+        "max_output_bytes", "reconnect_schedule_s",
+    }
+)  # fmt: skip
+
+# Spellings of `type` / `transport` seen in the wild, mapped onto our three types.
+_TYPE_NAMES = {
+    "local": "local",
+    "stdio": "local",
+    "remote": "remote",
+    "http": "remote",
+    "streamable-http": "remote",
+    "streamable_http": "remote",
+    "streamableHttp": "remote",
+    "sse": "remote",
+    "websocket": "websocket",
+    "ws": "websocket",
+}
+
+# Keys that only make sense for some types; anything else applies to all.
+_ONLY_FOR = {
+    "command": ("local",),
+    "args": ("local",),
+    "env": ("local",),
+    "cwd": ("local",),
+    "url": ("remote", "websocket"),
+    "headers": ("remote", "websocket"),
+    "token": ("remote", "websocket"),
+    "oauth": ("remote",),
+    "server_name": ("websocket",),
+    "serverName": ("websocket",),
+}
+
+_URL_SCHEMES = {"remote": ("http", "https"), "websocket": ("ws", "wss")}
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# Names whose values are credentials even when written literally in the file.
+_SENSITIVE_NAME = re.compile(r"auth|token|secret|key|passw|cookie|credential", re.IGNORECASE)
+
+
+def find_server_section(doc: Mapping[str, Any], path: str) -> str | None:
+    """Which dialect's server map the document uses (None: no servers at all)."""
+    present = [key for key in SERVER_SECTIONS if key in doc]
+    if len(present) > 1:
+        raise Invalid(
+            path, f"found both {present[0]!r} and {present[1]!r}; keep one map of servers"
+        )
+    return present[0] if present else None
+
+
+def read_servers(value: object, path: str, expander: Expander) -> tuple[ServerSpec, ...]:
+    """Every server in a dialect's map, in file order."""
+    servers = expect_object(value, path, "an object mapping server names to their settings")
+    return tuple(
+        read_server(name, entry, child(path, name), expander.fresh())
+        for name, entry in servers.items()
+    )
+
+
+def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpec:
+    """One server entry; ``exp`` must be fresh, its secrets become the spec's."""
+    if not name.strip():
+        raise Invalid(path, "server names must not be empty; give the server a name")
+    entry = expect_object(value, path, "an object with the server's settings")
+    check_keys(entry, path, _KEYS)
+    url = exp.text(entry["url"], child(path, "url")) if "url" in entry else None
+    kind = _server_type(entry, url, path, exp)
+    for key in entry:
+        types = _ONLY_FOR.get(key)
+        if types is not None and kind not in types:
+            raise Invalid(
+                child(path, key),
+                f"{key!r} does not apply to a {kind} server (only {' or '.join(types)}); "
+                'remove it or change "type"',
+            )
+    headers = _string_map(entry, "headers", path, exp)
+    if kind == "local":
+        command = _command(entry, path, exp)
+    else:
+        command = ()
+        _check_url(url, entry.get("url"), kind, path)
+        _add_token(headers, entry, path, exp)
+    env = _string_map(entry, "env", path, exp)
+    init_s = _millis(entry, "init_timeout_ms", path)
+    call_s, max_call_s = _call_timeouts(entry, path)
+    scope = _choice(entry, "scope", [s.value for s in Scope], path, exp)
+    start = _choice(entry, "start", [s.value for s in Start], path, exp)
+    cwd = _cwd(entry, path, exp)
+    enabled = _enabled(entry, path)
+    trusted = expect_bool(entry.get("trusted", False), child(path, "trusted"))
+    max_output_bytes = expect_int(
+        entry.get("max_output_bytes", DEFAULT_MAX_OUTPUT_BYTES),
+        child(path, "max_output_bytes"),
+        minimum=1,
+    )
+    schedule = _schedule(entry, path)
+    server_name = _server_name(name, entry, kind, path, exp)
+    oauth = _oauth(entry, path, exp)
+    # Last: every reader above may have expanded (and so recorded) a secret.
+    secrets = [*exp.secrets, *_literal_secrets(headers, env), *_url_secrets(url)]
+    return ServerSpec(
+        name=name,
+        type=kind,
+        command=command,
+        env=MappingProxyType(env),
+        cwd=cwd,
+        url=url,
+        headers=MappingProxyType(headers),
+        enabled=enabled,
+        trusted=trusted,
+        scope=Scope(scope) if scope is not None else Scope.SHARED,
+        start=Start(start) if start is not None else Start.LAZY,
+        init_timeout_s=init_s if init_s is not None else DEFAULT_INIT_TIMEOUT_S,
+        call_timeout_s=call_s,
+        max_call_s=max_call_s,
+        max_output_bytes=max_output_bytes,
+        reconnect_schedule_s=schedule,
+        secrets=tuple(dict.fromkeys(secret for secret in secrets if secret)),
+        server_name=server_name,
+        oauth=oauth,
+    )
+
+
+def _server_type(entry: Mapping[str, Any], url: str | None, path: str, exp: Expander) -> str:
+    declared: dict[str, str] = {}
+    for key in ("type", "transport"):
+        if key in entry:
+            where = child(path, key)
+            value = exp.text(entry[key], where)
+            if value not in _TYPE_NAMES:
+                raise Invalid(
+                    where,
+                    "expected 'local', 'remote' or 'websocket' (also accepted: stdio, http, "
+                    f"streamable-http, sse, ws), got {show(entry[key])}",
+                )
+            declared[key] = _TYPE_NAMES[value]
+    if len(set(declared.values())) > 1:
+        raise Invalid(
+            child(path, "transport"),
+            f"'transport' says {declared['transport']} but 'type' says {declared['type']}; "
+            "keep one of them",
+        )
+    if declared:
+        return next(iter(declared.values()))
+    if url is None:
+        return "local"
+    return "websocket" if url.lower().startswith(("ws://", "wss://")) else "remote"
+
+
+def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, ...]:
+    where = child(path, "command")
+    if "command" not in entry:
+        raise Invalid(
+            path,
+            "a local server needs 'command' (a list like [\"python\", \"-m\", \"server\"] "
+            "or a string plus 'args'), or a 'url' for a remote server",
+        )
+    raw = entry["command"]
+    if isinstance(raw, str):
+        argv = [exp.text(raw, where)]
+    elif isinstance(raw, list) and raw:
+        argv = [exp.text(item, child(where, i)) for i, item in enumerate(raw)]
+    else:
+        raise Invalid(where, f"expected a list of strings or a string, got {show(raw)}")
+    if not argv[0].strip():
+        raise Invalid(where, "the program name is empty; name the executable to run")
+    if "args" in entry:
+        args_path = child(path, "args")
+        items = expect_list(entry["args"], args_path, "a list of strings")
+        argv += [exp.text(item, child(args_path, i)) for i, item in enumerate(items)]
+    # Left as written: the PATH lookup happens at spawn, in the supervisor's environment.
+    return tuple(argv)
+
+
+def _string_map(
+    entry: Mapping[str, Any], key: str, path: str, exp: Expander
+) -> dict[str, str]:
+    """``env`` / ``headers``: names to string values, values expanded."""
+    if key not in entry:
+        return {}
+    where = child(path, key)
+    result: dict[str, str] = {}
+    for name, raw in expect_object(entry[key], where).items():
+        item = child(where, name)
+        if key == "headers" and not _HEADER_NAME.match(name):
+            raise Invalid(item, f"{name!r} is not a valid HTTP header name")
+        if key == "env" and (not name or "=" in name or "\0" in name):
+            raise Invalid(item, f"{name!r} is not a valid environment variable name")
+        if isinstance(raw, bool | int | float):
+            raise Invalid(item, f"expected a string, got {show(raw)} (quote it: \"{show(raw)}\")")
+        value = exp.text(raw, item)
+        if key == "headers" and ("\r" in value or "\n" in value):
+            raise Invalid(item, "header values must not contain line breaks")
+        result[name] = value
+    return result
+
+
+def _literal_secrets(headers: Mapping[str, str], env: Mapping[str, str]) -> list[str]:
+    """Credentials written literally (``Authorization: Bearer abc``) are secrets too."""
+    found: list[str] = []
+    for name, value in [*headers.items(), *env.items()]:
+        if _SENSITIVE_NAME.search(name):
+            found.append(value)
+            scheme, _, credential = value.partition(" ")
+            if credential and scheme.isalpha():
+                found.append(credential.strip())
+    return found
+
+
+def _url_secrets(url: str | None) -> list[str]:
+    """A password or a credential-like query value written into the URL itself."""
+    if url is None:
+        return []
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+    except ValueError:
+        return []
+    found += [value for key, value in parse_qsl(parts.query) if _SENSITIVE_NAME.search(key)]
+    return found
+
+
+def _check_url(url: str | None, raw: object, kind: str, path: str) -> None:
+    schemes = _URL_SCHEMES[kind]
+    article = "an" if kind == "remote" else "a"
+    wanted = f"{article} {schemes[0]}:// or {schemes[1]}:// URL"
+    if url is None:
+        if kind == "websocket":
+            where_hint = "the remote bridge, e.g. ws://host:8765/v1/bridge"
+        else:
+            where_hint = "the server's MCP endpoint, e.g. https://host/mcp"
+        raise Invalid(path, f"a {kind} server needs 'url' ({wanted} of {where_hint})")
+    where = child(path, "url")
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError on a malformed port
+    except ValueError as exc:
+        raise Invalid(where, f"not a valid URL ({exc}): {show(raw)}") from None
+    if parts.scheme.lower() not in schemes or not parts.hostname:
+        hint = ""
+        if kind == "remote" and parts.scheme.lower() in _URL_SCHEMES["websocket"]:
+            hint = '; for a WebSocket bridge set "type": "websocket"'
+        elif kind == "websocket" and parts.scheme.lower() in _URL_SCHEMES["remote"]:
+            hint = '; for an MCP HTTP endpoint set "type": "remote"'
+        raise Invalid(where, f"a {kind} server needs {wanted}, got {show(raw)}{hint}")
+
+
+def _add_token(headers: dict[str, str], entry: Mapping[str, Any], path: str, exp: Expander) -> None:
+    if "token" not in entry:
+        return
+    where = child(path, "token")
+    token = exp.text(entry["token"], where)
+    if not token:
+        raise Invalid(where, "the token is empty; set it or remove 'token'")
+    if any(name.lower() == "authorization" for name in headers):
+        raise Invalid(where, "give either 'token' or an Authorization header, not both")
+    headers["Authorization"] = f"Bearer {token}"
+
+
+def _millis(entry: Mapping[str, Any], key: str, path: str) -> float | None:
+    """A positive millisecond setting, in seconds (None when absent)."""
+    if key not in entry:
+        return None
+    return expect_number(entry[key], child(path, key), positive=True) / 1000
+
+
+def _call_timeouts(entry: Mapping[str, Any], path: str) -> tuple[float, float | None]:
+    call_s = _millis(entry, "call_timeout_ms", path)
+    alias_s = _millis(entry, "timeout_ms", path)
+    if call_s is not None and alias_s is not None and call_s != alias_s:
+        raise Invalid(
+            child(path, "timeout_ms"),
+            f"timeout_ms ({entry['timeout_ms']}) contradicts call_timeout_ms "
+            f"({entry['call_timeout_ms']}); it is an alias, keep one",
+        )
+    call_s = call_s if call_s is not None else alias_s
+    call_s = call_s if call_s is not None else DEFAULT_CALL_TIMEOUT_S
+    max_call_s = _millis(entry, "max_call_ms", path)
+    if max_call_s is not None and max_call_s < call_s:
+        raise Invalid(
+            child(path, "max_call_ms"),
+            f"{entry['max_call_ms']} is below the call timeout ({call_s * 1000:g} ms); "
+            "the absolute cap must be at least the call timeout",
+        )
+    return call_s, max_call_s
+
+
+def _schedule(entry: Mapping[str, Any], path: str) -> tuple[float, ...]:
+    if "reconnect_schedule_s" not in entry:
+        return DEFAULT_RECONNECT_SCHEDULE_S
+    where = child(path, "reconnect_schedule_s")
+    what = "a non-empty list of delays in seconds, like [1, 2, 5, 15, 60]"
+    delays = expect_list(entry["reconnect_schedule_s"], where, what)
+    if not delays:
+        raise Invalid(where, f"expected {what}, got []")
+    return tuple(
+        expect_number(delay, child(where, i), positive=False) for i, delay in enumerate(delays)
+    )
+
+
+def _choice(
+    entry: Mapping[str, Any], key: str, choices: list[str], path: str, exp: Expander
+) -> str | None:
+    if key not in entry:
+        return None
+    where = child(path, key)
+    return expect_choice(exp.text(entry[key], where), entry[key], where, choices)
+
+
+def _enabled(entry: Mapping[str, Any], path: str) -> bool:
+    enabled = expect_bool(entry.get("enabled", True), child(path, "enabled"))
+    if "disabled" in entry:
+        disabled = expect_bool(entry["disabled"], child(path, "disabled"))
+        if "enabled" in entry and disabled == enabled:
+            raise Invalid(child(path, "disabled"), "'disabled' contradicts 'enabled'; keep one")
+        enabled = not disabled
+    return enabled
+
+
+def _cwd(entry: Mapping[str, Any], path: str, exp: Expander) -> str | None:
+    """Relative working directories are taken from the config file's directory."""
+    if "cwd" not in entry:
+        return None
+    cwd = exp.text(entry["cwd"], child(path, "cwd"))
+    if not cwd:
+        raise Invalid(child(path, "cwd"), "the directory is empty; name one or remove 'cwd'")
+    return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(cwd)))
+
+
+def _server_name(
+    name: str, entry: Mapping[str, Any], kind: str, path: str, exp: Expander
+) -> str | None:
+    """The bridge-side name; defaults to the entry's own name, as desktop clients do."""
+    if kind != "websocket":
+        return None
+    if "server_name" in entry and "serverName" in entry:
+        raise Invalid(child(path, "serverName"), "give 'server_name' or 'serverName', not both")
+    key = "server_name" if "server_name" in entry else "serverName"
+    if key not in entry:
+        return name
+    value = exp.text(entry[key], child(path, key))
+    if not value.strip():
+        raise Invalid(child(path, key), "the bridge server name is empty")
+    return value
+
+
+def _oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, Any] | None:
+    if "oauth" not in entry or entry["oauth"] is False:
+        return None
+    where = child(path, "oauth")
+    settings = expect_object(entry["oauth"], where, "an object of OAuth settings or false")
+    frozen: Mapping[str, Any] = exp.deep(settings, where)
+    # A literal client_secret is as secret as an expanded one.
+    exp.secrets.extend(
+        value
+        for key, value in frozen.items()
+        if isinstance(value, str) and _SENSITIVE_NAME.search(key)
+    )
+    return frozen

@@ -1,0 +1,110 @@
+"""The whole configuration as frozen data (built by the loader, read by everyone else).
+
+Plain attrs classes with no logic in ``__init__``: validation and defaults-from-file
+live in the loader, so tests and embedders can build these by hand. Times in the file
+are milliseconds; here they are seconds, like everywhere else in the code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+import attrs
+
+from actors.connection.spec import ServerSpec
+
+__all__ = [
+    "AdminSettings",
+    "Config",
+    "ServerSpec",
+    "ToolSearchSettings",
+    "TrustAction",
+    "TrustRule",
+    "TrustSettings",
+]
+
+TrustAction = Literal["allow", "ask", "deny"]
+
+DEFAULT_ADMIN_BIND = "127.0.0.1:8765"
+
+
+def _empty_mapping() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+@attrs.frozen(slots=True)
+class ToolSearchSettings:
+    """When turns list only ``tool_search`` instead of every tool (DESIGN §3).
+
+    ``enabled="auto"`` switches search on once a session's tool count exceeds
+    ``threshold``.
+    """
+
+    enabled: Literal["auto"] | bool = "auto"
+    threshold: int = 20
+    max_matches: int = 10
+
+
+@attrs.frozen(slots=True)
+class TrustRule:
+    """``permission`` globs ``mcp:<server>:<tool>``, ``pattern`` globs the call's subject."""
+
+    permission: str
+    pattern: str = "*"
+    action: TrustAction = "ask"
+
+
+@attrs.frozen(slots=True)
+class TrustSettings:
+    """Ordered trust rules (the last match wins) and the limits around approvals."""
+
+    rules: tuple[TrustRule, ...] = ()
+    max_description_length: int = 200
+    approval_timeout_s: float = 120.0
+
+
+@attrs.frozen(slots=True)
+class AdminSettings:
+    """Where the admin API listens and which bearer token belongs to which tenant.
+
+    ``tokens`` maps token -> tenant; it is kept out of ``repr()`` because its keys are
+    credentials.
+    """
+
+    bind: str = DEFAULT_ADMIN_BIND
+    tokens: Mapping[str, str] = attrs.field(factory=_empty_mapping, repr=False)
+
+
+@attrs.frozen(slots=True)
+class Config:
+    """Everything one supervisor run was configured with.
+
+    ``source`` is the file it was read from (None when no file was found or given);
+    ``servers`` keep the file's order, which is also the start order.
+    """
+
+    source: str | None = None
+    servers: tuple[ServerSpec, ...] = ()
+    tool_search: ToolSearchSettings = ToolSearchSettings()
+    trust: TrustSettings = TrustSettings()
+    admin: AdminSettings = AdminSettings()
+    state_dir: str | None = None
+
+    def server(self, name: str) -> ServerSpec:
+        """The server called ``name``; KeyError naming the known servers otherwise."""
+        for spec in self.servers:
+            if spec.name == name:
+                return spec
+        known = ", ".join(spec.name for spec in self.servers) or "none"
+        raise KeyError(f"no server named {name!r} in the config (known: {known})")
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every credential this config holds (server secrets and admin tokens), for redaction."""
+        found: dict[str, None] = {}
+        for spec in self.servers:
+            found.update(dict.fromkeys(spec.secrets))
+        found.update(dict.fromkeys(self.admin.tokens))
+        return tuple(found)
