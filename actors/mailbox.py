@@ -7,7 +7,7 @@ exactly once (``answer`` refuses a second one loudly: that would be our bug).
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import trio
 
@@ -15,15 +15,15 @@ T = TypeVar("T")
 
 DEFAULT_MAILBOX_SIZE = 256
 
-
-def open_mailbox(size: int = DEFAULT_MAILBOX_SIZE) -> tuple[trio.MemorySendChannel[T], trio.MemoryReceiveChannel[T]]:
-    """A bounded mailbox: senders wait when the actor falls behind (honest backpressure)."""
-    return trio.open_memory_channel[T](size)
+Channels: TypeAlias = tuple[trio.MemorySendChannel[T], trio.MemoryReceiveChannel[T]]
 
 
-def open_reply() -> tuple[trio.MemorySendChannel[T], trio.MemoryReceiveChannel[T]]:
-    """A reply channel for one answer."""
-    return trio.open_memory_channel[T](1)
+def open_mailbox(size: int = DEFAULT_MAILBOX_SIZE) -> Channels[Any]:
+    """A bounded mailbox: senders wait when the actor falls behind (honest backpressure).
+
+    Annotate the result (``pair: Channels[Message] = open_mailbox()``) to type it.
+    """
+    return trio.open_memory_channel[Any](size)
 
 
 def answer(reply: trio.MemorySendChannel[T], value: T) -> bool:

@@ -1,0 +1,139 @@
+"""The result envelope every call ends in, and output bounds.
+
+One shape for success and failure (DESIGN.md §4), so a host handles a call the same
+way whatever server it went to. Text is cut at a character boundary so that the
+whole text, marker included, fits ``max_output_bytes`` encoded as UTF-8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+TRUNCATION_MARKER = "... [truncated]"
+
+ERROR_CODES = frozenset(
+    {
+        "unknown_tool",
+        "invalid_arguments",
+        "denied",
+        "unavailable",
+        "timeout",
+        "cancelled",
+        "auth_failed",
+        "server_error",
+        "tool_error",
+    }
+)
+
+
+@attrs.frozen(slots=True)
+class CallError:
+    """Why a call failed: a code from ERROR_CODES and a message for the model."""
+
+    code: str
+    message: str
+
+
+@attrs.frozen(slots=True)
+class Envelope:
+    """The one answer to one call."""
+
+    ok: bool
+    tool: str
+    text: str = ""
+    content: tuple[Mapping[str, Any], ...] = ()
+    structured: Any = None
+    truncated: bool = False
+    duration_ms: int = 0
+    error: CallError | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of DESIGN.md §4."""
+        if not self.ok:
+            assert self.error is not None
+            return {
+                "ok": False,
+                "tool": self.tool,
+                "error": {"code": self.error.code, "message": self.error.message},
+            }
+        return {
+            "ok": True,
+            "tool": self.tool,
+            "text": self.text,
+            "content": [dict(item) for item in self.content],
+            "structured": self.structured,
+            "truncated": self.truncated,
+            "duration_ms": self.duration_ms,
+        }
+
+
+def failure(tool: str, code: str, message: str) -> Envelope:
+    """An error envelope."""
+    assert code in ERROR_CODES, code
+    return Envelope(ok=False, tool=tool, error=CallError(code, message))
+
+
+def describe_item(item: Mapping[str, Any]) -> str:
+    """Text of one content item; non-text items are named, not decoded."""
+    kind = item.get("type")
+    if kind == "text" and isinstance(item.get("text"), str):
+        return str(item["text"])
+    mime = item.get("mimeType")
+    resource = item.get("resource")
+    if mime is None and isinstance(resource, Mapping):
+        mime = resource.get("mimeType")
+    suffix = f" ({mime})" if isinstance(mime, str) else ""
+    return f"[non-text content: {kind}{suffix}]"
+
+
+def join_text(content: Sequence[Mapping[str, Any]]) -> str:
+    """The text content items joined by newlines, non-text items annotated."""
+    return "\n".join(describe_item(item) for item in content)
+
+
+def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Cut ``text`` so that it, plus the marker, fits ``max_bytes`` in UTF-8."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text, False
+    if max_bytes <= len(TRUNCATION_MARKER):  # the marker is ASCII: bytes == characters
+        return TRUNCATION_MARKER[: max(0, max_bytes)], True
+    head = encoded[: max_bytes - len(TRUNCATION_MARKER)].decode("utf-8", "ignore")  # drops a split last char
+    return head + TRUNCATION_MARKER, True
+
+
+def _strip_payload(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A non-text item without its data (when the output is over its bound)."""
+    return {k: v for k, v in item.items() if k in ("type", "mimeType", "uri", "name")}
+
+
+def success(
+    tool: str,
+    content: Sequence[Mapping[str, Any]],
+    structured: Any,
+    duration_ms: int,
+    max_output_bytes: int,
+) -> Envelope:
+    """A success envelope with text bounded by ``max_output_bytes``."""
+    text, truncated = truncate_utf8(join_text(content), max_output_bytes)
+    items: tuple[Mapping[str, Any], ...] = tuple(content)
+    if truncated:
+        # The content would carry the same oversized payload again: keep only the cut
+        # text and the names of non-text items.
+        items = (
+            {"type": "text", "text": text},
+            *(_strip_payload(item) for item in content if item.get("type") != "text"),
+        )
+        structured = None
+    return Envelope(
+        ok=True,
+        tool=tool,
+        text=text,
+        content=items,
+        structured=structured,
+        truncated=truncated,
+        duration_ms=duration_ms,
+    )

@@ -1,0 +1,66 @@
+"""Tool ids: ``<server>_<tool>``, always, sanitized, at most 64 characters.
+
+Namespacing is unconditional (not only on collision) so that adding a server never
+renames tools the model already learned. The server part keeps ``[A-Za-z0-9_]``, the
+tool part ``[A-Za-z0-9_-]``; anything else becomes ``_``. An id over 64 characters is
+cut and ends in a short hash of the original pair, and ids that still collide after
+sanitizing all get such a hash: the rule depends only on the names, never on the
+order in which servers were listed, so ids are stable across restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+MAX_ID_LENGTH = 64
+_HASH_LENGTH = 6
+_SERVER_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+_TOOL_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def sanitize_server(name: str) -> str:
+    """The server part of an id."""
+    return _SERVER_UNSAFE.sub("_", name) or "_"
+
+
+def sanitize_tool(name: str) -> str:
+    """The tool part of an id."""
+    return _TOOL_UNSAFE.sub("_", name) or "_"
+
+
+def _digest(server: str, tool: str) -> str:
+    return hashlib.sha256(f"{server}\x00{tool}".encode()).hexdigest()[:_HASH_LENGTH]
+
+
+def _with_hash(base: str, server: str, tool: str) -> str:
+    keep = MAX_ID_LENGTH - _HASH_LENGTH - 1
+    return f"{base[:keep]}_{_digest(server, tool)}"
+
+
+def base_id(server: str, tool: str) -> str:
+    """The id before collision handling (already within the length limit)."""
+    raw = f"{sanitize_server(server)}_{sanitize_tool(tool)}"
+    if len(raw) > MAX_ID_LENGTH:
+        return _with_hash(raw, server, tool)
+    return raw
+
+
+def assign_ids(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Ids for every (server, tool) pair, unique, independent of the pairs' order."""
+    pairs = list(dict.fromkeys(pairs))
+    bases = {pair: base_id(*pair) for pair in pairs}
+    owners: dict[str, int] = {}
+    for base in bases.values():
+        owners[base] = owners.get(base, 0) + 1
+    ids = {pair: (_with_hash(base, *pair) if owners[base] > 1 else base) for pair, base in bases.items()}
+    # A hashed id could in theory equal another pair's plain id; settle it by hashing again.
+    seen: dict[str, tuple[str, str]] = {}
+    for pair in sorted(ids):
+        tool_id = ids[pair]
+        while tool_id in seen:
+            tool_id = _with_hash(tool_id, *pair)
+        seen[tool_id] = pair
+        ids[pair] = tool_id
+    return ids

@@ -1,0 +1,37 @@
+"""Pick the transport for a server by its configured type."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+
+from actors.connection.spec import ServerSpec
+from actors.redaction import Redactor
+from actors.transports.base import SpawnError, Transport
+from actors.transports.stdio import StdioConnector
+
+
+@asynccontextmanager
+async def _unsupported(spec: ServerSpec) -> AsyncIterator[Transport]:
+    raise SpawnError(
+        f"mcp server {spec.name}: servers of type {spec.type!r} are not supported by this "
+        "version yet (local stdio servers are); run it through a local stdio proxy meanwhile"
+    )
+    yield  # pragma: no cover
+
+
+class TransportConnector:
+    """The connector the supervisor hands to its connection actors."""
+
+    def __init__(self, state_dir: Path | None = None, extra_secrets: tuple[str, ...] = ()) -> None:
+        self._extra = extra_secrets
+        self._stdio = StdioConnector(state_dir, self._redactor)
+
+    def _redactor(self, spec: ServerSpec) -> Redactor:
+        return Redactor((*spec.secrets, *self._extra))
+
+    def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[Transport]:
+        if spec.type == "local":
+            return self._stdio(spec)
+        return _unsupported(spec)
