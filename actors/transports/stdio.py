@@ -1,0 +1,432 @@
+"""The stdio transport: a local MCP server as a child process, spoken to over its pipes.
+
+Lifetime, all inside :func:`open_stdio_transport`:
+
+1. *Plan* (pure apart from two filesystem lookups): merge the environment, find the
+   program on the merged ``PATH``, check ``cwd``. Anything wrong is a
+   :class:`SpawnError` whose text names the server and the fix.
+2. *Spawn* in a new session (so the server and anything it starts share one process
+   group we can kill as a whole), write a pidfile, start the stderr reader.
+3. *Use*: ``send`` / ``receive`` move raw bytes; trio and OS errors become
+   :class:`TransportClosed` here and nowhere else.
+4. *Teardown*, always, also under cancellation or while an exception propagates;
+   shielded and under its own deadline: close stdin, wait ``shutdown_grace_s``,
+   SIGTERM the group, wait again, SIGKILL the group, reap the leader, SIGKILL the group
+   once more for members that outlived it, delete the pidfile.
+
+A leader that exits on its own (crash) also takes its group along at once: a grandchild
+holding stdout open would otherwise hide the crash from ``receive()`` (no EOF).
+
+A server that leaves grandchildren outside its process group (``setsid`` of its own)
+is beyond reach; nothing short of a cgroup would catch those.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from actors.connection.spec import ServerSpec
+from actors.redaction import Redactor
+from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
+from actors.transports.pidfiles import remove_pidfile, write_pidfile
+
+_log = logging.getLogger("actors.transports.stdio")
+
+STDERR_TAIL_LINES = 200
+# A line longer than this is cut: one 10 MB line must not become 10 MB of memory.
+STDERR_LINE_MAX = 4096
+CUT_MARKER = " …[cut]"
+_RECEIVE_CHUNK = 65536
+# After SIGKILL a process dies at once unless stuck in the kernel (D state).
+_KILL_REAP_S = 5.0
+# How long teardown lets the stderr reader catch a dead server's last words.
+_STDERR_DRAIN_S = 0.25
+
+_IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+# Process groups created here, newest last. Bounded: a long-lived supervisor restarts
+# servers for months. Tests diff it around each test to find leaked groups.
+_recent_groups: collections.deque[int] = collections.deque(maxlen=1024)
+
+
+def spawned_process_groups() -> tuple[int, ...]:
+    """Process groups this module spawned recently (oldest first), for leak checks."""
+    return tuple(_recent_groups)
+
+
+@attrs.frozen(slots=True)
+class _Launch:
+    """Everything needed to start the process, decided before anything is started."""
+
+    argv: tuple[str, ...]
+    executable: str
+    env: Mapping[str, str]
+    cwd: str | None
+
+
+def _plan_launch(spec: ServerSpec, environ: Mapping[str, str]) -> _Launch:
+    """Resolve the command and check the working directory, or raise SpawnError."""
+    name = spec.name
+    if not spec.command or not spec.command[0]:
+        raise SpawnError(f"mcp server {name}: no command configured; set the server's command")
+    argv0 = spec.command[0]
+    env = {**environ, **spec.env}
+    cwd = spec.cwd
+    if cwd is not None and not os.path.isdir(cwd):
+        raise SpawnError(
+            f"mcp server {name}: working directory {cwd!r} does not exist or is not a "
+            "directory; fix the server's cwd"
+        )
+    if os.sep in argv0:
+        # A path is taken relative to the server's cwd, as exec in the child would.
+        candidate = os.path.join(cwd or os.getcwd(), argv0)
+        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+            raise SpawnError(
+                f"mcp server {name}: command {argv0!r} does not exist or is not executable; "
+                "check the path in the server's command"
+            )
+        executable = os.path.abspath(candidate)
+    else:
+        found = shutil.which(argv0, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise SpawnError(
+                f"mcp server {name}: command {argv0!r} not found on PATH; install it or "
+                "give its full path in the server's command"
+            )
+        executable = os.path.abspath(found)
+    return _Launch(argv=tuple(spec.command), executable=executable, env=env, cwd=cwd)
+
+
+async def _spawn(spec: ServerSpec, launch: _Launch) -> trio.Process:
+    """Start the server in its own session (pgid == pid); OS errors become SpawnError."""
+    try:
+        return await trio.lowlevel.open_process(
+            list(launch.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            executable=launch.executable,
+            env=dict(launch.env),
+            cwd=launch.cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SpawnError(
+            f"mcp server {spec.name}: could not start {launch.argv[0]!r}: {reason}; "
+            "check that the command is an executable program and the cwd is usable"
+        ) from exc
+
+
+class StdioTransport:
+    """One running server process; implements the Transport protocol.
+
+    Made only by :func:`open_stdio_transport`, which owns the process and tears it down.
+    """
+
+    def __init__(self, spec: ServerSpec, process: trio.Process, redactor: Redactor) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
+        self._name = spec.name
+        self._argv0 = os.path.basename(spec.command[0])
+        self._process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._stderr_stream = process.stderr
+        self._redactor = redactor
+        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        # Enough bytes past the cut that a secret straddling it is still seen whole.
+        self._keep = STDERR_LINE_MAX + redactor.longest_secret
+        self._partial = bytearray()
+        self._skipping = False  # inside an over-long line whose head was already kept
+        self._reader_scope = trio.CancelScope(shield=True)
+
+    @property
+    def pid(self) -> int:
+        """The server's pid, which is also its process group id."""
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status once the process has exited (negative: killed by that signal)."""
+        return self._process.returncode
+
+    async def send(self, data: bytes) -> None:
+        """Write all of ``data`` to the server's stdin."""
+        try:
+            await self._stdin.send_all(data)
+        except _IO_ERRORS as exc:
+            raise TransportClosed(
+                f"mcp server {self._name}: cannot write to the server, its stdin is closed{self._exit_note()}"
+            ) from exc
+
+    async def receive(self) -> bytes:
+        """The next chunk of the server's stdout, ``b""`` once it is closed."""
+        try:
+            data = await self._stdout.receive_some(_RECEIVE_CHUNK)
+        except _IO_ERRORS as exc:
+            raise TransportClosed(
+                f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
+            ) from exc
+        # trio's pipes return bytes; the Stream ABC also allows bytearray.
+        return data if isinstance(data, bytes) else bytes(data)
+
+    def stderr_tail(self) -> list[str]:
+        """The last lines of the server's stderr, redacted and cut (a copy)."""
+        return list(self._tail)
+
+    def describe(self) -> str:
+        """``pid=1234 cmd=python``."""
+        return f"pid={self._process.pid} cmd={self._argv0}"
+
+    def _exit_note(self) -> str:
+        code = self._process.returncode
+        if code is None:
+            return ""
+        if code < 0:
+            return f" (process killed by signal {-code})"
+        return f" (process exited with status {code})"
+
+    async def _read_stderr(self) -> None:
+        """Background task: keep the redacted tail of stderr, log it at debug level.
+
+        Shielded from outside cancellation and stopped by :meth:`_stop_reading`, so it
+        can still catch a dying server's last words, and so the nursery it runs in
+        never turns the caller's cancellation into an ExceptionGroup.
+        """
+        with self._reader_scope:
+            while True:
+                try:
+                    chunk = await self._stderr_stream.receive_some(_RECEIVE_CHUNK)
+                except _IO_ERRORS:
+                    chunk = b""
+                if not chunk:
+                    break
+                self._feed_stderr(chunk)
+        if self._partial and not self._skipping:
+            self._keep_line(bytes(self._partial), cut=False)
+        self._partial.clear()
+
+    def _stop_reading(self, after: float) -> None:
+        """Let the stderr reader drain for at most ``after`` seconds more."""
+        self._reader_scope.deadline = min(self._reader_scope.deadline, trio.current_time() + after)
+
+    def _feed_stderr(self, chunk: bytes | bytearray) -> None:
+        """Split a chunk into lines; never hold more than ``_keep`` bytes of one line."""
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            if not self._skipping:
+                room = self._keep - len(self._partial)
+                self._partial += chunk[start : min(end, start + room)]
+                if end - start > room:
+                    self._keep_line(bytes(self._partial), cut=True)
+                    self._partial.clear()
+                    self._skipping = True
+            if newline < 0:
+                return
+            if self._skipping:
+                self._skipping = False
+            else:
+                self._keep_line(bytes(self._partial), cut=False)
+                self._partial.clear()
+            start = newline + 1
+
+    def _keep_line(self, raw: bytes, *, cut: bool) -> None:
+        text = self._redactor.redact(raw.decode("utf-8", "replace").rstrip("\r"))
+        if cut or len(text) > STDERR_LINE_MAX:
+            text = text[:STDERR_LINE_MAX] + CUT_MARKER
+        self._tail.append(text)
+        _log.debug("mcp server %s stderr: %s", self._name, text)
+
+
+class _ProcessGroup:
+    """The server's process group: signals, reaping, and the last SIGKILL.
+
+    Once the leader is reaped and the leftovers SIGKILLed, the group id is never
+    signalled again: when the group empties, the kernel may hand the number to a
+    stranger.
+    """
+
+    def __init__(self, process: trio.Process, name: str) -> None:
+        self.process = process
+        self.pgid = process.pid  # start_new_session=True: the leader's pid is the group id
+        self.name = name
+        self.watch_scope = trio.CancelScope(shield=True)
+        self._finished = False
+        self._stopped = False
+
+    def signal(self, sig: int) -> None:
+        if self._finished:
+            return
+        try:
+            os.killpg(self.pgid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # cannot happen while the group is ours; log, not crash
+            _log.warning("mcp server %s: not allowed to signal group %d", self.name, self.pgid)
+
+    def _leader_reaped(self) -> None:
+        # Called with no checkpoint since the reap. Members that outlived the leader
+        # (grandchildren) would keep the pipes open and live on as orphans.
+        self.signal(signal.SIGKILL)
+        self._finished = True
+
+    async def _exited_within(self, seconds: float) -> bool:
+        with trio.move_on_after(max(seconds, 0.0)):
+            await self.process.wait()
+            self._leader_reaped()
+        return self.process.returncode is not None
+
+    async def watch(self) -> None:
+        """Background task: a leader that exits by itself takes its group along, so
+        the reader sees EOF even when a grandchild held stdout open."""
+        with self.watch_scope:
+            await self.process.wait()
+            self._leader_reaped()
+
+    async def stop(self, grace_s: float) -> None:
+        """Close stdin, grace, SIGTERM, grace, SIGKILL, reap, SIGKILL leftovers.
+
+        Shielded with its own deadline, so it finishes even when the caller is
+        cancelled. Calling it again costs nothing.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + 2 * max(grace_s, 0.0) + _KILL_REAP_S
+            if self.process.stdin is not None:
+                # EOF on stdin is how an MCP stdio server is asked to leave politely.
+                await self.process.stdin.aclose()
+            if not await self._exited_within(grace_s):
+                self.signal(signal.SIGTERM)
+                if not await self._exited_within(grace_s):
+                    self.signal(signal.SIGKILL)
+                    await self._exited_within(_KILL_REAP_S)
+        if self.process.returncode is None:
+            _log.error(
+                "mcp server %s: pid %d survived SIGKILL for %.0f s (stuck in the kernel?); "
+                "it will be reaped when it finally exits",
+                self.name,
+                self.process.pid,
+                _KILL_REAP_S,
+            )
+
+
+async def _close_pipes(process: trio.Process) -> None:
+    with trio.CancelScope(shield=True):
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                await stream.aclose()
+
+
+@asynccontextmanager
+async def open_stdio_transport(
+    spec: ServerSpec,
+    *,
+    state_dir: Path | None = None,
+    redactor: Redactor | None = None,
+) -> AsyncIterator[StdioTransport]:
+    """Spawn ``spec.command`` and yield its transport; leaving the block stops it.
+
+    Raises SpawnError if the server cannot be started. An exception raised in the
+    block comes out as itself (not wrapped in an ExceptionGroup).
+    """
+    if redactor is None:
+        redactor = Redactor(spec.secrets)
+    launch = _plan_launch(spec, os.environ)
+    process = await _spawn(spec, launch)
+    # No checkpoint between the spawn and this try: the process cannot be lost.
+    _recent_groups.append(process.pid)
+    group = _ProcessGroup(process, spec.name)
+    pidfile: Path | None = None
+    body_error: BaseException | None = None
+    try:
+        if state_dir is not None:
+            pidfile = _try_write_pidfile(spec, process, state_dir)
+        transport = StdioTransport(spec, process, redactor)
+        async with trio.open_nursery() as nursery:
+            # Both tasks are shielded and stopped by us, so the caller's cancellation
+            # never comes out of this nursery as an ExceptionGroup.
+            nursery.start_soon(group.watch)
+            nursery.start_soon(transport._read_stderr)
+            try:
+                yield transport
+            except BaseException as exc:
+                # Re-raised below, outside the nursery, so callers see it unwrapped.
+                body_error = exc
+            finally:
+                try:
+                    await group.stop(spec.shutdown_grace_s)
+                finally:
+                    group.watch_scope.cancel()
+                    transport._stop_reading(after=_STDERR_DRAIN_S)
+    finally:
+        await group.stop(spec.shutdown_grace_s)  # no-op unless the nursery never ran
+        await _close_pipes(process)
+        if pidfile is not None:
+            remove_pidfile(pidfile)
+    if body_error is not None:
+        raise body_error
+
+
+def _try_write_pidfile(spec: ServerSpec, process: trio.Process, state_dir: Path) -> Path | None:
+    """Write the pidfile; a failure is logged, not fatal (the server still works)."""
+    # A tiny local write, done inline so no checkpoint separates it from the spawn.
+    try:
+        return write_pidfile(
+            state_dir,
+            pid=process.pid,
+            pgid=process.pid,
+            server=spec.name,
+            argv0=spec.command[0],
+        )
+    except OSError as exc:
+        _log.warning(
+            "mcp server %s: cannot write pidfile in %s (%s); an orphan left by a crash "
+            "of this run would not be cleaned up",
+            spec.name,
+            state_dir,
+            exc,
+        )
+        return None
+
+
+class StdioConnector:
+    """Connector for local servers: ``connector(spec)`` opens a stdio transport.
+
+    ``redactor_factory`` builds the redactor for a spec (default: one that knows the
+    spec's secrets), e.g. to add secrets known to the supervisor as a whole.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        redactor_factory: Callable[[ServerSpec], Redactor] | None = None,
+    ) -> None:
+        self._state_dir = state_dir
+        self._redactor_factory = redactor_factory
+
+    def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[StdioTransport]:
+        redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
+        return open_stdio_transport(spec, state_dir=self._state_dir, redactor=redactor)
+
+
+if TYPE_CHECKING:  # mypy proves both classes still satisfy the protocols in base.py
+    _connector: Connector = StdioConnector()
+    _transport: Callable[[StdioTransport], Transport] = lambda t: t  # noqa: E731

@@ -1,0 +1,110 @@
+"""Shared fixtures; above all, a leak check after every test.
+
+No test may leave a process behind: after each test, every new child of this process
+and every live member of a process group the stdio transport created during the test
+must be gone. Survivors fail the test by name and are killed. One ``/proc`` scan
+before and after each test (a few ms); a short poll only when something is found,
+because SIGKILL is delivered asynchronously.
+
+Zombies of *other* parents are ignored: a killed grandchild is re-parented to PID 1,
+and a PID 1 that does not reap (as in some containers) keeps it as a zombie; it holds
+no resources but a pid. A zombie *child of ours* is a leak (nobody reaped it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actors.transports.pidfiles import ProcStat, read_proc_stat
+from actors.transports.stdio import spawned_process_groups
+
+MINI_SERVER = Path(__file__).parent / "servers" / "mini_server.py"
+_SETTLE_S = 0.5
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "leaves_processes: skip the after-test check for leaked processes")
+
+
+@pytest.fixture
+def mini_server_argv() -> list[str]:
+    """Command line that starts our stdlib-only MCP test server."""
+    return [sys.executable, str(MINI_SERVER)]
+
+
+def _all_processes() -> list[ProcStat]:
+    table = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = read_proc_stat(int(entry))
+            if stat is not None:
+                table.append(stat)
+    return table
+
+
+def _survivors(old_children: set[int], groups: set[int]) -> list[ProcStat]:
+    me = os.getpid()
+    return [
+        p
+        for p in _all_processes()
+        if (p.ppid == me and p.pid not in old_children)
+        or (p.pgrp in groups and p.state != "Z" and p.pid != me)
+    ]
+
+
+def _describe(stat: ProcStat) -> str:
+    try:
+        with open(f"/proc/{stat.pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = "?"
+    return f"pid={stat.pid} ppid={stat.ppid} pgrp={stat.pgrp} state={stat.state} cmd={cmd[:120]}"
+
+
+def _kill(survivors: list[ProcStat]) -> None:
+    me = os.getpid()
+    for p in survivors:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p.pid, signal.SIGKILL)
+    # Reap our own children, bounded, so they do not haunt the next test.
+    deadline = time.monotonic() + _SETTLE_S
+    pending = {p.pid for p in survivors if p.ppid == me}
+    while pending and time.monotonic() < deadline:
+        for pid in list(pending):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                pending.discard(pid)
+        time.sleep(0.01)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that leaves a child process or a member of a spawned group alive."""
+    if request.node.get_closest_marker("leaves_processes"):
+        yield
+        return
+    me = os.getpid()
+    old_children = {p.pid for p in _all_processes() if p.ppid == me}
+    old_groups = set(spawned_process_groups())
+    yield
+    groups = set(spawned_process_groups()) - old_groups
+    survivors = _survivors(old_children, groups)
+    deadline = time.monotonic() + _SETTLE_S
+    while survivors and time.monotonic() < deadline:
+        time.sleep(0.01)  # a SIGKILLed process may need a moment to disappear
+        survivors = _survivors(old_children, groups)
+    if survivors:
+        report = "\n  ".join(_describe(p) for p in survivors)  # before they are gone
+        _kill(survivors)
+        pytest.fail(f"processes outlived the test:\n  {report}")
