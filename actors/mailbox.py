@@ -35,3 +35,16 @@ def answer(reply: trio.MemorySendChannel[T], value: T) -> bool:
     except trio.WouldBlock:
         raise RuntimeError("a request was answered twice") from None
     return True
+
+
+def try_send(channel: trio.MemorySendChannel[T], message: T) -> bool:
+    """Send without waiting; False when the mailbox is full or gone.
+
+    For notices that may be lost without harm (progress, best-effort stop requests,
+    cancellation hints); never for a reply, which must arrive.
+    """
+    try:
+        channel.send_nowait(message)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return True

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 import trio
@@ -60,7 +60,9 @@ class OneForOne:
         self._slots: list[_Slot] = []
         self._nursery: trio.Nursery | None = None
 
-    async def run(self, children: Sequence[ChildSpec], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, children: Sequence[ChildSpec], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Start every child in order, report ready, and supervise until all are done."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -79,7 +81,9 @@ class OneForOne:
         """Recent crash-restarts per child (for status pages)."""
         return {slot.spec.name: len(slot.restarts) for slot in self._slots}
 
-    async def _supervise(self, slot: _Slot, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _supervise(
+        self, slot: _Slot, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         started = False
         try:
             with slot.scope:
@@ -123,5 +127,3 @@ class OneForOne:
             if not slot.done.is_set():
                 slot.scope.cancel()
                 await slot.done.wait()
-
-

@@ -23,7 +23,7 @@ import trio
 from actors.connection.actor import ConnectionActor
 from actors.connection.messages import Command, ConnectionMessage, Control
 from actors.connection.spec import Scope
-from actors.mailbox import Channels, open_mailbox
+from actors.mailbox import Channels, open_mailbox, try_send
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
@@ -115,9 +115,7 @@ class Supervisor:
             await nursery.start(router.run)
             supervisor = cls(config, router, router_send, connector, nursery, state_path, approver)
             supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
-            children = [
-                supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared
-            ]
+            children = [supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared]
             await nursery.start(tree.run, children)
             log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
             try:
@@ -143,11 +141,7 @@ class Supervisor:
             return ConnectionActor(spec, self.connector, mailbox, router_send.clone()).run
 
         def request_stop() -> bool:
-            try:
-                send.send_nowait(Command(Control.STOP))
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                return False
-            return True
+            return try_send(send, Command(Control.STOP))
 
         return ChildSpec(name, start, request_stop)
 

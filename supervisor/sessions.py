@@ -29,7 +29,7 @@ from actors.connection.messages import (
 )
 from actors.connection.spec import ServerSpec
 from actors.connection.states import DOWN_STATES, State
-from actors.mailbox import Channels, open_mailbox
+from actors.mailbox import Channels, open_mailbox, try_send
 from actors.protocol.session import ProgressReceived
 from actors.router.actor import DropOwner, RegisterServer
 from actors.router.catalog import Catalog, ServerView, ToolEntry
@@ -97,7 +97,9 @@ class Turn:
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping):
-            return failure(tool_id, "invalid_arguments", f"invalid arguments for {tool_id}: $: must be an object")
+            return failure(
+                tool_id, "invalid_arguments", f"invalid arguments for {tool_id}: $: must be an object"
+            )
         view = self.catalog.servers[entry.server]
         started = trio.current_time()
         reply, answers = trio.open_memory_channel[CallOutcome](1)
@@ -109,7 +111,9 @@ class Turn:
         if result.is_error:
             text, _ = truncate_utf8(join_text(result.content), view.spec.max_output_bytes)
             return failure(tool_id, "tool_error", text or f"{tool_id} reported an error")
-        return success(tool_id, result.content, result.structured_content, duration_ms, view.spec.max_output_bytes)
+        return success(
+            tool_id, result.content, result.structured_content, duration_ms, view.spec.max_output_bytes
+        )
 
 
 async def _dispatch(
@@ -125,10 +129,7 @@ async def _dispatch(
     try:
         return await answers.receive()
     except trio.Cancelled:
-        try:
-            mailbox.send_nowait(CancelCall(call.reply))
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        try_send(mailbox, CancelCall(call.reply))
         raise
 
 
@@ -197,15 +198,9 @@ class Session:
     async def _close(self, grace_s: float) -> None:
         """Stop private connections (their processes go with them), forget the session."""
         for send, _done in self._private.values():
-            try:
-                send.send_nowait(Command(Control.STOP))
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
+            try_send(send, Command(Control.STOP))
         with trio.move_on_after(grace_s):
             for _send, done in self._private.values():
                 await done.wait()
         self._nursery.cancel_scope.cancel()
-        try:
-            self._supervisor.router_mailbox.send_nowait(DropOwner(self.id))
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        try_send(self._supervisor.router_mailbox, DropOwner(self.id))

@@ -130,7 +130,9 @@ class FakeServer:
 
     def __init__(self, tools: Sequence[dict[str, Any]] | None = None) -> None:
         self.tools: list[dict[str, Any]] = list(
-            tools if tools is not None else [{"name": "echo", "description": "Echo text back", "inputSchema": {"type": "object"}}]
+            tools
+            if tools is not None
+            else [{"name": "echo", "description": "Echo text back", "inputSchema": {"type": "object"}}]
         )
         self.call_handler: CallHandler = echo_handler
         self.connect_times: list[float] = []

@@ -31,7 +31,6 @@ from actors.protocol.messages import Request, Response
 from actors.protocol.session import ProgressReceived
 from tests.fakes import FakeServer, FakeSession
 
-
 # Every test takes ``autojump_clock``: pytest-trio runs a test on the clock it is given
 # as an argument, so timeouts and backoff schedules run on virtual time.
 
@@ -174,7 +173,9 @@ async def test_call_against_down_server_is_answered_at_once(autojump_clock: trio
         assert trio.current_time() == before
 
 
-async def test_in_flight_calls_fail_at_once_when_the_server_dies(autojump_clock: trio.testing.MockClock) -> None:
+async def test_in_flight_calls_fail_at_once_when_the_server_dies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     server.call_handler = never_answer
     async with running(server) as h:
@@ -185,7 +186,10 @@ async def test_in_flight_calls_fail_at_once_when_the_server_dies(autojump_clock:
         await server.current.close()
         outcomes = [await p.receive() for p in pending]
         assert trio.current_time() == died_at
-        assert outcomes == [CallFailed("unavailable", "MCP server stopped responding during tools/call echo")] * 5
+        assert (
+            outcomes
+            == [CallFailed("unavailable", "MCP server stopped responding during tools/call echo")] * 5
+        )
         # and the server comes back on schedule; later calls succeed
         await h.wait_state(State.STEADY, 2)
         server.call_handler = FakeServer().call_handler
@@ -270,7 +274,9 @@ async def test_list_changed_relists_while_a_call_is_in_flight(autojump_clock: tr
         assert isinstance(await answers.receive(), CallSucceeded)
 
 
-async def test_a_burst_of_list_changed_ends_in_the_newest_list(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_burst_of_list_changed_ends_in_the_newest_list(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     server.list_delay = 0.5
     async with running(server) as h:
@@ -286,7 +292,9 @@ async def test_a_burst_of_list_changed_ends_in_the_newest_list(autojump_clock: t
         assert h.actor.state is State.STEADY
 
 
-async def test_init_timeout_fails_the_start_and_answers_parked_calls(autojump_clock: trio.testing.MockClock) -> None:
+async def test_init_timeout_fails_the_start_and_answers_parked_calls(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     server.init_delay = 1000
     async with running(server, start=Start.LAZY, init_timeout_s=60.0) as h:
@@ -298,7 +306,9 @@ async def test_init_timeout_fails_the_start_and_answers_parked_calls(autojump_cl
         assert backoff.reason == "mcp server fake did not finish initialize and tools/list within 60000 ms"
 
 
-async def test_server_exiting_during_initialize_fails_only_itself(autojump_clock: trio.testing.MockClock) -> None:
+async def test_server_exiting_during_initialize_fails_only_itself(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     server.die_during_init = True
     async with running(server) as h:
@@ -308,7 +318,9 @@ async def test_server_exiting_during_initialize_fails_only_itself(autojump_clock
         await h.wait_state(State.STEADY)
 
 
-async def test_unsupported_protocol_version_fails_the_connection(autojump_clock: trio.testing.MockClock) -> None:
+async def test_unsupported_protocol_version_fails_the_connection(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     server.protocol_version = "1999-01-01"
     async with running(server) as h:
@@ -316,7 +328,9 @@ async def test_unsupported_protocol_version_fails_the_connection(autojump_clock:
         assert backoff.reason is not None and "'1999-01-01'" in backoff.reason
 
 
-async def test_garbage_from_the_server_fails_the_connection_not_the_actor(autojump_clock: trio.testing.MockClock) -> None:
+async def test_garbage_from_the_server_fails_the_connection_not_the_actor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     async with running(server) as h:
         await h.wait_state(State.STEADY)
@@ -340,7 +354,9 @@ async def test_cancel_call_tells_the_server(autojump_clock: trio.testing.MockClo
         assert len(server.notifications("notifications/cancelled")) == 1
 
 
-async def test_stop_goes_through_teardown_and_closes_the_mailbox(autojump_clock: trio.testing.MockClock) -> None:
+async def test_stop_goes_through_teardown_and_closes_the_mailbox(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = FakeServer()
     async with running(server) as h:
         await h.wait_state(State.STEADY)
@@ -382,5 +398,9 @@ async def test_server_requests_get_method_not_found(autojump_clock: trio.testing
         await h.wait_state(State.STEADY)
         await server.current.send(Request(99, "sampling/createMessage", {}))
         await trio.sleep(0.1)
-        errors = [m for m in server.received if not isinstance(m, Request | Response) and getattr(m, "id", None) == 99]
+        errors = [
+            m
+            for m in server.received
+            if not isinstance(m, Request | Response) and getattr(m, "id", None) == 99
+        ]
         assert errors and errors[0].error.code == -32601  # type: ignore[union-attr]

@@ -119,8 +119,10 @@ async def test_session_scope_server_is_private_and_ends_with_the_session(tmp_pat
             assert not crashed.ok
             with trio.fail_after(5):
                 await sup.router.cell.wait_until(
-                    lambda c: c.overlays.get(one.id, {}).get("priv") is not None
-                    and c.overlays[one.id]["priv"].state is State.STOPPED
+                    lambda c: (
+                        c.overlays.get(one.id, {}).get("priv") is not None
+                        and c.overlays[one.id]["priv"].state is State.STOPPED
+                    )
                 )
             later = await (await one.begin_turn()).call("priv_echo", {"text": "x"})
             assert later.error is not None and later.error.message == "mcp server priv is unavailable"

@@ -12,6 +12,7 @@ answered at once; nothing waits for a reconnect.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from typing import Any
@@ -37,7 +38,7 @@ from actors.connection.messages import (
 from actors.connection.schedule import ReconnectSchedule
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import STARTING_STATES, State, Trigger, transition
-from actors.mailbox import answer
+from actors.mailbox import answer, try_send
 from actors.protocol.codec import structure_call_result
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import RequestId, Tool
@@ -434,10 +435,8 @@ class ConnectionActor:
             return
         self._inflight.touch(event.token, trio.current_time())
         if entry.call.progress is not None:
-            try:
-                entry.call.progress.send_nowait(event)
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # a slow or departed listener loses progress, never the call
+            # A slow or departed listener loses progress, never the call.
+            try_send(entry.call.progress, event)
 
     def _send_call(self, live: _Live, call: CallTool) -> None:
         params = {"name": call.tool, "arguments": dict(call.arguments)}
@@ -459,7 +458,9 @@ class ConnectionActor:
                 capped = entry.deadline >= entry.hard_deadline
                 limit = self.spec.max_call_timeout_s if capped else self.spec.call_timeout_s
                 live.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
-                text = f"mcp server {self.name} did not answer tools/call {entry.call.tool} within {limit:g} s"
+                text = (
+                    f"mcp server {self.name} did not answer tools/call {entry.call.tool} within {limit:g} s"
+                )
                 answer(entry.call.reply, CallFailed("timeout", text))
                 if not live.pinging:
                     live.pinging = True
@@ -580,10 +581,8 @@ class ConnectionActor:
         )
 
     async def _send_published(self, message: Published) -> None:
-        try:
-            await self._publish.send(message)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # nobody listens any more (shutdown): the state is still ours
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._publish.send(message)  # nobody listening (shutdown) is fine
 
     def _close_mailbox(self) -> None:
         """Final stop: refuse what is still queued, then close so senders fail fast."""
@@ -595,4 +594,3 @@ class ConnectionActor:
             if isinstance(message, CallTool):
                 answer(message.reply, CallFailed("unavailable", self.unavailable))
         self._mailbox.close()
-

@@ -107,12 +107,21 @@ def _check_params(obj: Mapping[str, Any]) -> Any:
     return params
 
 
+def _quote(obj: Any) -> str:
+    try:
+        return snippet(orjson.dumps(obj))
+    except orjson.JSONEncodeError:
+        # orjson reads 1024 levels of nesting but writes only 255: quoting must not
+        # turn the peer's error into a TypeError that escapes the ProtocolError tree.
+        return f"(a {type(obj).__name__} nested too deeply to quote)"
+
+
 def parse_message(obj: Any) -> Message:
     """Classify one decoded JSON value as a JSON-RPC 2.0 message."""
     if not isinstance(obj, dict):
         raise FramingError(f"JSON-RPC message must be an object, got {type(obj).__name__}")
     if obj.get("jsonrpc") != "2.0":
-        raise ProtocolError(f'message lacks "jsonrpc": "2.0": {snippet(orjson.dumps(obj))}')
+        raise ProtocolError(f'message lacks "jsonrpc": "2.0": {_quote(obj)}')
     method = obj.get("method")
     if method is not None:
         if not isinstance(method, str):
@@ -121,17 +130,18 @@ def parse_message(obj: Any) -> Message:
             return Request(_check_id(obj["id"]), method, _check_params(obj))
         return Notification(method, _check_params(obj))
     if "id" not in obj:
-        raise ProtocolError(
-            f"message is neither request, notification nor response: {snippet(orjson.dumps(obj))}"
-        )
+        raise ProtocolError(f"message is neither request, notification nor response: {_quote(obj)}")
     if "result" in obj:
         result = obj["result"]
         if not isinstance(result, dict):
             raise ProtocolError(f"result of response {obj['id']!r} must be an object")
         return Response(_check_id(obj["id"]), result)
     error = obj.get("error")
-    if not isinstance(error, dict) or not isinstance(error.get("code"), int) or not isinstance(
-        error.get("message"), str
+    if (
+        not isinstance(error, dict)
+        or not isinstance(error.get("code"), int)
+        or isinstance(error.get("code"), bool)  # an int to Python, not to JSON-RPC
+        or not isinstance(error.get("message"), str)
     ):
         raise ProtocolError(f"response {obj.get('id')!r} has neither a result nor a valid error")
     rid = obj["id"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
@@ -213,9 +213,10 @@ class ClientSession:
     def _queue_request(self, method: str, params: Params, *, progress: bool = False) -> RequestId:
         request_id = self._next_id
         self._next_id += 1
-        if progress and isinstance(params, Mapping):
-            meta = {**(params.get("_meta") or {}), "progressToken": request_id}
-            params = {**params, "_meta": meta}
+        if progress and not isinstance(params, list):
+            base: Mapping[str, Any] = params or {}
+            meta = {**(base.get("_meta") or {}), "progressToken": request_id}
+            params = {**base, "_meta": meta}
         self._outbox.append(encode(Request(request_id, method, params)))
         self._pending[request_id] = method
         return request_id
@@ -294,19 +295,24 @@ class ClientSession:
             params = message.params
             token = params.get("progressToken")
             progress = params.get("progress")
-            if isinstance(token, int | str) and isinstance(progress, int | float):
+            # bool is an int to Python: a token of true would match request id 1.
+            if isinstance(token, int | str) and not isinstance(token, bool) and _is_number(progress):
                 total = params.get("total")
                 text = params.get("message")
                 self._events.append(
                     ProgressReceived(
                         token,
                         float(progress),
-                        float(total) if isinstance(total, int | float) else None,
+                        float(total) if _is_number(total) else None,
                         text if isinstance(text, str) else None,
                     )
                 )
                 return
         self._events.append(ServerNotification(message.method, message.params))
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 # ------------------------------------------------------------------ payload helpers

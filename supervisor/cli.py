@@ -1,0 +1,143 @@
+"""``mcp-supervisor``: check a config, or run the supervisor.
+
+Exit status: 0 success, 1 the supervisor failed, 2 bad usage or a bad config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from supervisor.logs import configure
+from supervisor.one_for_one import SupervisorGaveUp
+from supervisor.service import Supervisor
+from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
+from supervisor.settings.model import Config
+
+log = logging.getLogger("supervisor.cli")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-supervisor", description="Keep MCP server connections alive, honest and safe."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    config_help = f"config file (default: ${CONFIG_ENV_VAR}; none means no servers)"
+
+    check = commands.add_parser("check", help="validate a config file and list its servers")
+    check.add_argument("--config", help=config_help)
+
+    serve = commands.add_parser("serve", help="run the supervisor until SIGINT/SIGTERM")
+    serve.add_argument("--config", help=config_help)
+    serve.add_argument("--bind", help="admin API address HOST:PORT (default: from config, 127.0.0.1:8765)")
+    serve.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+    serve.add_argument(
+        "--allow-non-loopback",
+        action="store_true",
+        help="allow a non-loopback --bind (requires admin tokens in the config)",
+    )
+    serve.add_argument("--log-format", choices=("text", "json"), default="text")
+    serve.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    return parser
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(bind: str, config: Config, allow_non_loopback: bool) -> str | None:
+    """Why ``bind`` is refused, or None. Loopback by default; anything else needs both
+    ``--allow-non-loopback`` and admin tokens."""
+    host, _, port = bind.rpartition(":")
+    if not host or not port.isdigit():
+        return f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8765"
+    if _is_loopback(host):
+        return None
+    if not allow_non_loopback:
+        return (
+            f"refusing to bind {bind}: not a loopback address; "
+            "pass --allow-non-loopback (and configure admin tokens)"
+        )
+    if not config.admin.tokens:
+        return f"refusing to bind {bind}: a non-loopback bind requires admin tokens in the config"
+    return None
+
+
+def _load(path: str | None) -> Config:
+    return load_config(path)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    source = config.source or "(no config file: no servers)"
+    print(f"config ok: {source}")
+    lines = describe_config(config)
+    for line in lines:
+        print(f"  {line}")
+    print(f"{len(lines)} server(s)")
+    return 0
+
+
+async def _serve(config: Config, state_dir: str | None) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with Supervisor.open(config, state_dir=state_dir):
+            async for signum in signals:
+                log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
+                break
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    configure(
+        config.secrets,
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        json_lines=args.log_format == "json",
+    )
+    bind = args.bind or config.admin.bind
+    refusal = check_bind(bind, config, args.allow_non_loopback)
+    if refusal:
+        print(f"mcp-supervisor: {refusal}", file=sys.stderr)
+        return 2
+    if not _is_loopback(bind.rpartition(":")[0]):
+        log.warning("binding a non-loopback address", extra={"fields": {"bind": bind}})
+    log.info(
+        "starting",
+        extra={
+            "fields": {"config": config.source or "none", "servers": len(config.servers), "pid": os.getpid()}
+        },
+    )
+    try:
+        trio.run(_serve, config, args.state_dir)
+    except SupervisorGaveUp as exc:
+        log.error("supervisor gave up", extra={"fields": {"reason": str(exc)}})
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mcp-supervisor`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "check":
+            return cmd_check(args)
+        return cmd_serve(args)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

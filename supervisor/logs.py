@@ -1,0 +1,67 @@
+"""Structured logs: one line per event, secrets redacted on the way out.
+
+Callers log ``log.info("state", extra={"fields": {"server": …, "state": …}})``; the
+formatter renders ``<time> <level> <event> key=value …`` (or one JSON object per line
+with ``--log-format json``). Every line passes the redactor last, so a secret that
+slipped into a reason or a stderr line is masked whatever its source.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from actors.redaction import Redactor
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@,+")
+
+
+def _value(value: Any) -> str:
+    text = str(value)
+    if text and all(ch in _PLAIN for ch in text):
+        return text
+    return orjson.dumps(text).decode()
+
+
+class StructuredFormatter(logging.Formatter):
+    """``key=value`` lines or JSON lines, redacted."""
+
+    def __init__(self, redactor: Redactor, *, json_lines: bool = False) -> None:
+        super().__init__()
+        self._redactor = redactor
+        self._json = json_lines
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = dict(getattr(record, "fields", None) or {})
+        if "server" not in fields and hasattr(record, "server"):
+            fields["server"] = record.server
+        message = record.getMessage()
+        if record.exc_info:
+            fields["error"] = self.formatException(record.exc_info).replace("\n", " | ")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        stamp += f".{int(record.msecs):03d}Z"
+        if self._json:
+            line = orjson.dumps(
+                {"time": stamp, "level": record.levelname.lower(), "event": message, **fields},
+                default=str,
+            ).decode()
+        else:
+            pairs = " ".join(f"{key}={_value(value)}" for key, value in fields.items())
+            line = f"{stamp} {record.levelname.lower():<7} {message} {pairs}".rstrip()
+        return self._redactor.redact(line)
+
+
+def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_lines: bool = False) -> None:
+    """Send structured, redacted log lines to stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(StructuredFormatter(Redactor(secrets), json_lines=json_lines))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
