@@ -101,7 +101,7 @@ class Supervisor:
     ) -> AsyncIterator[Supervisor]:
         """Run the supervisor for the duration of the ``async with`` block."""
         state_path = resolve_state_dir(config, state_dir)
-        reaped = reap_orphans(state_path)
+        reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
         if reaped:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
         connector = connector or TransportConnector(state_path, config.secrets)

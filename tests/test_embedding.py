@@ -149,3 +149,27 @@ def python() -> str:
     import sys
 
     return sys.executable
+
+
+async def test_relist_while_a_call_is_in_flight_keeps_each_turn_on_its_snapshot(
+    tmp_path: Path, python: str
+) -> None:
+    config = config_of(mini_spec("mini", python=python))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+        first = await session.begin_turn()
+        results = []
+
+        async def slow_call() -> None:
+            results.append(await first.call("mini_sleep", {"seconds": 0.5}))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow_call)
+            await trio.sleep(0.05)
+            assert (await first.call("mini_add_tool", {"name": "late"})).ok
+            with trio.fail_after(5):
+                await sup.router.cell.wait_until(lambda c: "mini_late" in c.tools)
+            assert not results  # the slow call is still in flight while the server relists
+            second = await session.begin_turn()
+        assert results[0].ok and results[0].text == "slept"
+        assert "mini_late" not in first.catalog.tools and "mini_late" in second.catalog.tools
+        assert first.catalog.servers["mini"].generation < second.catalog.servers["mini"].generation

@@ -59,6 +59,7 @@ from actors.transports.base import Connector, Transport, TransportClosed, Transp
 log = logging.getLogger("actors.connection")
 
 MAX_TOOLS_PAGES = 1000
+PUBLISH_TIMEOUT_S = 5.0
 
 _CONTROL_TRIGGERS = {
     Control.STOP: (Trigger.STOP, Trigger.TORN_DOWN_STOP),
@@ -581,8 +582,11 @@ class ConnectionActor:
         )
 
     async def _send_published(self, message: Published) -> None:
+        # Publishing may happen during a shielded teardown: bound it, so a router that
+        # is gone or stuck can never hold a teardown (and its process kill) hostage.
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._publish.send(message)  # nobody listening (shutdown) is fine
+            with trio.move_on_after(PUBLISH_TIMEOUT_S):
+                await self._publish.send(message)
 
     def _close_mailbox(self) -> None:
         """Final stop: refuse what is still queued, then close so senders fail fast."""

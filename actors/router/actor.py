@@ -91,6 +91,12 @@ class RouterActor:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fold messages into epochs until the mailbox closes."""
         task_status.started()
+        # Closing the receive end when the router ends makes late publishers fail fast
+        # instead of blocking on a full mailbox nobody reads.
+        async with self._mailbox:
+            await self._fold()
+
+    async def _fold(self) -> None:
         async for message in self._mailbox:
             touched_shared = self._apply(message)
             while True:  # fold whatever else is already queued into the same epoch
