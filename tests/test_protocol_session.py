@@ -1,0 +1,669 @@
+"""ClientSession back to back with a scripted server: bytes in, bytes out, no I/O.
+
+``Peer`` is the server's end of the pipe, built from the codec alone: it decodes what
+the session wrote and encodes what the test wants the server to say. Every test
+drives the session through its public surface (``data_to_send``, ``receive_data``,
+``next_event``) exactly as the connection actor does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actors.protocol.codec import LineDecoder, encode, structure_call_result
+from actors.protocol.errors import FramingError, ProtocolError, VersionMismatch
+from actors.protocol.messages import (
+    LATEST_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND,
+    SUPPORTED_PROTOCOL_VERSIONS,
+    CallResult,
+    ErrorObject,
+    ErrorResponse,
+    InitializeResult,
+    Message,
+    Notification,
+    Request,
+    Response,
+    Tool,
+)
+from actors.protocol.session import (
+    ClientSession,
+    ErrorReceived,
+    Event,
+    Initialized,
+    Phase,
+    ProgressReceived,
+    ResponseReceived,
+    ServerNotification,
+    ServerRequest,
+    StrayResponse,
+    ToolsListChanged,
+    method_not_found,
+    parse_tools_page,
+)
+
+INIT_RESULT: dict[str, Any] = {
+    "protocolVersion": LATEST_PROTOCOL_VERSION,
+    "capabilities": {"tools": {"listChanged": True}},
+    "serverInfo": {"name": "scripted", "version": "1.0"},
+}
+
+
+class Peer:
+    """The server end of a ClientSession, without I/O."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+        self._decoder = LineDecoder()
+
+    def read(self) -> list[Message]:
+        """Everything the session has queued for the wire, decoded."""
+        data = self.session.data_to_send()
+        messages = self._decoder.feed(data)
+        assert self._decoder.pending_bytes == 0, "the session wrote a partial line"
+        return messages
+
+    def say(self, *messages: Message) -> list[Event]:
+        """Send messages to the session; return the events they produced."""
+        self.session.receive_data(b"".join(encode(m) for m in messages))
+        return drain(self.session)
+
+
+def drain(session: ClientSession) -> list[Event]:
+    events: list[Event] = []
+    while (event := session.next_event()) is not None:
+        events.append(event)
+    return events
+
+
+def ready(**session_kwargs: Any) -> tuple[ClientSession, Peer]:
+    """A session whose handshake is done and whose outbox is empty."""
+    session = ClientSession(**session_kwargs)
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    peer.read()
+    peer.say(Response(request_id, INIT_RESULT))
+    assert peer.read() == [Notification("notifications/initialized")]
+    assert session.phase is Phase.READY
+    return session, peer
+
+
+# --------------------------------------------------------------------- handshake
+
+
+def test_initialize_offers_the_latest_version_with_client_info_and_capabilities() -> None:
+    assert LATEST_PROTOCOL_VERSION == "2025-11-25"
+    session = ClientSession(
+        client_info={"name": "host", "version": "9.9"},
+        capabilities={"roots": {"listChanged": True}},
+    )
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    assert session.phase is Phase.INITIALIZING
+    assert peer.read() == [
+        Request(
+            request_id,
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"roots": {"listChanged": True}},
+                "clientInfo": {"name": "host", "version": "9.9"},
+            },
+        )
+    ]
+    assert session.pending_requests == 1
+
+
+def test_default_client_info_names_the_supervisor() -> None:
+    session = ClientSession()
+    session.start_initialize()
+    [request] = Peer(session).read()
+    assert isinstance(request, Request)
+    assert isinstance(request.params, dict)
+    assert request.params["clientInfo"]["name"] == "trio-mcp-supervisor"
+    assert isinstance(request.params["clientInfo"]["version"], str)
+    assert request.params["capabilities"] == {}
+
+
+def test_initialize_cannot_be_sent_twice() -> None:
+    session = ClientSession()
+    assert session.phase is Phase.NEW
+    assert session.negotiated is None
+    session.start_initialize()
+    with pytest.raises(RuntimeError, match="already sent"):
+        session.start_initialize()
+
+
+def test_supported_versions() -> None:
+    assert SUPPORTED_PROTOCOL_VERSIONS == ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_server_may_answer_any_supported_version(version: str) -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    peer.read()
+    answer = {**INIT_RESULT, "protocolVersion": version, "instructions": "use tools wisely"}
+    expected = InitializeResult(
+        protocol_version=version,
+        capabilities={"tools": {"listChanged": True}},
+        server_info={"name": "scripted", "version": "1.0"},
+        instructions="use tools wisely",
+    )
+    assert peer.say(Response(request_id, answer)) == [Initialized(expected)]
+    assert session.phase is Phase.READY
+    assert session.negotiated == expected
+    assert session.pending_requests == 0
+
+
+def test_initialized_notification_is_queued_right_after_the_answer() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    peer.read()
+    assert session.data_to_send() == b""  # nothing before the server answers
+    peer.say(Response(request_id, INIT_RESULT))
+    assert peer.read() == [Notification("notifications/initialized")]
+
+
+def test_unknown_version_is_a_version_mismatch() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    peer.read()
+    with pytest.raises(VersionMismatch, match="2099-01-01"):
+        peer.say(Response(request_id, {**INIT_RESULT, "protocolVersion": "2099-01-01"}))
+    assert session.phase is Phase.CLOSED
+    assert session.negotiated is None
+    assert session.data_to_send() == b""  # no notifications/initialized for a failed handshake
+
+
+def test_refused_initialize_is_a_protocol_error() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    with pytest.raises(ProtocolError, match=r"refused initialize: go away \(code -32600\)"):
+        peer.say(ErrorResponse(request_id, ErrorObject(-32600, "go away")))
+    assert session.phase is Phase.CLOSED
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{}, {"protocolVersion": 20251125}, {**INIT_RESULT, "capabilities": "all of them"}],
+)
+def test_malformed_initialize_result_is_a_protocol_error(result: dict[str, Any]) -> None:
+    session = ClientSession()
+    request_id = session.start_initialize()
+    with pytest.raises(ProtocolError, match="initialize result"):
+        Peer(session).say(Response(request_id, result))
+    assert session.phase is Phase.CLOSED
+
+
+def test_requests_before_ready_are_refused_except_ping() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    with pytest.raises(RuntimeError, match="before the handshake"):
+        session.send_request("tools/list")
+    ping_new = session.send_request("ping")
+    init = session.start_initialize()
+    with pytest.raises(RuntimeError, match="before the handshake"):
+        session.send_request("tools/call", {"name": "x"})
+    ping_initializing = session.send_request("ping")
+    sent = peer.read()
+    assert [(m.id, m.method) for m in sent if isinstance(m, Request)] == [
+        (ping_new, "ping"),
+        (init, "initialize"),
+        (ping_initializing, "ping"),
+    ]
+    assert len(sent) == 3  # nothing of the refused requests reached the wire
+
+
+def test_ping_answered_during_the_handshake_resolves_normally() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    ping = session.send_request("ping")
+    init = session.start_initialize()
+    peer.read()
+    events = peer.say(Response(ping, {}), Response(init, INIT_RESULT))
+    assert events[0] == ResponseReceived(ping, "ping", {})
+    assert isinstance(events[1], Initialized)
+
+
+# ------------------------------------------------------------------- correlation
+
+
+def test_out_of_order_responses_find_their_requests() -> None:
+    session, peer = ready()
+    first = session.send_request("tools/list")
+    second = session.send_request("tools/call", {"name": "slow", "arguments": {}})
+    third = session.send_request("resources/list", {"cursor": "c"})
+    assert len({first, second, third}) == 3
+    assert peer.read() == [
+        Request(first, "tools/list"),
+        Request(second, "tools/call", {"name": "slow", "arguments": {}}),
+        Request(third, "resources/list", {"cursor": "c"}),
+    ]
+    assert session.pending_requests == 3
+    events = peer.say(
+        Response(third, {"resources": []}),
+        Response(first, {"tools": []}),
+        ErrorResponse(second, ErrorObject(-32000, "tool crashed", {"why": "bug"})),
+    )
+    assert events == [
+        ResponseReceived(third, "resources/list", {"resources": []}),
+        ResponseReceived(first, "tools/list", {"tools": []}),
+        ErrorReceived(second, "tools/call", ErrorObject(-32000, "tool crashed", {"why": "bug"})),
+    ]
+    assert session.pending_requests == 0
+
+
+def test_error_received_carries_the_method() -> None:
+    session, peer = ready()
+    request_id = session.send_request("prompts/get", {"name": "p"})
+    [event] = peer.say(ErrorResponse(request_id, ErrorObject(-32602, "unknown prompt")))
+    assert isinstance(event, ErrorReceived)
+    assert event.method == "prompts/get"
+    assert event.error.message == "unknown prompt"
+
+
+def test_response_to_an_unknown_id_is_a_stray() -> None:
+    session, peer = ready()
+    request_id = session.send_request("tools/list")
+    assert peer.say(Response(999, {})) == [StrayResponse(999)]
+    assert peer.say(Response(str(request_id), {})) == [StrayResponse(str(request_id))]
+    assert peer.say(ErrorResponse("nope", ErrorObject(-1, "x"))) == [StrayResponse("nope")]
+    # The real request is still waiting, and the session is unharmed.
+    assert session.pending_requests == 1
+    assert session.phase is Phase.READY
+    assert peer.say(Response(request_id, {"tools": []})) == [
+        ResponseReceived(request_id, "tools/list", {"tools": []})
+    ]
+
+
+def test_second_answer_to_the_same_request_is_a_stray() -> None:
+    session, peer = ready()
+    request_id = session.send_request("tools/list")
+    peer.say(Response(request_id, {"tools": []}))
+    assert peer.say(Response(request_id, {"tools": []})) == [StrayResponse(request_id)]
+
+
+def test_error_response_with_null_id_closes_the_session() -> None:
+    session, peer = ready()
+    session.send_request("tools/list")
+    with pytest.raises(ProtocolError, match="unreadable request: Parse error"):
+        peer.say(ErrorResponse(None, ErrorObject(-32700, "Parse error")))
+    assert session.phase is Phase.CLOSED
+
+
+# -------------------------------------------------------------- server to client
+
+
+def test_server_ping_is_answered_automatically() -> None:
+    session, peer = ready()
+    assert peer.say(Request("srv-1", "ping")) == []
+    assert session.data_to_send() == b'{"jsonrpc":"2.0","id":"srv-1","result":{}}\n'
+    assert peer.say(Request(41, "ping", {})) == []
+    assert session.data_to_send() == b'{"jsonrpc":"2.0","id":41,"result":{}}\n'
+
+
+def test_server_ping_is_answered_even_mid_handshake() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    session.start_initialize()
+    peer.read()
+    assert peer.say(Request(0, "ping")) == []
+    assert peer.read() == [Response(0, {})]
+
+
+def test_tools_list_changed() -> None:
+    _, peer = ready()
+    assert peer.say(Notification("notifications/tools/list_changed")) == [ToolsListChanged()]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        (
+            {"progressToken": 3, "progress": 5, "total": 10, "message": "half way"},
+            ProgressReceived(3, 5.0, 10.0, "half way"),
+        ),
+        ({"progressToken": "tok", "progress": 0.25}, ProgressReceived("tok", 0.25, None, None)),
+        # Ill-typed optional members are dropped; the progress itself still counts.
+        (
+            {"progressToken": 1, "progress": 1, "total": "10", "message": 5},
+            ProgressReceived(1, 1.0, None, None),
+        ),
+        ({"progressToken": 1, "progress": 1, "total": True}, ProgressReceived(1, 1.0, None, None)),
+    ],
+)
+def test_progress_notification(params: dict[str, Any], expected: ProgressReceived) -> None:
+    _, peer = ready()
+    [event] = peer.say(Notification("notifications/progress", params))
+    assert event == expected
+    assert type(event.token) is type(expected.token)  # True == 1, "1" != 1: be exact
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        None,
+        [3, 0.5],
+        {"progress": 1},
+        {"progressToken": 1},
+        {"progressToken": 1, "progress": "1"},
+        {"progressToken": 1.5, "progress": 1},
+        {"progressToken": None, "progress": 1},
+        # true == 1 to Python: it must not be taken for request id 1.
+        {"progressToken": True, "progress": 1},
+        {"progressToken": 1, "progress": True},
+    ],
+)
+def test_malformed_progress_is_a_plain_server_notification(params: Any) -> None:
+    _, peer = ready()
+    assert peer.say(Notification("notifications/progress", params)) == [
+        ServerNotification("notifications/progress", params)
+    ]
+
+
+def test_other_notifications_pass_through() -> None:
+    _, peer = ready()
+    params = {"level": "info", "data": "hello"}
+    assert peer.say(Notification("notifications/message", params)) == [
+        ServerNotification("notifications/message", params)
+    ]
+
+
+def test_server_request_and_method_not_found() -> None:
+    session, peer = ready()
+    params = {"messages": [], "maxTokens": 10}
+    [event] = peer.say(Request("s-7", "sampling/createMessage", params))
+    assert event == ServerRequest("s-7", "sampling/createMessage", params)
+    assert METHOD_NOT_FOUND == -32601
+    method_not_found(session, event)
+    [answer] = peer.read()
+    assert isinstance(answer, ErrorResponse)
+    assert answer.id == "s-7"
+    assert answer.error.code == -32601
+    assert "sampling/createMessage" in answer.error.message
+
+
+def test_answering_a_server_request() -> None:
+    session, peer = ready()
+    [event] = peer.say(Request(5, "roots/list"))
+    assert isinstance(event, ServerRequest)
+    session.send_response(event.id, {"roots": []})
+    assert peer.read() == [Response(5, {"roots": []})]
+
+
+# ------------------------------------------------------- progress and cancelling
+
+
+def test_progress_token_is_the_request_id_and_keeps_existing_meta() -> None:
+    session, peer = ready()
+    params = {"name": "long", "arguments": {"n": 1}, "_meta": {"traceId": "t-1"}}
+    request_id = session.send_request("tools/call", params, progress=True)
+    assert peer.read() == [
+        Request(
+            request_id,
+            "tools/call",
+            {"name": "long", "arguments": {"n": 1}, "_meta": {"traceId": "t-1", "progressToken": request_id}},
+        )
+    ]
+    assert params == {"name": "long", "arguments": {"n": 1}, "_meta": {"traceId": "t-1"}}  # not mutated
+    [event] = peer.say(Notification("notifications/progress", {"progressToken": request_id, "progress": 1}))
+    assert event == ProgressReceived(request_id, 1.0)
+
+
+def test_progress_token_replaces_a_stale_one() -> None:
+    # Progress is matched by request id; a token left in the caller's _meta would orphan it.
+    session, peer = ready()
+    request_id = session.send_request("tools/call", {"_meta": {"progressToken": "stale"}}, progress=True)
+    assert peer.read() == [Request(request_id, "tools/call", {"_meta": {"progressToken": request_id}})]
+
+
+def test_progress_token_without_params() -> None:
+    session, peer = ready()
+    request_id = session.send_request("resources/list", progress=True)
+    assert peer.read() == [Request(request_id, "resources/list", {"_meta": {"progressToken": request_id}})]
+
+
+def test_no_meta_without_progress() -> None:
+    session, peer = ready()
+    request_id = session.send_request("tools/call", {"name": "quick"})
+    assert peer.read() == [Request(request_id, "tools/call", {"name": "quick"})]
+
+
+def test_send_cancelled_notifies_and_turns_the_late_answer_into_a_stray() -> None:
+    session, peer = ready()
+    request_id = session.send_request("tools/call", {"name": "slow"})
+    peer.read()
+    session.send_cancelled(request_id, "timed out after 30 s")
+    assert peer.read() == [
+        Notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out after 30 s"})
+    ]
+    assert session.pending_requests == 0
+    assert peer.say(Response(request_id, {"content": []})) == [StrayResponse(request_id)]
+
+
+def test_forget_is_silent_but_also_strays_the_late_answer() -> None:
+    session, peer = ready()
+    request_id = session.send_request("tools/list")
+    peer.read()
+    session.forget(request_id)
+    assert session.data_to_send() == b""
+    assert peer.say(Response(request_id, {"tools": []})) == [StrayResponse(request_id)]
+
+
+# ---------------------------------------------------------------------- closing
+
+
+def test_after_a_protocol_error_the_session_is_closed() -> None:
+    session, _ = ready()
+    with pytest.raises(FramingError):
+        session.receive_data(b"this is not json\n")
+    assert session.phase is Phase.CLOSED
+    with pytest.raises(ProtocolError, match="closed"):
+        session.receive_data(encode(Notification("notifications/tools/list_changed")))
+    assert drain(session) == []
+    with pytest.raises(RuntimeError):
+        session.send_request("tools/list")
+
+
+def test_line_limit_reaches_the_decoder() -> None:
+    session, _ = ready(max_line_bytes=200)
+    with pytest.raises(FramingError, match="longer than 200 bytes"):
+        session.receive_data(b"x" * 201)
+    assert session.phase is Phase.CLOSED
+
+
+def test_events_keep_arrival_order_across_partial_reads() -> None:
+    session, _ = ready()
+    request_id = session.send_request("tools/list")
+    messages: list[Message] = [
+        Notification("notifications/tools/list_changed"),
+        Response(request_id, {"tools": []}),
+        Notification("notifications/message", {"level": "info"}),
+    ]
+    wire = b"".join(encode(m) for m in messages)
+    for i in range(0, len(wire), 5):
+        session.receive_data(wire[i : i + 5])
+    assert drain(session) == [
+        ToolsListChanged(),
+        ResponseReceived(request_id, "tools/list", {"tools": []}),
+        ServerNotification("notifications/message", {"level": "info"}),
+    ]
+
+
+# ---------------------------------------------------------------- payload helpers
+
+
+def test_parse_tools_page() -> None:
+    page = parse_tools_page(
+        {
+            "tools": [
+                {
+                    "name": "echo",
+                    "title": "Echo",
+                    "description": "says it back",
+                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                    "outputSchema": {"type": "object"},
+                    "annotations": {"readOnlyHint": True},
+                    "somethingNew": 1,
+                },
+                {"name": "bare"},
+                {"name": "null-description", "description": None},
+            ],
+            "nextCursor": "page-2",
+        }
+    )
+    assert page.tools == (
+        Tool(
+            name="echo",
+            description="says it back",
+            input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+            title="Echo",
+            annotations={"readOnlyHint": True},
+            output_schema={"type": "object"},
+        ),
+        Tool(name="bare", description="", input_schema={"type": "object"}),
+        Tool(name="null-description", description=""),
+    )
+    assert page.next_cursor == "page-2"
+    assert page.problems == ()
+
+
+def test_last_tools_page_has_no_cursor() -> None:
+    assert parse_tools_page({"tools": []}).next_cursor is None
+    assert parse_tools_page({"tools": [], "nextCursor": None}).next_cursor is None
+
+
+def test_malformed_tools_are_dropped_and_reported_while_good_ones_stay() -> None:
+    page = parse_tools_page(
+        {
+            "tools": [
+                {"name": "good-1"},
+                42,
+                {"description": "no name"},
+                {"name": ""},
+                {"name": "bad-schema", "inputSchema": "object"},
+                {"name": "bad-annotations", "annotations": ["readOnly"]},
+                {"name": "good-2", "inputSchema": {"type": "object"}},
+            ]
+        }
+    )
+    assert [tool.name for tool in page.tools] == ["good-1", "good-2"]
+    assert len(page.problems) == 5
+    assert "must be an object, got int" in page.problems[0]
+    assert "no name" in page.problems[1]
+    assert "no name" in page.problems[2]
+    assert "'bad-schema'" in page.problems[3]
+    assert "'bad-annotations'" in page.problems[4]
+
+
+@pytest.mark.parametrize("result", [{}, {"tools": None}, {"tools": {"echo": {}}}, {"tools": "echo"}])
+def test_tools_page_without_a_tools_list_is_a_protocol_error(result: dict[str, Any]) -> None:
+    with pytest.raises(ProtocolError, match="no tools array"):
+        parse_tools_page(result)
+
+
+def test_non_string_cursor_is_a_protocol_error() -> None:
+    with pytest.raises(ProtocolError, match="nextCursor"):
+        parse_tools_page({"tools": [], "nextCursor": 2})
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["name", "description", "inputSchema", "title"]) | st.text(), inner)
+    ),
+    max_leaves=10,
+)
+
+
+@given(entries=st.lists(_json, max_size=6))
+def test_every_tools_entry_is_either_a_tool_or_a_problem(entries: list[Any]) -> None:
+    page = parse_tools_page({"tools": entries})
+    assert len(page.tools) + len(page.problems) == len(entries)
+
+
+def test_structure_call_result() -> None:
+    result = structure_call_result(
+        {
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image", "data": "AA==", "mimeType": "image/png"},
+            ],
+            "structuredContent": {"answer": 42},
+            "isError": True,
+        }
+    )
+    assert result == CallResult(
+        content=(
+            {"type": "text", "text": "hi"},
+            {"type": "image", "data": "AA==", "mimeType": "image/png"},
+        ),
+        structured_content={"answer": 42},
+        is_error=True,
+    )
+
+
+def test_call_result_defaults() -> None:
+    assert structure_call_result({}) == CallResult(content=(), structured_content=None, is_error=False)
+
+
+@pytest.mark.parametrize("value", [False, None, 1, "true", "yes", [True], {}])
+def test_is_error_only_when_exactly_true(value: Any) -> None:
+    assert structure_call_result({"content": [], "isError": value}).is_error is False
+
+
+@pytest.mark.parametrize(
+    "content", ["hi", {"type": "text", "text": "hi"}, [1], ["hi"], [{"type": "text"}, None]]
+)
+def test_malformed_call_content_is_a_protocol_error(content: Any) -> None:
+    with pytest.raises(ProtocolError, match="content must be a list of objects"):
+        structure_call_result({"content": content})
+
+
+def test_a_whole_conversation_back_to_back() -> None:
+    """Handshake, two pages of tools, a call with progress, a relist: the actor's day."""
+    session = ClientSession()
+    peer = Peer(session)
+    init = session.start_initialize()
+    [request] = peer.read()
+    assert isinstance(request, Request) and request.method == "initialize"
+    assert isinstance(peer.say(Response(init, INIT_RESULT))[0], Initialized)
+
+    first = session.send_request("tools/list")
+    assert peer.read() == [Notification("notifications/initialized"), Request(first, "tools/list")]
+    [page1] = peer.say(Response(first, {"tools": [{"name": "a"}], "nextCursor": "2"}))
+    assert isinstance(page1, ResponseReceived)
+    cursor = parse_tools_page(page1.result).next_cursor
+    second = session.send_request("tools/list", {"cursor": cursor})
+    assert peer.read() == [Request(second, "tools/list", {"cursor": "2"})]
+    [page2] = peer.say(Response(second, {"tools": [{"name": "b"}]}))
+    assert isinstance(page2, ResponseReceived)
+    assert [t.name for t in parse_tools_page(page2.result).tools] == ["b"]
+
+    call = session.send_request("tools/call", {"name": "b", "arguments": {}}, progress=True)
+    [call_request] = peer.read()
+    assert isinstance(call_request, Request) and isinstance(call_request.params, dict)
+    token = call_request.params["_meta"]["progressToken"]
+    events = peer.say(
+        Notification("notifications/progress", {"progressToken": token, "progress": 1, "total": 2}),
+        Request("srv", "ping"),
+        Notification("notifications/tools/list_changed"),
+        Response(call, {"content": [{"type": "text", "text": "done"}]}),
+    )
+    assert events[0] == ProgressReceived(call, 1.0, 2.0)
+    assert events[1] == ToolsListChanged()
+    assert isinstance(events[2], ResponseReceived)
+    assert structure_call_result(events[2].result).content == ({"type": "text", "text": "done"},)
+    assert orjson.loads(session.data_to_send()) == {"jsonrpc": "2.0", "id": "srv", "result": {}}
+    assert session.pending_requests == 0
