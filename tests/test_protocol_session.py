@@ -667,3 +667,21 @@ def test_a_whole_conversation_back_to_back() -> None:
     assert structure_call_result(events[2].result).content == ({"type": "text", "text": "done"},)
     assert orjson.loads(session.data_to_send()) == {"jsonrpc": "2.0", "id": "srv", "result": {}}
     assert session.pending_requests == 0
+
+
+def test_messages_before_a_bad_line_in_the_same_chunk_are_not_lost() -> None:
+    from actors.protocol.session import ClientSession, ResponseReceived
+
+    session = ClientSession()
+    session.start_initialize()
+    session.receive_data(
+        b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}\n'
+    )
+    while session.next_event() is not None:
+        pass
+    request_id = session.send_request("tools/call", {"name": "x", "arguments": {}})
+    good = b'{"jsonrpc":"2.0","id":%d,"result":{"content":[]}}\n' % request_id
+    with pytest.raises(ProtocolError):
+        session.receive_data(good + b"garbage\n")
+    event = session.next_event()
+    assert isinstance(event, ResponseReceived) and event.id == request_id

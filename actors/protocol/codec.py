@@ -46,24 +46,35 @@ class LineDecoder:
         self._scan_from = 0
 
     def feed(self, data: bytes) -> list[Message]:
-        """Add bytes; return every message completed by them (maybe none)."""
+        """Add bytes; return every message completed by them (maybe none).
+
+        On a bad line the decoder is emptied and the ProtocolError carries, in
+        ``.decoded``, the good messages that came before it in the same data, so
+        nothing the peer sent correctly is lost.
+        """
         buffer = self._buffer
         buffer += data
         messages: list[Message] = []
         start = 0
-        newline = buffer.find(b"\n", self._scan_from)
-        while newline != -1:
-            if newline - start > self._max_line_bytes:
+        try:
+            newline = buffer.find(b"\n", self._scan_from)
+            while newline != -1:
+                if newline - start > self._max_line_bytes:
+                    self._fail_long_line()
+                line = bytes(buffer[start:newline]).strip()
+                if line:
+                    messages.extend(decode_line(line))
+                start = newline + 1
+                newline = buffer.find(b"\n", start)
+            if start:
+                del buffer[:start]
+            if len(buffer) > self._max_line_bytes:
                 self._fail_long_line()
-            line = bytes(buffer[start:newline]).strip()
-            if line:
-                messages.extend(decode_line(line))
-            start = newline + 1
-            newline = buffer.find(b"\n", start)
-        if start:
-            del buffer[:start]
-        if len(buffer) > self._max_line_bytes:
-            self._fail_long_line()
+        except ProtocolError as exc:
+            buffer.clear()
+            self._scan_from = 0
+            exc.decoded = messages
+            raise
         self._scan_from = len(buffer)
         return messages
 

@@ -10,9 +10,17 @@ quote at most a short, printable prefix of the offending bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class ProtocolError(Exception):
-    """The peer sent something that breaks MCP or JSON-RPC 2.0."""
+    """The peer sent something that breaks MCP or JSON-RPC 2.0.
+
+    ``decoded`` holds good messages read in the same chunk before the bad one.
+    """
+
+    decoded: Sequence[Any] = ()
 
 
 class FramingError(ProtocolError):

@@ -233,7 +233,13 @@ class ClientSession:
         if self.phase is Phase.CLOSED:
             raise ProtocolError("session is closed")
         try:
-            for message in self._decoder.feed(data):
+            try:
+                messages = self._decoder.feed(data)
+            except ProtocolError as exc:
+                for message in exc.decoded:  # what came before the bad line still counts
+                    self._handle(message)
+                raise
+            for message in messages:
                 self._handle(message)
         except ProtocolError:
             self.phase = Phase.CLOSED
