@@ -50,6 +50,13 @@ class _Slot:
     restarts: deque[float] = attrs.field(factory=deque)
 
 
+def _crash_of(exc: Exception) -> Exception:
+    """What the child raised: the child's private nursery wraps it in a group of one."""
+    if isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        return exc.exceptions[0]
+    return exc
+
+
 class OneForOne:
     """Runs children; see the module docstring."""
 
@@ -97,7 +104,7 @@ class OneForOne:
                     except Exception as exc:
                         if not started:
                             raise
-                        self._note_crash(slot, exc)
+                        self._note_crash(slot, _crash_of(exc))
                         continue
                     return
         finally:

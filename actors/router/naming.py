@@ -30,13 +30,14 @@ def sanitize_tool(name: str) -> str:
     return _TOOL_UNSAFE.sub("_", name) or "_"
 
 
-def _digest(server: str, tool: str) -> str:
-    return hashlib.sha256(f"{server}\x00{tool}".encode()).hexdigest()[:_HASH_LENGTH]
+def _digest(server: str, tool: str, salt: int = 0) -> str:
+    key = f"{server}\x00{tool}" + (f"\x00{salt}" if salt else "")
+    return hashlib.sha256(key.encode()).hexdigest()[:_HASH_LENGTH]
 
 
-def _with_hash(base: str, server: str, tool: str) -> str:
+def _with_hash(base: str, server: str, tool: str, salt: int = 0) -> str:
     keep = MAX_ID_LENGTH - _HASH_LENGTH - 1
-    return f"{base[:keep]}_{_digest(server, tool)}"
+    return f"{base[:keep]}_{_digest(server, tool, salt)}"
 
 
 def base_id(server: str, tool: str) -> str:
@@ -59,8 +60,11 @@ def assign_ids(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     seen: dict[str, tuple[str, str]] = {}
     for pair in sorted(ids):
         tool_id = ids[pair]
+        salt = 0
         while tool_id in seen:
-            tool_id = _with_hash(tool_id, *pair)
+            # Salted: an id already cut to full length would otherwise hash to itself forever.
+            salt += 1
+            tool_id = _with_hash(tool_id, *pair, salt)
         seen[tool_id] = pair
         ids[pair] = tool_id
     return ids
