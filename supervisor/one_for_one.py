@@ -48,6 +48,7 @@ class _Slot:
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: trio.Event = attrs.field(factory=trio.Event)
     restarts: deque[float] = attrs.field(factory=deque)
+    stopping: bool = False
 
 
 def _crash_of(exc: Exception) -> Exception:
@@ -104,7 +105,15 @@ class OneForOne:
                     except Exception as exc:
                         if not started:
                             raise
-                        self._note_crash(slot, _crash_of(exc))
+                        crash = _crash_of(exc)
+                        if slot.stopping:  # it crashed on its way out: log it, do not restart
+                            log.error(
+                                "child crashed while stopping",
+                                exc_info=crash,
+                                extra={"fields": {"child": slot.spec.name}},
+                            )
+                            return
+                        self._note_crash(slot, crash)
                         continue
                     return
         finally:
@@ -127,6 +136,7 @@ class OneForOne:
         for slot in reversed(self._slots):
             if slot.done.is_set():
                 continue
+            slot.stopping = True
             delivered = slot.spec.request_stop()
             if delivered:
                 with trio.move_on_after(self.stop_timeout_s):

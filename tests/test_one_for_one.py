@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 import trio
@@ -307,3 +308,32 @@ async def test_a_polite_child_stops_without_waiting_for_the_timeout(
             assert trio.current_time() - began == pytest.approx(2.0)
     assert of(log, "cancelled") == []
     assert of(log, "returned") == ["polite"]
+
+
+async def test_a_child_that_crashes_while_stopping_is_not_restarted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    starts = 0
+    stop = trio.Event()
+
+    def start() -> Any:
+        async def child(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            nonlocal starts
+            starts += 1
+            task_status.started()
+            await stop.wait()
+            raise RuntimeError("boom on the way out")
+
+        return child
+
+    def request_stop() -> bool:
+        stop.set()
+        return True
+
+    tree = OneForOne(stop_timeout_s=10.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tree.run, [ChildSpec("c", start, request_stop)])
+        before = trio.current_time()
+        await tree.stop()
+        assert trio.current_time() - before < 1.0  # no wait for the stop timeout
+    assert starts == 1
