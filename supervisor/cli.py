@@ -9,6 +9,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,9 @@ from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_con
 from supervisor.settings.model import Config
 
 log = logging.getLogger("supervisor.cli")
+
+# The rule ``admin.bind`` follows in the config file (IPv6 in brackets, port 0-65535).
+_BIND = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+):(?P<port>[0-9]{1,5})\Z")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,9 +65,10 @@ def _is_loopback(host: str) -> bool:
 def check_bind(bind: str, config: Config, allow_non_loopback: bool) -> str | None:
     """Why ``bind`` is refused, or None. Loopback by default; anything else needs both
     ``--allow-non-loopback`` and admin tokens."""
-    host, _, port = bind.rpartition(":")
-    if not host or not port.isdigit():
-        return f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8765"
+    match = _BIND.match(bind)
+    if match is None or int(match["port"]) > 65535:
+        return f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8765 ([::1]:8765 for IPv6)"
+    host = match["host"]
     if _is_loopback(host):
         return None
     if not allow_non_loopback:

@@ -40,9 +40,12 @@ class StructuredFormatter(logging.Formatter):
         fields: dict[str, Any] = dict(getattr(record, "fields", None) or {})
         if "server" not in fields and hasattr(record, "server"):
             fields["server"] = record.server
-        message = record.getMessage()
+        # Redact before quoting too: JSON escaping turns a secret holding '"' or '\\'
+        # into text the final pass no longer recognises.
+        message = self._redactor.redact(record.getMessage())
         if record.exc_info:
             fields["error"] = self.formatException(record.exc_info).replace("\n", " | ")
+        fields = {key: self._clean(value) for key, value in fields.items()}
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         stamp += f".{int(record.msecs):03d}Z"
         if self._json:
@@ -52,8 +55,15 @@ class StructuredFormatter(logging.Formatter):
             ).decode()
         else:
             pairs = " ".join(f"{key}={_value(value)}" for key, value in fields.items())
+            # One line per event: a newline in the message must not forge a second line.
+            message = message.replace("\r", "\\r").replace("\n", "\\n")
             line = f"{stamp} {record.levelname.lower():<7} {message} {pairs}".rstrip()
         return self._redactor.redact(line)
+
+    def _clean(self, value: Any) -> Any:
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        return self._redactor.redact(str(value))
 
 
 def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_lines: bool = False) -> None:
