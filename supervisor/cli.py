@@ -126,10 +126,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         trio.run(_serve, config, args.state_dir)
-    except SupervisorGaveUp as exc:
-        log.error("supervisor gave up", extra={"fields": {"reason": str(exc)}})
+    except (SupervisorGaveUp, BaseExceptionGroup) as exc:
+        gave_up = _find_gave_up(exc)
+        if gave_up is None:
+            raise
+        log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
         return 1
     return 0
+
+
+def _find_gave_up(exc: BaseException) -> SupervisorGaveUp | None:
+    """The SupervisorGaveUp inside ``exc`` (Trio delivers it wrapped in nursery groups)."""
+    if isinstance(exc, SupervisorGaveUp):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find_gave_up(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,7 @@ connector's context manager; the test scripts its behaviour through attributes
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import orjson
@@ -65,10 +65,8 @@ class FakeSession:
         self.closed = trio.Event()
 
     async def send(self, message: Message) -> None:
-        try:
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self.stream.send_all(encode(message))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.send(Notification(method, params))

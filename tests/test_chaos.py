@@ -46,7 +46,9 @@ def server_pids(marker: str) -> list[int]:
     return pids
 
 
-async def wait_for_state(sup: Supervisor, name: str, state: State, after_epoch: int = 0, limit: float = 10) -> int:
+async def wait_for_state(
+    sup: Supervisor, name: str, state: State, after_epoch: int = 0, limit: float = 10
+) -> int:
     with trio.fail_after(limit):
         catalog = await sup.router.cell.wait_until(
             lambda c: c.epoch > after_epoch and c.servers[name].state is state
@@ -69,7 +71,7 @@ async def test_sigkill_with_20_calls_in_flight(tmp_path: Path) -> None:
             for _ in range(20):
                 nursery.start_soon(call_one)
             with trio.fail_after(5):
-                while not log.exists() or len(log.read_text().splitlines()) < 20:
+                while not log.exists() or len(log.read_text().splitlines()) < 20:  # noqa: ASYNC110 - polls a file
                     await trio.sleep(0.02)
             [pid] = server_pids(str(log))
             killed_at = trio.current_time()
@@ -127,7 +129,9 @@ async def test_sigstop_ends_in_timeouts_and_a_restart(tmp_path: Path) -> None:
     ],
     ids=["garbage", "10MB-line", "exit-during-initialize"],
 )
-async def test_a_misbehaving_server_fails_only_itself(tmp_path: Path, flags: tuple[str, ...], reason: str) -> None:
+async def test_a_misbehaving_server_fails_only_itself(
+    tmp_path: Path, flags: tuple[str, ...], reason: str
+) -> None:
     config = Config(servers=(spec("bad", *flags), spec("good")))
     async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
         await wait_for_state(sup, "bad", State.BACKOFF)

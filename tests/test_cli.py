@@ -502,8 +502,10 @@ def test_serve_never_logs_a_planted_secret(tmp_path: Path, log_format: str) -> N
     assert "s3cr3t" not in output and "adm1n" not in output  # not even a fragment
     backoffs = [r for r in records(lines) if r.get("state") == "backoff"]
     assert backoffs and all("last stderr line: ***" in r["reason"] for r in backoffs), backoffs
-    stderr_lines = [r["event"] for r in records(lines) if r["event"].startswith("mcp server leaky stderr: ")]
-    assert "mcp server leaky stderr: ***" in stderr_lines and len(set(stderr_lines)) == 1, stderr_lines
+    stderr_lines = [
+        r["line"] for r in records(lines) if r["event"] == "stderr" and r.get("server") == "leaky"
+    ]
+    assert "***" in stderr_lines and len(set(stderr_lines)) == 1, stderr_lines
     if log_format == "json":
         assert all({"time", "level", "event"} <= set(json.loads(line)) for line in lines)
     else:
@@ -540,3 +542,14 @@ def test_serve_logs_mask_every_secret_of_the_config(
     err = capsys.readouterr().err
     assert PLANTED_ADMIN not in err
     assert " warning peer said ***" in err
+
+
+def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor import cli
+    from supervisor.one_for_one import SupervisorGaveUp
+
+    async def crashing_serve(config: object, state_dir: object) -> None:
+        raise ExceptionGroup("nursery", [ExceptionGroup("inner", [SupervisorGaveUp("time crashed 4 times")])])
+
+    monkeypatch.setattr(cli, "_serve", crashing_serve)
+    assert cli.main(["serve"]) == 1

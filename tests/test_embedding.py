@@ -27,8 +27,8 @@ def config_of(*specs: ServerSpec) -> Config:
     return Config(servers=tuple(specs))
 
 
-async def wait_state(sup: Supervisor, name: str, states: Sequence[State], timeout: float = 10) -> None:
-    with trio.fail_after(timeout):
+async def wait_state(sup: Supervisor, name: str, states: Sequence[State]) -> None:
+    with trio.fail_after(10):
         await sup.router.cell.wait_until(lambda c: c.servers[name].state in states)
 
 
@@ -108,26 +108,25 @@ async def test_session_scope_server_is_private_and_ends_with_the_session(tmp_pat
     from actors.connection.spec import Scope
 
     config = config_of(mini_spec("priv", python=python, scope=Scope.SESSION))
-    async with Supervisor.open(config, state_dir=tmp_path) as sup:
-        async with sup.session() as one, sup.session() as two:
-            turn_one = await one.begin_turn()
-            turn_two = await two.begin_turn()
-            assert "priv_echo" in turn_one.catalog.tools and "priv_echo" in turn_two.catalog.tools
-            assert "priv" not in sup.servers()
-            # crash one session's private server: it is not restarted in that session
-            crashed = await turn_one.call("priv_crash", {})
-            assert not crashed.ok
-            with trio.fail_after(5):
-                await sup.router.cell.wait_until(
-                    lambda c: (
-                        c.overlays.get(one.id, {}).get("priv") is not None
-                        and c.overlays[one.id]["priv"].state is State.STOPPED
-                    )
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as one, sup.session() as two:
+        turn_one = await one.begin_turn()
+        turn_two = await two.begin_turn()
+        assert "priv_echo" in turn_one.catalog.tools and "priv_echo" in turn_two.catalog.tools
+        assert "priv" not in sup.servers()
+        # crash one session's private server: it is not restarted in that session
+        crashed = await turn_one.call("priv_crash", {})
+        assert not crashed.ok
+        with trio.fail_after(5):
+            await sup.router.cell.wait_until(
+                lambda c: (
+                    c.overlays.get(one.id, {}).get("priv") is not None
+                    and c.overlays[one.id]["priv"].state is State.STOPPED
                 )
-            later = await (await one.begin_turn()).call("priv_echo", {"text": "x"})
-            assert later.error is not None and later.error.message == "mcp server priv is unavailable"
-            # the other session's private server is untouched
-            assert (await turn_two.call("priv_echo", {"text": "y"})).ok
+            )
+        later = await (await one.begin_turn()).call("priv_echo", {"text": "x"})
+        assert later.error is not None and later.error.message == "mcp server priv is unavailable"
+        # the other session's private server is untouched
+        assert (await turn_two.call("priv_echo", {"text": "y"})).ok
 
 
 async def test_load_config_and_missing_command_shows_in_state(tmp_path: Path, python: str) -> None:

@@ -234,7 +234,8 @@ async def test_stderr_lines_are_cut_and_redacted(caplog: pytest.LogCaptureFixtur
     ]
     assert secret not in caplog.text
     assert secret[:8] not in caplog.text
-    assert "mcp server mini stderr: using key ***" in caplog.text
+    lines = [r.fields for r in caplog.records if r.getMessage() == "stderr"]  # type: ignore[attr-defined]
+    assert {"server": "mini", "line": "using key ***"} in lines
 
 
 # -- I/O errors ---------------------------------------------------------------------------

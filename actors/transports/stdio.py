@@ -251,7 +251,7 @@ class StdioTransport:
         if cut or len(text) > STDERR_LINE_MAX:
             text = text[:STDERR_LINE_MAX] + CUT_MARKER
         self._tail.append(text)
-        _log.debug("mcp server %s stderr: %s", self._name, text)
+        _log.debug("stderr", extra={"fields": {"server": self._name, "line": text}})
 
 
 class _ProcessGroup:

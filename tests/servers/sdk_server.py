@@ -11,7 +11,8 @@ import anyio
 try:  # mcp 2.x
     from mcp.server.mcpserver import Context, MCPServer
 except ImportError:  # pragma: no cover - mcp 1.x
-    from mcp.server.fastmcp import Context, FastMCP as MCPServer  # type: ignore[no-redef]
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
+    from mcp.server.fastmcp import FastMCP as MCPServer
 
 server = MCPServer("sdk-test-server")
 
