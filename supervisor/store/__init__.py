@@ -1,0 +1,41 @@
+"""The embedded store: SQLite in the state directory (DESIGN.md §7).
+
+- ``records``: ``AuditRow``, ``hash_arguments`` (the audit keeps arguments only as a hash).
+- ``schema``: the ordered migration steps and ``PRAGMA user_version``.
+- ``database``: ``Store``, the synchronous SQLite wrapper (WAL, mode 0600).
+- ``actor``: ``StoreActor``, its async owner: non-blocking submits, batched writes in a
+  worker thread, writes survive shutdown.
+"""
+
+from supervisor.store.actor import (
+    AddAudit,
+    ForgetApproval,
+    RememberApproval,
+    SaveToolList,
+    SetPin,
+    StoreActor,
+    StoreMessage,
+    StoreStatistics,
+)
+from supervisor.store.database import DB_FILENAME, Store
+from supervisor.store.errors import StoreError, StoreVersionError
+from supervisor.store.records import AuditRow, hash_arguments
+from supervisor.store.schema import SCHEMA_VERSION
+
+__all__ = [
+    "DB_FILENAME",
+    "SCHEMA_VERSION",
+    "AddAudit",
+    "AuditRow",
+    "ForgetApproval",
+    "RememberApproval",
+    "SaveToolList",
+    "SetPin",
+    "Store",
+    "StoreActor",
+    "StoreError",
+    "StoreMessage",
+    "StoreStatistics",
+    "StoreVersionError",
+    "hash_arguments",
+]

@@ -1,0 +1,327 @@
+"""``StoreActor``: the store's one owner in the service.
+
+Callers on the call path (the router auditing a call, remembering an approval) must
+never wait for a disk, so they ``submit`` a message without blocking; a full mailbox
+drops the message and counts it. The actor takes everything queued, writes it as ONE
+transaction in a worker thread, and repeats: under load, batches grow and commits
+per row shrink.
+
+A write that fails is logged and counted, never raised: losing an audit row is bad,
+taking the supervisor down because a disk filled up is worse. A failed batch is retried
+one message at a time, so one bad message cannot take its neighbours with it.
+
+Shutdown: when the mailbox is closed (``close()``) the actor writes what is left and
+returns. When cancelled, it writes what is queued in a shielded scope with a deadline;
+at the deadline it stops waiting, counts those messages as failures, and tells the
+still-running write thread to roll back instead of committing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias, TypeVar, assert_never
+
+import attrs
+import trio
+
+from supervisor.store.database import Store
+from supervisor.store.errors import StoreError
+from supervisor.store.records import AuditRow
+
+log = logging.getLogger("supervisor.store")
+
+T = TypeVar("T")
+
+DEFAULT_CAPACITY = 4096
+DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
+
+# ------------------------------------------------------------------------ mailbox
+
+
+@attrs.frozen(slots=True)
+class AddAudit:
+    """Append one audit row."""
+
+    row: AuditRow
+
+
+@attrs.frozen(slots=True)
+class RememberApproval:
+    """Remember an "always" answer (see ``Store.remember_approval``)."""
+
+    tenant: str
+    permission: str
+    fingerprint: str
+    decision: str
+
+
+@attrs.frozen(slots=True)
+class ForgetApproval:
+    """Drop a remembered answer."""
+
+    tenant: str
+    permission: str
+
+
+@attrs.frozen(slots=True)
+class SetPin:
+    """Pin a tool definition's fingerprint."""
+
+    server: str
+    tool: str
+    fingerprint: str
+
+
+@attrs.frozen(slots=True, eq=False)
+class SaveToolList:
+    """Replace a server's last-known tool list. Do not mutate ``tools`` after submitting:
+    it is serialized later, in the actor's thread."""
+
+    server: str
+    tools: Sequence[Mapping[str, Any]]
+    listed_at: float
+
+
+StoreMessage: TypeAlias = AddAudit | RememberApproval | ForgetApproval | SetPin | SaveToolList
+
+
+@attrs.frozen(slots=True)
+class StoreStatistics:
+    """Counters since the actor was made, in messages unless named otherwise.
+
+    ``written``: committed. ``batches``: transactions committed. ``dropped``: refused by
+    ``submit`` (mailbox full or closed). ``failures``: accepted but lost to a failed
+    write. ``queued``: in the mailbox now.
+    """
+
+    written: int
+    batches: int
+    dropped: int
+    failures: int
+    queued: int
+
+
+@attrs.frozen(slots=True)
+class _Outcome:
+    written: int
+    batches: int
+    failures: int
+
+
+# ------------------------------------------------------------------------ writing (worker thread)
+
+
+def _apply(store: Store, batch: Sequence[StoreMessage]) -> None:
+    """Apply ``batch`` inside the caller's transaction, in order per key."""
+    rows = [m.row for m in batch if isinstance(m, AddAudit)]
+    if rows:
+        store.add_audit(rows)
+    # Only the last list per server survives: skip serializing the ones it replaces.
+    last_list = {m.server: i for i, m in enumerate(batch) if isinstance(m, SaveToolList)}
+    for i, message in enumerate(batch):
+        if isinstance(message, AddAudit):
+            pass
+        elif isinstance(message, RememberApproval):
+            store.remember_approval(message.tenant, message.permission, message.fingerprint, message.decision)
+        elif isinstance(message, ForgetApproval):
+            store.forget_approval(message.tenant, message.permission)
+        elif isinstance(message, SetPin):
+            store.set_pin(message.server, message.tool, message.fingerprint)
+        elif isinstance(message, SaveToolList):
+            if last_list[message.server] == i:
+                store.save_tool_list(message.server, message.tools, message.listed_at)
+        else:
+            assert_never(message)
+
+
+class _Abandoned(Exception):
+    """The actor stopped waiting for this write (shutdown deadline)."""
+
+
+def _database_failed(exc: BaseException) -> bool:
+    """Whether the database itself failed (locked, full, I/O error, interrupted) rather
+    than one message's data: then a retry per message would only fail N times, each
+    after waiting out the busy timeout."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return isinstance(cause, sqlite3.OperationalError)
+
+
+def _commit(store: Store, batch: Sequence[StoreMessage], stop: threading.Event) -> _Outcome:
+    """Write ``batch`` as one transaction; if that fails, one transaction per message
+    (unless ``stop`` says the actor gave up on this write at its shutdown deadline).
+
+    Catches every Exception on purpose (see the module docstring): the failure is
+    logged here, with its traceback, and reported as counts.
+    """
+    if stop.is_set():
+        return _Outcome(written=0, batches=0, failures=len(batch))
+    try:
+        with store.transaction():
+            _apply(store, batch)
+            if stop.is_set():  # abandoned while we worked: roll back, as the actor reported
+                raise _Abandoned
+        return _Outcome(written=len(batch), batches=1, failures=0)
+    except _Abandoned:
+        return _Outcome(written=0, batches=0, failures=len(batch))
+    except Exception as exc:
+        if len(batch) == 1 or stop.is_set() or _database_failed(exc):
+            log.error("store write failed", exc_info=True, extra={"fields": {"lost": len(batch)}})
+            return _Outcome(written=0, batches=0, failures=len(batch))
+        first_error: Exception = exc
+    written = 0
+    for message in batch:
+        if stop.is_set():
+            break
+        try:
+            with store.transaction():
+                _apply(store, [message])
+            written += 1
+        except Exception:
+            pass  # first_error below carries the traceback; one line per batch, not per row
+    failures = len(batch) - written
+    if failures:
+        log.error(
+            "store write failed",
+            exc_info=first_error,
+            extra={"fields": {"batch": len(batch), "lost": failures}},
+        )
+    return _Outcome(written=written, batches=written, failures=failures)
+
+
+# ------------------------------------------------------------------------ the actor
+
+
+class StoreActor:
+    """The async owner of a ``Store``: non-blocking ``submit``, batched writes off the
+    event loop, ``flush`` to wait for them, ``read`` for queries. Start ``run`` with
+    ``await nursery.start(actor.run)``; the owner closes the Store after ``run`` returns.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+    ) -> None:
+        self.store = store
+        self._send, self._receive = trio.open_memory_channel[StoreMessage](capacity)
+        self._shutdown_timeout_s = shutdown_timeout_s
+        self._accepted = 0  # messages submit() took
+        self._settled = 0  # of those, written or counted as failed (FIFO, so a prefix)
+        self._progress = trio.Event()
+        self._stop = threading.Event()  # tells an abandoned write thread to give up
+        self._written = self._batches = self._dropped = self._failures = 0
+
+    # -------------------------------------------------------------- callers' side
+
+    def submit(self, message: StoreMessage) -> bool:
+        """Queue a write without ever blocking; False (and counted) when the mailbox is
+        full or closed."""
+        try:
+            self._send.send_nowait(message)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            self._dropped += 1
+            return False
+        self._accepted += 1
+        return True
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is written (or counted as failed).
+
+        Needs ``run`` to be running (or to have returned); bound it with a deadline.
+        """
+        target = self._accepted
+        while self._settled < target:
+            await self._progress.wait()
+
+    async def read(self, query: Callable[[Store], T]) -> T:
+        """Run ``query(store)`` in a worker thread (e.g. ``lambda s: s.audit_rows(tenant=t)``);
+        the Store's lock keeps it out of a write in progress."""
+        return await trio.to_thread.run_sync(query, self.store)
+
+    def close(self) -> None:
+        """Refuse further messages; ``run`` writes what is queued and returns."""
+        self._send.close()
+
+    async def aclose(self) -> None:
+        """``close``, then wait until what was queued is written (graceful shutdown)."""
+        self.close()
+        await self.flush()
+
+    def statistics(self) -> StoreStatistics:
+        """A snapshot of the counters."""
+        return StoreStatistics(
+            written=self._written,
+            batches=self._batches,
+            dropped=self._dropped,
+            failures=self._failures,
+            queued=self._receive.statistics().current_buffer_used,
+        )
+
+    # -------------------------------------------------------------- the loop
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Write batches until the mailbox is closed; on cancellation, write what is
+        queued (shielded, under the shutdown deadline) and re-raise."""
+        task_status.started()
+        batch: list[StoreMessage] = []
+        try:
+            while True:
+                if not batch:
+                    try:
+                        batch.append(await self._receive.receive())
+                    except trio.EndOfChannel:
+                        return
+                batch.extend(self._drain())
+                # Not abandonable: a write that started finishes (bounded by busy_timeout),
+                # and if cancellation strikes before it starts, ``batch`` is still ours.
+                outcome = await trio.to_thread.run_sync(_commit, self.store, batch, self._stop)
+                self._settle(len(batch), outcome)
+                batch = []
+        finally:
+            # Take the rest and close our end in one step (no checkpoint between), so a
+            # late submit is refused and counted rather than silently never written.
+            batch.extend(self._drain())
+            self._receive.close()
+            if batch:
+                await self._write_before_deadline(batch)
+
+    def _drain(self) -> list[StoreMessage]:
+        taken: list[StoreMessage] = []
+        while True:
+            try:
+                taken.append(self._receive.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return taken
+
+    async def _write_before_deadline(self, batch: list[StoreMessage]) -> None:
+        outcome: _Outcome | None = None
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self._shutdown_timeout_s
+            # Abandonable here, and only here: the deadline must hold. An abandoned thread
+            # is told to roll back rather than commit (``_stop``) and interrupted, which
+            # ends a long statement at once (a busy wait still runs to busy_timeout).
+            outcome = await trio.to_thread.run_sync(
+                _commit, self.store, batch, self._stop, abandon_on_cancel=True
+            )
+        if outcome is None:
+            self._stop.set()
+            self.store.interrupt()
+            log.error(
+                "store shutdown deadline passed; queued writes lost",
+                extra={"fields": {"lost": len(batch), "timeout_s": self._shutdown_timeout_s}},
+            )
+            outcome = _Outcome(written=0, batches=0, failures=len(batch))
+        self._settle(len(batch), outcome)
+
+    def _settle(self, count: int, outcome: _Outcome) -> None:
+        self._written += outcome.written
+        self._batches += outcome.batches
+        self._failures += outcome.failures
+        self._settled += count
+        self._progress.set()
+        self._progress = trio.Event()

@@ -1,0 +1,306 @@
+"""``Store``: the embedded SQLite database in the state directory (``supervisor.db``).
+
+Everything here is synchronous and may block on disk. In the service, only the
+``StoreActor`` calls it, from Trio worker threads, so the event loop never waits on
+SQLite; startup code may call it directly before the actor runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, cast
+
+from supervisor.store.errors import StoreError
+from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_json
+from supervisor.store.schema import check_version, migrate
+
+DB_FILENAME = "supervisor.db"
+"""The store's file name inside the state directory (DESIGN.md §7)."""
+
+DEFAULT_BUSY_TIMEOUT_MS = 5_000
+
+_AUDIT_COLUMNS = (
+    "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes, result_bytes"
+)
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` (and a missing parent, 0700) with mode 0600 before SQLite touches it.
+
+    SQLite would create the file with the process umask (often 0644), exposing audit
+    rows and approvals to other local users for as long as it takes to chmod. SQLite
+    gives the ``-wal`` and ``-shm`` files the main file's mode; existing ones made
+    by an older, looser run are tightened too.
+    """
+    parent = path.parent
+    try:
+        parent.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass  # an existing directory is the operator's choice; we only tighten our files
+    else:
+        os.chmod(parent, 0o700)  # mkdir's mode is filtered by the umask
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(f"{path}{suffix}", 0o600)
+
+
+class Store:
+    """The supervisor's SQLite store: audit rows, remembered approvals, tool pins and
+    last-known tool lists. Open it with ``Store.open``.
+
+    Threads: the connection is opened with ``check_same_thread=False`` because its one
+    owner (the ``StoreActor``) calls it from whichever Trio worker thread is free, one
+    call at a time. An internal lock makes every method atomic with respect to the
+    others, so an overlapping reader waits instead of reading inside another thread's
+    open transaction.
+
+    Errors: every failure is a ``StoreError`` naming the file.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self.path = path
+        self._connection = connection
+        self._lock = threading.RLock()
+        self._depth = 0  # open transaction() levels: 0 none, 1 BEGIN, more are savepoints
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Self:
+        """Open (creating if needed) and migrate the store at ``path``.
+
+        Pragmas, and why:
+
+        - ``journal_mode=WAL``: readers never block the writer, and a commit is one
+          append to the log.
+        - ``synchronous=NORMAL``: under WAL this is crash-safe for us. A commit is in the
+          WAL file (the OS page cache) when COMMIT returns, so killing the process, even
+          with SIGKILL, loses nothing committed; fsync happens at checkpoints, so only an
+          OS crash or power loss can roll back the last few commits. Neither ever
+          corrupts the file: WAL frames are checksummed and a transaction without its
+          commit frame is ignored on recovery.
+        - ``foreign_keys=ON``: so future steps may rely on them.
+        - ``busy_timeout``: another process (e.g. ``sqlite3`` by an operator) holding
+          the lock makes a write wait this long, then fail, instead of failing at once.
+
+        Raises StoreVersionError for a file from a newer supervisor, StoreError for
+        anything else (not a database, unwritable directory, no WAL support).
+        """
+        db_path = Path(path)
+        try:
+            _private_file(db_path)
+            connection = sqlite3.connect(
+                db_path,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,  # autocommit: our BEGIN/COMMIT are the only transactions
+                check_same_thread=False,
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{db_path}: cannot open the store: {exc}") from exc
+        try:
+            # Version first: a file from a newer supervisor is left exactly as found.
+            check_version(connection, db_path)
+            (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise StoreError(
+                    f"{db_path}: SQLite refused WAL mode (journal_mode={mode}); "
+                    "put the state directory on a local filesystem"
+                )
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute("PRAGMA foreign_keys=ON")
+            connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms):d}")
+            migrate(connection, db_path)
+        except sqlite3.Error as exc:
+            connection.close()
+            raise StoreError(f"{db_path}: cannot open the store: {exc}") from exc
+        except BaseException:
+            connection.close()
+            raise
+        return cls(connection, db_path)
+
+    def close(self) -> None:
+        """Close the connection (idempotent). Later calls raise StoreError.
+
+        Waits for a write another thread has in progress, so a transaction is never
+        cut off by its own connection closing.
+        """
+        with self._lock:
+            self._connection.close()
+
+    def interrupt(self) -> None:
+        """Abort the statement another thread is running (it fails and rolls back).
+
+        Takes no lock, by design: it is how a shutdown deadline stops a write that
+        holds the lock.
+        """
+        with contextlib.suppress(sqlite3.ProgrammingError):  # already closed
+            self._connection.interrupt()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make the writes inside one atomic commit.
+
+        An exception inside rolls the writes back and propagates (sqlite3 errors as
+        StoreError). Nested, it is a savepoint: its failure undoes only its own writes,
+        so a caller that catches it may still commit the rest.
+        """
+        with self._lock:
+            depth = self._depth
+            savepoint = f"nested_{depth}"
+            with self._errors("begin a transaction"):
+                self._connection.execute(f"SAVEPOINT {savepoint}" if depth else "BEGIN IMMEDIATE")
+            self._depth = depth + 1
+            try:
+                with self._errors("write"):
+                    yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # e.g. interrupted: already rolled back
+                    if depth:
+                        self._connection.execute(f"ROLLBACK TO {savepoint}")
+                        self._connection.execute(f"RELEASE {savepoint}")
+                    else:
+                        self._connection.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    self._connection.execute(f"RELEASE {savepoint}" if depth else "COMMIT")
+                except sqlite3.Error as exc:
+                    if not depth:  # never leave a half-open transaction behind for the next BEGIN
+                        with contextlib.suppress(sqlite3.Error):
+                            self._connection.execute("ROLLBACK")
+                    raise StoreError(f"{self.path}: cannot commit: {exc}") from exc
+            finally:
+                self._depth = depth
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot {doing}: {exc}") from exc
+
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, self._errors("read"):
+            return self._connection.execute(sql, params).fetchall()
+
+    # ------------------------------------------------------------------ audit
+
+    def add_audit(self, rows: Sequence[AuditRow]) -> None:
+        """Append audit rows, all or none (one transaction)."""
+        values = [
+            (
+                r.at, r.tenant, r.session, r.tool, r.server, r.decision, r.outcome,
+                r.duration_ms, r.args_sha256, r.args_bytes, r.result_bytes,
+            )
+            for r in rows
+        ]  # fmt: skip
+        with self.transaction():
+            self._connection.executemany(
+                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
+            )
+
+    def audit_rows(
+        self, *, tenant: str | None = None, session: str | None = None, limit: int = 100
+    ) -> list[AuditRow]:
+        """Audit rows newest first (insertion order breaks ties), optionally for one
+        tenant and/or one session; at most ``limit``."""
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        where, params = [], []
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        if session is not None:
+            where.append("session = ?")
+            params.append(session)
+        sql = f"SELECT {_AUDIT_COLUMNS} FROM audit"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY at DESC, id DESC LIMIT ?"
+        return [AuditRow(*row) for row in self._read(sql, [*params, limit])]
+
+    # ------------------------------------------------------------------ approvals
+
+    def remember_approval(self, tenant: str, permission: str, fingerprint: str, decision: str) -> None:
+        """Remember an "always" answer for (tenant, permission), replacing an older one.
+
+        ``fingerprint`` is the tool definition's pin when the answer was given: a
+        changed tool must be asked about again (DESIGN.md §3).
+        """
+        if decision not in APPROVAL_DECISIONS:
+            raise ValueError(f"a remembered approval is 'allow' or 'deny', not {decision!r}")
+        with self.transaction():
+            self._connection.execute(
+                "INSERT INTO approvals (tenant, permission, fingerprint, decision) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (tenant, permission)"
+                " DO UPDATE SET fingerprint = excluded.fingerprint, decision = excluded.decision",
+                (tenant, permission, fingerprint, decision),
+            )
+
+    def approvals(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """``{(tenant, permission): (fingerprint, decision)}`` for every remembered answer."""
+        rows = self._read("SELECT tenant, permission, fingerprint, decision FROM approvals")
+        return {(tenant, permission): (fp, decision) for tenant, permission, fp, decision in rows}
+
+    def forget_approval(self, tenant: str, permission: str) -> None:
+        """Drop a remembered answer; forgetting an unknown one is fine."""
+        with self.transaction():
+            self._connection.execute(
+                "DELETE FROM approvals WHERE tenant = ? AND permission = ?", (tenant, permission)
+            )
+
+    # ------------------------------------------------------------------ pins
+
+    def set_pin(self, server: str, tool: str, fingerprint: str) -> None:
+        """Pin a tool's definition fingerprint (description + schema hash), replacing the old pin."""
+        with self.transaction():
+            self._connection.execute(
+                "INSERT INTO pins (server, tool, fingerprint) VALUES (?, ?, ?)"
+                " ON CONFLICT (server, tool) DO UPDATE SET fingerprint = excluded.fingerprint",
+                (server, tool, fingerprint),
+            )
+
+    def pins(self) -> dict[tuple[str, str], str]:
+        """``{(server, tool): fingerprint}``."""
+        rows = self._read("SELECT server, tool, fingerprint FROM pins")
+        return {(server, tool): fingerprint for server, tool, fingerprint in rows}
+
+    # ------------------------------------------------------------------ tool lists
+
+    def save_tool_list(self, server: str, tools: Sequence[Mapping[str, Any]], listed_at: float) -> None:
+        """Replace the server's last-known tool list (kept as JSON), listed at unix time
+        ``listed_at``: lets search answer for a lazy server before it starts."""
+        data = canonical_json(list(tools))
+        with self.transaction():
+            self._connection.execute(
+                "INSERT INTO tool_lists (server, tools, listed_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (server) DO UPDATE SET tools = excluded.tools, listed_at = excluded.listed_at",
+                (server, data, listed_at),
+            )
+
+    def tool_lists(self) -> dict[str, tuple[list[dict[str, Any]], float]]:
+        """``{server: (tools, listed_at)}`` for every server with a saved list."""
+        rows = self._read("SELECT server, tools, listed_at FROM tool_lists")
+        return {server: (cast(list[dict[str, Any]], json.loads(data)), at) for server, data, at in rows}

@@ -1,0 +1,35 @@
+"""What the store raises.
+
+::
+
+    StoreError                  any failure to open, read or write <state_dir>/supervisor.db
+    └── StoreVersionError       the file was written by a newer supervisor (schema too new)
+
+``sqlite3`` and ``OSError`` exceptions become these at the store's edge, so callers
+catch one family and the message always names the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StoreError(Exception):
+    """The store could not do what was asked; the message names the file and the cause."""
+
+
+class StoreVersionError(StoreError):
+    """The database's schema is newer than this supervisor understands.
+
+    Refusing is the only safe answer: an older migration list cannot know what a newer
+    schema means, and writing into it could corrupt data the newer version relies on.
+    """
+
+    def __init__(self, path: Path, found: int, supported: int) -> None:
+        super().__init__(
+            f"{path}: store schema version {found} is newer than this supervisor supports "
+            f"(up to {supported}); run a newer mcp-supervisor, or move the file away to start afresh"
+        )
+        self.path = path
+        self.found = found
+        self.supported = supported

@@ -1,0 +1,60 @@
+"""The store's row types and the canonical JSON it hashes and saves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+DECISIONS = ("allow", "ask", "deny", "none")
+"""Trust decisions an audit row may record (DESIGN.md §3); ``none`` when the call was
+refused before any (unknown tool, invalid arguments)."""
+
+APPROVAL_DECISIONS = ("allow", "deny")
+"""What a remembered ("always") approval may say: ``ask`` is a question, not an answer."""
+
+
+@attrs.frozen(slots=True)
+class AuditRow:
+    """One call, as audited (DESIGN.md §4 step 6). Arguments appear only as a hash.
+
+    ``at`` is unix time; ``outcome`` is ``"ok"`` or an envelope error code.
+    """
+
+    at: float
+    tenant: str
+    session: str
+    tool: str
+    server: str
+    decision: str
+    outcome: str
+    duration_ms: int
+    args_sha256: str
+    args_bytes: int
+    result_bytes: int
+
+
+def _plain(value: object) -> object:
+    # json only knows dict; arguments may arrive as any Mapping (e.g. a MappingProxyType).
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def canonical_json(value: object) -> str:
+    """Compact JSON with sorted keys: equal data gives equal text, whatever the key order."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
+def hash_arguments(arguments: Mapping[str, Any]) -> tuple[str, int]:
+    """SHA-256 hex digest and UTF-8 byte length of the arguments' canonical JSON.
+
+    The audit keeps only this, so the store never holds what a model sent a tool
+    (secrets, personal data) yet identical calls can still be matched.
+    """
+    # surrogatepass: a lone surrogate from a host's Python str must not fail the call path.
+    data = canonical_json(arguments).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest(), len(data)

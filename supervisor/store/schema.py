@@ -1,0 +1,119 @@
+"""The store's schema as an ordered list of migration steps.
+
+The schema version is SQLite's ``PRAGMA user_version`` (a field in the file header):
+version *n* means steps ``1..n`` have been applied. Each step runs in its own
+``BEGIN IMMEDIATE`` transaction together with the version bump, so a crash or an error
+mid-step leaves the file at the previous version with none of the step's changes
+(SQLite DDL is transactional). The write lock also makes two processes opening the same
+file at once safe: the loser re-reads the version under the lock and finds the work done.
+
+Append new steps; never edit or reorder a released one, because files in the field
+record only a number.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from supervisor.store.errors import StoreVersionError
+
+Step = Sequence[str]
+"""One migration step: SQL statements applied together."""
+
+MIGRATIONS: tuple[Step, ...] = (
+    # 1: the four tables.
+    (
+        """
+        CREATE TABLE audit (
+            id           INTEGER PRIMARY KEY,  -- insertion order: breaks ties between equal times
+            at           REAL    NOT NULL,
+            tenant       TEXT    NOT NULL,
+            session      TEXT    NOT NULL,
+            tool         TEXT    NOT NULL,
+            server       TEXT    NOT NULL,
+            decision     TEXT    NOT NULL CHECK (decision IN ('allow', 'ask', 'deny', 'none')),
+            outcome      TEXT    NOT NULL,
+            duration_ms  INTEGER NOT NULL,
+            args_sha256  TEXT    NOT NULL,
+            args_bytes   INTEGER NOT NULL,
+            result_bytes INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE approvals (
+            tenant      TEXT NOT NULL,
+            permission  TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            decision    TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+            PRIMARY KEY (tenant, permission)
+        )
+        """,
+        """
+        CREATE TABLE pins (
+            server      TEXT NOT NULL,
+            tool        TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            PRIMARY KEY (server, tool)
+        )
+        """,
+        """
+        CREATE TABLE tool_lists (
+            server    TEXT PRIMARY KEY,
+            tools     TEXT NOT NULL,  -- JSON array of tool definitions
+            listed_at REAL NOT NULL
+        )
+        """,
+    ),
+    # 2: the admin API reads audit rows newest first, per tenant or per session; without
+    # these it sorts the whole table on every request. (rowid is implied in each index, so
+    # ``ORDER BY at DESC, id DESC`` needs no sort either.)
+    (
+        "CREATE INDEX audit_by_time ON audit (at)",
+        "CREATE INDEX audit_by_tenant ON audit (tenant, at)",
+        "CREATE INDEX audit_by_session ON audit (session, at)",
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version a freshly migrated file has."""
+
+
+def schema_version(connection: sqlite3.Connection) -> int:
+    """The file's schema version (0 for a new, empty file)."""
+    row = connection.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def check_version(connection: sqlite3.Connection, path: Path, steps: Sequence[Step] = MIGRATIONS) -> int:
+    """The file's version; StoreVersionError when it is newer than ``steps`` know."""
+    found = schema_version(connection)
+    if found > len(steps):
+        raise StoreVersionError(path, found, len(steps))
+    return found
+
+
+def migrate(connection: sqlite3.Connection, path: Path, steps: Sequence[Step] = MIGRATIONS) -> int:
+    """Apply the missing steps, one transaction each; return the final version.
+
+    ``connection`` must be in autocommit mode (``isolation_level=None``) so that the
+    transactions here are the only ones.
+    """
+    if check_version(connection, path, steps) == len(steps):
+        return len(steps)  # the common case: no write lock taken
+    while True:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            current = check_version(connection, path, steps)  # again, now under the lock
+            if current == len(steps):
+                connection.execute("ROLLBACK")
+                return current
+            for statement in steps[current]:
+                connection.execute(statement)
+            # PRAGMA takes no parameters; the value is our own int.
+            connection.execute(f"PRAGMA user_version = {current + 1:d}")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
