@@ -5,7 +5,8 @@ Public surface (DESIGN.md §6)::
     from supervisor import Approval, Supervisor, load_config
 """
 
-from supervisor.service import Approval, Supervisor
+from supervisor.approvals import Approval, ApprovalRequest
+from supervisor.service import Supervisor
 from supervisor.settings.loader import ConfigError, load_config
 
-__all__ = ["Approval", "ConfigError", "Supervisor", "load_config"]
+__all__ = ["Approval", "ApprovalRequest", "ConfigError", "Supervisor", "load_config"]

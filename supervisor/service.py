@@ -1,62 +1,49 @@
-"""The Supervisor: the root nursery, the router, one connection actor per server.
+"""The Supervisor: the root nursery, the store, the router, one connection actor per server.
 
-``Supervisor.open`` cleans up orphans a crashed earlier run left behind, starts the
-router, then the connection actors in config order under a one-for-one supervisor,
-and yields. Leaving the context stops everything in reverse: sessions first (they are
-nested inside), then connections (each tears its server down: stdin closed, SIGTERM,
-SIGKILL, reaped), then the router. Teardown runs shielded under a deadline, also
-when the host is cancelled.
+``Supervisor.open`` cleans up orphans a crashed earlier run left behind, opens the
+store (last-known tool lists, pins, remembered approvals), starts the store actor,
+the router, then the connection actors in config order under a one-for-one
+supervisor, and yields. Leaving the context stops everything in reverse: sessions
+first (they are nested inside), then connections (each tears its server down: stdin
+closed, SIGTERM, SIGKILL, reaped), then the router, then the store (its queue
+written). Teardown runs shielded under a deadline, also when the host is cancelled.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor
 from actors.connection.messages import Command, ConnectionMessage, Control
 from actors.connection.spec import Scope
 from actors.mailbox import Channels, open_mailbox, try_send
+from actors.protocol.codec import structure_tool, tool_to_wire
+from actors.protocol.errors import ProtocolError
+from actors.protocol.messages import Tool
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
+from supervisor.approvals import ApprovalDesk, Approver
 from supervisor.one_for_one import ChildSpec, OneForOne
+from supervisor.policy import Policy
 from supervisor.sessions import Session
 from supervisor.settings.model import Config
+from supervisor.store import SaveToolList, Store, StoreActor, StoreMessage
 
 log = logging.getLogger("supervisor")
 
 DEFAULT_STATE_DIR = "~/.local/state/mcp-supervisor"
 SHUTDOWN_GRACE_S = 10.0
-
-
-@attrs.frozen(slots=True)
-class Approval:
-    """A host's answer to an approval request (DESIGN.md §6).
-
-    ``remember``: ``once`` (default), ``session`` or ``always``.
-    """
-
-    decision: str
-    remember: str = "once"
-
-    def __attrs_post_init__(self) -> None:
-        if self.decision not in ("allow", "deny"):
-            raise ValueError(f"Approval decision must be 'allow' or 'deny', not {self.decision!r}")
-        if self.remember not in ("once", "session", "always"):
-            raise ValueError(f"Approval remember must be once, session or always, not {self.remember!r}")
-
-
-Approver = Callable[[Any], Awaitable[Approval | str]]
 
 
 def resolve_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) -> Path:
@@ -65,6 +52,23 @@ def resolve_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) 
     path = Path(chosen).expanduser()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
+    """Last-known tool lists of configured servers (unreadable entries skipped)."""
+    wanted = set(servers)
+    cached: dict[str, tuple[Tool, ...]] = {}
+    for server, (tools, _listed_at) in store.tool_lists().items():
+        if server not in wanted:
+            continue
+        parsed = []
+        for wire in tools:
+            try:
+                parsed.append(structure_tool(wire))
+            except ProtocolError:
+                continue
+        cached[server] = tuple(parsed)
+    return cached
 
 
 class Supervisor:
@@ -76,17 +80,19 @@ class Supervisor:
         router: RouterActor,
         router_mailbox: trio.MemorySendChannel[RouterMessage],
         connector: Connector,
-        nursery: trio.Nursery,
         state_dir: Path,
-        approver: Approver | None,
+        store: StoreActor,
+        policy: Policy,
+        approvals: ApprovalDesk,
     ) -> None:
         self.config = config
         self.router = router
         self.router_mailbox = router_mailbox
         self.connector = connector
         self.state_dir = state_dir
-        self.approver = approver
-        self._nursery = nursery
+        self.store = store
+        self.policy = policy
+        self.approvals = approvals
         self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
 
     @classmethod
@@ -104,16 +110,54 @@ class Supervisor:
         reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
         if reaped:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
+        store = await trio.to_thread.run_sync(Store.open, state_path / "supervisor.db")
+        try:
+            async with cls._running(config, approver, state_path, store, connector) as supervisor:
+                yield supervisor
+        finally:
+            store.close()
+
+    @classmethod
+    @asynccontextmanager
+    async def _running(
+        cls,
+        config: Config,
+        approver: Approver | None,
+        state_path: Path,
+        store: Store,
+        connector: Connector | None,
+    ) -> AsyncIterator[Supervisor]:
         connector = connector or TransportConnector(state_path, config.secrets)
         shared = [spec for spec in config.servers if spec.scope is Scope.SHARED]
+        store_actor = StoreActor(store)
         mailboxes: dict[str, Channels[ConnectionMessage]] = {spec.name: open_mailbox() for spec in shared}
         router_pair: Channels[RouterMessage] = open_mailbox(4096)
         router_send, router_receive = router_pair
-        router = RouterActor([(spec, mailboxes[spec.name][0]) for spec in shared], router_receive)
+
+        def save_tool_list(server: str, tools: tuple[Tool, ...]) -> None:
+            store_actor.submit(SaveToolList(server, [tool_to_wire(t) for t in tools], time.time()))
+
+        router = RouterActor(
+            [(spec, mailboxes[spec.name][0]) for spec in shared],
+            router_receive,
+            cached_tools=_cached_tools(store, (spec.name for spec in shared)),
+            max_description_length=config.trust.max_description_length,
+            tool_list_sink=save_tool_list,
+        )
+        trusted = {spec.name for spec in config.servers if spec.trusted}
+        policy = Policy(
+            config.trust,
+            trusted=trusted.__contains__,
+            pins=store.pins(),
+            approvals=store.approvals(),
+            submit=store_actor.submit,
+        )
+        desk = ApprovalDesk(approver, config.trust.approval_timeout_s)
         tree = OneForOne()
         async with trio.open_nursery() as nursery:
+            await nursery.start(store_actor.run)
             await nursery.start(router.run)
-            supervisor = cls(config, router, router_send, connector, nursery, state_path, approver)
+            supervisor = cls(config, router, router_send, connector, state_path, store_actor, policy, desk)
             supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
             children = [supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared]
             await nursery.start(tree.run, children)
@@ -124,6 +168,7 @@ class Supervisor:
                 with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_GRACE_S * 2):
                     await tree.stop()
                     router_send.close()
+                    await store_actor.aclose()
                 nursery.cancel_scope.cancel()
                 log.info("supervisor stopped", extra={"fields": {}})
 
@@ -146,15 +191,25 @@ class Supervisor:
         return ChildSpec(name, start, request_stop)
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[Session]:
-        """One conversation; its private connections end with it."""
+    async def session(
+        self, *, tenant: str = "default", host_tools: int = 0, pinned: Iterable[str] = ()
+    ) -> AsyncIterator[Session]:
+        """One conversation; its private connections end with it.
+
+        ``host_tools``: how many tools of its own the host shows the model (they count
+        toward the ``tool_search`` threshold); ``pinned``: tool ids always listed.
+        """
         async with trio.open_nursery() as nursery:
-            session = Session(self, nursery)
+            session = Session(self, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
             try:
                 yield session
             finally:
                 with trio.CancelScope(shield=True):
                     await session._close(SHUTDOWN_GRACE_S)
+
+    def audit(self, message: StoreMessage) -> None:
+        """Queue one audit row (never blocks a call)."""
+        self.store.submit(message)
 
     def servers(self) -> Mapping[str, ServerView]:
         """The shared servers as the router sees them now."""

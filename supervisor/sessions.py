@@ -1,9 +1,9 @@
-"""Sessions and turns: the host-facing facade over the router and the connections.
+"""Sessions: one conversation of an agent host.
 
-A ``Session`` is one conversation of an agent host. It owns a nursery for its
-private (``scope: session``) connections, which end with it. A ``Turn`` is one model
-turn: it holds the catalog epoch current when it began, so its tool list, schemas and
-server states never change under it; the next turn sees whatever changed.
+A ``Session`` owns a nursery for its private (``scope: session``) connections, which
+end with it; it remembers which tools ``tool_search`` activated and which approvals
+were given "for the session". ``begin_turn`` freezes the current catalog epoch into
+a ``Turn`` (supervisor/turns.py).
 """
 
 from __future__ import annotations
@@ -11,29 +11,22 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor
-from actors.connection.messages import (
-    CallFailed,
-    CallOutcome,
-    CallTool,
-    CancelCall,
-    Command,
-    ConnectionMessage,
-    Control,
-    EnsureStarted,
-)
-from actors.connection.spec import ServerSpec
+from actors.connection.messages import Command, ConnectionMessage, Control, EnsureStarted
+from actors.connection.spec import Scope, ServerSpec
 from actors.connection.states import DOWN_STATES, State
 from actors.mailbox import Channels, open_mailbox, try_send
-from actors.protocol.session import ProgressReceived
 from actors.router.actor import DropOwner, RegisterServer
 from actors.router.catalog import Catalog, ServerView, ToolEntry
-from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
+from actors.router.trust import Action, permission_of
+from supervisor.approvals import ApprovalRequest
+from supervisor.turns import Turn
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -46,133 +39,135 @@ def _settled(view: ServerView) -> bool:
     return view.available or view.state in DOWN_STATES
 
 
-class Turn:
-    """One agent turn over one immutable catalog epoch."""
+@attrs.frozen(slots=True)
+class Authorization:
+    """The final word on one call: ``action`` (allow or deny), what policy first said
+    (``decided``: allow, ask or deny, for the audit), and why."""
 
-    def __init__(self, session: Session, turn_id: str, catalog: Catalog) -> None:
-        self.session = session
-        self.id = turn_id
-        self.catalog = catalog
-        self.epoch = catalog.epoch
-
-    @property
-    def tools(self) -> tuple[ToolEntry, ...]:
-        """Every tool of this turn, available or not, in config order."""
-        return self.catalog.listing
-
-    def is_available(self, tool_id: str) -> bool:
-        """Whether the tool's server was serving when the turn began."""
-        entry = self.catalog.tools.get(tool_id)
-        return entry is not None and self.catalog.servers[entry.server].available
-
-    def listing(self) -> list[dict[str, Any]]:
-        """The tools as plain data for a model prompt or an API answer."""
-        servers = self.catalog.servers
-        return [
-            {
-                "id": entry.id,
-                "description": entry.description,
-                "input_schema": dict(entry.input_schema),
-                "server": entry.server,
-                "available": servers[entry.server].available,
-            }
-            for entry in self.catalog.listing
-        ]
-
-    async def call(
-        self,
-        tool_id: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        progress: trio.MemorySendChannel[ProgressReceived] | None = None,
-    ) -> Envelope:
-        """Call a tool of this turn; always returns exactly one envelope.
-
-        If the calling task is cancelled, the server is told (``notifications/cancelled``)
-        and the cancellation propagates.
-        """
-        entry = self.catalog.tools.get(tool_id)
-        if entry is None:
-            return failure(tool_id, "unknown_tool", f"unknown tool {tool_id}")
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, Mapping):
-            return failure(
-                tool_id, "invalid_arguments", f"invalid arguments for {tool_id}: $: must be an object"
-            )
-        view = self.catalog.servers[entry.server]
-        started = trio.current_time()
-        reply, answers = trio.open_memory_channel[CallOutcome](1)
-        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress), answers)
-        duration_ms = round((trio.current_time() - started) * 1000)
-        if isinstance(outcome, CallFailed):
-            return failure(tool_id, outcome.code, outcome.message)
-        result = outcome.result
-        if result.is_error:
-            text, _ = truncate_utf8(join_text(result.content), view.spec.max_output_bytes)
-            return failure(tool_id, "tool_error", text or f"{tool_id} reported an error")
-        return success(
-            tool_id, result.content, result.structured_content, duration_ms, view.spec.max_output_bytes
-        )
-
-
-async def _dispatch(
-    view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
-) -> CallOutcome:
-    """Send one call to its connection actor and wait for the one answer."""
-    mailbox = view.mailbox
-    unavailable = CallFailed("unavailable", f"mcp server {view.name} is unavailable")
-    try:
-        await mailbox.send(call)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        return unavailable
-    try:
-        return await answers.receive()
-    except trio.Cancelled:
-        try_send(mailbox, CancelCall(call.reply))
-        raise
+    action: Action
+    decided: str
+    reason: str
 
 
 class Session:
-    """One conversation; owns its private connections."""
+    """One conversation; owns its private connections, activations and approvals."""
 
-    def __init__(self, supervisor: Supervisor, nursery: trio.Nursery) -> None:
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        nursery: trio.Nursery,
+        *,
+        tenant: str = "default",
+        host_tools: int = 0,
+        pinned: Iterable[str] = (),
+    ) -> None:
         self.id = secrets.token_hex(8)
-        self._supervisor = supervisor
+        self.supervisor = supervisor
+        self.tenant = tenant
+        self.host_tools = host_tools
+        self.pinned = tuple(pinned)
+        self.activated: dict[str, None] = {}
+        self.memory: dict[tuple[str, str], Action] = {}
         self._nursery = nursery
         self._turns = itertools.count(1)
         self._private: dict[str, tuple[trio.MemorySendChannel[ConnectionMessage], trio.Event]] = {}
 
-    async def begin_turn(self) -> Turn:
-        """Start a turn: start whatever lazy server it needs, then freeze the catalog.
+    # ------------------------------------------------------------------- turns
 
-        Waits for starting servers at most their ``init_timeout``; one that is not up
-        by then shows as unavailable in this turn and the turn goes ahead.
+    async def begin_turn(self) -> Turn:
+        """Start a turn: start the lazy servers it needs, then freeze the catalog.
+
+        A server whose tools are unknown (never listed, nothing cached) is started so
+        its tools can be counted and found; with search off every lazy server is
+        started, as the turn lists all tools. Each wait is bounded by the server's
+        ``init_timeout``; one that is not up by then is unavailable in this turn.
         """
         await self._spawn_private_servers()
-        cell = self._supervisor.router.cell
-        catalog = cell.current.view_for(self.id)
-        needed = [v for v in catalog.servers.values() if v.state is State.IDLE and v.spec.enabled]
-        for view in needed:
-            try:
-                await view.mailbox.send(EnsureStarted())
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                continue
-        waiting = {v.name for v in needed} | {
-            v.name for v in catalog.servers.values() if v.spec.enabled and not _settled(v)
+        catalog = self._current()
+        await self._start_and_wait(catalog, lambda view: not view.known)
+        catalog = self._current()
+        search = self.search_enabled(catalog)
+        if not search:
+            await self._start_and_wait(catalog, lambda view: True)
+            catalog = self._current()
+        return Turn(self, f"{self.id}-{next(self._turns)}", catalog, search)
+
+    def search_enabled(self, catalog: Catalog) -> bool:
+        """``tool_search`` on or off for a turn over ``catalog``."""
+        settings = self.supervisor.config.tool_search
+        if settings.enabled == "auto":
+            return len(catalog.tools) + self.host_tools > settings.threshold
+        return bool(settings.enabled)
+
+    def activate(self, tool_id: str) -> None:
+        """Make a tool part of every later listing in this session."""
+        self.activated[tool_id] = None
+
+    def _current(self) -> Catalog:
+        return self.supervisor.router.cell.current.view_for(self.id)
+
+    async def _start_and_wait(self, catalog: Catalog, wanted: Callable[[ServerView], bool]) -> None:
+        """Start the wanted idle servers; wait (bounded) until every wanted one settled."""
+        waiting = {
+            v.name for v in catalog.servers.values() if v.spec.enabled and wanted(v) and not _settled(v)
         }
-        if waiting:
-            limit = max(catalog.servers[name].spec.init_timeout_s for name in waiting)
-            with trio.move_on_after(limit):
-                await cell.wait_until(
-                    lambda c: all(_settled(c.view_for(self.id).servers[name]) for name in waiting)
-                )
-            catalog = cell.current.view_for(self.id)
-        return Turn(self, f"{self.id}-{next(self._turns)}", catalog)
+        for name in waiting:
+            view = catalog.servers[name]
+            if view.state is State.IDLE:
+                try:
+                    await view.mailbox.send(EnsureStarted())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    continue
+        if not waiting:
+            return
+        limit = max(catalog.servers[name].spec.init_timeout_s for name in waiting)
+        with trio.move_on_after(limit):
+            await self.supervisor.router.cell.wait_until(
+                lambda c: all(_settled(c.view_for(self.id).servers[name]) for name in waiting)
+            )
+
+    # --------------------------------------------------------------- approvals
+
+    async def authorize(self, entry: ToolEntry, arguments: Any) -> Authorization:
+        """Decide one call; ask the host when policy says ask."""
+        supervisor = self.supervisor
+        decision = supervisor.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
+        if decision.action is Action.DENY:
+            return Authorization(Action.DENY, "deny", f"call to {entry.id} denied: {decision.reason}")
+        if decision.action is Action.ALLOW:
+            supervisor.policy.allowed(entry)
+            return Authorization(Action.ALLOW, "allow", decision.reason)
+        desk = supervisor.approvals
+        permission = permission_of(entry.server, entry.name)
+        request = ApprovalRequest(
+            desk.next_id(),
+            entry.id,
+            entry.server,
+            permission,
+            dict(arguments),
+            decision.reason,
+            self.id,
+            self.tenant,
+        )
+        verdict = await desk.ask(request)
+        action = Action(verdict.approval.decision)
+        if verdict.denial is None:
+            if verdict.approval.remember == "session":
+                self.memory[(permission, entry.fingerprint)] = action
+            elif verdict.approval.remember == "always":
+                supervisor.policy.remember_always(self.tenant, entry, action)
+        if action is Action.ALLOW:
+            supervisor.policy.allowed(entry)
+            return Authorization(Action.ALLOW, "ask", "approved")
+        return Authorization(
+            Action.DENY, "ask", verdict.denial or f"call to {entry.id} denied by the approver"
+        )
+
+    # ---------------------------------------------------------- private servers
 
     async def _spawn_private_servers(self) -> None:
-        for spec in self._supervisor.config.servers:
-            if spec.scope.value == "session" and spec.enabled and spec.name not in self._private:
+        for spec in self.supervisor.config.servers:
+            if spec.scope is Scope.SESSION and spec.enabled and spec.name not in self._private:
                 await self._spawn_private(spec)
 
     async def _spawn_private(self, spec: ServerSpec) -> None:
@@ -180,10 +175,10 @@ class Session:
         send, receive = pair
         done = trio.Event()
         self._private[spec.name] = (send, done)
-        router = self._supervisor.router_mailbox
+        router = self.supervisor.router_mailbox
         await router.send(RegisterServer(spec, send, owner=self.id))
         actor = ConnectionActor(
-            spec, self._supervisor.connector, receive, router.clone(), owner=self.id, restart=False
+            spec, self.supervisor.connector, receive, router.clone(), owner=self.id, restart=False
         )
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -203,4 +198,4 @@ class Session:
             for _send, done in self._private.values():
                 await done.wait()
         self._nursery.cancel_scope.cancel()
-        try_send(self._supervisor.router_mailbox, DropOwner(self.id))
+        try_send(self.supervisor.router_mailbox, DropOwner(self.id))

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from actors.transports.pidfiles import ProcStat, read_proc_stat
 from actors.transports.stdio import spawned_process_groups
@@ -108,3 +110,14 @@ def no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
         report = "\n  ".join(_describe(p) for p in survivors)  # before they are gone
         _kill(survivors)
         pytest.fail(f"processes outlived the test:\n  {report}")
+
+
+@pytest.fixture
+def thread_safe_clock() -> trio.testing.MockClock:
+    """Virtual time for tests that also run worker threads (the store writes in one).
+
+    ``autojump_clock`` jumps the moment every task is blocked, also while a task waits
+    for a thread, so a 5 s deadline around a 1 ms disk write would fire. This clock
+    jumps only after 50 ms of real idleness: threads finish first, timers still fly.
+    """
+    return trio.testing.MockClock(autojump_threshold=0.05)

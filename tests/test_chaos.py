@@ -26,6 +26,7 @@ MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
 
 def spec(name: str, *flags: str, **options: Any) -> ServerSpec:
     options.setdefault("shutdown_grace_s", 0.3)
+    options.setdefault("trusted", True)  # these tests are about connections, not trust
     options.setdefault("start", Start.EAGER)
     return ServerSpec(name=name, command=(sys.executable, MINI, *flags), **options)
 

@@ -20,6 +20,7 @@ MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
 
 def mini_spec(name: str, *flags: str, python: str, **options: Any) -> ServerSpec:
     options.setdefault("shutdown_grace_s", 0.5)
+    options.setdefault("trusted", True)  # these tests are about connections, not trust
     return ServerSpec(name=name, command=(python, MINI, *flags), **options)
 
 

@@ -262,3 +262,19 @@ def structure_call_result(obj: Mapping[str, Any]) -> CallResult:
 def unstructure(value: Any) -> Any:
     """Plain JSON-ready data from a payload class."""
     return _converter.unstructure(value)
+
+
+def tool_to_wire(tool: Tool) -> dict[str, Any]:
+    """A Tool back in its ``tools/list`` shape (for caches that must read it again)."""
+    wire: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    }
+    if tool.title is not None:
+        wire["title"] = tool.title
+    if tool.annotations is not None:
+        wire["annotations"] = tool.annotations
+    if tool.output_schema is not None:
+        wire["outputSchema"] = tool.output_schema
+    return wire

@@ -5,6 +5,9 @@ mailbox; the router folds them into a new immutable ``Catalog`` and makes it cur
 in a ``CatalogCell``. Messages that arrive together are folded into one epoch.
 Turns read the cell's current catalog (a reference to a frozen object: nothing is
 shared that anybody can change) and may wait for the next epoch.
+
+A change costs O(the changed server): ids come from an ``IdBook``, the id index is a
+persistent map, and the search index is sharded by server.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ import trio
 from actors.connection.messages import ConnectionMessage, Published, StateChanged, ToolsListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
-from actors.router.catalog import Catalog, ServerView, index_tools
+from actors.protocol.messages import Tool
+from actors.router.catalog import Catalog, ServerView, make_entry, replace_entries, shard_of
+from actors.router.naming import IdBook, assign_ids
 
 log = logging.getLogger("actors.router")
+
+ToolListSink = Callable[[str, tuple[Tool, ...]], object]
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -29,7 +36,7 @@ class RegisterServer:
 
     spec: ServerSpec
     mailbox: trio.MemorySendChannel[ConnectionMessage]
-    owner: str | None = None
+    owner: str
 
 
 @attrs.frozen(slots=True)
@@ -73,6 +80,18 @@ def _available(previous: ServerView, message: StateChanged) -> bool:
     return message.state is State.LIST and previous.state is State.STEADY and previous.available
 
 
+def _unique(server: str, tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple[str, ...]]:
+    """Drop repeated tool names (first wins), saying so."""
+    seen: dict[str, Tool] = {}
+    problems = []
+    for tool in tools:
+        if tool.name in seen:
+            problems.append(f"tool {tool.name!r} is listed twice by {server}; the first one is kept")
+        else:
+            seen[tool.name] = tool
+    return tuple(seen.values()), tuple(problems)
+
+
 class RouterActor:
     """Owns the catalog; see the module docstring."""
 
@@ -80,13 +99,25 @@ class RouterActor:
         self,
         servers: Sequence[tuple[ServerSpec, trio.MemorySendChannel[ConnectionMessage]]],
         mailbox: trio.MemoryReceiveChannel[RouterMessage],
+        *,
+        cached_tools: Mapping[str, Sequence[Tool]] | None = None,
+        max_description_length: int = 200,
+        tool_list_sink: ToolListSink | None = None,
     ) -> None:
         self._mailbox = mailbox
-        shared = {spec.name: ServerView(spec.name, spec, channel) for spec, channel in servers}
-        self._shared: dict[str, ServerView] = shared
+        self._max_description = max_description_length
+        self._sink = tool_list_sink
+        self._book = IdBook()
+        self._shared: dict[str, ServerView] = {}
         self._overlays: dict[str, dict[str, ServerView]] = {}
-        tools, listing = index_tools(shared)
-        self.cell = CatalogCell(Catalog(1, dict(shared), tools, listing, {}))
+        catalog = Catalog(0)
+        self._tools, self._index = catalog.tools, catalog.search_index
+        for spec, channel in servers:
+            self._shared[spec.name] = ServerView(spec.name, spec, channel)
+            cached = (cached_tools or {}).get(spec.name)
+            if cached:
+                self._set_tools(self._shared[spec.name], tuple(cached), (), stale=True)
+        self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fold messages into epochs until the mailbox closes."""
@@ -111,7 +142,8 @@ class RouterActor:
         """Fold one message in; True when a shared server changed."""
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
-            return self._store(view)
+            self._overlays.setdefault(message.owner, {})[view.name] = view
+            return False
         if isinstance(message, DropOwner):
             self._overlays.pop(message.owner, None)
             return False
@@ -121,38 +153,67 @@ class RouterActor:
             log.warning("message for unknown server %s dropped", message.server)
             return False
         if isinstance(message, ToolsListed):
-            view = attrs.evolve(
-                previous,
-                generation=message.generation,
-                tool_names=tuple(t.name for t in message.tools),
-                raw_tools=message.tools,
-                problems=message.problems,
-            )
-        else:
-            view = attrs.evolve(
-                previous,
-                state=message.state,
-                since=message.at,
-                attempt=message.attempt,
-                last_error=message.reason if message.reason else previous.last_error,
-                next_retry_at=message.next_retry_at,
-                available=_available(previous, message),
-            )
-        return self._store(view)
-
-    def _store(self, view: ServerView) -> bool:
-        if view.owner is None:
-            self._shared[view.name] = view
+            tools, duplicates = _unique(message.server, message.tools)
+            problems = message.problems + duplicates
+            if message.owner:
+                views[message.server] = self._private_view(previous, message.generation, tools, problems)
+                return False
+            self._set_tools(previous, tools, problems, generation=message.generation)
+            if self._sink is not None:
+                self._sink(message.server, tools)
             return True
-        self._overlays.setdefault(view.owner, {})[view.name] = view
-        return False
+        view = attrs.evolve(
+            previous,
+            state=message.state,
+            since=message.at,
+            attempt=message.attempt,
+            last_error=message.reason if message.reason else previous.last_error,
+            next_retry_at=message.next_retry_at,
+            available=_available(previous, message),
+        )
+        views[message.server] = view
+        return not message.owner
+
+    def _set_tools(
+        self,
+        previous: ServerView,
+        tools: tuple[Tool, ...],
+        problems: tuple[str, ...],
+        *,
+        generation: int = 0,
+        stale: bool = False,
+    ) -> None:
+        """Swap one shared server's tools into the id index and the search index."""
+        name = previous.name
+        others = self._book.replace(name, (t.name for t in tools))
+        ids = self._book.ids_of(name)
+        entries = tuple(make_entry(ids[t.name], previous.spec, t, self._max_description) for t in tools)
+        view = attrs.evolve(previous, entries=entries, problems=problems, generation=generation, stale=stale)
+        self._tools = replace_entries(self._tools, previous.entries, entries)
+        self._shared[name] = view
+        self._index = self._index.with_server(shard_of(view))
+        for other in others:  # a collision renamed some of another server's tools
+            self._renumber(self._shared[other])
+
+    def _renumber(self, view: ServerView) -> None:
+        ids = self._book.ids_of(view.name)
+        entries = tuple(attrs.evolve(e, id=ids[e.name]) for e in view.entries)
+        self._tools = replace_entries(self._tools, view.entries, entries)
+        renamed = attrs.evolve(view, entries=entries)
+        self._shared[view.name] = renamed
+        self._index = self._index.with_server(shard_of(renamed))
+
+    def _private_view(
+        self, previous: ServerView, generation: int, tools: tuple[Tool, ...], problems: tuple[str, ...]
+    ) -> ServerView:
+        ids = assign_ids((previous.name, t.name) for t in tools)
+        entries = tuple(
+            make_entry(ids[(previous.name, t.name)], previous.spec, t, self._max_description) for t in tools
+        )
+        return attrs.evolve(previous, entries=entries, problems=problems, generation=generation)
 
     def _publish(self, touched_shared: bool) -> None:
         old = self.cell.current
-        if touched_shared:
-            tools, listing = index_tools(self._shared)
-            servers: Mapping[str, ServerView] = dict(self._shared)
-        else:
-            tools, listing, servers = dict(old.tools), old.listing, old.servers
+        servers: Mapping[str, ServerView] = dict(self._shared) if touched_shared else old.servers
         overlays = {owner: dict(views) for owner, views in self._overlays.items()}
-        self.cell._set(Catalog(old.epoch + 1, servers, tools, listing, overlays))
+        self.cell._set(Catalog(old.epoch + 1, servers, self._tools, self._index, overlays))

@@ -2,28 +2,35 @@
 
 The router builds a new ``Catalog`` for every change it hears of (a tool list, a
 state change) and never mutates an old one, so a turn that holds a catalog sees
-exactly the tools, schemas and states of the moment it started, whatever happens
-next. Building reuses the unchanged servers' views; only the flat id index and the
-listing are rebuilt.
+exactly the tools, schemas, trust facts and states of the moment it started,
+whatever happens next.
+
+Building costs O(the changed server), not O(all tools): the id index is a persistent
+hash map (rpds-py's HAMT, structural sharing), the search index is sharded by server,
+and the flat listing is computed lazily, once per epoch, only when somebody asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+import rpds
 import trio
 
 from actors.connection.messages import ConnectionMessage
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
-from actors.router.naming import assign_ids
+from actors.protocol.messages import Tool
+from actors.router.search import SearchIndex, index_server
+from actors.router.trust import Risk, classify, fingerprint, listing_description
+from actors.router.validation import SchemaCheck, compile_schema
 
 
 @attrs.frozen(slots=True)
 class ToolEntry:
-    """One namespaced tool as the host and the model see it."""
+    """One namespaced tool as the host and the model see it, with what policy needs."""
 
     id: str
     server: str
@@ -32,11 +39,36 @@ class ToolEntry:
     input_schema: Mapping[str, Any]
     title: str | None = None
     annotations: Mapping[str, Any] | None = None
+    listed_description: str = ""
+    schema: SchemaCheck | None = attrs.field(default=None, eq=False, repr=False)
+    fingerprint: str = ""
+    risk: Risk | None = None
+
+
+def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_length: int) -> ToolEntry:
+    """A ToolEntry with its schema compiled (cached per schema) and its risk classified."""
+    return ToolEntry(
+        tool_id,
+        server.name,
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        tool.title,
+        tool.annotations,
+        listing_description(tool.description, trusted=server.trusted, max_length=max_description_length),
+        compile_schema(tool.input_schema),
+        fingerprint(tool.description, tool.input_schema),
+        classify(tool.name, tool.description, tool.annotations),
+    )
 
 
 @attrs.frozen(slots=True)
 class ServerView:
-    """One server at one epoch: its state and its last known tools."""
+    """One server at one epoch: its state and its last known tools.
+
+    ``stale`` marks tools read from the store's cache (the server has not listed them
+    in this run yet): searchable, callable (a call starts the server), maybe outdated.
+    """
 
     name: str
     spec: ServerSpec
@@ -48,21 +80,39 @@ class ServerView:
     next_retry_at: float | None = None
     available: bool = False
     generation: int = 0
-    tool_names: tuple[str, ...] = ()
-    raw_tools: tuple[Any, ...] = attrs.field(default=(), repr=False)
+    entries: tuple[ToolEntry, ...] = attrs.field(default=(), repr=False)
     problems: tuple[str, ...] = ()
     owner: str | None = None
+    stale: bool = False
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The server's own tool names, in its order."""
+        return tuple(entry.name for entry in self.entries)
+
+    @property
+    def known(self) -> bool:
+        """Whether any tool list (fresh or cached) is known for this server."""
+        return self.generation > 0 or self.stale
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, weakref_slot=False)
 class Catalog:
     """Every server and tool at one epoch (shared servers, plus per-session overlays)."""
 
     epoch: int = 0
     servers: Mapping[str, ServerView] = attrs.field(factory=dict)
-    tools: Mapping[str, ToolEntry] = attrs.field(factory=dict)
-    listing: tuple[ToolEntry, ...] = ()
+    tools: Mapping[str, ToolEntry] = attrs.field(factory=rpds.HashTrieMap)
+    search_index: SearchIndex = attrs.field(factory=SearchIndex)
     overlays: Mapping[str, Mapping[str, ServerView]] = attrs.field(factory=dict)
+    _listing: list[tuple[ToolEntry, ...]] = attrs.field(factory=list, eq=False, repr=False, alias="_listing")
+
+    @property
+    def listing(self) -> tuple[ToolEntry, ...]:
+        """Every tool in config order (built on first use, then kept with this epoch)."""
+        if not self._listing:
+            self._listing.append(tuple(e for view in self.servers.values() for e in view.entries))
+        return self._listing[0]
 
     def view_for(self, owner: str | None) -> Catalog:
         """This epoch as one session sees it: shared servers plus its private ones."""
@@ -70,25 +120,25 @@ class Catalog:
         if not overlay:
             return self
         servers = {**self.servers, **overlay}
-        tools, listing = index_tools(servers)
-        return Catalog(self.epoch, servers, tools, listing, {})
+        tools: Any = self.tools
+        index = self.search_index
+        for view in overlay.values():
+            tools = tools.update({entry.id: entry for entry in view.entries})
+            index = index.with_server(shard_of(view))
+        return Catalog(self.epoch, servers, tools, index, {})
 
 
-def index_tools(servers: Mapping[str, ServerView]) -> tuple[dict[str, ToolEntry], tuple[ToolEntry, ...]]:
-    """The id → entry index and the listing (in config order) for a set of servers."""
-    pairs = [(view.name, tool.name) for view in servers.values() for tool in view.raw_tools]
-    ids = assign_ids(pairs)
-    tools: dict[str, ToolEntry] = {}
-    for view in servers.values():
-        for tool in view.raw_tools:
-            entry = ToolEntry(
-                ids[(view.name, tool.name)],
-                view.name,
-                tool.name,
-                tool.description,
-                tool.input_schema,
-                tool.title,
-                tool.annotations,
-            )
-            tools[entry.id] = entry
-    return tools, tuple(tools.values())
+def shard_of(view: ServerView) -> Any:
+    """The search shard of one server: id plus the full description of each tool."""
+    return index_server(view.name, [(e.id, f"{e.id} {e.description}") for e in view.entries])
+
+
+def replace_entries(
+    tools: Mapping[str, ToolEntry], old: Iterable[ToolEntry], new: Iterable[ToolEntry]
+) -> Mapping[str, ToolEntry]:
+    """The id index with one server's entries swapped (O(changed · log n))."""
+    assert isinstance(tools, rpds.HashTrieMap)
+    index: Any = tools
+    for entry in old:
+        index = index.discard(entry.id)
+    return index.update({entry.id: entry for entry in new})  # type: ignore[no-any-return]

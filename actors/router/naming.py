@@ -68,3 +68,52 @@ def assign_ids(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         seen[tool_id] = pair
         ids[pair] = tool_id
     return ids
+
+
+class IdBook:
+    """Ids of every (server, tool) pair, kept up to date one server at a time.
+
+    ``assign_ids`` over all pairs is the definition; the book gives the same answer
+    while touching only the base-id groups that a server's change affects, so a
+    change costs O(that server's tools), whatever the size of the catalog.
+    """
+
+    __slots__ = ("_by_server", "_ids", "_owners")
+
+    def __init__(self) -> None:
+        self._owners: dict[str, set[tuple[str, str]]] = {}
+        self._ids: dict[tuple[str, str], str] = {}
+        self._by_server: dict[str, tuple[str, ...]] = {}
+
+    def ids_of(self, server: str) -> dict[str, str]:
+        """Tool name → id for one server."""
+        return {tool: self._ids[(server, tool)] for tool in self._by_server.get(server, ())}
+
+    def replace(self, server: str, tools: Iterable[str]) -> set[str]:
+        """Set one server's tool names; return the *other* servers whose ids changed."""
+        old = self._by_server.get(server, ())
+        new = tuple(dict.fromkeys(tools))
+        affected: set[str] = set()
+        for tool in old:
+            base = base_id(server, tool)
+            group = self._owners[base]
+            group.discard((server, tool))
+            if not group:
+                del self._owners[base]
+            self._ids.pop((server, tool), None)
+            affected.add(base)
+        for tool in new:
+            base = base_id(server, tool)
+            self._owners.setdefault(base, set()).add((server, tool))
+            affected.add(base)
+        if new:
+            self._by_server[server] = new
+        else:
+            self._by_server.pop(server, None)
+        pairs = [pair for base in affected for pair in self._owners.get(base, ())]
+        others: set[str] = set()
+        for pair, tool_id in assign_ids(pairs).items():
+            if pair[0] != server and self._ids.get(pair) != tool_id:
+                others.add(pair[0])
+            self._ids[pair] = tool_id
+        return others

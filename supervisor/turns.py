@@ -1,0 +1,213 @@
+"""A Turn: one agent turn over one immutable catalog epoch, and the path of a call.
+
+A call goes: resolve the id in the turn's catalog → validate the arguments against
+the tool's inputSchema (no server contact when they are wrong) → trust decision
+(allow / ask / deny, asking the host when needed) → the connection actor → one
+result envelope → one audit row.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+
+from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
+from actors.mailbox import try_send
+from actors.protocol.session import ProgressReceived
+from actors.router.catalog import Catalog, ServerView, ToolEntry
+from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
+from actors.router.trust import Action
+from actors.router.validation import validate_arguments
+from supervisor.store import AddAudit, AuditRow, hash_arguments
+
+if TYPE_CHECKING:
+    from supervisor.sessions import Session
+
+log = logging.getLogger("supervisor.turns")
+
+TOOL_SEARCH = "tool_search"
+_SEARCH_DESCRIPTION = (
+    "Find tools by what they do. Matching tools become callable for the rest of the session."
+)
+TOOL_SEARCH_ENTRY = ToolEntry(
+    TOOL_SEARCH,
+    "",
+    TOOL_SEARCH,
+    _SEARCH_DESCRIPTION,
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "what the tool should do"}},
+        "required": ["query"],
+    },
+    listed_description=_SEARCH_DESCRIPTION,
+)
+
+
+class Turn:
+    """One agent turn; everything in it comes from ``catalog`` (its epoch)."""
+
+    def __init__(self, session: Session, turn_id: str, catalog: Catalog, search_enabled: bool) -> None:
+        self.session = session
+        self.id = turn_id
+        self.catalog = catalog
+        self.epoch = catalog.epoch
+        self.search_enabled = search_enabled
+
+    @property
+    def tools(self) -> tuple[ToolEntry, ...]:
+        """What the model is shown: every tool, or (with search on) the pinned and
+        activated ones plus ``tool_search``. Activations during this turn count."""
+        if not self.search_enabled:
+            return self.catalog.listing
+        tools = self.catalog.tools
+        chosen = dict.fromkeys((*self.session.pinned, *self.session.activated))
+        return (*(tools[i] for i in chosen if i in tools), TOOL_SEARCH_ENTRY)
+
+    def is_available(self, tool_id: str) -> bool:
+        """Whether the tool's server was serving when the turn began."""
+        entry = self.catalog.tools.get(tool_id)
+        return entry is not None and self.catalog.servers[entry.server].available
+
+    def listing(self) -> list[dict[str, Any]]:
+        """``tools`` as plain data for a prompt or an API answer (descriptions of
+        untrusted servers cut to their listing length)."""
+        servers = self.catalog.servers
+        return [
+            {
+                "id": entry.id,
+                "description": entry.listed_description or entry.description,
+                "input_schema": dict(entry.input_schema),
+                "server": entry.server,
+                "available": True if entry is TOOL_SEARCH_ENTRY else servers[entry.server].available,
+            }
+            for entry in self.tools
+        ]
+
+    def search(self, query: str) -> dict[str, Any]:
+        """``tool_search``: BM25 over id + full description in this turn's catalog; the
+        matches are activated for the rest of the session, this turn included."""
+        settings = self.session.supervisor.config.tool_search
+        tools = self.catalog.tools
+        matches = self.catalog.search_index.search(query, settings.max_matches, allow=tools.__contains__)
+        found = []
+        for match in matches:
+            entry = tools[match.id]
+            view = self.catalog.servers[entry.server]
+            self.session.activate(entry.id)
+            found.append(
+                {
+                    "id": entry.id,
+                    "description": entry.listed_description or entry.description,
+                    "server_state": view.state.value,
+                    "stale": view.stale and view.generation == 0,
+                }
+            )
+        return {"matches": found}
+
+    async def call(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress: trio.MemorySendChannel[ProgressReceived] | None = None,
+    ) -> Envelope:
+        """Call a tool of this turn; always returns exactly one envelope.
+
+        If the calling task is cancelled, the server is told (``notifications/cancelled``)
+        and the cancellation propagates.
+        """
+        if arguments is None:
+            arguments = {}
+        if tool_id == TOOL_SEARCH:
+            return self._call_search(arguments)
+        entry = self.catalog.tools.get(tool_id)
+        if entry is None:
+            return failure(tool_id, "unknown_tool", f"unknown tool {tool_id}")
+        if not isinstance(arguments, Mapping):
+            return failure(
+                tool_id, "invalid_arguments", f"invalid arguments for {tool_id}: $: must be an object"
+            )
+        assert entry.schema is not None
+        problem = validate_arguments(tool_id, entry.schema, arguments)
+        if problem is not None:
+            code = "server_error" if entry.schema.problem else "invalid_arguments"
+            return self._audited(entry, arguments, "none", failure(tool_id, code, problem))
+        view = self.catalog.servers[entry.server]
+        verdict = await self.session.authorize(entry, arguments)
+        if verdict.action is not Action.ALLOW:
+            return self._audited(
+                entry, arguments, verdict.decided, failure(tool_id, "denied", verdict.reason)
+            )
+        started = trio.current_time()
+        reply, answers = trio.open_memory_channel[CallOutcome](1)
+        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress), answers)
+        duration_ms = round((trio.current_time() - started) * 1000)
+        return self._audited(
+            entry, arguments, verdict.decided, _envelope(tool_id, view, outcome, duration_ms)
+        )
+
+    def _call_search(self, arguments: Any) -> Envelope:
+        query = arguments.get("query") if isinstance(arguments, Mapping) else None
+        if not isinstance(query, str):
+            return failure(
+                TOOL_SEARCH,
+                "invalid_arguments",
+                f"invalid arguments for {TOOL_SEARCH}: $.query: must be a string",
+            )
+        result = self.search(query)
+        text = orjson.dumps(result).decode()
+        return success(TOOL_SEARCH, [{"type": "text", "text": text}], result, 0, 1 << 20)
+
+    def _audited(
+        self, entry: ToolEntry, arguments: Mapping[str, Any], decision: str, envelope: Envelope
+    ) -> Envelope:
+        session = self.session
+        digest, size = hash_arguments(arguments)
+        row = AuditRow(
+            at=time.time(),
+            tenant=session.tenant,
+            session=session.id,
+            tool=entry.id,
+            server=entry.server,
+            decision=decision,
+            outcome="ok" if envelope.ok else (envelope.error.code if envelope.error else "error"),
+            duration_ms=envelope.duration_ms,
+            args_sha256=digest,
+            args_bytes=size,
+            result_bytes=len(envelope.text.encode()),
+        )
+        session.supervisor.audit(AddAudit(row))
+        return envelope
+
+
+def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms: int) -> Envelope:
+    if isinstance(outcome, CallFailed):
+        return failure(tool_id, outcome.code, outcome.message)
+    result = outcome.result
+    if result.is_error:
+        text, _ = truncate_utf8(join_text(result.content), view.spec.max_output_bytes)
+        return failure(tool_id, "tool_error", text or f"{tool_id} reported an error")
+    return success(
+        tool_id, result.content, result.structured_content, duration_ms, view.spec.max_output_bytes
+    )
+
+
+async def _dispatch(
+    view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
+) -> CallOutcome:
+    """Send one call to its connection actor and wait for the one answer."""
+    mailbox = view.mailbox
+    try:
+        await mailbox.send(call)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return CallFailed("unavailable", f"mcp server {view.name} is unavailable")
+    try:
+        return await answers.receive()
+    except trio.Cancelled:
+        try_send(mailbox, CancelCall(call.reply))
+        raise
