@@ -77,16 +77,19 @@ class Turn:
         """``tools`` as plain data for a prompt or an API answer (descriptions of
         untrusted servers cut to their listing length)."""
         servers = self.catalog.servers
-        return [
-            {
+        listing = []
+        for entry in self.tools:
+            item: dict[str, Any] = {
                 "id": entry.id,
                 "description": entry.listed_description or entry.description,
                 "input_schema": dict(entry.input_schema),
                 "server": entry.server,
                 "available": True if entry is TOOL_SEARCH_ENTRY else servers[entry.server].available,
             }
-            for entry in self.tools
-        ]
+            if entry.schema is not None and entry.schema.problem:
+                item["problem"] = entry.schema.problem  # listed, but calls are refused
+            listing.append(item)
+        return listing
 
     def search(self, query: str) -> dict[str, Any]:
         """``tool_search``: BM25 over id + full description in this turn's catalog; the
