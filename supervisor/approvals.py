@@ -17,6 +17,8 @@ from typing import Any
 import attrs
 import trio
 
+from actors.broadcast import Broadcast
+
 log = logging.getLogger("supervisor.approvals")
 
 REMEMBER = ("once", "session", "always")
@@ -71,38 +73,102 @@ class Verdict:
     denial: str | None = None
 
 
-class ApprovalDesk:
-    """Asks the host's approver, under a timeout; lists what is pending."""
+@attrs.define(eq=False)
+class _Parked:
+    request: ApprovalRequest
+    created: float
+    reply: trio.MemorySendChannel[Approval]
 
-    def __init__(self, approver: Approver | None, timeout_s: float) -> None:
+
+class ApprovalDesk:
+    """Asks the host: its approver callback, else an operator surface (the admin API,
+    which sets ``remote``), under a timeout; lists what is pending, per tenant."""
+
+    def __init__(
+        self,
+        approver: Approver | None,
+        timeout_s: float,
+        events: Broadcast[Mapping[str, Any]] | None = None,
+    ) -> None:
         self.approver = approver
         self.timeout_s = timeout_s
-        self.pending: dict[str, ApprovalRequest] = {}
+        self.remote = False
+        self._events = events
+        self._parked: dict[str, _Parked] = {}
         self._ids = itertools.count(1)
 
     def next_id(self) -> str:
         """A fresh request id."""
         return f"apr-{next(self._ids)}"
 
+    def pending(self, tenant: str | None = None) -> list[ApprovalRequest]:
+        """Requests waiting for an operator's answer (of one tenant, or all)."""
+        return [p.request for p in self._parked.values() if tenant is None or p.request.tenant == tenant]
+
+    def answer(self, request_id: str, tenant: str | None, approval: Approval) -> bool:
+        """Answer a parked request; False when there is none (of that tenant)."""
+        parked = self._parked.get(request_id)
+        if parked is None or (tenant is not None and parked.request.tenant != tenant):
+            return False
+        try:
+            parked.reply.send_nowait(approval)
+        except trio.WouldBlock:
+            return False  # answered already
+        return True
+
     async def ask(self, request: ApprovalRequest) -> Verdict:
         """Ask once; deny on timeout, on a missing approver, or on an approver error."""
-        if self.approver is None:
-            return Verdict(
-                Approval("deny"),
-                f"approval required for {request.tool} ({request.reason}) but no approver is attached; "
-                "attach one or add a trust rule",
-            )
-        self.pending[request.id] = request
+        if self.approver is not None:
+            return await self._ask_callback(self.approver, request)
+        if self.remote:
+            return await self._ask_operator(request)
+        return Verdict(
+            Approval("deny"),
+            f"approval required for {request.tool} ({request.reason}) but no approver is attached; "
+            "attach one or add a trust rule",
+        )
+
+    def _timed_out(self, request: ApprovalRequest) -> Verdict:
+        return Verdict(
+            Approval("deny"),
+            f"no answer to the approval request for {request.tool} within {self.timeout_s:g} s; denied",
+        )
+
+    async def _ask_callback(self, approver: Approver, request: ApprovalRequest) -> Verdict:
+        with trio.move_on_after(self.timeout_s):
+            try:
+                return Verdict(coerce(await approver(request)))
+            except Exception as exc:  # the host's code failed: fail closed, say so
+                log.exception("approver failed", extra={"fields": {"tool": request.tool}})
+                return Verdict(Approval("deny"), f"the approver failed ({type(exc).__name__}); denied")
+        return self._timed_out(request)
+
+    async def _ask_operator(self, request: ApprovalRequest) -> Verdict:
+        reply, answers = trio.open_memory_channel[Approval](1)
+        self._parked[request.id] = _Parked(request, trio.current_time(), reply)
+        self._publish(request, "pending")
         try:
             with trio.move_on_after(self.timeout_s):
-                try:
-                    return Verdict(coerce(await self.approver(request)))
-                except Exception as exc:  # the host's code failed: fail closed, say so
-                    log.exception("approver failed", extra={"fields": {"tool": request.tool}})
-                    return Verdict(Approval("deny"), f"the approver failed ({type(exc).__name__}); denied")
-            return Verdict(
-                Approval("deny"),
-                f"no answer to the approval request for {request.tool} within {self.timeout_s:g} s; denied",
-            )
+                approval = await answers.receive()
+                self._publish(request, approval.decision)
+                return Verdict(approval)
+            self._publish(request, "expired")
+            return self._timed_out(request)
         finally:
-            self.pending.pop(request.id, None)
+            del self._parked[request.id]
+
+    def _publish(self, request: ApprovalRequest, status: str) -> None:
+        if self._events is not None:
+            self._events.publish(
+                {
+                    "type": "approval",
+                    "status": status,
+                    "id": request.id,
+                    "tool": request.tool,
+                    "server": request.server,
+                    "permission": request.permission,
+                    "reason": request.reason,
+                    "session": request.session,
+                    "tenant": request.tenant,
+                }
+            )

@@ -21,8 +21,9 @@ from typing import Any
 
 import trio
 
+from actors.broadcast import Broadcast
 from actors.connection.actor import ConnectionActor
-from actors.connection.messages import Command, ConnectionMessage, Control
+from actors.connection.messages import Command, ConnectionMessage, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope
 from actors.mailbox import Channels, open_mailbox, try_send
 from actors.protocol.codec import structure_tool, tool_to_wire
@@ -34,8 +35,10 @@ from actors.transports.base import Connector
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
+from supervisor.metrics import Metrics
 from supervisor.one_for_one import ChildSpec, OneForOne
 from supervisor.policy import Policy
+from supervisor.requests import RequestRegistry
 from supervisor.sessions import Session
 from supervisor.settings.model import Config
 from supervisor.store import SaveToolList, Store, StoreActor, StoreMessage
@@ -84,6 +87,7 @@ class Supervisor:
         store: StoreActor,
         policy: Policy,
         approvals: ApprovalDesk,
+        events: Broadcast[Mapping[str, Any]],
     ) -> None:
         self.config = config
         self.router = router
@@ -93,6 +97,9 @@ class Supervisor:
         self.store = store
         self.policy = policy
         self.approvals = approvals
+        self.events = events
+        self.metrics = Metrics()
+        self.requests = RequestRegistry()
         self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
 
     @classmethod
@@ -137,12 +144,14 @@ class Supervisor:
         def save_tool_list(server: str, tools: tuple[Tool, ...]) -> None:
             store_actor.submit(SaveToolList(server, [tool_to_wire(t) for t in tools], time.time()))
 
+        events: Broadcast[Mapping[str, Any]] = Broadcast()
         router = RouterActor(
             [(spec, mailboxes[spec.name][0]) for spec in shared],
             router_receive,
             cached_tools=_cached_tools(store, (spec.name for spec in shared)),
             max_description_length=config.trust.max_description_length,
             tool_list_sink=save_tool_list,
+            events=events,
         )
         trusted = {spec.name for spec in config.servers if spec.trusted}
         policy = Policy(
@@ -152,12 +161,14 @@ class Supervisor:
             approvals=store.approvals(),
             submit=store_actor.submit,
         )
-        desk = ApprovalDesk(approver, config.trust.approval_timeout_s)
+        desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
         tree = OneForOne()
         async with trio.open_nursery() as nursery:
             await nursery.start(store_actor.run)
             await nursery.start(router.run)
-            supervisor = cls(config, router, router_send, connector, state_path, store_actor, policy, desk)
+            supervisor = cls(
+                config, router, router_send, connector, state_path, store_actor, policy, desk, events
+            )
             supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
             children = [supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared]
             await nursery.start(tree.run, children)
@@ -210,6 +221,19 @@ class Supervisor:
     def audit(self, message: StoreMessage) -> None:
         """Queue one audit row (never blocks a call)."""
         self.store.submit(message)
+
+    async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
+        """What the server's connection actor alone knows (stderr tail, calls in flight);
+        None when it does not answer within ``timeout_s``."""
+        mailbox = self._mailboxes[server]
+        reply, answers = trio.open_memory_channel[ConnectionStatus](1)
+        with trio.move_on_after(timeout_s):
+            try:
+                await mailbox.send(GetStatus(reply))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            return await answers.receive()
+        return None
 
     def servers(self) -> Mapping[str, ServerView]:
         """The shared servers as the router sees them now."""

@@ -23,6 +23,7 @@ from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action
 from actors.router.validation import validate_arguments
+from supervisor.requests import InFlightRequest
 from supervisor.store import AddAudit, AuditRow, hash_arguments
 
 if TYPE_CHECKING:
@@ -118,12 +119,30 @@ class Turn:
         arguments: Mapping[str, Any] | None = None,
         *,
         progress: trio.MemorySendChannel[ProgressReceived] | None = None,
+        request_id: str | None = None,
     ) -> Envelope:
         """Call a tool of this turn; always returns exactly one envelope.
 
         If the calling task is cancelled, the server is told (``notifications/cancelled``)
-        and the cancellation propagates.
+        and the cancellation propagates. With a ``request_id``, the call can also be
+        cancelled by id (``Supervisor.requests.cancel``), which ends it ``cancelled``.
         """
+        if request_id is None:
+            return await self._call(tool_id, arguments, progress, None)
+        requests = self.session.supervisor.requests
+        request = requests.open(request_id, self.session.tenant, tool_id)
+        try:
+            return await self._call(tool_id, arguments, progress, request)
+        finally:
+            requests.close(request_id)
+
+    async def _call(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None,
+        progress: trio.MemorySendChannel[ProgressReceived] | None,
+        request: InFlightRequest | None,
+    ) -> Envelope:
         if arguments is None:
             arguments = {}
         if tool_id == TOOL_SEARCH:
@@ -146,8 +165,13 @@ class Turn:
             return self._audited(
                 entry, arguments, verdict.decided, failure(tool_id, "denied", verdict.reason)
             )
+        if request is not None and request.cancelled:
+            cancelled = failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
+            return self._audited(entry, arguments, verdict.decided, cancelled)
         started = trio.current_time()
         reply, answers = trio.open_memory_channel[CallOutcome](1)
+        if request is not None:
+            request.mailbox, request.reply = view.mailbox, reply
         outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress), answers)
         duration_ms = round((trio.current_time() - started) * 1000)
         return self._audited(
@@ -184,7 +208,21 @@ class Turn:
             args_bytes=size,
             result_bytes=len(envelope.text.encode()),
         )
-        session.supervisor.audit(AddAudit(row))
+        supervisor = session.supervisor
+        supervisor.audit(AddAudit(row))
+        supervisor.metrics.observe_call(row.outcome, row.duration_ms)
+        supervisor.events.publish(
+            {
+                "type": "call",
+                "tool": entry.id,
+                "server": entry.server,
+                "outcome": row.outcome,
+                "decision": decision,
+                "duration_ms": row.duration_ms,
+                "session": session.id,
+                "tenant": session.tenant,
+            }
+        )
         return envelope
 
 

@@ -173,3 +173,36 @@ async def test_relist_while_a_call_is_in_flight_keeps_each_turn_on_its_snapshot(
         assert results[0].ok and results[0].text == "slept"
         assert "mini_late" not in first.catalog.tools and "mini_late" in second.catalog.tools
         assert first.catalog.servers["mini"].generation < second.catalog.servers["mini"].generation
+
+
+async def test_status_events_and_cancel_by_request_id(tmp_path: Path, python: str) -> None:
+    config = config_of(mini_spec("mini", "--stderr-lines", "3", python=python))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup:
+        with sup.events.subscribe() as sub:
+            async with sup.session() as session:
+                turn = await session.begin_turn()
+                status = await sup.connection_status("mini")
+                assert status is not None and status.stderr_tail[-1] == "stderr line 2"
+                view = sup.servers()["mini"]
+                assert [t.state for t in view.transitions][-1] is State.STEADY
+                result: list[Any] = []
+
+                async def slow() -> None:
+                    result.append(await turn.call("mini_sleep", {"seconds": 30}, request_id="r1"))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(slow)
+                    await trio.sleep(0.2)
+                    assert not sup.requests.cancel("r1", "another-tenant")
+                    assert sup.requests.cancel("r1", "default")
+                assert result[0].error.code == "cancelled"
+                assert not sup.requests.cancel("r1", None)  # finished: gone
+            events = []
+            while True:
+                try:
+                    events.append(sub.events.receive_nowait())
+                except trio.WouldBlock:
+                    break
+        kinds = {e["type"] for e in events}
+        assert {"state", "epoch", "call"} <= kinds
+        assert [e["outcome"] for e in events if e["type"] == "call"] == ["cancelled"]

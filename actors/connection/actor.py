@@ -29,8 +29,10 @@ from actors.connection.messages import (
     CancelCall,
     Command,
     ConnectionMessage,
+    ConnectionStatus,
     Control,
     EnsureStarted,
+    GetStatus,
     Published,
     StateChanged,
     ToolsListed,
@@ -129,6 +131,7 @@ class ConnectionActor:
         self._next_retry_at: float | None = None
         self._generation = 0
         self._stopped = False
+        self._stderr: tuple[str, ...] = ()  # the last stderr tail seen, kept after a crash
         self.state = State.IDLE
         self.unavailable = f"mcp server {self.name} is unavailable"
 
@@ -161,6 +164,12 @@ class ConnectionActor:
             self._cancel_call(message)
         elif isinstance(message, EnsureStarted):
             self._need()
+        elif isinstance(message, GetStatus):
+            live = self._live
+            if live is not None:
+                self._stderr = tuple(live.transport.stderr_tail())
+            transport = live.transport.describe() if live is not None else None
+            answer(message.reply, ConnectionStatus(self._stderr, len(self._inflight), transport))
         else:
             self._command(message)
 
@@ -308,6 +317,8 @@ class ConnectionActor:
     async def _end_attempt(self, live: _Live | None, init_scope: trio.CancelScope) -> None:
         """Before the transport is torn down: settle calls and move the state on."""
         self._live = None
+        if live is not None:
+            self._stderr = tuple(live.transport.stderr_tail())
         if live is not None and live.failure is not None:
             await self._enter_backoff(live.failure)
         elif init_scope.cancel_called and self.state in STARTING_STATES and self._control is None:

@@ -76,7 +76,23 @@ class Command:
     control: Control
 
 
-ConnectionMessage: TypeAlias = CallTool | CancelCall | EnsureStarted | Command
+@attrs.frozen(slots=True)
+class ConnectionStatus:
+    """What only the actor knows: the server's stderr tail and the work in flight."""
+
+    stderr_tail: tuple[str, ...]
+    in_flight: int
+    transport: str | None
+
+
+@attrs.frozen(slots=True, eq=False)
+class GetStatus:
+    """Ask the actor for its ConnectionStatus."""
+
+    reply: trio.MemorySendChannel[ConnectionStatus]
+
+
+ConnectionMessage: TypeAlias = CallTool | CancelCall | EnsureStarted | Command | GetStatus
 
 
 # ---------------------------------------------------------------------- published

@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import trio
 
+from actors.broadcast import Broadcast
 from actors.connection.messages import ConnectionMessage, Published, StateChanged, ToolsListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
 from actors.protocol.messages import Tool
-from actors.router.catalog import Catalog, ServerView, make_entry, replace_entries, shard_of
+from actors.router.catalog import (
+    MAX_TRANSITIONS,
+    Catalog,
+    ServerView,
+    Transition,
+    make_entry,
+    replace_entries,
+    shard_of,
+)
 from actors.router.naming import IdBook, assign_ids
 
 log = logging.getLogger("actors.router")
@@ -103,8 +113,10 @@ class RouterActor:
         cached_tools: Mapping[str, Sequence[Tool]] | None = None,
         max_description_length: int = 200,
         tool_list_sink: ToolListSink | None = None,
+        events: Broadcast[Mapping[str, Any]] | None = None,
     ) -> None:
         self._mailbox = mailbox
+        self._events = events
         self._max_description = max_description_length
         self._sink = tool_list_sink
         self._book = IdBook()
@@ -170,8 +182,28 @@ class RouterActor:
             last_error=message.reason if message.reason else previous.last_error,
             next_retry_at=message.next_retry_at,
             available=_available(previous, message),
+            reconnects=previous.reconnects
+            + (message.previous is State.BACKOFF and message.state is State.RESOLVE),
+            transitions=(
+                *previous.transitions[-(MAX_TRANSITIONS - 1) :],
+                Transition(message.at, message.state, message.previous, message.reason),
+            ),
         )
         views[message.server] = view
+        if self._events is not None and not message.owner:
+            self._events.publish(
+                {
+                    "type": "state",
+                    "server": message.server,
+                    "state": message.state.value,
+                    "previous": message.previous.value,
+                    "attempt": message.attempt,
+                    "reason": message.reason,
+                    "next_retry_in_s": None
+                    if message.next_retry_at is None
+                    else round(max(0.0, message.next_retry_at - message.at), 3),
+                }
+            )
         return not message.owner
 
     def _set_tools(
@@ -217,3 +249,5 @@ class RouterActor:
         servers: Mapping[str, ServerView] = dict(self._shared) if touched_shared else old.servers
         overlays = {owner: dict(views) for owner, views in self._overlays.items()}
         self.cell._set(Catalog(old.epoch + 1, servers, self._tools, self._index, overlays))
+        if self._events is not None and touched_shared:
+            self._events.publish({"type": "epoch", "epoch": old.epoch + 1, "tools": len(self._tools)})

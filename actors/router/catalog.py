@@ -63,6 +63,19 @@ def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_len
 
 
 @attrs.frozen(slots=True)
+class Transition:
+    """One recent state change of a server, for status pages."""
+
+    at: float
+    state: State
+    previous: State
+    reason: str | None = None
+
+
+MAX_TRANSITIONS = 20
+
+
+@attrs.frozen(slots=True)
 class ServerView:
     """One server at one epoch: its state and its last known tools.
 
@@ -84,6 +97,8 @@ class ServerView:
     problems: tuple[str, ...] = ()
     owner: str | None = None
     stale: bool = False
+    transitions: tuple[Transition, ...] = ()
+    reconnects: int = 0
 
     @property
     def tool_names(self) -> tuple[str, ...]:
