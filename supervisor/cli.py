@@ -1,4 +1,4 @@
-"""``mcp-supervisor``: check a config, or run the supervisor.
+"""``mcp-supervisor``: check a config, run the supervisor, or query a running one.
 
 Exit status: 0 success, 1 the supervisor failed, 2 bad usage or a bad config.
 """
@@ -13,9 +13,12 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TypeVar
 
+import attrs
 import trio
 
+from supervisor import cli_client
 from supervisor.logs import configure
 from supervisor.one_for_one import SupervisorGaveUp
 from supervisor.service import Supervisor
@@ -23,6 +26,8 @@ from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_con
 from supervisor.settings.model import Config
 
 log = logging.getLogger("supervisor.cli")
+
+E = TypeVar("E", bound=BaseException)
 
 # The rule ``admin.bind`` follows in the config file (IPv6 in brackets, port 0-65535).
 _BIND = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+):(?P<port>[0-9]{1,5})\Z")
@@ -49,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+
+    cli_client.add_commands(commands)
     return parser
 
 
@@ -97,11 +104,17 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: Config, state_dir: str | None) -> None:
+    # Imported here: the client commands need neither Quart nor Hypercorn.
+    from supervisor.admin import serve_admin
+
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with Supervisor.open(config, state_dir=state_dir):
+        async with Supervisor.open(config, state_dir=state_dir) as sup, trio.open_nursery() as nursery:
+            url = await nursery.start(serve_admin, sup, config.admin.bind)
+            log.info("admin api listening", extra={"fields": {"url": url}})
             async for signum in signals:
                 log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
                 break
+            nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -118,6 +131,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     if not _is_loopback(bind.rpartition(":")[0]):
         log.warning("binding a non-loopback address", extra={"fields": {"bind": bind}})
+    # --bind wins over the config file; _serve reads the address from the config.
+    config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
     log.info(
         "starting",
         extra={
@@ -127,21 +142,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         trio.run(_serve, config, args.state_dir)
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
-        gave_up = _find_gave_up(exc)
-        if gave_up is None:
+        gave_up = _find(exc, SupervisorGaveUp)
+        if gave_up is not None:
+            log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
+            return 1
+        from supervisor.admin import AdminBindError
+
+        cannot_bind = _find(exc, AdminBindError)
+        if cannot_bind is None:
             raise
-        log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
+        print(f"mcp-supervisor: {cannot_bind}", file=sys.stderr)
         return 1
     return 0
 
 
-def _find_gave_up(exc: BaseException) -> SupervisorGaveUp | None:
-    """The SupervisorGaveUp inside ``exc`` (Trio delivers it wrapped in nursery groups)."""
-    if isinstance(exc, SupervisorGaveUp):
+def _find(exc: BaseException, kind: type[E]) -> E | None:
+    """The ``kind`` error inside ``exc`` (Trio delivers errors wrapped in nursery groups)."""
+    if isinstance(exc, kind):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _find_gave_up(inner)
+            found = _find(inner, kind)
             if found is not None:
                 return found
     return None
@@ -150,6 +171,8 @@ def _find_gave_up(exc: BaseException) -> SupervisorGaveUp | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mcp-supervisor`` console script."""
     args = _parser().parse_args(argv)
+    if args.command in cli_client.COMMANDS:
+        return cli_client.run(args)
     try:
         if args.command == "check":
             return cmd_check(args)

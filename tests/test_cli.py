@@ -217,7 +217,9 @@ class Serve:
 
 @contextlib.contextmanager
 def serving(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Serve]:
-    serve = Serve([*args, "--state-dir", str(tmp_path / "state")], env or clean_env(), tmp_path)
+    # port 0: never collide with a real service (or a demo) on the default 8765
+    bind = [] if "--bind" in args else ["--bind", "127.0.0.1:0"]
+    serve = Serve([*args, *bind, "--state-dir", str(tmp_path / "state")], env or clean_env(), tmp_path)
     try:
         yield serve
     finally:
@@ -553,3 +555,20 @@ def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(cli, "_serve", crashing_serve)
     assert cli.main(["serve"]) == 1
+
+
+def test_serve_says_clearly_when_the_admin_port_is_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from supervisor import cli
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = cli.main(["serve", "--bind", f"127.0.0.1:{port}", "--state-dir", str(tmp_path / "state")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"127.0.0.1:{port}" in err and "Traceback" not in err

@@ -1,0 +1,14 @@
+"""The admin API (DESIGN.md §6): HTTP + SSE on Hypercorn, inside the supervisor's nursery.
+
+``serve_admin`` runs it; ``create_app`` builds the Quart-Trio app; ``HostedSessions``
+keeps the sessions HTTP clients open. Module map: ``auth`` (Host/Origin/token gates),
+``openapi`` (the route table and its document), ``handlers`` (one method per route),
+``views`` (pure JSON shaping and secret scrubbing), ``sse`` (event streams),
+``bodies`` (request bodies and API errors), ``hosted``, ``app``, ``server``.
+"""
+
+from supervisor.admin.app import create_app
+from supervisor.admin.hosted import HostedSessions
+from supervisor.admin.server import AdminBindError, serve_admin
+
+__all__ = ["AdminBindError", "HostedSessions", "create_app", "serve_admin"]

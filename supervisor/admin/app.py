@@ -1,0 +1,135 @@
+"""The admin API as a Quart-Trio app: routes from ``openapi.ROUTES``, handlers in
+``handlers.AdminApi``, and the gates every request passes first.
+
+Order of a request: the ``before_request`` guard (Host, Origin, bearer token →
+tenant; see ``auth.py``) → routing (an unknown route is a JSON 404, after the guard
+so that routes are not probed anonymously) → the handler → JSON with the config's
+secret values scrubbed. Every error is JSON: ``ApiError`` from handlers, werkzeug's
+HTTP errors (404, 405, 413 for a body over ``MAX_BODY_BYTES``, 408 for a body that
+never arrives) and, as a last resort, 500 with a generic message (the traceback
+goes to the log, which is redacted).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from quart import g, request
+from quart_trio import QuartTrio
+from quart_trio.wrappers import TrioResponse
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from actors.redaction import Redactor
+from supervisor.admin.auth import Denial, TokenBook, check_request
+from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError
+from supervisor.admin.handlers import AdminApi, json_response
+from supervisor.admin.hosted import HostedSessions
+from supervisor.admin.openapi import ROUTES
+from supervisor.admin.sse import EventFeeds
+from supervisor.admin.views import SecretScrubber
+
+if TYPE_CHECKING:
+    from supervisor.service import Supervisor
+
+log = logging.getLogger("supervisor.admin")
+
+EXTENSION = "mcp_supervisor_admin"
+BODY_TIMEOUT_S = 30
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+}
+_PUBLIC = frozenset(route.operation for route in ROUTES if route.public)
+
+
+def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopback: bool) -> QuartTrio:
+    """The admin app for ``supervisor``; HTTP sessions live in ``hosted``."""
+    app = QuartTrio("mcp_supervisor_admin", static_folder=None)
+    app.config.update(
+        MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
+        BODY_TIMEOUT=BODY_TIMEOUT_S,
+        PROVIDE_AUTOMATIC_OPTIONS=False,
+    )
+    # "/v1//servers" is a 404 here, not a redirect to somewhere else.
+    app.url_map.merge_slashes = False
+    config = supervisor.config
+    scrubber = SecretScrubber(config.secrets)
+    feeds = EventFeeds(supervisor.events)
+    api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
+    app.extensions[EXTENSION] = api
+    tokens = TokenBook(config.admin.tokens)
+
+    for route in ROUTES:
+        app.add_url_rule(
+            route.rule,
+            route.operation,
+            view_func=getattr(api, route.operation),
+            methods=[route.method],
+            provide_automatic_options=False,
+        )
+
+    @app.before_request
+    async def guard() -> TrioResponse | None:
+        headers = request.headers
+        verdict = check_request(
+            public=request.endpoint in _PUBLIC,
+            hosts=headers.getlist("Host"),
+            origins=headers.getlist("Origin"),
+            authorizations=headers.getlist("Authorization"),
+            tokens=tokens,
+            bind_is_loopback=bind_is_loopback,
+        )
+        if isinstance(verdict, Denial):
+            error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
+            return json_response(error.body(), scrubber, error.status, error.headers)
+        g.tenant = verdict.tenant
+        return None
+
+    @app.errorhandler(ApiError)
+    async def api_error(error: ApiError) -> TrioResponse:
+        return json_response(error.body(), scrubber, error.status, error.headers)
+
+    @app.errorhandler(HTTPException)
+    async def http_error(error: HTTPException) -> TrioResponse:
+        status = error.code or 500
+        headers: dict[str, str] = {}
+        if isinstance(error, MethodNotAllowed) and error.valid_methods:
+            headers["Allow"] = ", ".join(sorted(set(error.valid_methods) - {"HEAD", "OPTIONS"}))
+        code = _CODES.get(status, "server_error" if status >= 500 else "bad_request")
+        message = error.description or error.name
+        return json_response({"error": {"code": code, "message": message}}, scrubber, status, headers)
+
+    @app.errorhandler(Exception)
+    async def unexpected(error: Exception) -> TrioResponse:
+        log.exception("admin api request failed", extra={"fields": {"path": request.path}})
+        body = {"error": {"code": "internal", "message": "internal error; see the supervisor log"}}
+        return json_response(body, scrubber, 500)
+
+    return app
+
+
+def admin_api(app: QuartTrio) -> AdminApi:
+    """The handlers object of an app made by ``create_app`` (for the server's shutdown)."""
+    api: Any = app.extensions[EXTENSION]
+    assert isinstance(api, AdminApi)
+    return api
+
+
+def routes_served(app: QuartTrio) -> Mapping[tuple[str, str], str]:
+    """(method, werkzeug rule) → endpoint of every served route (HEAD/OPTIONS aside)."""
+    served: dict[tuple[str, str], str] = {}
+    for rule in app.url_map.iter_rules():
+        for method in rule.methods or ():
+            if method not in ("HEAD", "OPTIONS"):
+                served[(method, rule.rule)] = rule.endpoint
+    return served

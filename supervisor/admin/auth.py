@@ -1,0 +1,158 @@
+"""Who may talk to the admin API, decided before any handler runs.
+
+Three gates, in this order, as pure functions of the request line and headers (the
+app calls ``check_request`` from a ``before_request`` hook; tests call it directly):
+
+1. ``Host`` (DNS-rebinding guard). When the API is bound to loopback, a browser
+   tricked into resolving ``evil.example`` to 127.0.0.1 still sends
+   ``Host: evil.example``; only a loopback authority (``127.0.0.1``, any 127/8
+   literal, ``localhost``, ``[::1]``, with any port) is served. Parsing is strict, so
+   ``127.0.0.1.evil.example`` and ``127.0.0.1@evil.example`` are refused → 403.
+2. ``Origin``. Absent is fine (native clients send none). Present, it must be a
+   loopback ``http(s)://host[:port]``; ``Origin: null`` (a sandboxed or opaque browser
+   context) is refused → 403. No CORS: this is not a browser API.
+3. Bearer token → tenant. With tokens configured every route but the health check
+   needs ``Authorization: Bearer <token>`` (401 with ``WWW-Authenticate: Bearer``).
+   Tokens are compared in constant time against *every* configured token, so the
+   time taken says nothing about which prefix matched. Without tokens every request
+   is tenant ``default`` — safe only because ``serve`` refuses a non-loopback bind
+   without tokens.
+
+Nothing here logs, and ``TokenBook``'s repr never shows a token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+DEFAULT_TENANT = "default"
+
+# host[:port]; a bracketed IPv6 literal or a plain name/IPv4 literal. No userinfo,
+# no path, nothing after the port: anything else is not a Host we serve.
+_AUTHORITY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?\Z")
+_ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)\Z", re.IGNORECASE)
+_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +(?P<token>[\x21-\x7e]+) *\Z")
+
+
+def is_loopback_host(host: str) -> bool:
+    """A host name or IP literal (IPv6 with or without brackets) that is loopback."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if bare.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False
+
+
+def authority_is_loopback(authority: str) -> bool:
+    """Whether a ``Host`` header value (``host[:port]``) names this machine, strictly."""
+    match = _AUTHORITY.match(authority)
+    if match is None or (match["port"] is not None and int(match["port"]) > 65535):
+        return False
+    host = match["host"]
+    if host.startswith("["):
+        try:
+            return ipaddress.IPv6Address(host[1:-1]).is_loopback
+        except ValueError:
+            return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.IPv4Address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost, or a non-canonical number like 127.1
+
+
+def origin_is_loopback(origin: str) -> bool:
+    """Whether an ``Origin`` header value is a loopback web origin (``null`` is not)."""
+    match = _ORIGIN.match(origin)
+    return match is not None and authority_is_loopback(match["authority"])
+
+
+class TokenBook:
+    """Bearer tokens → tenants, compared in constant time; repr shows only the count."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        self._entries = tuple((token.encode(), tenant) for token, tenant in tokens.items())
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any token is configured (then every non-public route needs one)."""
+        return bool(self._entries)
+
+    def tenant_of(self, presented: str) -> str | None:
+        """The tenant of a presented token, or None. Every entry is compared, always."""
+        candidate = presented.encode()
+        found: str | None = None
+        for token, tenant in self._entries:
+            if hmac.compare_digest(candidate, token):
+                found = tenant
+        return found
+
+    def __repr__(self) -> str:
+        return f"TokenBook(<{len(self._entries)} tokens>)"
+
+
+@attrs.frozen(slots=True)
+class Denial:
+    """A request refused before it reaches a handler."""
+
+    status: int
+    code: str
+    message: str
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(slots=True)
+class Admitted:
+    """A request that may proceed, as ``tenant``."""
+
+    tenant: str
+
+
+def check_request(
+    *,
+    public: bool,
+    hosts: Sequence[str],
+    origins: Sequence[str],
+    authorizations: Sequence[str],
+    tokens: TokenBook,
+    bind_is_loopback: bool,
+) -> Admitted | Denial:
+    """Host, then Origin, then the bearer token (see the module docstring)."""
+    if bind_is_loopback and (len(hosts) != 1 or not authority_is_loopback(hosts[0])):
+        return Denial(403, "forbidden", "the Host header must name a loopback address (DNS-rebinding guard)")
+    if origins and (len(origins) != 1 or not origin_is_loopback(origins[0])):
+        return Denial(403, "forbidden", "cross-origin requests are refused (Origin must be loopback)")
+    if not tokens.enabled:
+        return Admitted(DEFAULT_TENANT)
+    if len(authorizations) == 1:
+        match = _BEARER.match(authorizations[0])
+        if match is not None:
+            tenant = tokens.tenant_of(match["token"])
+            if tenant is not None:
+                return Admitted(tenant)
+            if public:
+                return Admitted(DEFAULT_TENANT)
+            return Denial(
+                401,
+                "unauthorized",
+                "the bearer token is not valid",
+                {"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+    if public:
+        return Admitted(DEFAULT_TENANT)
+    return Denial(
+        401,
+        "unauthorized",
+        "this endpoint needs a bearer token: send 'Authorization: Bearer <token>'",
+        {"WWW-Authenticate": "Bearer"},
+    )

@@ -1,0 +1,116 @@
+"""Request bodies and API errors: everything a client can get wrong ends as a 4xx.
+
+``ApiError`` carries a status, a stable lower-snake-case code and a message; the app
+turns it (and werkzeug's HTTP errors) into ``{"error": {"code", "message"}}``. Body
+readers name the offending field (``$.host_tools: must be an integer >= 0``), so a
+client can fix its request without reading our source.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+MAX_BODY_BYTES = 1 << 20
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+
+
+class ApiError(Exception):
+    """An answer other than success, with its JSON error body."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body."""
+        return {"error": {"code": self.code, "message": self.message}}
+
+
+def not_found(what: str) -> ApiError:
+    """404 for an object that does not exist *for this tenant*."""
+    return ApiError(404, "not_found", f"no {what}")
+
+
+def bad_field(field: str, problem: str) -> ApiError:
+    """400 naming the field."""
+    return ApiError(400, "bad_request", f"$.{field}: {problem}")
+
+
+def parse_object(raw: bytes, *, optional: bool = False) -> dict[str, Any]:
+    """The request body as a JSON object; an empty optional body is ``{}``."""
+    if not raw.strip():
+        if optional:
+            return {}
+        raise ApiError(400, "bad_request", "a JSON object body is required")
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, "bad_request", f"malformed JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "bad_request", "$: must be a JSON object")
+    return value
+
+
+def string(body: Mapping[str, Any], field: str, *, required: bool = True) -> str | None:
+    """A string field (absent → None unless required)."""
+    value = body.get(field)
+    if value is None:
+        if required:
+            raise bad_field(field, "is required (a string)")
+        return None
+    if not isinstance(value, str):
+        raise bad_field(field, "must be a string")
+    return value
+
+
+def choice(body: Mapping[str, Any], field: str, options: tuple[str, ...], default: str | None) -> str:
+    """A string field restricted to ``options``."""
+    value = body.get(field, default)
+    if value is None:
+        raise bad_field(field, f"is required (one of {', '.join(options)})")
+    if not isinstance(value, str) or value not in options:
+        raise bad_field(field, f"must be one of {', '.join(options)}")
+    return value
+
+
+def natural(body: Mapping[str, Any], field: str, default: int) -> int:
+    """A non-negative integer field (booleans are not integers here)."""
+    value = body.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise bad_field(field, "must be an integer >= 0")
+    return value
+
+
+def strings(body: Mapping[str, Any], field: str) -> list[str]:
+    """A list-of-strings field (absent → empty)."""
+    value = body.get(field, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise bad_field(field, "must be an array of strings")
+    return value
+
+
+def arguments(body: Mapping[str, Any], field: str = "arguments") -> dict[str, Any]:
+    """The tool arguments object (absent or null → ``{}``)."""
+    value = body.get(field)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad_field(field, "must be an object")
+    return value
+
+
+def request_id(body: Mapping[str, Any], field: str = "request_id") -> str | None:
+    """A client-chosen request id: it is echoed in a header, so its alphabet is narrow."""
+    value = string(body, field, required=False)
+    if value is not None and not REQUEST_ID.match(value):
+        raise bad_field(field, "must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+    return value

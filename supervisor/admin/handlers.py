@@ -1,0 +1,335 @@
+"""The admin API's handlers, one method per ``openapi.ROUTES`` operation.
+
+Handlers read the tenant the guard put on ``g``; every lookup of a session, turn,
+approval or request goes through it, so another tenant's object is a 404. Answers
+are built by the pure functions of ``views.py`` and leave through ``json_response``,
+which scrubs the config's secret values.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncGenerator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+from quart import g, request
+from quart_trio.wrappers import TrioResponse
+from quart_trio.wrappers.response import TrioIterableBody
+
+from actors.connection.messages import Control
+from actors.connection.spec import Scope, ServerSpec
+from actors.redaction import Redactor
+from supervisor.admin import bodies
+from supervisor.admin.bodies import ApiError, not_found
+from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
+from supervisor.admin.openapi import JSON, METRICS, SSE, document
+from supervisor.admin.sse import EventFeeds, StreamedCall
+from supervisor.admin.views import (
+    Clock,
+    SecretScrubber,
+    approval_item,
+    server_detail,
+    server_summary,
+    tool_list,
+    unsupervised_summary,
+)
+from supervisor.approvals import Approval
+from supervisor.sessions import Session
+from supervisor.turns import Turn
+
+if TYPE_CHECKING:
+    from supervisor.service import Supervisor
+
+COMMAND_TIMEOUT_S = 5.0
+STATUS_TIMEOUT_S = 1.0
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def json_response(
+    data: Any, scrubber: SecretScrubber, status: int = 200, headers: Mapping[str, str] | None = None
+) -> TrioResponse:
+    """A JSON answer with the config's secret values masked."""
+    return TrioResponse(
+        orjson.dumps(scrubber.scrub(data)), status=status, headers=dict(headers or {}), content_type=JSON
+    )
+
+
+def empty(status: int, headers: Mapping[str, str] | None = None) -> TrioResponse:
+    """A bodiless answer (204, or a 202 that needs none)."""
+    return TrioResponse(b"", status=status, headers=dict(headers or {}))
+
+
+def stream_response(
+    body: AsyncGenerator[bytes, None], headers: Mapping[str, str] | None = None
+) -> TrioResponse:
+    """A text/event-stream answer; no response timeout, the stream ends by itself."""
+    response = TrioResponse(
+        TrioIterableBody(body), status=200, headers={**SSE_HEADERS, **(headers or {})}, content_type=SSE
+    )
+    response.timeout = None
+    return response
+
+
+def _tenant() -> str:
+    tenant: str = g.tenant
+    return tenant
+
+
+async def _body(*, optional: bool = False) -> dict[str, Any]:
+    data = await request.get_data()
+    raw = data if isinstance(data, bytes) else data.encode()
+    return bodies.parse_object(raw, optional=optional)
+
+
+def _wants_stream() -> bool:
+    """An explicit ``text/event-stream`` in Accept (``*/*`` is not a request to stream)."""
+    return any(value.lower() == SSE and quality > 0 for value, quality in request.accept_mimetypes)
+
+
+def new_request_id() -> str:
+    """A request id for a call whose client chose none."""
+    return f"req-{secrets.token_hex(8)}"
+
+
+class AdminApi:
+    """The handlers, bound to one supervisor and its hosted sessions."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        hosted: HostedSessions,
+        feeds: EventFeeds,
+        scrubber: SecretScrubber,
+        redactor: Redactor,
+    ) -> None:
+        self.supervisor = supervisor
+        self.hosted = hosted
+        self.feeds = feeds
+        self.scrubber = scrubber
+        self.redactor = redactor
+        self._document = orjson.dumps(document())
+        self._in_flight: set[str] = set()
+        self._streamed: set[StreamedCall] = set()
+
+    def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
+        return json_response(data, self.scrubber, status, headers)
+
+    def _epoch(self) -> int:
+        return self.supervisor.router.cell.current.epoch
+
+    # ------------------------------------------------------------------ service
+
+    async def health(self) -> TrioResponse:
+        return self._json(
+            {"status": "ok", "servers": len(self.supervisor.config.servers), "epoch": self._epoch()}
+        )
+
+    async def metrics(self) -> TrioResponse:
+        sup = self.supervisor
+        text = sup.metrics.render(sup.servers(), self._epoch(), len(sup.approvals.pending()))
+        return TrioResponse(text, status=200, content_type=METRICS)
+
+    async def openapi(self) -> TrioResponse:
+        return TrioResponse(self._document, status=200, content_type=JSON)
+
+    async def events(self) -> TrioResponse:
+        if self.feeds.closed:
+            raise ApiError(503, "unavailable", "the admin API is shutting down")
+        if request.method == "HEAD":
+            return TrioResponse(b"", status=200, headers=SSE_HEADERS, content_type=SSE)
+        return stream_response(self.feeds.stream(_tenant(), self._epoch, self.scrubber.scrub))
+
+    # ------------------------------------------------------------------ servers
+
+    def _session_scoped(self, name: str) -> ServerSpec | None:
+        for spec in self.supervisor.config.servers:
+            if spec.name == name and spec.scope is Scope.SESSION:
+                return spec
+        return None
+
+    async def list_servers(self) -> TrioResponse:
+        clock = Clock.read()
+        servers = [server_summary(view, clock, self.redactor) for view in self.supervisor.servers().values()]
+        servers += [
+            unsupervised_summary(spec)
+            for spec in self.supervisor.config.servers
+            if spec.scope is Scope.SESSION
+        ]
+        return self._json({"servers": servers})
+
+    async def get_server(self, name: str) -> TrioResponse:
+        view = self.supervisor.servers().get(name)
+        if view is None:
+            spec = self._session_scoped(name)
+            if spec is None:
+                raise not_found(f"server named {name!r}")
+            detail = unsupervised_summary(spec)
+            detail.update(transitions=[], problems=[], stderr_tail=None, in_flight=None, transport=None)
+            return self._json(detail)
+        status = await self.supervisor.connection_status(name, STATUS_TIMEOUT_S)
+        view = self.supervisor.servers().get(name, view)  # the freshest view, after the wait
+        return self._json(server_detail(view, status, Clock.read(), self.redactor))
+
+    async def _command(self, name: str, control: Control) -> TrioResponse:
+        if name not in self.supervisor.servers():
+            if self._session_scoped(name) is not None:
+                raise ApiError(
+                    409, "conflict", f"server {name!r} is session-scoped: each session runs its own"
+                )
+            raise not_found(f"server named {name!r}")
+        with trio.move_on_after(COMMAND_TIMEOUT_S):
+            await self.supervisor.command(name, control)
+            return self._json({"server": name, "command": control.value}, 202)
+        raise ApiError(503, "unavailable", f"server {name!r} is not taking commands right now; try again")
+
+    async def restart_server(self, name: str) -> TrioResponse:
+        return await self._command(name, Control.RESTART)
+
+    async def enable_server(self, name: str) -> TrioResponse:
+        return await self._command(name, Control.ENABLE)
+
+    async def disable_server(self, name: str) -> TrioResponse:
+        return await self._command(name, Control.DISABLE)
+
+    async def list_tools(self) -> TrioResponse:
+        catalog = self.supervisor.router.cell.current
+        return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog)})
+
+    # ----------------------------------------------------------------- sessions
+
+    def _session(self, sid: str) -> Session:
+        session = self.hosted.get(sid, _tenant())
+        if session is None:
+            raise not_found(f"session {sid!r}")
+        return session
+
+    async def create_session(self) -> TrioResponse:
+        body = await _body(optional=True)
+        host_tools = bodies.natural(body, "host_tools", 0)
+        pinned = bodies.strings(body, "pinned")
+        try:
+            session = await self.hosted.create(_tenant(), host_tools=host_tools, pinned=pinned)
+        except HostedClosed:
+            raise ApiError(503, "unavailable", "the admin API is shutting down") from None
+        except TooManySessions as exc:
+            raise ApiError(429, "too_many_requests", str(exc)) from None
+        return self._json({"session_id": session.id}, 201)
+
+    async def delete_session(self, sid: str) -> TrioResponse:
+        if not await self.hosted.close(sid, _tenant()):
+            raise not_found(f"session {sid!r}")
+        return empty(204)
+
+    async def begin_turn(self, sid: str) -> TrioResponse:
+        session = self._session(sid)
+        turn = await session.begin_turn()
+        self.hosted.add_turn(session, turn)
+        return self._json(
+            {
+                "turn_id": turn.id,
+                "epoch": turn.epoch,
+                "tools": turn.listing(),
+                "search_enabled": turn.search_enabled,
+            },
+            201,
+        )
+
+    def _turn(self, sid: str, tid: str) -> Turn:
+        self._session(sid)
+        turn = self.hosted.get_turn(sid, tid, _tenant())
+        if turn is None:
+            raise not_found(f"turn {tid!r} in session {sid!r} (only the last turns are kept)")
+        return turn
+
+    async def call_tool(self, sid: str, tid: str) -> TrioResponse:
+        turn = self._turn(sid, tid)
+        body = await _body()
+        tool = bodies.string(body, "tool")
+        assert tool is not None
+        arguments = bodies.arguments(body)
+        rid = bodies.request_id(body) or new_request_id()
+        headers = {"X-Request-Id": rid}
+        requests = self.supervisor.requests
+        conflict = ApiError(409, "conflict", f"request id {rid!r} is already in flight")
+        if _wants_stream():
+            try:  # claim-and-release: refuse a taken id before the 200 of the stream is sent
+                requests.open(rid, _tenant(), tool)
+            except ValueError:
+                raise conflict from None
+            requests.close(rid)
+            tenant = _tenant()
+            call = StreamedCall(turn, tool, arguments, rid, lambda: requests.cancel(rid, tenant))
+            try:
+                self.hosted.start_background(self._run_streamed, call)
+            except HostedClosed:
+                raise ApiError(503, "unavailable", "the admin API is shutting down") from None
+            return stream_response(call.stream(self.scrubber.scrub), headers)
+        self._in_flight.add(rid)
+        try:
+            envelope = await turn.call(tool, arguments, request_id=rid)
+        except ValueError:
+            raise conflict from None
+        finally:
+            self._in_flight.discard(rid)
+        return self._json(envelope.as_dict(), 200, headers)
+
+    async def _run_streamed(self, call: StreamedCall) -> None:
+        self._in_flight.add(call.request_id)
+        self._streamed.add(call)
+        try:
+            await call.run()
+        finally:
+            self._in_flight.discard(call.request_id)
+            self._streamed.discard(call)
+
+    # ----------------------------------------------------------------- shutdown
+
+    def cancel_calls(self) -> None:
+        """Shutdown, after the grace period: end every call made over HTTP with an
+        answer — pending approvals of our sessions are denied, calls in flight are
+        cancelled (the server is told) — so each client still gets its envelope
+        (and a stream its ``result`` and ``done``) before the drain deadline."""
+        desk = self.supervisor.approvals
+        for pending in desk.pending():
+            if self.hosted.holds(pending.session):
+                desk.answer(pending.id, None, Approval("deny"))
+        for rid in list(self._in_flight):
+            self.supervisor.requests.cancel(rid, None)
+
+    def cut_streams(self) -> None:
+        """Last resort before the deadline: stop streamed calls that ignored the
+        cancellation; their streams still end with a ``cancelled`` result and ``done``."""
+        for call in list(self._streamed):
+            call.scope.cancel()
+
+    async def tool_search(self, sid: str) -> TrioResponse:
+        session = self._session(sid)
+        body = await _body()
+        query = bodies.string(body, "query")
+        assert query is not None
+        turn = self.hosted.latest_turn(sid, _tenant())
+        if turn is None:
+            turn = await session.begin_turn()
+            self.hosted.add_turn(session, turn)
+        return self._json({"turn_id": turn.id, **turn.search(query)})
+
+    # ------------------------------------------------------ approvals, requests
+
+    async def list_approvals(self) -> TrioResponse:
+        pending = self.supervisor.approvals.pending(_tenant())
+        return self._json({"approvals": [approval_item(item) for item in pending]})
+
+    async def answer_approval(self, approval_id: str) -> TrioResponse:
+        body = await _body()
+        decision = bodies.choice(body, "decision", ("allow", "deny"), None)
+        remember = bodies.choice(body, "remember", ("once", "session", "always"), "once")
+        if not self.supervisor.approvals.answer(approval_id, _tenant(), Approval(decision, remember)):
+            raise not_found(f"pending approval {approval_id!r}")
+        return empty(204)
+
+    async def cancel_request(self, rid: str) -> TrioResponse:
+        if not self.supervisor.requests.cancel(rid, _tenant()):
+            raise not_found(f"request {rid!r} in flight")
+        return self._json({"request_id": rid, "status": "cancelling"}, 202)

@@ -1,0 +1,184 @@
+"""Sessions created over HTTP, each held open by a task of a nursery we own.
+
+A ``Supervisor.session`` is an async context manager: its private connections live
+in a nursery that must be entered and left by the same task. An HTTP session
+outlives the request that created it, so each one gets a *holder* task in
+``HostedSessions``' nursery that enters the context, reports the session, and waits
+until ``close`` (``DELETE /v1/sessions/{sid}``) or shutdown. Leaving ``run`` cancels
+every holder; each leaves its context, which closes the session's private servers
+under the supervisor's shielded deadline.
+
+Lookups take the caller's tenant: another tenant's session is simply not found
+(the API answers 404, never 403, so ids do not leak across tenants). Each session
+keeps its last ``max_turns`` turns; older turn ids answer 404.
+
+The same nursery runs the calls streamed over SSE (``start_background``): a response
+body generator must not own a nursery across its ``yield``s, so the call runs here
+and the generator only reads what it produces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from supervisor.sessions import Session
+from supervisor.turns import Turn
+
+if TYPE_CHECKING:
+    from supervisor.service import Supervisor
+
+log = logging.getLogger("supervisor.admin")
+
+MAX_TURNS = 64
+MAX_SESSIONS_PER_TENANT = 128
+CLOSE_TIMEOUT_S = 15.0
+
+
+class HostedClosed(RuntimeError):
+    """The admin server is not running (not started yet, or shutting down)."""
+
+
+class TooManySessions(RuntimeError):
+    """A tenant already holds the most sessions it may."""
+
+
+@attrs.define(eq=False)
+class _Hosted:
+    session: Session
+    close_requested: trio.Event = attrs.field(factory=trio.Event)
+    closed: trio.Event = attrs.field(factory=trio.Event)
+    turns: OrderedDict[str, Turn] = attrs.field(factory=OrderedDict)
+
+
+class HostedSessions:
+    """Sessions of HTTP clients, by id, per tenant."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        *,
+        max_turns: int = MAX_TURNS,
+        max_sessions_per_tenant: int = MAX_SESSIONS_PER_TENANT,
+    ) -> None:
+        self._supervisor = supervisor
+        self._max_turns = max_turns
+        self._max_sessions = max_sessions_per_tenant
+        self._sessions: dict[str, _Hosted] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the holders and background calls until cancelled; then close them all."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None  # refuse new sessions while the old ones close
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def create(self, tenant: str, *, host_tools: int = 0, pinned: Iterable[str] = ()) -> Session:
+        """Open a session for ``tenant``; it stays open until ``close`` or shutdown."""
+        nursery = self._running()
+        if sum(1 for h in self._sessions.values() if h.session.tenant == tenant) >= self._max_sessions:
+            raise TooManySessions(f"tenant already holds {self._max_sessions} sessions; delete some first")
+        session: Session = await nursery.start(self._hold, tenant, host_tools, tuple(pinned))
+        return session
+
+    def get(self, session_id: str, tenant: str) -> Session | None:
+        """The session, if it exists and belongs to ``tenant``."""
+        hosted = self._lookup(session_id, tenant)
+        return None if hosted is None else hosted.session
+
+    async def close(self, session_id: str, tenant: str) -> bool:
+        """Close a session of ``tenant`` and wait (bounded) until its servers are gone."""
+        hosted = self._lookup(session_id, tenant)
+        if hosted is None:
+            return False
+        hosted.close_requested.set()
+        with trio.move_on_after(CLOSE_TIMEOUT_S):
+            await hosted.closed.wait()
+        return True
+
+    def holds(self, session_id: str) -> bool:
+        """Whether a session (of any tenant) is one of ours."""
+        return session_id in self._sessions
+
+    def _lookup(self, session_id: str, tenant: str) -> _Hosted | None:
+        hosted = self._sessions.get(session_id)
+        if hosted is None or hosted.session.tenant != tenant or hosted.close_requested.is_set():
+            return None
+        return hosted
+
+    def _running(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise HostedClosed("the admin API is not running")
+        return self._nursery
+
+    async def _hold(
+        self,
+        tenant: str,
+        host_tools: int,
+        pinned: tuple[str, ...],
+        *,
+        task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        hosted: _Hosted | None = None
+        try:
+            async with self._supervisor.session(
+                tenant=tenant, host_tools=host_tools, pinned=pinned
+            ) as session:
+                hosted = _Hosted(session)
+                self._sessions[session.id] = hosted
+                try:
+                    task_status.started(session)
+                    await hosted.close_requested.wait()
+                finally:
+                    del self._sessions[session.id]
+        except Exception:
+            if hosted is None:
+                raise  # not started yet: the creating request gets the error
+            # One client's session failing must not take the service down with it.
+            log.exception("hosted session failed", extra={"fields": {"session": hosted.session.id}})
+        finally:
+            if hosted is not None:
+                hosted.closed.set()
+
+    # --------------------------------------------------------------------- turns
+
+    def add_turn(self, session: Session, turn: Turn) -> None:
+        """Remember a turn of a hosted session (only the last ``max_turns`` are kept)."""
+        hosted = self._sessions.get(session.id)
+        if hosted is None:
+            return
+        hosted.turns[turn.id] = turn
+        while len(hosted.turns) > self._max_turns:
+            hosted.turns.popitem(last=False)
+
+    def get_turn(self, session_id: str, turn_id: str, tenant: str) -> Turn | None:
+        """A remembered turn of a session of ``tenant``."""
+        hosted = self._lookup(session_id, tenant)
+        return None if hosted is None else hosted.turns.get(turn_id)
+
+    def latest_turn(self, session_id: str, tenant: str) -> Turn | None:
+        """The newest remembered turn of a session of ``tenant``."""
+        hosted = self._lookup(session_id, tenant)
+        if hosted is None or not hosted.turns:
+            return None
+        return next(reversed(hosted.turns.values()))
+
+    # ---------------------------------------------------------------- background
+
+    def start_background(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in our nursery (for calls streamed over SSE)."""
+        self._running().start_soon(fn, *args)

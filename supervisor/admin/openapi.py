@@ -1,0 +1,399 @@
+"""The admin API's one route table, and the OpenAPI 3.1 document built from it.
+
+``app.py`` registers exactly these routes (``operation`` names the handler) and
+serves ``document()`` at ``/v1/openapi.json``, so what is documented is what is
+served, by construction; a test checks both directions against the running app.
+Schemas are JSON Schema 2020-12 (OpenAPI 3.1's dialect) and are also used by the
+tests to validate real responses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from actors.connection.states import State
+
+JSON = "application/json"
+SSE = "text/event-stream"
+METRICS = "text/plain; version=0.0.4"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: tuple[str, ...], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": list(required), "properties": properties}
+
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+_BOOL = {"type": "boolean"}
+_NULL_STR = {"type": ["string", "null"]}
+_NULL_NUM = {"type": ["number", "null"]}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj(("error",), error=_obj(("code", "message"), code=_STR, message=_STR)),
+    "Health": _obj(("status", "servers", "epoch"), status={"const": "ok"}, servers=_INT, epoch=_INT),
+    "Transition": _obj(
+        ("at", "state", "previous", "reason"),
+        at=_NUM,
+        state=_ref("State"),
+        previous=_ref("State"),
+        reason=_NULL_STR,
+    ),
+    "State": {"type": ["string", "null"], "enum": [*(s.value for s in State), None]},
+    "Server": _obj(
+        (
+            "name",
+            "type",
+            "scope",
+            "trusted",
+            "enabled",
+            "state",
+            "since",
+            "attempt",
+            "next_retry_at",
+            "retry_in_s",
+            "last_error",
+            "available",
+            "reconnects",
+            "tools",
+            "stale",
+        ),
+        name=_STR,
+        type=_STR,
+        scope={"enum": ["shared", "session"]},
+        trusted=_BOOL,
+        enabled=_BOOL,
+        state=_ref("State"),
+        since=_NULL_NUM,
+        attempt=_INT,
+        next_retry_at=_NULL_NUM,
+        retry_in_s=_NULL_NUM,
+        last_error=_NULL_STR,
+        available=_BOOL,
+        reconnects=_INT,
+        tools=_INT,
+        stale=_BOOL,
+    ),
+    "ServerDetail": {
+        "allOf": [
+            _ref("Server"),
+            _obj(
+                ("transitions", "stderr_tail", "in_flight", "problems"),
+                transitions={"type": "array", "items": _ref("Transition")},
+                stderr_tail={"type": ["array", "null"], "items": _STR},
+                in_flight={"type": ["integer", "null"]},
+                transport=_NULL_STR,
+                problems={"type": "array", "items": _STR},
+            ),
+        ]
+    },
+    "ServerList": _obj(("servers",), servers={"type": "array", "items": _ref("Server")}),
+    "Command": _obj(("server", "command"), server=_STR, command={"enum": ["restart", "enable", "disable"]}),
+    "Tool": _obj(
+        ("id", "server", "name", "description", "input_schema", "available", "stale"),
+        id=_STR,
+        server=_STR,
+        name=_STR,
+        description=_STR,
+        input_schema={"type": "object"},
+        available=_BOOL,
+        stale=_BOOL,
+    ),
+    "ToolList": _obj(("epoch", "tools"), epoch=_INT, tools={"type": "array", "items": _ref("Tool")}),
+    "NewSession": {
+        "type": "object",
+        "properties": {
+            "host_tools": {"type": "integer", "minimum": 0},
+            "pinned": {"type": "array", "items": _STR},
+        },
+    },
+    "Session": _obj(("session_id",), session_id=_STR),
+    "Turn": _obj(
+        ("turn_id", "epoch", "tools", "search_enabled"),
+        turn_id=_STR,
+        epoch=_INT,
+        tools={"type": "array", "items": {"type": "object", "required": ["id", "server", "available"]}},
+        search_enabled=_BOOL,
+    ),
+    "CallRequest": {
+        "type": "object",
+        "required": ["tool"],
+        "properties": {
+            "tool": _STR,
+            "arguments": {"type": "object"},
+            "request_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+        },
+    },
+    "Envelope": {
+        "oneOf": [
+            _obj(
+                ("ok", "tool", "text", "content", "structured", "truncated", "duration_ms"),
+                ok={"const": True},
+                tool=_STR,
+                text=_STR,
+                content={"type": "array", "items": {"type": "object"}},
+                structured={},
+                truncated=_BOOL,
+                duration_ms=_INT,
+            ),
+            _obj(
+                ("ok", "tool", "error"),
+                ok={"const": False},
+                tool=_STR,
+                error=_obj(("code", "message"), code=_STR, message=_STR),
+            ),
+        ]
+    },
+    "SearchRequest": {"type": "object", "required": ["query"], "properties": {"query": _STR}},
+    "SearchResult": _obj(
+        ("matches", "turn_id"),
+        turn_id=_STR,
+        matches={
+            "type": "array",
+            "items": _obj(
+                ("id", "description", "server_state", "stale"),
+                id=_STR,
+                description=_STR,
+                server_state=_STR,
+                stale=_BOOL,
+            ),
+        },
+    ),
+    "Approval": _obj(
+        ("id", "tool", "server", "permission", "arguments", "reason", "session"),
+        id=_STR,
+        tool=_STR,
+        server=_STR,
+        permission=_STR,
+        arguments={"type": "object"},
+        reason=_STR,
+        session=_STR,
+    ),
+    "ApprovalList": _obj(("approvals",), approvals={"type": "array", "items": _ref("Approval")}),
+    "ApprovalAnswer": {
+        "type": "object",
+        "required": ["decision"],
+        "properties": {
+            "decision": {"enum": ["allow", "deny"]},
+            "remember": {"enum": ["once", "session", "always"]},
+        },
+    },
+    "Cancelled": _obj(("request_id", "status"), request_id=_STR, status={"const": "cancelling"}),
+}
+
+
+@attrs.frozen(slots=True)
+class Route:
+    """One served operation: method, OpenAPI path template, handler name, contract."""
+
+    method: str
+    path: str
+    operation: str
+    summary: str
+    status: int = 200
+    request: str | None = None  # schema name of the JSON body
+    response: str | None = None  # schema name of the success body (JSON)
+    media: str = JSON
+    public: bool = False  # served without a bearer token
+    streams: bool = False  # also answers text/event-stream when asked to
+
+    @property
+    def rule(self) -> str:
+        """The werkzeug rule of ``path`` (``{sid}`` → ``<sid>``)."""
+        return re.sub(r"\{(\w+)\}", r"<\1>", self.path)
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """Path parameter names, in order."""
+        return tuple(re.findall(r"\{(\w+)\}", self.path))
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/v1/health",
+        "health",
+        "Liveness, server count and catalog epoch.",
+        response="Health",
+        public=True,
+    ),
+    Route("GET", "/metrics", "metrics", "Prometheus metrics (text exposition format 0.0.4).", media=METRICS),
+    Route("GET", "/v1/openapi.json", "openapi", "This document."),
+    Route(
+        "GET",
+        "/v1/events",
+        "events",
+        "Server-sent events: hello first, then state and epoch changes, and this tenant's "
+        "call and approval events; a comment heartbeat every 15 s.",
+        media=SSE,
+    ),
+    Route(
+        "GET", "/v1/servers", "list_servers", "Every configured server and its state.", response="ServerList"
+    ),
+    Route(
+        "GET",
+        "/v1/servers/{name}",
+        "get_server",
+        "One server: state, since, attempt, next retry, last error, recent transitions, stderr tail.",
+        response="ServerDetail",
+    ),
+    Route(
+        "POST",
+        "/v1/servers/{name}/restart",
+        "restart_server",
+        "Restart a shared server.",
+        status=202,
+        response="Command",
+    ),
+    Route(
+        "POST",
+        "/v1/servers/{name}/enable",
+        "enable_server",
+        "Enable a disabled shared server.",
+        status=202,
+        response="Command",
+    ),
+    Route(
+        "POST",
+        "/v1/servers/{name}/disable",
+        "disable_server",
+        "Stop a shared server and keep it down.",
+        status=202,
+        response="Command",
+    ),
+    Route("GET", "/v1/tools", "list_tools", "Every tool of the current catalog.", response="ToolList"),
+    Route(
+        "POST",
+        "/v1/sessions",
+        "create_session",
+        "Open a session (the body is optional).",
+        status=201,
+        request="NewSession",
+        response="Session",
+    ),
+    Route(
+        "DELETE",
+        "/v1/sessions/{sid}",
+        "delete_session",
+        "Close a session and its private servers.",
+        status=204,
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/turns",
+        "begin_turn",
+        "Begin a turn: freeze the catalog epoch and list the tools the model is shown.",
+        status=201,
+        response="Turn",
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/turns/{tid}/calls",
+        "call_tool",
+        "Call a tool of the turn; the answer is the result envelope. With 'Accept: "
+        "text/event-stream': request_received first, progress events, result, done last.",
+        request="CallRequest",
+        response="Envelope",
+        streams=True,
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/tool_search",
+        "tool_search",
+        "Search tools (in the session's latest turn, begun if there is none); matches are "
+        "activated for the session.",
+        request="SearchRequest",
+        response="SearchResult",
+    ),
+    Route(
+        "GET",
+        "/v1/approvals",
+        "list_approvals",
+        "This tenant's approval requests waiting for an answer.",
+        response="ApprovalList",
+    ),
+    Route(
+        "POST",
+        "/v1/approvals/{approval_id}",
+        "answer_approval",
+        "Answer a pending approval request.",
+        status=204,
+        request="ApprovalAnswer",
+    ),
+    Route(
+        "POST",
+        "/v1/requests/{rid}/cancel",
+        "cancel_request",
+        "Cancel a call in flight: the server is told and the caller gets 'cancelled'.",
+        status=202,
+        response="Cancelled",
+    ),
+)
+
+_ERRORS = {
+    "400": "Malformed JSON or a body field of the wrong type.",
+    "401": "Missing or invalid bearer token.",
+    "403": "Host or Origin is not loopback.",
+    "404": "No such route, or no such object for this tenant.",
+    "413": "The request body is too large.",
+}
+
+
+def _operation(route: Route) -> dict[str, Any]:
+    operation: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
+    if route.parameters:
+        operation["parameters"] = [
+            {"name": name, "in": "path", "required": True, "schema": _STR} for name in route.parameters
+        ]
+    if route.request is not None:
+        operation["requestBody"] = {
+            "required": route.request != "NewSession",
+            "content": {JSON: {"schema": _ref(route.request)}},
+        }
+    success: dict[str, Any] = {"description": "Success."}
+    if route.response is not None:
+        success["content"] = {JSON: {"schema": _ref(route.response)}}
+    elif route.media != JSON:
+        success["content"] = {route.media: {"schema": _STR}}
+    elif route.operation == "openapi":
+        success["content"] = {JSON: {"schema": {"type": "object"}}}
+    if route.streams:
+        success.setdefault("content", {})[SSE] = {"schema": _STR}
+    responses: dict[str, Any] = {str(route.status): success}
+    for status, description in _ERRORS.items():
+        if status == "401" and route.public:
+            continue
+        responses[status] = {"description": description, "content": {JSON: {"schema": _ref("Error")}}}
+    operation["responses"] = responses
+    operation["security"] = [] if route.public else [{"bearer": []}]
+    return operation
+
+
+def document(routes: tuple[Route, ...] = ROUTES) -> Mapping[str, Any]:
+    """The OpenAPI 3.1 document of ``routes``."""
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mcp-supervisor admin API",
+            "version": "1",
+            "description": "Bearer token when tokens are configured; loopback only unless "
+            "--allow-non-loopback. Objects of another tenant answer 404.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,157 @@
+"""``serve_admin``: Hypercorn serving the admin app inside the caller's nursery.
+
+Lifetimes nest like Hypercorn's own (lifespan ⊃ server ⊃ trigger): our task owns a
+*shielded* scope that holds the hosted sessions and, inside them, Hypercorn. The
+shield is the point: when the caller's nursery is cancelled (SIGTERM), cancelling
+Hypercorn outright would cut every connection mid-answer. Instead the caller's
+cancellation lands in ``serve_admin``'s own wait, which then begins a graceful
+drain: live event streams end and Hypercorn's shutdown trigger fires (it stops
+accepting and lets requests in progress finish within ``graceful_timeout``). Calls
+still running after ``CALL_GRACE_S`` are cancelled and approvals still pending are
+denied, so every caller gets an answer (a stream its ``result`` and ``done``) before
+Hypercorn's deadline cuts connections; then the hosted sessions close (their
+private servers stop). A deadline on the shielded scope bounds all of it, so
+shutdown can never hang here.
+
+Readiness: ``task_status.started(url)`` with the real bound address (port 0 becomes
+the port the kernel chose). Access logs are off; Hypercorn's own warnings and errors
+go through our structured (redacted) logging, never a request's headers.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from supervisor.admin.app import admin_api, create_app
+from supervisor.admin.auth import is_loopback_host
+from supervisor.admin.hosted import HostedSessions
+
+if TYPE_CHECKING:
+    from supervisor.service import Supervisor
+
+log = logging.getLogger("supervisor.admin")
+
+GRACEFUL_TIMEOUT_S = 5.0
+# Into the drain: calls still running are cancelled, then (a second later) cut.
+CALL_GRACE_S = 3.0
+CUT_AFTER_S = 1.0
+# Beyond Hypercorn's own drain: hosted sessions closing, and a margin.
+DRAIN_DEADLINE_S = GRACEFUL_TIMEOUT_S + 12.0
+
+# Hypercorn logs "Running on … (CTRL + C to quit)" at info; we log our own line.
+_hypercorn_log = logging.getLogger("supervisor.admin.hypercorn")
+_hypercorn_log.setLevel(logging.WARNING)
+
+
+def bind_host(bind: str) -> str:
+    """The host part of ``HOST:PORT`` (brackets of an IPv6 literal kept)."""
+    return bind.rpartition(":")[0]
+
+
+def hypercorn_config(bind: str) -> HypercornConfig:
+    """Hypercorn settings for the admin API."""
+    config = HypercornConfig()
+    config.bind = [bind]
+    config.accesslog = None
+    config.errorlog = _hypercorn_log
+    config.graceful_timeout = GRACEFUL_TIMEOUT_S
+    config.include_server_header = False
+    config.keep_alive_timeout = 5.0
+    return config
+
+
+class AdminBindError(Exception):
+    """The admin API cannot listen on its address (in use, not ours, not resolvable)."""
+
+
+def _bind_error(bind: str, group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """Before readiness only binding does I/O, so an OSError then is a bind failure:
+    one line naming the address and the fix, instead of nested nursery groups."""
+    errors, rest = group.split(OSError)
+    if errors is None or rest is not None:
+        return group
+    error: BaseException = errors
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return AdminBindError(
+        f"the admin API cannot listen on {bind}: {reason}; is another mcp-supervisor running there? "
+        "choose another address with --bind (or admin.bind in the config)"
+    )
+
+
+class _AdminServer:
+    """The shielded part of ``serve_admin``; ``stop`` turns cancellation into a drain."""
+
+    def __init__(self, supervisor: Supervisor, bind: str) -> None:
+        self.hosted = HostedSessions(supervisor)
+        self.app = create_app(supervisor, self.hosted, bind_is_loopback=is_loopback_host(bind_host(bind)))
+        self.config = hypercorn_config(bind)
+        self.shutdown = trio.Event()
+        self.scope = trio.CancelScope(shield=True)
+
+    def stop(self) -> None:
+        """Begin the graceful drain, bounded by ``DRAIN_DEADLINE_S`` from now."""
+        admin_api(self.app).feeds.close()
+        self.shutdown.set()
+        self.scope.deadline = min(self.scope.deadline, trio.current_time() + DRAIN_DEADLINE_S)
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        with self.scope:
+            async with trio.open_nursery() as sessions:
+                await sessions.start(self.hosted.run)
+                sessions.start_soon(self._wind_down_calls)
+                async with trio.open_nursery() as server:
+                    binds: list[str] = await server.start(
+                        partial(serve, self.app, self.config, shutdown_trigger=self.shutdown.wait)
+                    )
+                    task_status.started(binds[0])
+                # Hypercorn has drained (or hit its deadline): now close the sessions.
+                sessions.cancel_scope.cancel()
+
+    async def _wind_down_calls(self) -> None:
+        await self.shutdown.wait()
+        api = admin_api(self.app)
+        await trio.sleep(CALL_GRACE_S)
+        api.cancel_calls()
+        await trio.sleep(CUT_AFTER_S)
+        api.cut_streams()
+
+
+async def serve_admin(
+    supervisor: Supervisor, bind: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve the admin API on ``bind`` until cancelled, then drain gracefully.
+
+    Start it with ``await nursery.start(serve_admin, supervisor, bind)``, which
+    returns the URL it listens on (``http://127.0.0.1:54321``). While it serves,
+    approval requests with no embedding approver wait for an operator
+    (``GET /v1/approvals``) instead of being denied at once.
+    """
+    server = _AdminServer(supervisor, bind)
+    approvals = supervisor.approvals
+    was_remote, approvals.remote = approvals.remote, True
+    started = False
+    try:
+        async with trio.open_nursery() as nursery:
+            try:
+                url: str = await nursery.start(server.run)
+                task_status.started(url)
+                started = True
+                await trio.sleep_forever()
+            finally:
+                server.stop()
+    except BaseExceptionGroup as group:
+        if started:
+            raise
+        raise _bind_error(bind, group) from None  # outside our nursery: the caller sees it bare
+    finally:
+        approvals.remote = was_remote
+        if started:
+            log.info("admin api stopped", extra={"fields": {}})

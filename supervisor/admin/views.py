@@ -1,0 +1,195 @@
+"""Pure shaping: catalog views, statuses, tools, approvals and progress as API JSON.
+
+Times: the router stamps states on Trio's clock (monotonic, arbitrary origin); the
+API speaks unix time, so each stamp is moved by ``now_unix - now_trio``, taken once
+per answer (a ``Clock``). A server that never changed state has no ``since``.
+
+Secrets: text that came from a server (stderr tail, last error, transition reasons)
+runs through the full ``Redactor`` of the config's secrets, although the transport
+redacted it already — a second pass costs little and covers a line cut in two.
+Everything the API sends also passes ``SecretScrubber``, which masks the config's
+exact secret values anywhere in the JSON (a tool that echoes its environment, an
+argument that holds a token) without the Redactor's generic patterns, which would
+mangle ordinary tool output such as ``"max_tokens": 5``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from actors.connection.messages import ConnectionStatus
+from actors.connection.spec import ServerSpec
+from actors.protocol.session import ProgressReceived
+from actors.redaction import MASK, MIN_SECRET_LEN, Redactor
+from actors.router.catalog import Catalog, ServerView
+from supervisor.approvals import ApprovalRequest
+
+
+class SecretScrubber:
+    """Masks known secret values in every string (keys included) of a JSON value."""
+
+    __slots__ = ("_pattern",)
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
+
+    def text(self, value: str) -> str:
+        """``value`` with every known secret replaced by ``***``."""
+        return value if self._pattern is None else self._pattern.sub(MASK, value)
+
+    def scrub(self, value: Any) -> Any:
+        """A copy of a JSON-ready value with every string scrubbed."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {self.text(str(k)): self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.scrub(item) for item in value]
+        return value
+
+    def __repr__(self) -> str:
+        return "SecretScrubber(<hidden>)"
+
+
+@attrs.frozen(slots=True)
+class Clock:
+    """One reading of both clocks, to turn Trio timestamps into unix time."""
+
+    trio_now: float
+    unix_now: float
+
+    @classmethod
+    def read(cls) -> Clock:
+        """Read both clocks now."""
+        return cls(trio.current_time(), time.time())
+
+    def unix(self, trio_time: float) -> float:
+        """A Trio timestamp as unix time (three decimals)."""
+        return round(self.unix_now - (self.trio_now - trio_time), 3)
+
+
+def spec_fields(spec: ServerSpec) -> dict[str, Any]:
+    """What the config says about a server."""
+    return {
+        "name": spec.name,
+        "type": spec.type,
+        "scope": spec.scope.value,
+        "trusted": spec.trusted,
+        "enabled": spec.enabled,
+    }
+
+
+def server_summary(view: ServerView, clock: Clock, redactor: Redactor) -> dict[str, Any]:
+    """One shared server as listed by ``GET /v1/servers``."""
+    retry_in = None
+    next_retry = None
+    if view.next_retry_at is not None:
+        retry_in = round(max(0.0, view.next_retry_at - clock.trio_now), 3)
+        next_retry = clock.unix(view.next_retry_at)
+    return {
+        **spec_fields(view.spec),
+        "state": view.state.value,
+        "since": clock.unix(view.since) if view.transitions else None,
+        "attempt": view.attempt,
+        "next_retry_at": next_retry,
+        "retry_in_s": retry_in,
+        "last_error": None if view.last_error is None else redactor.redact(view.last_error),
+        "available": view.available,
+        "reconnects": view.reconnects,
+        "tools": len(view.entries),
+        "stale": view.stale,
+    }
+
+
+def unsupervised_summary(spec: ServerSpec) -> dict[str, Any]:
+    """A session-scoped server: configured, but each session runs its own copy."""
+    return {
+        **spec_fields(spec),
+        "state": None,
+        "since": None,
+        "attempt": 0,
+        "next_retry_at": None,
+        "retry_in_s": None,
+        "last_error": None,
+        "available": False,
+        "reconnects": 0,
+        "tools": 0,
+        "stale": False,
+    }
+
+
+def server_detail(
+    view: ServerView, status: ConnectionStatus | None, clock: Clock, redactor: Redactor
+) -> dict[str, Any]:
+    """``GET /v1/servers/{name}``: the summary plus history and the actor's own view."""
+    detail = server_summary(view, clock, redactor)
+    detail["transitions"] = [
+        {
+            "at": clock.unix(t.at),
+            "state": t.state.value,
+            "previous": t.previous.value,
+            "reason": None if t.reason is None else redactor.redact(t.reason),
+        }
+        for t in view.transitions
+    ]
+    detail["problems"] = [redactor.redact(p) for p in view.problems]
+    if status is None:  # the actor did not answer in time (busy, or being replaced)
+        detail.update(stderr_tail=None, in_flight=None, transport=None)
+    else:
+        detail.update(
+            stderr_tail=[redactor.redact(line) for line in status.stderr_tail],
+            in_flight=status.in_flight,
+            transport=status.transport,
+        )
+    return detail
+
+
+def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
+    """Every tool of a catalog, in config order, with its server's availability."""
+    tools = []
+    for entry in catalog.listing:
+        view = catalog.servers[entry.server]
+        tools.append(
+            {
+                "id": entry.id,
+                "server": entry.server,
+                "name": entry.name,
+                "description": entry.listed_description or entry.description,
+                "input_schema": dict(entry.input_schema),
+                "available": view.available,
+                "stale": view.stale and view.generation == 0,
+            }
+        )
+    return tools
+
+
+def approval_item(request: ApprovalRequest) -> dict[str, Any]:
+    """A pending approval request as the operator sees it."""
+    return {
+        "id": request.id,
+        "tool": request.tool,
+        "server": request.server,
+        "permission": request.permission,
+        "arguments": dict(request.arguments),
+        "reason": request.reason,
+        "session": request.session,
+    }
+
+
+def progress_item(request_id: str, note: ProgressReceived) -> dict[str, Any]:
+    """One ``notifications/progress`` of a call, for its SSE stream."""
+    return {
+        "request_id": request_id,
+        "progress": note.progress,
+        "total": note.total,
+        "message": note.message,
+    }

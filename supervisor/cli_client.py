@@ -1,0 +1,447 @@
+"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]`` (DESIGN §6).
+
+These commands talk to a *running* service over the admin API (``supervisor.client``);
+they never load a config or start servers, so they answer in milliseconds and work
+from any terminal on the machine.
+
+Output rules (the CLI contract): human output is an aligned table on stdout, cut to
+the terminal width; ``--json`` prints the service's JSON on stdout and nothing else
+there; messages, errors and live progress go to stderr, progress only when stderr is a
+terminal (a log file would otherwise fill with redraw sequences). Exit status: 0 done,
+1 the service could not be reached or said no (or the call's envelope says
+``ok: false``), 2 bad usage, 130 interrupted.
+
+Text that comes from MCP servers (error messages, descriptions, progress messages) is
+shown with control characters replaced: a server must not be able to move the
+operator's cursor, retitle the terminal or hide lines with escape sequences. The one
+exception is ``call``'s result text on stdout, which is the payload the user asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from supervisor.client import (
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_URL,
+    TOKEN_ENV_VAR,
+    URL_ENV_VAR,
+    AdminClient,
+    ClientError,
+    Reply,
+    SseEvent,
+    UsageError,
+)
+
+COMMANDS = ("status", "tools", "search", "call")
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_GAP = "  "
+_MIN_LAST_COLUMN = 12
+_CUT = "..."
+_CLEAR_LINE = "\r\x1b[K"
+# A short wait for the clean-up requests after Ctrl-C: the user wants their prompt back.
+_CLEANUP_TIMEOUT_S = 3.0
+_SPACE = re.compile(r"\s+")
+
+
+# ---------------------------------------------------------------- argument handling
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the four client commands on ``mcp-supervisor``'s sub-command parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection and output")
+    group.add_argument("--url", help=f"admin API address (default: ${URL_ENV_VAR}, else {DEFAULT_URL})")
+    group.add_argument("--token", help=f"bearer token for the admin API (default: ${TOKEN_ENV_VAR})")
+    group.add_argument("--json", action="store_true", help="print the service's JSON only, for scripts")
+    group.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help=f"wait at most this long to connect and for each answer (default {DEFAULT_TIMEOUT_S:g}); "
+        "for 'call', also for each sign of life while the call runs (default: the service's call timeout)",
+    )
+
+    commands.add_parser(
+        "status", parents=[common], help="show each server's state, tools and retry countdown"
+    )
+    commands.add_parser("tools", parents=[common], help="list the tools of every server")
+    search = commands.add_parser(
+        "search", parents=[common], help="search the tools (BM25 over id and description)"
+    )
+    search.add_argument("query", nargs="+", metavar="QUERY", help="words to search for")
+    call = commands.add_parser("call", parents=[common], help="call a tool and print its result")
+    call.add_argument("tool", metavar="TOOL", help="tool id, <server>_<tool>")
+    call.add_argument(
+        "arguments",
+        nargs="?",
+        default="{}",
+        metavar="JSON",
+        help="arguments as a JSON object ('-': stdin; default {})",
+    )
+
+
+def parse_arguments(text: str, stdin: TextIO) -> dict[str, Any]:
+    """The call's arguments; UsageError unless they are one JSON object. Checked before
+    any request, so a typo costs no session on the service."""
+    if text == "-":
+        text = stdin.read()
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"invalid JSON arguments: {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"the arguments must be a JSON object, not {type(value).__name__}: {_one_line(text, 60)}"
+        )
+    return value
+
+
+# ---------------------------------------------------------------- text helpers
+
+
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with control characters (C0, C1, DEL; newlines too unless kept) as ``?``."""
+    return "".join(
+        "?" if unicodedata.category(char) == "Cc" and not (keep_newlines and char == "\n") else char
+        for char in text
+    )
+
+
+def _one_line(text: str, limit: int | None = None) -> str:
+    flat = printable(_SPACE.sub(" ", text).strip())
+    return flat if limit is None else cut(flat, limit)
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, ending in ``...`` when shortened."""
+    if len(text) <= width:
+        return text
+    if width <= len(_CUT):
+        return text[:width]
+    return text[: width - len(_CUT)] + _CUT
+
+
+def terminal_width() -> int:
+    """Columns of the terminal (``$COLUMNS`` first, 80 when there is none)."""
+    return shutil.get_terminal_size().columns
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """Left-aligned columns two spaces apart; the last column gets the room that is left
+    (at least a few characters, so a narrow terminal still shows the start of it)."""
+    widths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in range(len(headers) - 1)]
+    fixed = sum(widths) + len(_GAP) * (len(headers) - 1)
+    room = max(width - fixed, len(headers[-1]), _MIN_LAST_COLUMN)
+    lines = []
+    for cells in [headers, *rows]:
+        parts = [cell.ljust(w) for cell, w in zip(cells[:-1], widths, strict=True)]
+        lines.append(_GAP.join([*parts, cut(cells[-1], room)]).rstrip())
+    return lines
+
+
+def _cell(value: object) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return _one_line(str(value))
+
+
+def format_retry(state: object, retry_in_s: object) -> str:
+    """The RETRY column: a countdown (rounded up, so it never says 0 while waiting) for a
+    server in backoff, ``-`` for anyone else."""
+    if state != "backoff" or isinstance(retry_in_s, bool) or not isinstance(retry_in_s, int | float):
+        return "-"
+    seconds = math.ceil(retry_in_s)
+    if seconds <= 0:
+        return "now"
+    if seconds < 60:
+        return f"in {seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"in {minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"in {hours}h{minutes:02d}m"
+
+
+def _tool_count(server: dict[str, Any]) -> object:
+    tools = server.get("tools", server.get("tool_count"))
+    return len(tools) if isinstance(tools, list) else tools
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def format_progress(data: object) -> str | None:
+    """``progress 2/5: message`` from a ``progress`` event's data (None if unusable)."""
+    if not isinstance(data, dict) or data.get("progress") is None:
+        return None
+    line = f"progress {_number(data['progress'])}"
+    if data.get("total") is not None:
+        line += f"/{_number(data['total'])}"
+    if data.get("message"):
+        line += f": {data['message']}"
+    return _one_line(line)
+
+
+def _items(reply: Reply, key: str, what: str, url: str) -> list[dict[str, Any]]:
+    """The list in ``reply`` (a bare list, or wrapped as ``{key: [...]}``)."""
+    data = reply.data
+    if isinstance(data, dict):
+        data = data.get(key)
+    if not isinstance(data, list):
+        raise ClientError(f"the supervisor at {url} answered with something that is not a list of {what}")
+    return [item for item in data if isinstance(item, dict)]
+
+
+def _with_stale(text: str, item: dict[str, Any]) -> str:
+    """Mark entries served from the last-known list in the store (the server is not up)."""
+    return f"{text} (stale)" if item.get("stale") else text
+
+
+# ---------------------------------------------------------------- output
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _raw(reply_text: str) -> None:
+    """``--json``: the service's document as served (one trailing newline)."""
+    _out(reply_text.strip())
+
+
+class Progress:
+    """One status line on stderr, redrawn in place; silent unless stderr is a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.enabled = stream.isatty()
+        self._shown = False
+
+    def show(self, line: str) -> None:
+        if not self.enabled:
+            return
+        # One column short of the width: a full line would wrap on some terminals, and
+        # a wrapped line can no longer be redrawn with a carriage return.
+        self._stream.write(_CLEAR_LINE + cut(line, max(terminal_width() - 1, 10)))
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write(_CLEAR_LINE)
+            self._stream.flush()
+            self._shown = False
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
+    reply = client.servers()
+    if args.json:
+        _raw(reply.text)
+        return EXIT_OK
+    servers = _items(reply, "servers", "servers", client.url)
+    if not servers:
+        _out("no servers configured")
+        return EXIT_OK
+    headers = ["SERVER", "STATE", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
+    rows = [
+        [
+            _cell(server.get("name")),
+            _cell(server.get("state")),
+            _cell(server.get("available")),
+            _cell(_tool_count(server)),
+            format_retry(server.get("state"), server.get("retry_in_s")),
+            _cell(server.get("attempt") or None),
+            _cell(server.get("last_error")),
+        ]
+        for server in servers
+    ]
+    for line in render_table(headers, rows, terminal_width()):
+        _out(line)
+    return EXIT_OK
+
+
+def cmd_tools(client: AdminClient, args: argparse.Namespace) -> int:
+    reply = client.tools()
+    if args.json:
+        _raw(reply.text)
+        return EXIT_OK
+    tools = _items(reply, "tools", "tools", client.url)
+    if not tools:
+        _out("no tools")
+        return EXIT_OK
+    headers = ["ID", "SERVER", "AVAILABLE", "DESCRIPTION"]
+    rows = [
+        [
+            _cell(tool.get("id")),
+            _cell(tool.get("server")),
+            _with_stale(_cell(tool.get("available")), tool),
+            _cell(tool.get("description")),
+        ]
+        for tool in tools
+    ]
+    for line in render_table(headers, rows, terminal_width()):
+        _out(line)
+    return EXIT_OK
+
+
+def _warn_not_deleted(sid: str, exc: ClientError) -> None:
+    _err(f"mcp-supervisor: warning: could not delete session {sid}: {exc}")
+
+
+def cmd_search(client: AdminClient, args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    with client.session(on_delete_error=_warn_not_deleted) as sid:
+        reply = client.tool_search(sid, query)
+    if args.json:
+        _raw(reply.text)
+        return EXIT_OK
+    matches = _items(reply, "matches", "matches", client.url)
+    if not matches:
+        _out(f"no tools match {_one_line(query)!r}")
+        return EXIT_OK
+    headers = ["ID", "STATE", "DESCRIPTION"]
+    rows = [
+        [
+            _cell(match.get("id")),
+            _with_stale(_cell(match.get("server_state")), match),
+            _cell(match.get("description")),
+        ]
+        for match in matches
+    ]
+    for line in render_table(headers, rows, terminal_width()):
+        _out(line)
+    return EXIT_OK
+
+
+def cmd_call(client: AdminClient, args: argparse.Namespace) -> int:
+    arguments = parse_arguments(args.arguments, sys.stdin)
+    progress = Progress(sys.stderr)
+    request_id: list[str] = []
+
+    def on_event(event: SseEvent) -> None:
+        data: object = None
+        with contextlib.suppress(ValueError):
+            data = json.loads(event.data)
+        if event.event == "request_received":
+            rid = data.get("request_id") if isinstance(data, dict) else None
+            if isinstance(rid, str) and rid:
+                request_id.append(rid)
+            progress.show(f"calling {_one_line(args.tool)} ...")
+        elif event.event == "progress":
+            line = format_progress(data)
+            if line is not None:
+                progress.show(line)
+
+    with client.session(on_delete_error=_warn_not_deleted) as sid:
+        try:
+            turn = client.begin_turn(sid)
+            if turn.search_enabled and not turn.lists(args.tool):
+                # With tool search on, a turn lists only activated tools; a search for
+                # the id activates it (this turn included), as a model would do.
+                client.tool_search(sid, args.tool)
+            result = client.call(
+                sid, turn.turn_id, args.tool, arguments, on_event=on_event, stream_timeout=args.timeout
+            )
+        except KeyboardInterrupt:
+            progress.clear()
+            client.timeout = min(client.timeout, _CLEANUP_TIMEOUT_S)
+            if request_id:
+                with contextlib.suppress(ClientError):
+                    client.cancel_request(request_id[0])
+            raise
+        finally:
+            progress.clear()
+
+    envelope = result.envelope
+    if args.json:
+        _raw(result.text)
+    else:
+        text = envelope.get("text")
+        if isinstance(text, str) and text:
+            _out(text)
+        elif envelope.get("ok") and envelope.get("structured") is not None:
+            _out(json.dumps(envelope["structured"], ensure_ascii=False))
+    if envelope["ok"]:
+        return EXIT_OK
+    error = envelope.get("error")
+    error = error if isinstance(error, dict) else {}
+    code = _one_line(str(error.get("code") or "unknown"))
+    message = printable(str(error.get("message") or "the call failed"), keep_newlines=True)
+    _err(f"error {code}: {message}")
+    return EXIT_FAILED
+
+
+_HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], int]] = {
+    "status": cmd_status,
+    "tools": cmd_tools,
+    "search": cmd_search,
+    "call": cmd_call,
+}
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (``... | head``): point stdout at /dev/null so the interpreter's
+    final flush does not print a BrokenPipeError traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one client command; every failure becomes one line on stderr and an exit status."""
+    url = args.url or os.environ.get(URL_ENV_VAR) or DEFAULT_URL
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV_VAR)
+    try:
+        client = AdminClient(url, token, args.timeout or DEFAULT_TIMEOUT_S)
+        status = _HANDLERS[args.command](client, args)
+        sys.stdout.flush()
+        return status
+    except UsageError as exc:
+        _err(f"mcp-supervisor: {exc}")
+        return EXIT_USAGE
+    except ClientError as exc:
+        _err(f"mcp-supervisor: {printable(str(exc))}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        _err("mcp-supervisor: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_FAILED
