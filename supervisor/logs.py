@@ -75,3 +75,7 @@ def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_li
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # The HTTP client logs every request with its full URL at INFO and response headers
+    # (Mcp-Session-Id among them) at DEBUG: ours say what matters, without those.
+    for noisy in ("httpx2", "httpcore2", "httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -56,7 +56,7 @@ from actors.protocol.session import (
     parse_tools_page,
 )
 from actors.redaction import Redactor
-from actors.transports.base import Connector, Transport, TransportClosed, TransportError
+from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
 
 log = logging.getLogger("actors.connection")
 
@@ -360,7 +360,7 @@ class ConnectionActor:
 
     # -------------------------------------------------------- connection tasks
 
-    def _fail(self, live: _Live, reason: str) -> None:
+    def _fail(self, live: _Live, reason: str, *, auth: bool = False) -> None:
         """The connection is dead: answer every call in flight now, end the attempt."""
         if live.failure is not None:
             return
@@ -370,8 +370,12 @@ class ConnectionActor:
         live.failure = reason
         live.accepting_calls = False
         for entry in self._inflight.drain():
-            message = f"MCP server stopped responding during tools/call {entry.call.tool}"
-            answer(entry.call.reply, CallFailed("unavailable", message))
+            if auth:  # the model sees the sanitized text, never the server's 401 body
+                outcome = CallFailed("auth_failed", "authentication failed")
+            else:
+                message = f"MCP server stopped responding during tools/call {entry.call.tool}"
+                outcome = CallFailed("unavailable", message)
+            answer(entry.call.reply, outcome)
         live.nursery.cancel_scope.cancel()
 
     def _kick(self, live: _Live) -> None:
@@ -397,6 +401,8 @@ class ConnectionActor:
                     raise TransportClosed(f"mcp server {self.name} closed the connection")
                 live.session.receive_data(data)
                 self._handle_events(live)
+        except AuthRequired as exc:
+            self._fail(live, str(exc), auth=True)
         except TransportError as exc:
             self._fail(live, str(exc))
         except ProtocolError as exc:

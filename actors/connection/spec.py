@@ -61,6 +61,9 @@ class ServerSpec:
     env: Mapping[str, str] = attrs.field(factory=dict)
     cwd: str | None = None
     url: str | None = None
+    # type "remote": "auto" (Streamable HTTP, falling back to legacy HTTP+SSE when the
+    # server answers initialize the old way), "streamable-http" or "sse".
+    transport: str = "auto"
     headers: Mapping[str, str] = attrs.field(factory=dict)
     enabled: bool = True
     trusted: bool = False

@@ -6,7 +6,8 @@ exit) are mapped here, at the edge, into this tree and nowhere else:
 
     TransportError                 the connection is unusable; the actor goes to backoff
     ├── SpawnError                 a local server could not be started (command missing, cwd, exec)
-    └── TransportClosed            the peer went away (EOF, broken pipe, process exited)
+    ├── TransportClosed            the peer went away (EOF, broken pipe, process exited)
+    └── AuthRequired               the server refused our credentials (HTTP 401/403)
 
 Messages are user-facing: they name the server and say what to do.
 """
@@ -30,6 +31,16 @@ class SpawnError(TransportError):
 
 class TransportClosed(TransportError):
     """The server closed the connection or its process exited."""
+
+
+class AuthRequired(TransportError):
+    """The server refused our credentials (HTTP 401/403). The text is fixed:
+    ``mcp server <name>: authentication failed`` (never a header value); ``status``
+    keeps the HTTP code. Calls in flight end ``auth_failed``."""
+
+    def __init__(self, server: str, status: int) -> None:
+        super().__init__(f"mcp server {server}: authentication failed")
+        self.status = status
 
 
 class Transport(Protocol):

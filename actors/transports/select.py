@@ -9,6 +9,7 @@ from pathlib import Path
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError, Transport
+from actors.transports.legacy_sse import RemoteConnector
 from actors.transports.stdio import StdioConnector
 
 
@@ -16,7 +17,7 @@ from actors.transports.stdio import StdioConnector
 async def _unsupported(spec: ServerSpec) -> AsyncIterator[Transport]:
     raise SpawnError(
         f"mcp server {spec.name}: servers of type {spec.type!r} are not supported by this "
-        "version yet (local stdio servers are); run it through a local stdio proxy meanwhile"
+        "version yet (local stdio and remote HTTP servers are); run it through a local stdio proxy meanwhile"
     )
     yield  # pragma: no cover
 
@@ -27,6 +28,7 @@ class TransportConnector:
     def __init__(self, state_dir: Path | None = None, extra_secrets: tuple[str, ...] = ()) -> None:
         self._extra = extra_secrets
         self._stdio = StdioConnector(state_dir, self._redactor)
+        self._remote = RemoteConnector(self._redactor)
 
     def _redactor(self, spec: ServerSpec) -> Redactor:
         return Redactor((*spec.secrets, *self._extra))
@@ -34,4 +36,6 @@ class TransportConnector:
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[Transport]:
         if spec.type == "local":
             return self._stdio(spec)
+        if spec.type == "remote":  # Streamable HTTP or legacy HTTP+SSE, by spec.transport
+            return self._remote(spec)
         return _unsupported(spec)

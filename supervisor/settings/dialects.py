@@ -68,6 +68,18 @@ _TYPE_NAMES = {
     "ws": "websocket",
 }
 
+# How a remote server is reached (``ServerSpec.transport``), by the spelling used in
+# `type` or `transport`. The generic spellings ("remote", "http") leave it to "auto":
+# Streamable HTTP, falling back to legacy HTTP+SSE for servers that answer the old way.
+_REMOTE_TRANSPORTS = {
+    "streamable-http": "streamable-http",
+    "streamable_http": "streamable-http",
+    "streamableHttp": "streamable-http",
+    "sse": "sse",
+}
+# `"transport": "auto"` (the default) is a remote server's transport, not a type.
+_TRANSPORT_ONLY = {"auto": "remote"}
+
 # Keys that only make sense for some types; anything else applies to all.
 _ONLY_FOR = {
     "command": ("local",),
@@ -114,7 +126,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     entry = expect_object(value, path, "an object with the server's settings")
     check_keys(entry, path, _KEYS)
     url = exp.text(entry["url"], child(path, "url")) if "url" in entry else None
-    kind = _server_type(entry, url, path, exp)
+    kind, transport = _server_type(entry, url, path, exp)
     for key in entry:
         types = _ONLY_FOR.get(key)
         if types is not None and kind not in types:
@@ -155,6 +167,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         env=MappingProxyType(env),
         cwd=cwd,
         url=url,
+        transport=transport,
         headers=MappingProxyType(headers),
         enabled=enabled,
         trusted=trusted,
@@ -171,30 +184,45 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     )
 
 
-def _server_type(entry: Mapping[str, Any], url: str | None, path: str, exp: Expander) -> str:
+def _server_type(
+    entry: Mapping[str, Any], url: str | None, path: str, exp: Expander
+) -> tuple[str, str]:
+    """The server's type, and for a remote one its transport (default "auto")."""
     declared: dict[str, str] = {}
+    transports: dict[str, str] = {}
     for key in ("type", "transport"):
         if key in entry:
             where = child(path, key)
             value = exp.text(entry[key], where)
-            if value not in _TYPE_NAMES:
+            names = {**_TYPE_NAMES, **_TRANSPORT_ONLY} if key == "transport" else _TYPE_NAMES
+            if value not in names:
+                also = "auto, " if key == "transport" else ""
                 raise Invalid(
                     where,
-                    "expected 'local', 'remote' or 'websocket' (also accepted: stdio, http, "
+                    f"expected 'local', 'remote' or 'websocket' (also accepted: {also}stdio, http, "
                     f"streamable-http, sse, ws), got {show(entry[key])}",
                 )
-            declared[key] = _TYPE_NAMES[value]
+            declared[key] = names[value]
+            if value in _REMOTE_TRANSPORTS:
+                transports[key] = _REMOTE_TRANSPORTS[value]
     if len(set(declared.values())) > 1:
         raise Invalid(
             child(path, "transport"),
             f"'transport' says {declared['transport']} but 'type' says {declared['type']}; "
             "keep one of them",
         )
+    if len(set(transports.values())) > 1:
+        raise Invalid(
+            child(path, "transport"),
+            f"'transport' says {transports['transport']} but 'type' says {transports['type']}; "
+            "keep one of them",
+        )
+    transport = next(iter(transports.values()), "auto")
     if declared:
-        return next(iter(declared.values()))
+        return next(iter(declared.values())), transport
     if url is None:
-        return "local"
-    return "websocket" if url.lower().startswith(("ws://", "wss://")) else "remote"
+        return "local", transport
+    return ("websocket" if url.lower().startswith(("ws://", "wss://")) else "remote"), transport
 
 
 def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, ...]:

@@ -1,0 +1,409 @@
+"""The HTTP edge shared by the remote transports: decisions, errors, one client.
+
+Both remote transports (Streamable HTTP and legacy HTTP+SSE) talk through a
+:class:`RemoteLink`: one pooled ``httpx2.AsyncClient`` per connection, the nursery its
+stream tasks run in, and the :class:`Inbox` the actor reads. Everything httpx raises
+is mapped here, in :meth:`RemoteLink.mapped`, and nowhere else (httpcore's habit).
+
+What a status code means is decided by pure functions (:func:`decide_post`,
+:func:`decide_get`) before any I/O acts on it, so the rules are tested as a table:
+
+    POST 2xx      202/204 → ACCEPTED, else READ_BODY (JSON or an SSE stream)
+    401, 403      AUTH_FAILED → :class:`AuthRequired` ("authentication failed")
+    400/404/405   on initialize, transport ``auto`` → FALL_BACK to legacy HTTP+SSE
+    404           with a session → SESSION_EXPIRED (a fresh connection re-initializes)
+    3xx           REDIRECTED (not followed: credentials must not travel elsewhere)
+    5xx           SERVER_ERROR → the connection backs off
+    other 4xx     REFUSED → the request is answered with a JSON-RPC error
+
+Error texts name the server and never carry a header value, a session id or a URL's
+query string; they pass the spec's redactor as a last guard.
+
+The error tree adds one leaf to ``base.py``'s: ``TransportError → AuthRequired``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import attrs
+import httpx2
+import orjson
+import trio
+
+from actors.connection.spec import ServerSpec
+from actors.redaction import Redactor
+from actors.transports.base import AuthRequired, TransportClosed, TransportError
+from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
+
+_log = logging.getLogger("actors.transports.http")
+
+ACCEPT_POST = "application/json, text/event-stream"
+ACCEPT_SSE = "text/event-stream"
+SESSION_HEADER = "Mcp-Session-Id"
+PROTOCOL_VERSION_HEADER = "MCP-Protocol-Version"
+LAST_EVENT_ID = "Last-Event-ID"
+USER_AGENT = "trio-mcp-supervisor"
+TRANSPORT_CHOICES = ("auto", "streamable-http", "sse")
+
+MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio codec's longest line
+_REFUSAL_BODY_BYTES = 64 * 1024
+_CLOSE_S = 2.0
+_INBOX_SIZE = 64
+_DEFAULT_RETRY_S = 1.0
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+\Z")  # visible ASCII, as the spec requires of session ids
+_INTERNAL_ERROR = -32603
+
+
+class FallBack(Exception):
+    """Internal signal: an ``auto`` initialize POST was answered the way servers of
+    the old HTTP+SSE transport answer; ``lines`` are the messages to replay there."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.lines: list[bytes] = []
+
+
+class Next(enum.Enum):
+    """What to do with the answer to a POST."""
+
+    ACCEPTED = "accepted"
+    READ_BODY = "read_body"
+    FALL_BACK = "fall_back"
+    SESSION_EXPIRED = "session_expired"
+    AUTH_FAILED = "auth_failed"
+    REDIRECTED = "redirected"
+    SERVER_ERROR = "server_error"
+    REFUSED = "refused"
+
+
+def decide_post(status: int, *, initialize: bool, has_session: bool, may_fall_back: bool = False) -> Next:
+    """Map a POST's status to the next step (the table in the module docstring)."""
+    if status in (202, 204):
+        return Next.ACCEPTED
+    if 200 <= status < 300:
+        return Next.READ_BODY
+    if status in (401, 403):
+        return Next.AUTH_FAILED
+    if initialize and may_fall_back and status in (400, 404, 405):
+        return Next.FALL_BACK
+    if status == 404 and has_session:
+        return Next.SESSION_EXPIRED
+    if 300 <= status < 400:
+        return Next.REDIRECTED
+    if status >= 500:
+        return Next.SERVER_ERROR
+    return Next.REFUSED
+
+
+class GetNext(enum.Enum):
+    """What to do with the answer to a GET that should open an SSE stream."""
+
+    LISTEN = "listen"
+    NO_STREAM = "no_stream"  # the server offers none: fine, notifications come on POST streams
+    RETRY = "retry"
+    SESSION_EXPIRED = "session_expired"
+    AUTH_FAILED = "auth_failed"
+    LOST = "lost"  # a stream that worked cannot be reopened
+
+    def as_post(self) -> Next:
+        """The POST step whose error text fits a GET that cannot go on."""
+        return {GetNext.AUTH_FAILED: Next.AUTH_FAILED, GetNext.SESSION_EXPIRED: Next.SESSION_EXPIRED}.get(
+            self, Next.REFUSED
+        )
+
+
+def decide_get(status: int, *, reopening: bool, has_session: bool) -> GetNext:
+    """Map a GET's status to the next step.
+
+    The first GET is optional in the spec: anything but success or an auth failure
+    just means "no GET stream". Once a stream worked, failing to reopen it means
+    notifications would be lost silently, so that ends the connection instead.
+    """
+    if 200 <= status < 300:
+        return GetNext.LISTEN
+    if status in (401, 403):
+        return GetNext.AUTH_FAILED
+    if status == 405:
+        return GetNext.NO_STREAM
+    if not reopening:
+        return GetNext.NO_STREAM
+    if status == 404 and has_session:
+        return GetNext.SESSION_EXPIRED
+    if status >= 500:
+        return GetNext.RETRY
+    return GetNext.LOST
+
+
+def reconnect_delay(retry_ms: int | None) -> float:
+    """Seconds to wait before reopening a stream: the server's ``retry`` if it sent
+    one (the spec says MUST respect it), kept between 50 ms and 10 minutes."""
+    if retry_ms is None:
+        return _DEFAULT_RETRY_S
+    return min(max(retry_ms / 1000, 0.05), 600.0)
+
+
+def header_safe(value: str, *, spaces: bool = False) -> bool:
+    """May this server-chosen value be sent back in a header? (Event ids may hold spaces.)"""
+    return bool(_HEADER_SAFE.match(value.replace(" ", "!") if spaces else value))
+
+
+def safe_url(url: str) -> str:
+    """The URL without user info, query or fragment: fit for logs and error texts."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+    except ValueError:
+        return "<invalid url>"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def content_type(response: httpx2.Response) -> str:
+    """The media type alone, lower case (``text/event-stream``)."""
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def error_line(request_id: int | str | None, message: str, code: int = _INTERNAL_ERROR) -> bytes:
+    """A JSON-RPC error answering one of our requests that the server refused at the
+    HTTP level, so the caller gets an answer instead of a wait."""
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return orjson.dumps(body) + b"\n"
+
+
+def one_line(data: bytes) -> bytes:
+    """A message as one line for the actor's line decoder. JSON cannot hold a raw line
+    break inside a string, so replacing them with spaces keeps valid JSON valid."""
+    return data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n"
+
+
+class Inbox:
+    """Server messages (one JSON line each) for the actor's reader, then the first failure.
+
+    Every task of a remote transport puts into it; ``get`` hands the buffered lines out
+    first and then raises the failure, so nothing the server said is lost and nothing
+    waits for a timeout once the connection is known to be dead.
+    """
+
+    def __init__(self, size: int = _INBOX_SIZE) -> None:
+        self._send, self._receive = trio.open_memory_channel[bytes](size)
+        self._failure: TransportError | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    async def put(self, line: bytes) -> None:
+        """Queue one line; dropped silently once the inbox failed (nobody will read it)."""
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+            await self._send.send(line)
+
+    def fail(self, error: TransportError) -> None:
+        """Record the first failure; the reader raises it after the buffered lines."""
+        if self._failure is None:
+            self._failure = error
+            self._send.close()
+
+    async def get(self) -> bytes:
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            assert self._failure is not None
+            raise self._failure from None
+
+
+def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
+    """One pooled client per connection; the spec's static headers go on every request."""
+    headers = {"User-Agent": USER_AGENT, **spec.headers}
+    try:
+        return httpx2.AsyncClient(headers=headers, follow_redirects=False, timeout=spec.call_timeout_s)
+    except (UnicodeError, ValueError) as exc:
+        raise TransportError(
+            f"mcp server {spec.name}: a configured header cannot be sent over HTTP "
+            "(names and values must be ASCII); fix the server's headers"
+        ) from exc
+
+
+@attrs.define(eq=False)
+class RemoteLink:
+    """What one remote connection's tasks share; owned by the remote connector."""
+
+    spec: ServerSpec
+    client: httpx2.AsyncClient
+    nursery: trio.Nursery  # the connector's; stream tasks run here and end at teardown
+    inbox: Inbox
+    redactor: Redactor
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def url(self) -> str:
+        assert self.spec.url is not None
+        return self.spec.url
+
+    @property
+    def safe_url(self) -> str:
+        return safe_url(self.url)
+
+    @property
+    def log_fields(self) -> dict[str, Any]:
+        return {"fields": {"server": self.name}}
+
+    @property
+    def request_bound_s(self) -> float:
+        """How long a request's answer may stream: past this the actor gave up long ago."""
+        return self.spec.max_call_timeout_s + self.spec.ping_timeout_s
+
+    @contextlib.contextmanager
+    def mapped(self, doing: str) -> Iterator[None]:
+        """httpx's errors become ours, with texts that name the server and the step."""
+        try:
+            yield
+        except httpx2.HTTPError as exc:
+            raise self._network_error(exc, doing) from exc
+        except httpx2.InvalidURL as exc:
+            raise TransportError(f"mcp server {self.name}: unusable URL for {doing}: {exc}") from exc
+        except UnicodeError as exc:  # a header value httpx cannot encode; never quote it
+            raise TransportError(f"mcp server {self.name}: a header of {doing} is not ASCII") from exc
+        except SSEError as exc:
+            raise TransportError(f"mcp server {self.name}: {exc} during {doing}") from exc
+
+    def _network_error(self, exc: httpx2.HTTPError, doing: str) -> TransportError:
+        reason = self.redactor.redact(str(exc) or type(exc).__name__)
+        if isinstance(exc, httpx2.TimeoutException):
+            return TransportClosed(
+                f"mcp server {self.name} did not answer {doing} in time ({type(exc).__name__})"
+            )
+        if isinstance(exc, httpx2.ConnectError):
+            return TransportClosed(f"mcp server {self.name}: cannot connect to {self.safe_url}: {reason}")
+        if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError):
+            return TransportClosed(f"mcp server {self.name}: the connection dropped during {doing}: {reason}")
+        return TransportError(f"mcp server {self.name}: HTTP failure during {doing}: {reason}")
+
+    async def open(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        doing: str,
+        *,
+        content: bytes | None = None,
+        read_timeout: float | None = None,
+        head_timeout: float | None = None,
+    ) -> httpx2.Response:
+        """Send a request and return once the response head arrived (body unread).
+
+        ``read_timeout`` None: streams may be silent for long; their tasks are bounded
+        by cancel scopes instead. ``head_timeout`` still bounds the wait for the
+        status line of such a stream (a GET must not hang before it even started).
+        """
+        spec = self.spec
+        timeout = httpx2.Timeout(
+            connect=min(spec.init_timeout_s, spec.call_timeout_s),
+            read=read_timeout,
+            write=spec.call_timeout_s,
+            pool=spec.call_timeout_s,
+        )
+        with self.mapped(doing), trio.move_on_after(math.inf if head_timeout is None else head_timeout):
+            request = self.client.build_request(
+                method, url, headers=headers, content=content, timeout=timeout
+            )
+            return await self.client.send(request, stream=True)
+        raise TransportClosed(f"mcp server {self.name} did not answer {doing} within {head_timeout:g} s")
+
+    async def close(self, response: httpx2.Response) -> None:
+        """Release a response's connection, also under cancellation (shielded, bounded)."""
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(_CLOSE_S),
+            contextlib.suppress(httpx2.HTTPError),
+        ):
+            await response.aclose()
+
+    async def read_body(self, response: httpx2.Response, doing: str, limit: int = MAX_BODY_BYTES) -> bytes:
+        """The whole body, refusing more than ``limit`` bytes."""
+        chunks: list[bytes] = []
+        size = 0
+        with self.mapped(doing):
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise TransportError(f"mcp server {self.name} answered {doing} with over {limit} bytes")
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def pump(
+        self,
+        response: httpx2.Response,
+        parser: SSEParser,
+        handle: Callable[[ServerSentEvent], Awaitable[bool]],
+        doing: str,
+    ) -> bool:
+        """Feed an SSE body through ``parser`` into ``handle`` until it returns True
+        (then True) or the stream ends (then False)."""
+        chunks = response.aiter_bytes()
+        try:
+            with self.mapped(doing):
+                async for chunk in chunks:
+                    for event in parser.feed(chunk):
+                        if await handle(event):
+                            return True
+                for event in parser.close():
+                    if await handle(event):
+                        return True
+            return False
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                with trio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await aclose()
+
+    def status_error(self, step: Next, status: int, doing: str) -> TransportError:
+        """The error for a status that ends the connection (texts carry no header values)."""
+        if step is Next.AUTH_FAILED:
+            return AuthRequired(self.name, status)
+        if step is Next.SESSION_EXPIRED:
+            return TransportClosed(
+                f"mcp server {self.name} ended the session (HTTP 404 on {doing}); "
+                "the next connection starts a new one"
+            )
+        text = f"mcp server {self.name} answered {doing} with HTTP {status}"
+        if step is Next.REDIRECTED:
+            return TransportError(f"{text} (a redirect, not followed); set url to the final MCP endpoint")
+        if step is Next.SERVER_ERROR:
+            return TransportError(f"{text} (server error)")
+        if doing == "initialize" and status in (400, 404, 405):
+            return TransportError(
+                f'{text}; if it only speaks the older HTTP+SSE transport, set "transport": "sse" or "auto"'
+            )
+        return TransportError(text)
+
+    def refusal(self, status: int, doing: str, detail: str) -> str:
+        return f"mcp server {self.name} answered {doing} with HTTP {status} ({detail})"
+
+    async def refused_answer(
+        self, response: httpx2.Response, request_id: int | str | None, doing: str
+    ) -> bytes:
+        """The answer for a request refused with a 4xx: the JSON-RPC error in the body
+        if there is one (given this request's id), else one made from the status."""
+        status = response.status_code
+        with contextlib.suppress(TransportError, orjson.JSONDecodeError):
+            body = orjson.loads(await self.read_body(response, doing, _REFUSAL_BODY_BYTES))
+            error = body.get("error") if isinstance(body, dict) else None
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                code = error.get("code")
+                code = code if isinstance(code, int) and not isinstance(code, bool) else _INTERNAL_ERROR
+                return error_line(request_id, self.redactor.redact(error["message"]), code)
+        return error_line(request_id, self.refusal(status, doing, "refused"))

@@ -1,0 +1,408 @@
+"""The Streamable HTTP transport (MCP 2025-03-26 and later), as a byte pipe for the actor.
+
+The connection actor speaks newline-delimited JSON-RPC over a :class:`Transport`; it
+must not care whether a server is a process or a URL. So this module adapts HTTP to
+that shape instead of teaching the actor HTTP:
+
+- ``send(data)`` splits the bytes into messages. Notifications and responses are POSTed
+  at once and awaited (the server answers 202), which keeps their order: the
+  ``notifications/initialized`` POST finishes before any later request starts. Each
+  request gets its own task, so a slow ``tools/call`` never holds up the next one.
+- What the server answers — a JSON body, or the ``message`` events of an SSE
+  response stream, or of the GET stream for server-initiated messages — is queued
+  one compact JSON line at a time in the :class:`~actors.transports.http_link.Inbox`
+  that ``receive()`` reads.
+- Failures from any task land in that inbox too, so the actor's reader sees the
+  first one at once and fails the calls in flight; nothing waits for a timeout.
+
+Session rules (spec "Session Management"): the ``Mcp-Session-Id`` of the initialize
+response is sent on every later request, and ``MCP-Protocol-Version`` once the
+initialize result (peeked at as it passes through) named it. A 404 on a request that
+carried the session means the server forgot the session: the transport closes, and
+the actor's next connection attempt makes a new one. A response stream that carried
+event ids and ended early is resumed by a GET with ``Last-Event-ID`` after the
+server's ``retry`` delay; without ids it is simply lost, and the transport closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+import attrs
+import httpx2
+import orjson
+import trio
+
+from actors.transports.base import TransportClosed, TransportError
+from actors.transports.http_link import (
+    ACCEPT_POST,
+    ACCEPT_SSE,
+    LAST_EVENT_ID,
+    PROTOCOL_VERSION_HEADER,
+    SESSION_HEADER,
+    FallBack,
+    GetNext,
+    Next,
+    RemoteLink,
+    content_type,
+    decide_get,
+    decide_post,
+    error_line,
+    header_safe,
+    one_line,
+    reconnect_delay,
+)
+from actors.transports.sse_parser import ServerSentEvent, SSEParser
+
+_log = logging.getLogger("actors.transports.http")
+
+# Consecutive failed attempts to reopen a GET stream (or to resume a response
+# stream) before the connection counts as lost.
+REOPEN_ATTEMPTS = 3
+
+EventHandler: TypeAlias = Callable[[ServerSentEvent], Awaitable[bool]]
+
+
+@attrs.frozen(slots=True)
+class Outgoing:
+    """What the transport needs to know about one message it sends."""
+
+    method: str | None
+    id: int | str | None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and self.id is not None
+
+    @property
+    def what(self) -> str:
+        """How error texts name the message: ``tools/call``, ``a response``."""
+        return self.method or "a response"
+
+    @classmethod
+    def read(cls, line: bytes) -> Outgoing:
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return cls(None, None)
+        if not isinstance(message, dict):
+            return cls(None, None)
+        method = message.get("method")
+        request_id = message.get("id")
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            request_id = None
+        return cls(method if isinstance(method, str) else None, request_id)
+
+
+def is_answer(item: Any, request_id: int | str | None) -> bool:
+    """Is this decoded message the response (or error) to ``request_id``?"""
+    if request_id is None or not isinstance(item, dict) or "method" in item:
+        return False
+    found = item.get("id")
+    return type(found) is type(request_id) and found == request_id and ("result" in item or "error" in item)
+
+
+class StreamableHttpTransport:
+    """One MCP session over Streamable HTTP; made and torn down by the remote connector."""
+
+    def __init__(self, link: RemoteLink, *, may_fall_back: bool) -> None:
+        self._link = link
+        self._may_fall_back = may_fall_back
+        self._partial = bytearray()
+        self._listening = False
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+
+    def describe(self) -> str:
+        return f"streamable-http {self._link.safe_url}"
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, data: bytes) -> None:
+        """POST each complete message in ``data``; failures go to the inbox."""
+        lines = self._split(data)
+        for index, line in enumerate(lines):
+            if self._link.inbox.failed:
+                return  # the reader reports the failure; later messages have nowhere to go
+            try:
+                await self._send_line(line)
+            except FallBack as fallback:
+                fallback.lines = lines[index:]
+                raise
+            except TransportError as exc:
+                self._link.inbox.fail(exc)
+                return
+
+    def _split(self, data: bytes) -> list[bytes]:
+        self._partial += data
+        if b"\n" not in data:
+            return []
+        *complete, rest = bytes(self._partial).split(b"\n")
+        self._partial = bytearray(rest)
+        return [line.strip() for line in complete if line.strip()]
+
+    async def _send_line(self, line: bytes) -> None:
+        message = Outgoing.read(line)
+        if message.method == "initialize" and message.is_request:
+            await self._initialize(line, message)
+        elif message.is_request:
+            self._link.nursery.start_soon(self._request, line, message)
+        else:
+            await self._notify(line, message)
+
+    def _headers(self, accept: str, *, post: bool = True, last_event_id: str = "") -> dict[str, str]:
+        headers = {"Accept": accept}
+        if post:
+            headers["Content-Type"] = "application/json"
+        if self.session_id is not None:
+            headers[SESSION_HEADER] = self.session_id
+        if self.protocol_version is not None:
+            headers[PROTOCOL_VERSION_HEADER] = self.protocol_version
+        if last_event_id and header_safe(last_event_id, spaces=True):
+            headers[LAST_EVENT_ID] = last_event_id
+        return headers
+
+    async def _initialize(self, line: bytes, message: Outgoing) -> None:
+        """POST initialize and wait for the status (not the body): the fallback to
+        legacy SSE and the session id are both decided by the response head."""
+        self.session_id = self.protocol_version = None
+        link = self._link
+        response = await link.open(
+            "POST", link.url, self._headers(ACCEPT_POST), "initialize", content=line,
+            read_timeout=link.spec.init_timeout_s,
+        )  # fmt: skip
+        try:
+            step = decide_post(
+                response.status_code, initialize=True, has_session=False, may_fall_back=self._may_fall_back
+            )
+            if step is Next.FALL_BACK:
+                raise FallBack(response.status_code)
+            if step is not Next.READ_BODY:
+                raise link.status_error(step, response.status_code, "initialize")
+            session = response.headers.get(SESSION_HEADER)
+            if session is not None and not header_safe(session):
+                raise TransportError(f"mcp server {link.name} sent an unusable {SESSION_HEADER} header")
+            self.session_id = session
+        except BaseException:
+            await link.close(response)
+            raise
+        link.nursery.start_soon(self._settle, response, message)
+
+    async def _request(self, line: bytes, message: Outgoing) -> None:
+        """Task: POST one request and pass its answer on."""
+        link = self._link
+        with trio.move_on_after(link.request_bound_s):
+            try:
+                response = await link.open(
+                    "POST", link.url, self._headers(ACCEPT_POST), message.what, content=line
+                )
+            except TransportError as exc:
+                link.inbox.fail(exc)
+                return
+            await self._settle(response, message)
+
+    async def _settle(self, response: httpx2.Response, message: Outgoing) -> None:
+        """Read a request's answer (JSON body or SSE stream); always close the response.
+
+        Bounded by ``request_bound_s``: past the absolute call cap the actor has long
+        answered the caller, so a stream still open then is only dropped.
+        """
+        link = self._link
+        with trio.move_on_after(link.request_bound_s):
+            try:
+                await self._answer(response, message)
+            except TransportError as exc:
+                link.inbox.fail(exc)
+            finally:
+                await link.close(response)
+
+    async def _answer(self, response: httpx2.Response, message: Outgoing) -> None:
+        link = self._link
+        status = response.status_code
+        step = decide_post(
+            status, initialize=False, has_session=self.session_id is not None, may_fall_back=False
+        )
+        if step is Next.READ_BODY:
+            kind = content_type(response)
+            if kind == "application/json":
+                body = await link.read_body(response, message.what)
+                await self._deliver(body, message)
+            elif kind == "text/event-stream":
+                await self._read_stream(response, message)
+            else:
+                await link.inbox.put(error_line(message.id, link.refusal(status, message.what, kind)))
+        elif step is Next.ACCEPTED:
+            await link.inbox.put(error_line(message.id, link.refusal(status, message.what, "no answer")))
+        elif step is Next.REFUSED:
+            await link.inbox.put(await link.refused_answer(response, message.id, message.what))
+        else:
+            raise link.status_error(step, status, message.what)
+
+    async def _notify(self, line: bytes, message: Outgoing) -> None:
+        """POST a notification or a response and wait for the 202."""
+        link = self._link
+        response = await link.open(
+            "POST", link.url, self._headers(ACCEPT_POST), message.what, content=line,
+            read_timeout=link.spec.call_timeout_s,
+        )  # fmt: skip
+        try:
+            status = response.status_code
+            step = decide_post(status, initialize=False, has_session=self.session_id is not None)
+            if step is Next.REFUSED:
+                _log.debug("%s refused with HTTP %d", message.what, status, extra=link.log_fields)
+            elif step not in (Next.ACCEPTED, Next.READ_BODY):
+                raise link.status_error(step, status, message.what)
+        finally:
+            await link.close(response)
+        if message.method == "notifications/initialized" and not self._listening:
+            self._listening = True
+            link.nursery.start_soon(self._listen)
+
+    # ---------------------------------------------------------------- receiving
+
+    async def _deliver(self, body: bytes, answering: Outgoing | None) -> bool:
+        """Queue each message of a JSON body for the actor; True if one answered
+        ``answering``. The initialize answer is peeked at for the protocol version."""
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            # Passed on as one line: the actor's decoder reports the broken message.
+            await self._link.inbox.put(one_line(body))
+            return False
+        answered = False
+        for item in parsed if isinstance(parsed, list) else [parsed]:
+            if answering is not None and is_answer(item, answering.id):
+                answered = True
+                if answering.method == "initialize":
+                    self._learn_version(item)
+            await self._link.inbox.put(orjson.dumps(item) + b"\n")
+        return answered
+
+    def _learn_version(self, answer: dict[str, Any]) -> None:
+        result = answer.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if isinstance(version, str) and header_safe(version):
+            self.protocol_version = version
+
+    async def _read_stream(self, response: httpx2.Response, message: Outgoing) -> None:
+        """An SSE answer to a request: pass its messages on until the answer came.
+
+        Ended early: resumed if the server gave event ids, else the connection is lost.
+        """
+
+        async def handle(event: ServerSentEvent) -> bool:
+            if event.event != "message" or not event.data.strip():
+                return False  # e.g. the priming event: an id and empty data
+            return await self._deliver(event.data.encode(), message)
+
+        parser = SSEParser()
+        try:
+            if await self._link.pump(response, parser, handle, message.what):
+                return
+        except TransportClosed:
+            if not parser.last_event_id:
+                raise
+        if not parser.last_event_id:
+            raise TransportClosed(
+                f"mcp server {self._link.name} ended the stream answering {message.what} before the answer"
+            )
+        await self._resume(message, parser, handle)
+
+    async def _resume(self, message: Outgoing, parser: SSEParser, handle: EventHandler) -> None:
+        """GET with ``Last-Event-ID`` after the server's ``retry`` delay, until the answer."""
+        failures = 0
+        while failures < REOPEN_ATTEMPTS:
+            await trio.sleep(reconnect_delay(parser.retry))
+            before = parser.last_event_id
+            parser = SSEParser(last_event_id=before, retry=parser.retry)
+            step, answered = await self._get(parser, handle, f"resuming {message.what}", reopening=True)
+            if answered:
+                return
+            if step is GetNext.NO_STREAM:
+                break  # 405: the server cannot resume streams after all
+            failures = 0 if step is GetNext.LISTEN and parser.last_event_id != before else failures + 1
+        raise TransportClosed(
+            f"mcp server {self._link.name} dropped the stream answering {message.what} "
+            "and it could not be resumed"
+        )
+
+    async def _listen(self) -> None:
+        """Task: the optional GET stream for server-initiated messages, reopened with
+        ``Last-Event-ID`` after the server's ``retry`` delay whenever it ends."""
+
+        async def handle(event: ServerSentEvent) -> bool:
+            if event.event == "message" and event.data.strip():
+                await self._deliver(event.data.encode(), None)
+            return False
+
+        link = self._link
+        parser = SSEParser()
+        opened = False
+        failures = 0
+        try:
+            while failures < REOPEN_ATTEMPTS:
+                parser = SSEParser(last_event_id=parser.last_event_id, retry=parser.retry)
+                step, _ = await self._get(parser, handle, "the notification stream", reopening=opened)
+                if step is GetNext.NO_STREAM:
+                    _log.debug("no GET stream", extra=link.log_fields)
+                    return
+                if step is GetNext.LISTEN:
+                    opened, failures = True, 0
+                else:
+                    failures += 1
+                await trio.sleep(reconnect_delay(parser.retry))
+            raise TransportClosed(
+                f"mcp server {link.name}: the notification stream dropped and could not be reopened"
+            )
+        except TransportError as exc:
+            link.inbox.fail(exc)
+
+    async def _get(
+        self, parser: SSEParser, handle: EventHandler, doing: str, *, reopening: bool
+    ) -> tuple[GetNext, bool]:
+        """One GET that should open an SSE stream: the step taken, and whether ``handle``
+        saw what it waited for. A connection that fails or drops counts as RETRY or as
+        a finished LISTEN; auth failures, a lost session or a lost stream raise."""
+        link = self._link
+        headers = self._headers(ACCEPT_SSE, post=False, last_event_id=parser.last_event_id)
+        try:
+            response = await link.open("GET", link.url, headers, doing, head_timeout=link.spec.call_timeout_s)
+        except TransportClosed:
+            return GetNext.RETRY, False
+        try:
+            status = response.status_code
+            step = decide_get(status, reopening=reopening, has_session=self.session_id is not None)
+            if step is GetNext.LISTEN and content_type(response) != "text/event-stream":
+                step = GetNext.NO_STREAM
+            if step in (GetNext.AUTH_FAILED, GetNext.SESSION_EXPIRED, GetNext.LOST):
+                raise link.status_error(step.as_post(), status, doing)
+            if step is GetNext.LISTEN:
+                with contextlib.suppress(TransportClosed):  # dropped: the caller reopens it
+                    return step, await link.pump(response, parser, handle, doing)
+            return step, False
+        finally:
+            await link.close(response)
+
+    # ----------------------------------------------------------------- teardown
+
+    async def end_session(self) -> None:
+        """DELETE the session (a 405 means the server keeps sessions itself). Called by
+        the connector's shielded, bounded teardown; any failure is only logged."""
+        if self.session_id is None:
+            return
+        link = self._link
+        try:
+            response = await link.open(
+                "DELETE", link.url, self._headers(ACCEPT_POST, post=False), "DELETE",
+                read_timeout=link.spec.shutdown_grace_s,
+            )  # fmt: skip
+        except TransportError as exc:
+            _log.debug("session DELETE failed: %s", exc, extra=link.log_fields)
+            return
+        await link.close(response)
+        if response.status_code not in (200, 202, 204, 404, 405):
+            _log.debug("session DELETE answered HTTP %d", response.status_code, extra=link.log_fields)
+        self.session_id = None

@@ -1,0 +1,176 @@
+"""Remote transports against real third-party HTTP servers, through the embedding API:
+
+- the official ``mcp`` Python SDK's Streamable HTTP app (SSE and JSON answers) and its
+  legacy HTTP+SSE app (reached through ``auto``'s fallback), served in-process by
+  Hypercorn on Trio;
+- ``@modelcontextprotocol/server-everything`` in its ``streamableHttp`` and ``sse``
+  modes, as a Node subprocess.
+
+Each skips, saying why, only when its package truly cannot be had here.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from actors.connection.spec import ServerSpec
+from actors.protocol.session import ProgressReceived
+from supervisor import Supervisor
+from supervisor.settings.model import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+EVERYTHING = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
+START_S = 20.0
+
+
+def remote(name: str, url: str, **options: Any) -> ServerSpec:
+    options.setdefault("trusted", True)
+    options.setdefault("shutdown_grace_s", 1.0)
+    return ServerSpec(name=name, type="remote", url=url, **options)
+
+
+def sdk_server() -> Any:
+    """A fresh copy of tests/servers/sdk_server.py's MCPServer (add, shout, count)."""
+    if importlib.util.find_spec("mcp") is None:
+        pytest.skip("the mcp package is not installed (pip install -e '.[dev]' brings it)")
+    spec = importlib.util.spec_from_file_location(
+        "sdk_server_copy", ROOT / "tests" / "servers" / "sdk_server.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.server
+
+
+@asynccontextmanager
+async def hypercorn_app(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app on 127.0.0.1 (port 0) for the block; yields http://host:port."""
+    config = HypercornConfig()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.graceful_timeout = 0.2
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(functools.partial(serve, app, config))
+        yield binds[0]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("json_response", [False, True])
+async def test_official_sdk_streamable_http_server(tmp_path: Path, json_response: bool) -> None:
+    app = sdk_server().streamable_http_app(json_response=json_response)
+    async with hypercorn_app(app) as base:
+        spec = remote("sdk", f"{base}/mcp", transport="streamable-http")
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                turn = await s.begin_turn()
+            assert {"sdk_add", "sdk_shout", "sdk_count"} <= {t.id for t in turn.tools}
+            added = await turn.call("sdk_add", {"a": 2, "b": 40})
+            assert added.ok and added.text == "42" and added.structured == {"result": 42}, added
+            progress_send, progress_receive = trio.open_memory_channel[ProgressReceived](100)
+            counted = await turn.call("sdk_count", {"steps": 3}, progress=progress_send)
+            assert counted.ok and counted.text == "counted to 3", counted
+            if not json_response:  # progress travels on the call's SSE answer stream
+                assert progress_receive.receive_nowait().total == 3
+            status = await sup.connection_status("sdk")
+            assert status is not None and status.transport == f"streamable-http {base}/mcp"
+
+
+async def test_official_sdk_legacy_sse_server_through_auto_fallback(tmp_path: Path) -> None:
+    app = sdk_server().sse_app()
+    async with hypercorn_app(app) as base:
+        spec = remote("old", f"{base}/sse")  # transport "auto"
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                turn = await s.begin_turn()
+            shouted = await turn.call("old_shout", {"text": "quiet"})
+            assert shouted.ok and shouted.text == "QUIET", shouted
+            status = await sup.connection_status("old")
+            assert status is not None and status.transport == f"sse {base}/sse"
+
+
+def _free_port() -> int:
+    """A loopback port for a server that cannot report the one it bound (it takes PORT
+    from its environment); the tiny race with other binders is acceptable in tests."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def everything(mode: str) -> AsyncIterator[str]:
+    """server-everything in an HTTP mode on a free loopback port; yields its base URL."""
+    if not EVERYTHING.exists():
+        reason = "npm is not on PATH" if shutil.which("npm") is None else ".ci/setup could not install it"
+        pytest.skip(f"@modelcontextprotocol/server-everything is not installed: {reason}")
+    port = _free_port()
+    env = {**os.environ, "PORT": str(port)}
+    command = [str(EVERYTHING), mode]
+    async with trio.open_nursery() as nursery:
+        run = functools.partial(
+            trio.run_process,
+            command,
+            env=env,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        process: trio.Process = await nursery.start(run)
+        with trio.fail_after(START_S):
+            while True:
+                try:
+                    await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    if process.returncode is not None:
+                        pytest.fail(f"mcp-server-everything {mode} exited with status {process.returncode}")
+                    await trio.sleep(0.05)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            nursery.cancel_scope.cancel()  # run_process terminates (then kills) and reaps it
+
+
+async def test_server_everything_streamable_http(tmp_path: Path) -> None:
+    async with everything("streamableHttp") as base:
+        spec = remote("every", f"{base}/mcp")
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                turn = await s.begin_turn()
+            ids = {t.id for t in turn.tools}
+            assert "every_echo" in ids
+            echoed = await turn.call("every_echo", {"message": "hello"})
+            assert echoed.ok and echoed.text == "Echo: hello", echoed
+            long_running = "every_trigger-long-running-operation"
+            if long_running in ids:
+                progress_send, progress_receive = trio.open_memory_channel[ProgressReceived](100)
+                result = await turn.call(long_running, {"duration": 0.5, "steps": 2}, progress=progress_send)
+                assert result.ok, result
+                assert progress_receive.receive_nowait().total == 2
+            assert sup.servers()["every"].available
+
+
+async def test_server_everything_legacy_sse_through_auto_fallback(tmp_path: Path) -> None:
+    async with everything("sse") as base:
+        spec = remote("every", f"{base}/sse")
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                turn = await s.begin_turn()
+            echoed = await turn.call("every_echo", {"message": "old"})
+            assert echoed.ok and echoed.text == "Echo: old", echoed
+            status = await sup.connection_status("every")
+            assert status is not None and status.transport == f"sse {base}/sse"

@@ -1,0 +1,267 @@
+"""The remote transports' pure parts: the SSE parser, status decisions, endpoint rules,
+and how the config loader reads ``transport``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.connection.spec import ServerSpec
+from actors.transports.base import TransportClosed, TransportError
+from actors.transports.http_link import (
+    GetNext,
+    Inbox,
+    Next,
+    decide_get,
+    decide_post,
+    error_line,
+    header_safe,
+    one_line,
+    reconnect_delay,
+    safe_url,
+)
+from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
+from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
+from actors.transports.streamable_http import Outgoing, is_answer
+from supervisor.settings.loader import ConfigError, load_config
+
+# ------------------------------------------------------------------ SSE parser
+
+
+def parse(*chunks: bytes) -> list[ServerSentEvent]:
+    parser = SSEParser()
+    events = [event for chunk in chunks for event in parser.feed(chunk)]
+    return events + parser.close()
+
+
+def test_sse_fields_comments_and_defaults() -> None:
+    events = parse(b": hello\nevent: endpoint\ndata: /messages?x=1\n\nid: 7\ndata: a\ndata:b\n\n")
+    assert events == [
+        ServerSentEvent("/messages?x=1", "endpoint", ""),
+        ServerSentEvent("a\nb", "message", "7"),
+    ]
+
+
+def test_sse_line_endings_bom_and_split_crlf() -> None:
+    expected = [ServerSentEvent("x", "message", "1"), ServerSentEvent("y", "message", "1")]
+    assert parse(b"\xef\xbb\xbfid: 1\r\ndata: x\r\n\r\ndata: y\r\r") == expected
+    assert parse(b"id: 1\r", b"\ndata: x\r", b"\n\r", b"\ndata: y\n\n") == expected
+    assert parse(b"id: 1\rdata: x\r\rdata: y\n\n") == expected
+
+
+def test_sse_id_and_retry_stick_without_data() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"id: prime-1\nretry: 2000\ndata\n\n") == [
+        ServerSentEvent("", "message", "prime-1", 2000)
+    ]
+    assert parser.feed(b"id: 2\nretry: x\n\n") == []  # no data: nothing dispatched, but the id counts
+    assert (parser.last_event_id, parser.retry) == ("2", 2000)
+    assert parser.feed(b"id: a\x00b\ndata: z\n\n") == [ServerSentEvent("z", "message", "2")]
+
+
+def test_sse_unterminated_event_is_dropped_and_limits_hold() -> None:
+    assert parse(b"data: complete\n\ndata: cut") == [ServerSentEvent("complete")]
+    with pytest.raises(SSEError):
+        SSEParser(max_event_chars=10).feed(b"data: " + b"x" * 20)
+    with pytest.raises(SSEError):
+        SSEParser(max_event_chars=10).feed(b"data: 123456\ndata: 123456\n")
+
+
+def test_sse_resumed_parser_keeps_id_and_retry() -> None:
+    parser = SSEParser(last_event_id="41", retry=500)
+    assert parser.feed(b"data: x\n\n") == [ServerSentEvent("x", "message", "41")]
+    assert parser.retry == 500
+
+
+_field_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"), max_size=12
+)
+_events = st.lists(
+    st.fixed_dictionaries(
+        {"data": st.lists(_field_text, min_size=1, max_size=3)},
+        optional={"event": _field_text.filter(bool), "id": _field_text, "retry": st.integers(0, 10**6)},
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_events, st.sampled_from(["\n", "\r", "\r\n"]), st.booleans(), st.data())
+def test_sse_any_chunking_gives_the_same_events(
+    events: list[dict[str, object]], eol: str, bom: bool, data: st.DataObject
+) -> None:
+    text = "\ufeff" if bom else ""
+    expected = []
+    last_id = ""
+    for event in events:
+        text += f":comment{eol}"
+        if "event" in event:
+            text += f"event: {event['event']}{eol}"
+        if "id" in event:
+            text += f"id: {event['id']}{eol}"
+            last_id = str(event["id"])
+        if "retry" in event:
+            text += f"retry:{event['retry']}{eol}"
+        lines = event["data"]
+        assert isinstance(lines, list)
+        text += "".join(f"data: {line}{eol}" for line in lines) + eol
+        expected.append(
+            ServerSentEvent("\n".join(lines), str(event.get("event", "message")), last_id, event.get("retry"))  # type: ignore[arg-type]
+        )
+    raw = text.encode()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=8)))
+    chunks = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    assert parse(raw) == expected
+    assert parse(*chunks) == expected
+
+
+# ------------------------------------------------------------------ decisions
+
+
+@pytest.mark.parametrize(
+    ("status", "initialize", "has_session", "may_fall_back", "step"),
+    [
+        (200, False, True, False, Next.READ_BODY),
+        (202, False, True, False, Next.ACCEPTED),
+        (204, False, True, False, Next.ACCEPTED),
+        (401, True, False, True, Next.AUTH_FAILED),
+        (403, False, True, False, Next.AUTH_FAILED),
+        (404, True, False, True, Next.FALL_BACK),
+        (405, True, False, True, Next.FALL_BACK),
+        (400, True, False, True, Next.FALL_BACK),
+        (405, True, False, False, Next.REFUSED),
+        (404, False, True, True, Next.SESSION_EXPIRED),  # fallback only ever on initialize
+        (404, False, False, False, Next.REFUSED),
+        (307, False, True, False, Next.REDIRECTED),
+        (500, True, False, True, Next.SERVER_ERROR),
+        (503, False, True, False, Next.SERVER_ERROR),
+        (422, False, True, False, Next.REFUSED),
+    ],
+)
+def test_decide_post(
+    status: int, initialize: bool, has_session: bool, may_fall_back: bool, step: Next
+) -> None:
+    assert (
+        decide_post(status, initialize=initialize, has_session=has_session, may_fall_back=may_fall_back)
+        is step
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "reopening", "step"),
+    [
+        (200, False, GetNext.LISTEN),
+        (405, True, GetNext.NO_STREAM),
+        (404, False, GetNext.NO_STREAM),  # the first GET is optional: anything odd means "none"
+        (500, False, GetNext.NO_STREAM),
+        (401, False, GetNext.AUTH_FAILED),
+        (404, True, GetNext.SESSION_EXPIRED),
+        (502, True, GetNext.RETRY),
+        (400, True, GetNext.LOST),
+    ],
+)
+def test_decide_get(status: int, reopening: bool, step: GetNext) -> None:
+    assert decide_get(status, reopening=reopening, has_session=True) is step
+
+
+def test_reconnect_delay_honours_retry_within_bounds() -> None:
+    assert reconnect_delay(None) == 1.0
+    assert reconnect_delay(2000) == 2.0
+    assert reconnect_delay(0) == 0.05
+    assert reconnect_delay(10**9) == 600.0
+
+
+def test_endpoint_must_stay_on_the_origin() -> None:
+    base = "http://127.0.0.1:8000/sse"
+    assert resolve_endpoint(base, "/messages?session_id=1") == "http://127.0.0.1:8000/messages?session_id=1"
+    assert resolve_endpoint(base, "http://127.0.0.1:8000/m") == "http://127.0.0.1:8000/m"
+    assert resolve_endpoint("https://h/mcp", "https://h:443/m") == "https://h:443/m"
+    for elsewhere in ("http://evil.example/m", "https://127.0.0.1:8000/m", "//127.0.0.1:9/m"):
+        with pytest.raises(ValueError, match="not on the server's origin"):
+            resolve_endpoint(base, elsewhere)
+
+
+def test_safe_url_and_header_values() -> None:
+    assert safe_url("https://user:pw@h.example:8443/mcp?token=abc#x") == "https://h.example:8443/mcp"
+    assert safe_url("http://[::1]:9/mcp") == "http://[::1]:9/mcp"
+    assert header_safe("2025-06-18") and header_safe("abc-DEF_123")
+    assert not header_safe("") and not header_safe("a b") and not header_safe("x\r\nInjected: 1")
+    assert header_safe("event 7", spaces=True) and not header_safe("é", spaces=True)
+
+
+def test_outgoing_messages_and_answers() -> None:
+    assert Outgoing.read(b'{"jsonrpc":"2.0","id":3,"method":"tools/call"}') == Outgoing("tools/call", 3)
+    assert not Outgoing.read(b'{"jsonrpc":"2.0","method":"notifications/initialized"}').is_request
+    assert Outgoing.read(b'{"jsonrpc":"2.0","id":true,"method":"x"}').id is None
+    assert Outgoing.read(b"not json").what == "a response"
+    assert is_answer({"id": 3, "result": {}}, 3) and is_answer({"id": "a", "error": {}}, "a")
+    assert not is_answer({"id": True, "result": {}}, 1) and not is_answer({"id": 3, "method": "x"}, 3)
+    assert json.loads(error_line(3, "no"))["error"] == {"code": -32603, "message": "no"}
+    assert one_line(b'{\n "a": 1\r\n}') == b'{  "a": 1  }\n'
+
+
+async def test_inbox_hands_out_buffered_lines_before_the_failure() -> None:
+    inbox = Inbox()
+    await inbox.put(b"one\n")
+    inbox.fail(TransportClosed("gone"))
+    inbox.fail(TransportClosed("second failures are ignored"))
+    await inbox.put(b"dropped\n")
+    with trio.fail_after(1):
+        assert await inbox.get() == b"one\n"
+        with pytest.raises(TransportClosed, match="gone"):
+            await inbox.get()
+
+
+# ------------------------------------------------------------------ config
+
+
+def load(tmp_path: Path, entry: dict[str, object]) -> str:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"mcpServers": {"s": entry}}))
+    return load_config(path).servers[0].transport
+
+
+@pytest.mark.parametrize(
+    ("entry", "transport"),
+    [
+        ({"url": "https://h/mcp"}, "auto"),
+        ({"type": "remote", "url": "https://h/mcp"}, "auto"),
+        ({"type": "http", "url": "https://h/mcp"}, "auto"),
+        ({"type": "sse", "url": "https://h/sse"}, "sse"),
+        ({"type": "remote", "transport": "sse", "url": "https://h/sse"}, "sse"),
+        ({"transport": "streamable-http", "url": "https://h/mcp"}, "streamable-http"),
+        ({"type": "streamableHttp", "url": "https://h/mcp"}, "streamable-http"),
+        ({"type": "remote", "transport": "auto", "url": "https://h/mcp"}, "auto"),
+    ],
+)
+def test_loader_reads_the_remote_transport(tmp_path: Path, entry: dict[str, object], transport: str) -> None:
+    assert load(tmp_path, entry) == transport
+
+
+def test_loader_refuses_contradicting_transports(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'transport' says sse but 'type' says streamable-http"):
+        load(tmp_path, {"type": "streamable-http", "transport": "sse", "url": "https://h/mcp"})
+    with pytest.raises(ConfigError, match="also accepted: stdio"):
+        load(tmp_path, {"type": "auto", "url": "https://h/mcp"})  # auto is a transport, not a type
+
+
+@pytest.mark.parametrize(
+    ("url", "transport", "problem"),
+    [
+        ("ftp://h/x", "auto", "needs an http:// or https:// url"),
+        ("http://[::1", "auto", "needs an http:// or https:// url"),
+        (None, "auto", "needs an http:// or https:// url"),
+        ("http://h/mcp", "ws", "unknown transport 'ws'; use auto, streamable-http, sse"),
+    ],
+)
+async def test_connector_refuses_unusable_specs(url: str | None, transport: str, problem: str) -> None:
+    spec = ServerSpec(name="r", type="remote", url=url, transport=transport)
+    with pytest.raises(TransportError, match=re.escape(problem)):
+        async with open_remote_transport(spec):
+            pass  # pragma: no cover
