@@ -1,0 +1,228 @@
+"""The MCP conformance suite's client under test: ``python -m supervisor.conformance_client URL``.
+
+``@modelcontextprotocol/conformance`` (npm) starts a mock server per client scenario
+and runs this command with the server's URL appended as the last argument, the
+scenario's name in ``MCP_CONFORMANCE_SCENARIO`` and, for auth scenarios, JSON in
+``MCP_CONFORMANCE_CONTEXT``. We drive the scenario through the real supervisor: one
+remote server (trusted, eager), a session, a turn, then the calls the scenario's
+server publishes. Exit 0 when the scenario ran to completion, 1 with a one-line
+reason when it could not, 2 on a usage error. Whether the run *conforms* is the
+suite's verdict, not ours (it checks what the mock server saw).
+
+Scenarios (release 0.1.16):
+
+* ``initialize``: handshake, list tools (none), done.
+* ``tools_call``: every listed tool is called once with arguments made up from its
+  ``inputSchema`` (``add_numbers {a, b}``).
+* ``elicitation-sep1034-client-defaults``: the tool's server sends
+  ``elicitation/create``; the connection actor answers server requests with
+  "method not found" today, so the suite's checks fail although we exit 0.
+* ``sse-retry``: the tools/call answer stream closes before the answer; the transport
+  must resume it with a GET carrying ``Last-Event-ID`` after the ``retry:`` delay.
+* ``auth/*``: OAuth is not implemented yet: exit 1 ``oauth not implemented``.
+
+Run ``.ci/conformance`` for the whole suite; results are in docs/conformance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import trio
+
+from actors.connection.spec import ServerSpec, Start
+from actors.connection.states import DOWN_STATES
+from actors.router.catalog import ToolEntry
+from supervisor.service import Supervisor
+from supervisor.sessions import Session
+from supervisor.settings.model import Config, ToolSearchSettings
+
+SERVER = "conformance"
+INIT_TIMEOUT_S = 10.0
+CALL_TIMEOUT_S = 10.0
+# The suite's own client timeout is 30 s; stay well inside it so we report a reason.
+OVERALL_TIMEOUT_S = 25.0
+
+
+class ScenarioFailed(Exception):
+    """The scenario could not be completed; the message is the one-line reason."""
+
+
+def server_spec(url: str) -> ServerSpec:
+    """The one remote server of a conformance run."""
+    return ServerSpec(
+        name=SERVER,
+        type="remote",
+        url=url,
+        transport="auto",
+        trusted=True,  # the suite's tools are called without asking anyone
+        start=Start.EAGER,
+        init_timeout_s=INIT_TIMEOUT_S,
+        call_timeout_s=CALL_TIMEOUT_S,
+        reconnect_schedule_s=(0.5, 1.0),
+        shutdown_grace_s=1.0,
+        ping_timeout_s=2.0,
+    )
+
+
+def conformance_config(url: str) -> Config:
+    """A Config holding only the scenario's server, with every tool listed."""
+    return Config(servers=(server_spec(url),), tool_search=ToolSearchSettings(enabled=False))
+
+
+def example_value(schema: Any) -> Any:
+    """A plausible value for a JSON Schema (its default, first enum member or example)."""
+    if not isinstance(schema, Mapping):
+        return None
+    for key in ("default", "const"):
+        if key in schema:
+            return schema[key]
+    for key in ("enum", "examples"):
+        values = schema.get(key)
+        if isinstance(values, list) and values:
+            return values[0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 1
+    if kind == "boolean":
+        return True
+    if kind == "string":
+        return "conformance"
+    if kind == "array":
+        return []
+    if kind == "object" or "properties" in schema:
+        return example_arguments(schema)
+    return None
+
+
+def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments for a tool: a value for every required property."""
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    required = schema.get("required")
+    names = [n for n in required if n in properties] if isinstance(required, list) else []
+    return {name: example_value(properties[name]) for name in names}
+
+
+async def _wait_ready(supervisor: Supervisor) -> None:
+    """Wait (bounded) for the server to be serving; fail with its last error otherwise."""
+    cell = supervisor.router.cell
+    with trio.move_on_after(INIT_TIMEOUT_S):
+        await cell.wait_until(
+            lambda c: c.servers[SERVER].available or c.servers[SERVER].last_error is not None
+        )
+    view = cell.current.servers[SERVER]
+    if not view.available:
+        reason = view.last_error or f"not serving after {INIT_TIMEOUT_S:g} s (state {view.state.value})"
+        raise ScenarioFailed(f"connect failed: {reason}")
+    if view.state in DOWN_STATES:
+        raise ScenarioFailed(f"connect failed: server is {view.state.value}")
+
+
+async def run_scenario(url: str, state_dir: str, only: Sequence[str] | None = None) -> list[str]:
+    """Drive one scenario: connect, list, call every listed tool (or those in ``only``);
+    returns a line per step done, raises ScenarioFailed.
+
+    Failures are raised only after the supervisor closed (not through its nurseries,
+    which would wrap them in an exception group).
+    """
+    done: list[str] = []
+    failure: str | None = None
+    config = conformance_config(url)
+    async with Supervisor.open(config, state_dir=state_dir) as supervisor, supervisor.session() as session:
+        try:
+            await _drive(supervisor, session, done, only)
+        except ScenarioFailed as failed:
+            failure = str(failed)
+    if failure is not None:
+        raise ScenarioFailed(failure)
+    return done
+
+
+async def _drive(
+    supervisor: Supervisor, session: Session, done: list[str], only: Sequence[str] | None
+) -> None:
+    await _wait_ready(supervisor)
+    done.append("initialized")
+    turn = await session.begin_turn()
+    tools: Sequence[ToolEntry] = [t for t in turn.tools if t.server == SERVER]
+    done.append(f"listed {len(tools)} tool(s): {', '.join(t.name for t in tools) or '-'}")
+    if only is not None:
+        missing = sorted(set(only) - {t.name for t in tools})
+        if missing:
+            raise ScenarioFailed(f"tool(s) not listed by the server: {', '.join(missing)}")
+        tools = [t for t in tools if t.name in only]
+    for entry in tools:
+        arguments = example_arguments(entry.input_schema)
+        result = await turn.call(entry.id, arguments)
+        if not result.ok:
+            error = result.error
+            message = f"{error.code}: {error.message}" if error else "failed"
+            raise ScenarioFailed(f"tools/call {entry.name} failed: {message}")
+        done.append(f"called {entry.name}({json.dumps(arguments)}): {result.text[:120]!r}")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The suite passes only the URL; ``--call`` is for our own tests and for debugging."""
+    parser = argparse.ArgumentParser(
+        prog="python -m supervisor.conformance_client",
+        description="The MCP conformance suite's client under test (scenario in MCP_CONFORMANCE_SCENARIO).",
+    )
+    parser.add_argument(
+        "--call",
+        action="append",
+        metavar="TOOL",
+        help="call only this tool (repeatable; default: every tool the server lists)",
+    )
+    parser.add_argument("url", help="the scenario server's MCP endpoint (http:// or https://)")
+    args = parser.parse_args(argv)
+    if not args.url.startswith(("http://", "https://")):
+        parser.error(f"not an http(s) URL: {args.url!r}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 done, 1 failed, 2 usage)."""
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as stop:  # argparse: usage error (2) or --help (0)
+        return stop.code if isinstance(stop.code, int) else 2
+    url: str = args.url
+    only: list[str] | None = args.call
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "") or "(no scenario)"
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    if scenario.startswith("auth/"):
+        print(f"{scenario}: oauth not implemented", file=sys.stderr)
+        return 1
+
+    async def run() -> list[str]:
+        with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as state_dir:
+            with trio.move_on_after(OVERALL_TIMEOUT_S):
+                return await run_scenario(url, state_dir, only)
+            raise ScenarioFailed(f"did not complete within {OVERALL_TIMEOUT_S:g} s")
+
+    try:
+        steps = trio.run(run)
+    except ScenarioFailed as failed:
+        print(f"{scenario}: {failed}", file=sys.stderr)
+        return 1
+    for step in steps:
+        print(step)
+    print(f"{scenario}: completed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The conformance suite's client entry point (supervisor/conformance_client.py), run as
+the suite runs it (a subprocess, URL last, scenario in the environment) against our
+Hypercorn fault server. The suite itself runs from .ci/conformance (needs Node 22)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from supervisor.conformance_client import example_arguments, main
+
+sys.path.insert(0, str(Path(__file__).parent / "servers"))
+from http_fault_server import FaultOptions, FaultServer, serve_fault_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def run_client(*args: str, scenario: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "MCP_CONFORMANCE_SCENARIO": scenario}
+    with trio.fail_after(20):
+        return await trio.run_process(
+            [sys.executable, "-m", "supervisor.conformance_client", *args],
+            env=env,
+            cwd=ROOT,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+
+@pytest.mark.parametrize("mode", ["json", "sse"])
+async def test_initialize_list_and_call_against_our_server(mode: str) -> None:
+    async with trio.open_nursery() as nursery:
+        server: FaultServer = await nursery.start(serve_fault_server, FaultOptions(mode=mode))
+        done = await run_client("--call", "echo", server.url, scenario="tools_call")
+        nursery.cancel_scope.cancel()
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, (out, err)
+    assert "tools_call: completed" in out
+    assert "called echo(" in out
+    assert [s.rpc for s in server.seen if s.rpc in ("initialize", "tools/list", "tools/call")] == [
+        "initialize",
+        "tools/list",
+        "tools/call",
+    ]
+
+
+async def test_a_failed_connect_exits_1_with_a_reason() -> None:
+    async with trio.open_nursery() as nursery:
+        server: FaultServer = await nursery.start(
+            serve_fault_server, FaultOptions(fail_status=500, fail_after=0)
+        )
+        done = await run_client("--call", "nope", server.url, scenario="tools_call")
+        nursery.cancel_scope.cancel()
+    err = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 1, err
+    assert err[-1].startswith("tools_call: connect failed"), err
+
+
+async def test_auth_scenarios_are_reported_as_not_implemented() -> None:
+    done = await run_client("http://127.0.0.1:9/mcp", scenario="auth/metadata-default")
+    assert done.returncode == 1
+    assert done.stderr.decode().strip() == "auth/metadata-default: oauth not implemented"
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "required: url" in capsys.readouterr().err
+    assert main(["not-a-url"]) == 2
+    assert "not an http(s) URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+            {"a": 1, "b": 1},
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"s": {"type": "string", "default": "x"}, "o": {}},
+                "required": ["s"],
+            },
+            {"s": "x"},
+        ),
+        (
+            {"type": "object", "properties": {"e": {"enum": ["p", "q"]}}, "required": ["e", "gone"]},
+            {"e": "p"},
+        ),
+        ({"type": "object"}, {}),
+    ],
+)
+def test_example_arguments_fill_required_properties(schema: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert example_arguments(schema) == expected
