@@ -116,6 +116,21 @@ def example_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
     return {name: example_value(properties[name]) for name in names}
 
 
+async def answer_server_request(server: str, method: str, params: Any) -> dict[str, Any] | None:
+    """Elicitation: accept with each requested field's default (what the scenarios check);
+    anything else is not handled (method not found)."""
+    if method != "elicitation/create" or not isinstance(params, dict):
+        return None
+    schema = params.get("requestedSchema")
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    content = {
+        name: prop["default"]
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and "default" in prop
+    }
+    return {"action": "accept", "content": content}
+
+
 async def _wait_ready(supervisor: Supervisor) -> None:
     """Wait (bounded) for the server to be serving; fail with its last error otherwise."""
     cell = supervisor.router.cell
@@ -141,7 +156,15 @@ async def run_scenario(url: str, state_dir: str, only: Sequence[str] | None = No
     done: list[str] = []
     failure: str | None = None
     config = conformance_config(url)
-    async with Supervisor.open(config, state_dir=state_dir) as supervisor, supervisor.session() as session:
+    async with (
+        Supervisor.open(
+            config,
+            state_dir=state_dir,
+            server_requests=answer_server_request,
+            client_capabilities={"elicitation": {}},
+        ) as supervisor,
+        supervisor.session() as session,
+    ):
         try:
             await _drive(supervisor, session, done, only)
         except ScenarioFailed as failed:

@@ -22,7 +22,7 @@ from typing import Any
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.actor import ConnectionActor
+from actors.connection.actor import ConnectionActor, ServerRequestHandler
 from actors.connection.messages import Command, ConnectionMessage, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope
 from actors.mailbox import Channels, open_mailbox, try_send
@@ -100,6 +100,8 @@ class Supervisor:
         self.events = events
         self.metrics = Metrics()
         self.requests = RequestRegistry()
+        self.server_requests: ServerRequestHandler | None = None
+        self.client_capabilities: dict[str, Any] = {}
         self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
 
     @classmethod
@@ -111,15 +113,24 @@ class Supervisor:
         *,
         state_dir: str | os.PathLike[str] | None = None,
         connector: Connector | None = None,
+        server_requests: ServerRequestHandler | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Supervisor]:
-        """Run the supervisor for the duration of the ``async with`` block."""
+        """Run the supervisor for the duration of the ``async with`` block.
+
+        ``server_requests`` answers requests from servers (sampling, elicitation,
+        roots); declare what it handles in ``client_capabilities`` (e.g.
+        ``{"elicitation": {}}``). Without one, such requests get method-not-found.
+        """
         state_path = resolve_state_dir(config, state_dir)
         reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
         if reaped:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
         store = await trio.to_thread.run_sync(Store.open, state_path / "supervisor.db")
         try:
-            async with cls._running(config, approver, state_path, store, connector) as supervisor:
+            async with cls._running(
+                config, approver, state_path, store, connector, server_requests, client_capabilities
+            ) as supervisor:
                 yield supervisor
         finally:
             store.close()
@@ -133,6 +144,8 @@ class Supervisor:
         state_path: Path,
         store: Store,
         connector: Connector | None,
+        server_requests: ServerRequestHandler | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Supervisor]:
         connector = connector or TransportConnector(state_path, config.secrets)
         shared = [spec for spec in config.servers if spec.scope is Scope.SHARED]
@@ -170,6 +183,8 @@ class Supervisor:
                 config, router, router_send, connector, state_path, store_actor, policy, desk, events
             )
             supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
+            supervisor.server_requests = server_requests
+            supervisor.client_capabilities = dict(client_capabilities or {})
             children = [supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared]
             await nursery.start(tree.run, children)
             log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
@@ -194,7 +209,14 @@ class Supervisor:
 
         def start() -> Any:
             # A fresh actor per (re)start; the mailbox outlives it so senders keep working.
-            return ConnectionActor(spec, self.connector, mailbox, router_send.clone()).run
+            return ConnectionActor(
+                spec,
+                self.connector,
+                mailbox,
+                router_send.clone(),
+                client_capabilities=self.client_capabilities,
+                server_requests=self.server_requests,
+            ).run
 
         def request_stop() -> bool:
             return try_send(send, Command(Control.STOP))

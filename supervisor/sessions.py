@@ -178,7 +178,14 @@ class Session:
         router = self.supervisor.router_mailbox
         await router.send(RegisterServer(spec, send, owner=self.id))
         actor = ConnectionActor(
-            spec, self.supervisor.connector, receive, router.clone(), owner=self.id, restart=False
+            spec,
+            self.supervisor.connector,
+            receive,
+            router.clone(),
+            owner=self.id,
+            restart=False,
+            client_capabilities=self.supervisor.client_capabilities,
+            server_requests=self.supervisor.server_requests,
         )
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -82,10 +82,19 @@ class Harness:
 async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harness]:
     spec_options.setdefault("start", Start.EAGER)
     restart = spec_options.pop("restart", True)
+    server_requests = spec_options.pop("server_requests", None)
     spec = ServerSpec(name="fake", command=("fake",), **spec_options)
     send, receive = trio.open_memory_channel[ConnectionMessage](256)
     publish, published = trio.open_memory_channel[Published](10_000)
-    actor = ConnectionActor(spec, server.connector, receive, publish, restart=restart)
+    actor = ConnectionActor(
+        spec,
+        server.connector,
+        receive,
+        publish,
+        restart=restart,
+        server_requests=server_requests,
+        client_capabilities={"elicitation": {}} if server_requests else None,
+    )
     harness = Harness(actor, send)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(harness.collect, published)
@@ -404,3 +413,30 @@ async def test_server_requests_get_method_not_found(autojump_clock: trio.testing
             if not isinstance(m, Request | Response) and getattr(m, "id", None) == 99
         ]
         assert errors and errors[0].error.code == -32601  # type: ignore[union-attr]
+
+
+async def test_server_requests_go_to_the_hosts_handler(autojump_clock: trio.testing.MockClock) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def handler(server_name: str, method: str, params: Any) -> dict[str, Any] | None:
+        seen.append((server_name, method))
+        if method == "elicitation/create":
+            return {"action": "accept", "content": {"name": "x"}}
+        if method == "boom":
+            raise RuntimeError("host bug")
+        return None
+
+    server = FakeServer()
+    async with running(server, server_requests=handler) as h:
+        await h.wait_state(State.STEADY)
+        init = next(m for m in server.received if isinstance(m, Request) and m.method == "initialize")
+        assert init.params["capabilities"] == {"elicitation": {}}  # type: ignore[index,call-overload]
+        for rid, method in ((7, "elicitation/create"), (8, "roots/list"), (9, "boom")):
+            await server.current.send(Request(rid, method, {}))
+        await trio.sleep(0.1)
+        answers = {getattr(m, "id", None): m for m in server.received if not isinstance(m, Request)}
+        assert answers[7] == Response(7, {"action": "accept", "content": {"name": "x"}})
+        assert answers[8].error.code == -32601  # type: ignore[union-attr]
+        assert answers[9].error.code == -32603  # type: ignore[union-attr]
+        assert seen == [("fake", "elicitation/create"), ("fake", "roots/list"), ("fake", "boom")]
+        assert h.actor.state is State.STEADY  # a host bug fails the request, not the connection

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -43,7 +44,7 @@ from actors.connection.states import STARTING_STATES, State, Trigger, transition
 from actors.mailbox import answer, try_send
 from actors.protocol.codec import structure_call_result
 from actors.protocol.errors import ProtocolError
-from actors.protocol.messages import RequestId, Tool
+from actors.protocol.messages import INTERNAL_ERROR, RequestId, Tool
 from actors.protocol.session import (
     ClientSession,
     ErrorReceived,
@@ -59,6 +60,9 @@ from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
 
 log = logging.getLogger("actors.connection")
+
+ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
+"""``(server, method, params) -> result``, or None when the host does not handle ``method``."""
 
 MAX_TOOLS_PAGES = 1000
 PUBLISH_TIMEOUT_S = 5.0
@@ -107,6 +111,7 @@ class ConnectionActor:
         owner: str | None = None,
         restart: bool = True,
         client_capabilities: dict[str, Any] | None = None,
+        server_requests: ServerRequestHandler | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -116,6 +121,7 @@ class ConnectionActor:
         self._publish = publish
         self._restart = restart
         self._capabilities = client_capabilities or {}
+        self._server_requests = server_requests
         self._schedule = ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s)
         self._redactor = Redactor(spec.secrets)
         self._inflight = InFlightTable(spec.call_timeout_s, spec.max_call_timeout_s)
@@ -424,9 +430,33 @@ class ConnectionActor:
             elif isinstance(event, Initialized):
                 live.initialized.set()
             elif isinstance(event, ServerRequest):
-                method_not_found(session, event)
+                if self._server_requests is None:
+                    method_not_found(session, event)
+                else:
+                    live.nursery.start_soon(self._answer_server_request, live, self._server_requests, event)
             else:
                 log.debug("ignored %s", type(event).__name__, extra={"server": self.name})
+        self._kick(live)
+
+    async def _answer_server_request(
+        self, live: _Live, handler: ServerRequestHandler, request: ServerRequest
+    ) -> None:
+        """Sampling, elicitation, roots …: the host's handler answers; None means it does
+        not handle that method. Its failure is the server's error answer, never ours."""
+        try:
+            result = await handler(self.name, request.method, request.params)
+        except Exception as exc:
+            log.warning(
+                "server request handler failed",
+                exc_info=exc,
+                extra={"fields": {"server": self.name, "method": request.method}},
+            )
+            live.session.send_error(request.id, INTERNAL_ERROR, f"client failed to handle {request.method}")
+        else:
+            if result is None:
+                method_not_found(live.session, request)
+            else:
+                live.session.send_response(request.id, result)
         self._kick(live)
 
     def _finish_call(self, event: ResponseReceived | ErrorReceived) -> None:
