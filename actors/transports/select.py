@@ -5,19 +5,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError, Transport
-from actors.transports.legacy_sse import RemoteConnector
 from actors.transports.stdio import StdioConnector
+
+if TYPE_CHECKING:
+    from actors.transports.legacy_sse import RemoteConnector
 
 
 @asynccontextmanager
 async def _unsupported(spec: ServerSpec) -> AsyncIterator[Transport]:
     raise SpawnError(
         f"mcp server {spec.name}: servers of type {spec.type!r} are not supported by this "
-        "version yet (local stdio and remote HTTP servers are); run it through a local stdio proxy meanwhile"
+        "version yet (local stdio and remote HTTP servers are); "
+        "run it through a local stdio proxy meanwhile"
     )
     yield  # pragma: no cover
 
@@ -28,7 +32,7 @@ class TransportConnector:
     def __init__(self, state_dir: Path | None = None, extra_secrets: tuple[str, ...] = ()) -> None:
         self._extra = extra_secrets
         self._stdio = StdioConnector(state_dir, self._redactor)
-        self._remote = RemoteConnector(self._redactor)
+        self._remote: RemoteConnector | None = None
 
     def _redactor(self, spec: ServerSpec) -> Redactor:
         return Redactor((*spec.secrets, *self._extra))
@@ -37,5 +41,11 @@ class TransportConnector:
         if spec.type == "local":
             return self._stdio(spec)
         if spec.type == "remote":  # Streamable HTTP or legacy HTTP+SSE, by spec.transport
+            if self._remote is None:
+                # Imported on first use: the HTTP client costs ~30 ms of start-up that a
+                # supervisor of local servers only would pay for nothing.
+                from actors.transports.legacy_sse import RemoteConnector
+
+                self._remote = RemoteConnector(self._redactor)
             return self._remote(spec)
         return _unsupported(spec)
