@@ -1,0 +1,158 @@
+"""Helpers shared by the benchmark workers (run by hand; never by the test suite).
+
+Every worker is a small script that ``benchmarks/run.py`` starts in a fresh
+interpreter, so imports, heaps and event loops never leak from one measurement into
+the next; a worker prints exactly one JSON object on its last stdout line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SERVER = HERE / "minimal_server.py"
+PYTHON = sys.executable
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def server_argv(*flags: str) -> list[str]:
+    """The command line of our minimal server."""
+    return [PYTHON, str(SERVER), *flags]
+
+
+def quantiles(samples: Sequence[float]) -> dict[str, float]:
+    """p50, p99, mean, min and max of ``samples`` (same unit as given)."""
+    ordered = sorted(samples)
+    if len(ordered) == 1:
+        only = ordered[0]
+        return {"p50": only, "p99": only, "mean": only, "min": only, "max": only, "n": 1}
+    cuts = statistics.quantiles(ordered, n=100, method="inclusive")
+    return {
+        "p50": statistics.median(ordered),
+        "p99": cuts[98],
+        "mean": statistics.fmean(ordered),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "n": len(ordered),
+    }
+
+
+def rss_kb() -> int:
+    """This process's resident set size (VmRSS) in KiB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def open_fds() -> int:
+    """How many file descriptors this process holds."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (up to the hard limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft
+
+
+def quiet_logging() -> None:
+    """Keep the supervisor's log records (they are still made) off the terminal."""
+    root = logging.getLogger()
+    root.addHandler(logging.NullHandler())
+    root.setLevel(logging.WARNING)
+
+
+def emit(result: dict[str, Any]) -> None:
+    """The worker's answer: one JSON line, last on stdout."""
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def ours_config(
+    servers: Sequence[tuple[str, Sequence[str]]],
+    *,
+    eager: bool = False,
+    search: bool | str = "auto",
+    init_timeout_s: float = 60.0,
+) -> Any:
+    """A Config of trusted local servers with a 0 s reconnect schedule."""
+    from actors.connection.spec import ServerSpec, Start
+    from supervisor.settings.model import Config, ToolSearchSettings
+
+    specs = tuple(
+        ServerSpec(
+            name=name,
+            command=tuple(argv),
+            trusted=True,
+            start=Start.EAGER if eager else Start.LAZY,
+            reconnect_schedule_s=(0.0,),
+            init_timeout_s=init_timeout_s,
+            shutdown_grace_s=0.5,
+        )
+        for name, argv in servers
+    )
+    return Config(servers=specs, tool_search=ToolSearchSettings(enabled=search))  # type: ignore[arg-type]
+
+
+async def server_pid(sup: Any, name: str) -> int:
+    """The pid of a running server of ``sup`` (from its connection actor's status)."""
+    status = await sup.connection_status(name)
+    if status is None or status.transport is None:
+        raise RuntimeError(f"server {name} has no transport")
+    return int(status.transport.split()[0].removeprefix("pid="))
+
+
+async def wait_steady(sup: Any, names: Sequence[str], newer_than: dict[str, int] | None = None) -> None:
+    """Wait until every named server is available (and, if given, re-listed since)."""
+    wanted = set(names)
+
+    def ready(catalog: Any) -> bool:
+        servers = catalog.servers
+        for name in wanted:
+            view = servers[name]
+            if not view.available:
+                return False
+            if newer_than is not None and view.generation <= newer_than.get(name, -1):
+                return False
+        return True
+
+    await sup.router.cell.wait_until(ready)
+
+
+def child_pids() -> list[int]:
+    """Pids of this process's direct children."""
+    me = os.getpid()
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            kids.append(int(entry))
+    return kids
+
+
+def now() -> float:
+    return time.perf_counter()

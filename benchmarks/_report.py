@@ -1,0 +1,406 @@
+"""Turns benchmarks/run.py's raw results into the printed report and the target verdicts."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def _ok(rows: Sequence[Row]) -> list[Row]:
+    return [r for r in rows if "error" not in r]
+
+
+def _spread(values: Sequence[float], fmt: str = "{:.0f}") -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
+
+
+def _med(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _calls_summary(rows: Sequence[Row]) -> dict[str, list[float]]:
+    good = [r for r in _ok(rows) if r.get("seq_us")]
+    return {
+        "p50": [r["seq_us"]["p50"] for r in good],
+        "p99": [r["seq_us"]["p99"] for r in good],
+        "tput": [r["tput_calls_s"] for r in _ok(rows)],
+        "seq_cpu": [r["seq_cpu_us_per_call"] for r in good],
+        "tput_cpu": [r["tput_cpu_us_per_call"] for r in _ok(rows)],
+    }
+
+
+def _ratio(a: float | None, b: float | None, fmt: str = "{:.2f}×") -> str:
+    if a is None or not b:
+        return "-"
+    return fmt.format(a / b)
+
+
+def calls_table(calls: dict[str, list[Row]], base: str = "floor") -> list[str]:
+    sums = {client: _calls_summary(rows) for client, rows in calls.items()}
+    med = {c: {k: _med(v) for k, v in s.items()} for c, s in sums.items()}
+    sdk_p50 = min((med[c]["p50"] for c in med if c.startswith("sdk") and med[c]["p50"]), default=None)
+    sdk_tput = max((med[c]["tput"] for c in med if c.startswith("sdk") and med[c]["tput"]), default=None)
+    lines = [
+        "| client | seq p50 µs | seq p99 µs | calls/s, 64 in flight | client CPU µs/call seq / 64 | "
+        f"p50 ÷ {base} | calls/s ÷ {base} | p50 ÷ SDK | calls/s ÷ SDK |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for client, s in sums.items():
+        m = med[client]
+        errors = len(calls[client]) - len(_ok(calls[client]))
+        lines.append(
+            f"| {client}{f' ({errors} failed)' if errors else ''} | {_spread(s['p50'])} | {_spread(s['p99'])} | "
+            f"{_spread(s['tput'])} | {_spread(s['seq_cpu'])} / {_spread(s['tput_cpu'])} | "
+            f"{_ratio(m['p50'], med.get(base, {}).get('p50'))} | {_ratio(m['tput'], med.get(base, {}).get('tput'))} | "
+            f"{_ratio(m['p50'], sdk_p50)} | {_ratio(m['tput'], sdk_tput)} |"
+        )
+    return lines
+
+
+def _verdict(met: bool, miss: str) -> str:
+    return "**met**" if met else f"**missed** ({miss})"
+
+
+def targets(results: dict[str, Any]) -> list[str]:
+    """Each issue-6 target against what this run measured."""
+    out = ["| target | measured | verdict |", "|---|---|---|"]
+
+    def add(target: str, measured: str, met: bool | None, miss: str = "") -> None:
+        out.append(
+            f"| {target} | {measured} | {'not measured in this run' if met is None else _verdict(met, miss)} |"
+        )
+
+    calls = results.get("calls")
+    if calls:
+        med = {c: {k: _med(v) for k, v in _calls_summary(rows).items()} for c, rows in calls.items()}
+        o, f = med.get("ours", {}), med.get("floor", {})
+        if o.get("p50") and f.get("p50"):
+            r = o["p50"] / f["p50"]
+            add(
+                "full call path p50 ≤ 1.5× floor",
+                f"{o['p50']:.0f} µs vs {f['p50']:.0f} µs = {r:.2f}×",
+                r <= 1.5,
+                f"{r / 1.5:.1f}× over the bound; {o['p50'] - 1.5 * f['p50']:.0f} µs too slow",
+            )
+        if o.get("tput") and f.get("tput"):
+            r = o["tput"] / f["tput"]
+            add(
+                "throughput @64 ≥ 0.5× floor",
+                f"{o['tput']:.0f} vs {f['tput']:.0f} calls/s = {r:.3f}×",
+                r >= 0.5,
+                f"needs {0.5 / r:.1f}× more",
+            )
+        sdk = max((med[c]["tput"] or 0 for c in med if c.startswith("sdk")), default=0)
+        if o.get("tput") and sdk:
+            r = o["tput"] / sdk
+            add("(about 10× the SDK's throughput)", f"{r:.2f}× the SDK", r >= 10, f"{r:.2f}× instead of 10×")
+    memory = results.get("memory")
+    if memory:
+        ours = sorted(
+            (v["connections"], v["per_connection_kb"])
+            for k, v in memory.items()
+            if k.startswith("ours@") and "error" not in v
+        )
+        if ours:
+            worst = max(kb for _, kb in ours)
+            text = ", ".join(f"{kb:.0f} KB at {n}" for n, kb in ours)
+            add(
+                "≤ 15 KB client memory per supervised connection",
+                text,
+                worst <= 15,
+                f"{worst / 15:.1f}× the bound",
+            )
+    imp = results.get("import")
+    if imp:
+        t = statistics.median(imp["samples_s"]["import supervisor"])
+        add("import supervisor ≤ 0.3 s", f"{t:.3f} s", t <= 0.3, f"{(t - 0.3) * 1000:.0f} ms over")
+    kill = results.get("kill", {}).get("ours")
+    if kill and "error" not in kill:
+        p99 = kill["answer_ms"]["p99"]
+        add(
+            "in-flight calls answered ≤ 50 ms (p99) after a server's death",
+            f"p99 {p99:.2f} ms over {kill['kills']} kills",
+            p99 <= 50,
+            f"{p99 - 50:.1f} ms over",
+        )
+    search = results.get("search", {}).get("10000")
+    if search:
+        p50 = search["query_ms"]["p50"]
+        add(
+            "tool_search query p50 ≤ 0.5 ms at 10,000 tools",
+            f"{p50:.4f} ms",
+            p50 <= 0.5,
+            f"{(p50 - 0.5) * 1000:.1f} µs over",
+        )
+        re_ms = search["reindex_ms"]["p50"]
+        e2e = results.get("turns", {}).get("list_changed_to_epoch_ms", {}).get("p50")
+        extra = f"; end to end list_changed → new epoch {e2e:.1f} ms" if e2e else ""
+        add(
+            "re-index after one server's change ≤ 10 ms",
+            f"index {re_ms:.2f} ms ({search['reindex_tools']} tools){extra}",
+            re_ms <= 10,
+            f"{re_ms - 10:.1f} ms over",
+        )
+    turns, scale = results.get("turns", {}), results.get("scale", {})
+    begins = [
+        (label, v["p50"])
+        for label, v in (
+            ("1 tool", turns.get("begin_turn_us_1_tool")),
+            (f"{turns.get('catalog_tools', '?')} tools", turns.get("begin_turn_us")),
+            (f"{scale.get('servers', '?')} servers", scale.get("begin_turn_us")),
+        )
+        if v
+    ]
+    if begins:
+        worst = max(p for _, p in begins)
+        add(
+            "begin_turn() ≤ 50 µs regardless of catalog size",
+            ", ".join(f"{p:.1f} µs ({label})" for label, p in begins),
+            worst <= 50,
+            f"{worst:.0f} µs at the largest catalog; grows with the number of servers",
+        )
+    if scale and "error" not in scale:
+        n = scale["servers"]
+        rss_mb = scale["rss_kb_steady"] / 1024
+        steady = scale["all_steady_s"]
+        measured = f"{n} servers: all steady in {steady:.1f} s, supervisor RSS {rss_mb:.1f} MB"
+        add(
+            "1,000 servers steady ≤ 60 s with RSS ≤ 80 MB",
+            measured,
+            None if n < 1000 else (steady <= 60 and rss_mb <= 80),
+            f"steady {steady:.0f} s, RSS {rss_mb:.0f} MB",
+        )
+    soak = results.get("soak")
+    if soak and "error" not in soak:
+        growth, fds = soak["rss_growth_pct"], soak["fd_growth"]
+        measured = f"{soak['minutes']:g} min: RSS {growth:+.1f}% after warm-up, fds {fds:+d}"
+        met = growth <= 5 and fds <= 0
+        add(
+            "soak: flat memory (≤ 5% after warm-up), no fd growth",
+            measured + (" (the target is 30 min)" if soak["minutes"] < 30 else ""),
+            met,
+            f"RSS {growth:+.1f}%, fds {fds:+d}",
+        )
+    return out
+
+
+def _section_env(env: dict[str, Any]) -> list[str]:
+    pk = ", ".join(f"{k} {v}" for k, v in env["packages"].items())
+    load = lambda t: " ".join(f"{x:.2f}" for x in t)  # noqa: E731
+    return [
+        f"- date: {env['date']}; wall time {env.get('wall_s', 0):.0f} s",
+        f"- command: `{env['command']}`",
+        f"- machine: {env['nproc']} × {env['cpu']}; Python {env['python']}",
+        f"- packages: {pk}",
+        f"- code: {env['git']}",
+        f"- load average (1/5/15 min) at start {load(env['loadavg_start'])}, at end {load(env.get('loadavg_end', (0, 0, 0)))}",
+    ]
+
+
+def _q(d: dict[str, float] | None, unit: str = "ms", fmt: str = "{:.2f}") -> str:
+    if not d:
+        return "-"
+    return f"p50 {fmt.format(d['p50'])} / p99 {fmt.format(d['p99'])} {unit}"
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = ["## Environment", *_section_env(results["env"])]
+    if "calls" in results:
+        lines += ["", "## Calls (echo, one connection; medians over repetitions, min–max in brackets)"]
+        lines += calls_table(results["calls"])
+        lines.append(
+            "SDK = the better of the SDK's two backends for each column (trio and asyncio rows above)."
+        )
+    if "whatif" in results:
+        lines += ["", "## What-if: ours with candidate optimizations (benchmarks/what_if.py), same run"]
+        lines += calls_table(results["whatif"], base="ours")
+    if "breakdown" in results and "error" not in results["breakdown"]:
+        lines += ["", "## Call-path steps alone (µs per operation, best of 5 runs); relist steps (µs per relist, mean of 20)", "| µs | step |", "|---|---|"]
+        lines += [f"| {v:.2f} | {k} |" for k, v in results["breakdown"].items()]
+    if "memory" in results:
+        lines += [
+            "",
+            "## Client RSS per open stdio connection",
+            "| client | connections | KB per connection | RSS before → after (MB) | open + handshake + 1 call (s) |",
+            "|---|---|---|---|---|",
+        ]
+        for key, v in results["memory"].items():
+            if "error" in v:
+                lines.append(f"| {key} | | error: {v['error']} | | |")
+                continue
+            lines.append(
+                f"| {v['client']} | {v['connections']} | {v['per_connection_kb']:.1f} | "
+                f"{v['baseline_kb'] / 1024:.1f} → {v['after_kb'] / 1024:.1f} | {v['open_s']:.1f} |"
+            )
+        for client in ("floor", "ours", "sdk"):
+            pts = sorted(
+                (v["connections"], v["after_kb"] - v["baseline_kb"])
+                for k, v in results["memory"].items()
+                if k.startswith(client + "@") and "error" not in v
+            )
+            if len(pts) >= 2:
+                (n1, d1), (n2, d2) = pts[0], pts[-1]
+                lines.append(
+                    f"- {client}: marginal {(d2 - d1) / (n2 - n1):.1f} KB per connection between {n1} and {n2}"
+                )
+    if "import" in results:
+        imp = results["import"]
+        lines += ["", "## Import time (wall, fresh interpreter, median (min–max))"]
+        for key, samples in imp["samples_s"].items():
+            code = key.removeprefix("python -c ")
+            lines.append(f'- `python -c "{code}"`: {_spread(samples, "{:.3f}")} s')
+        lines.append(
+            "- `-X importtime` of `import supervisor`, largest cumulative: "
+            + "; ".join(f"{name.strip()} {ms:.0f} ms" for ms, name in imp["importtime_top"][:12])
+        )
+    if "kill" in results:
+        lines += [
+            "",
+            "## SIGKILL of a server with 4 calls in flight",
+            "| client | kills | kill → last in-flight call answered | reconnect to steady (ours) / fresh connect (floor, SDK) | outcomes |",
+            "|---|---|---|---|---|",
+        ]
+        for client, v in results["kill"].items():
+            if "error" in v:
+                lines.append(f"| {client} | error: {v['error']} | | | |")
+                continue
+            lines.append(
+                f"| {client} | {v['kills']} | {_q(v['answer_ms'])} | {_q(v['reconnect_ms'], fmt='{:.1f}')} | {v['codes']} |"
+            )
+    if "search" in results and "error" not in results["search"]:
+        lines += [
+            "",
+            "## tool_search index (search_bench corpus, 50 servers)",
+            "| tools | build | query | re-index one server | first query after |",
+            "|---|---|---|---|---|",
+        ]
+        for tools, v in results["search"].items():
+            lines.append(
+                f"| {tools} | {v['build_ms']:.0f} ms | {_q(v['query_ms'], fmt='{:.3f}')} | "
+                f"{_q(v['reindex_ms'])} ({v['reindex_tools']} tools) | {v['first_query_after_ms']:.3f} ms |"
+            )
+    if "turns" in results and "error" not in results["turns"]:
+        t = results["turns"]
+        lines += [
+            "",
+            f"## Turns over a real catalog of {t['catalog_tools']} tools (50 servers, search on: {t['search_enabled']})",
+            f"- begin_turn(): {_q(t['begin_turn_us'], 'µs', '{:.1f}')}; with a 1-tool catalog {_q(t['begin_turn_us_1_tool'], 'µs', '{:.1f}')}; "
+            f"what-if turncache {_q(t.get('begin_turn_us_turncache'), 'µs', '{:.1f}')}",
+            f"- turn.search() (BM25 + allow filter + activation): {_q(t['turn_search_ms'], fmt='{:.3f}')}",
+            f"- list_changed of a {t['relisted_tools']}-tool server → new epoch visible: {_q(t['list_changed_to_epoch_ms'], fmt='{:.1f}')}",
+            f"- first turn (start 50 lazy servers, list, index): {t['first_turn_s']:.2f} s",
+        ]
+    if "scale" in results:
+        s = results["scale"]
+        lines += ["", "## Scale"]
+        if "error" in s:
+            lines.append(f"- error: {s['error']}")
+        else:
+            lines += [
+                f"- {s['servers']} eager servers: first steady {s['first_steady_s']:.2f} s, all steady {s['all_steady_s']:.2f} s",
+                f"- supervisor RSS {s['rss_kb_start'] / 1024:.1f} MB at start → {s['rss_kb_steady'] / 1024:.1f} MB steady → "
+                f"{s['rss_kb_after_calls'] / 1024:.1f} MB after the calls; fds {s['fds_start']} → {s['fds_steady']} → {s['fds_end']} after stop",
+                f"- one call to every server at once: {s['one_call_each_s'] * 1000:.0f} ms; then {s['loop_calls']} calls across all in "
+                f"{s['loop_calls'] / s['loop_calls_s']:.1f} s = {s['loop_calls_s']:.0f} calls/s, latency {_q(s['loop_latency_ms'], fmt='{:.1f}')}, failures {s['failures'] or 'none'}",
+                f"- begin_turn() with {s['catalog_tools']} tools on {s['servers']} servers: {_q(s['begin_turn_us'], 'µs', '{:.1f}')}; "
+                f"what-if turncache {_q(s.get('begin_turn_us_turncache'), 'µs', '{:.1f}')}",
+                f"- stop (every server torn down): {s['stop_s']:.2f} s; machine memory available {s['mem_available_mb_before']} → {s['mem_available_mb_steady']} MB",
+            ]
+    if "soak" in results:
+        s = results["soak"]
+        lines += ["", "## Soak"]
+        if "error" in s:
+            lines.append(f"- error: {s['error']}")
+        else:
+            a, b = s["start"], s["end"]
+            lines += [
+                f"- {s['minutes']:g} min, {s['servers']} servers, {s['inflight']} workers; warm-up {s['warmup_s']:.0f} s",
+                f"- after warm-up (t={a['t_s']} s): RSS {a['rss_kb'] / 1024:.1f} MB, fds {a['fds']}, children {a['children']}",
+                f"- end (t={b['t_s']} s): RSS {b['rss_kb'] / 1024:.1f} MB ({s['rss_growth_pct']:+.1f}%), fds {b['fds']} ({s['fd_growth']:+d}), "
+                f"children {b['children']}; largest RSS {s['rss_max_kb'] / 1024:.1f} MB",
+                f"- {s['counts']}; outcomes {s['codes']}; {s['epochs']} catalog epochs; audit rows dropped {b['audit_dropped']}; "
+                f"server processes left after stop: {s['leftover_processes']}",
+                "- RSS samples (MB): " + " ".join(f"{x['rss_kb'] / 1024:.1f}" for x in s["samples"]),
+            ]
+    if "profile" in results:
+        lines += ["", "## Profile of ours"]
+        for mode, p in results["profile"].items():
+            if "error" in p:
+                lines.append(f"- {mode}: {p['error']}")
+                continue
+            lines.append(
+                f"### {'64 in flight' if mode == 'tput' else 'sequential'} ({p['tool']}, {p.get('samples', '?')} samples; % of samples)"
+            )
+            lines.append("inclusive: " + "; ".join(f"{pct:.1f}% {name}" for pct, name in p["inclusive"]))
+            lines.append("")
+            lines.append("self: " + "; ".join(f"{pct:.1f}% {name}" for pct, name in p["self"]))
+    lines += ["", "## Issue 6 targets", *targets(results)]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ profiles
+
+_LINE = re.compile(r":\d+\)$")
+
+
+def _short(frame: str) -> str:
+    frame = _LINE.sub(")", frame)
+    frame = re.sub(r"\(/[^)]*?site-packages/", "(", frame)
+    return re.sub(r"\(/work/main/", "(", frame)
+
+
+def collapse(raw: str, limit: int = 28) -> dict[str, Any]:
+    """Self and inclusive shares from py-spy raw (collapsed) stacks, imports left out."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit() or "_find_and_load" in stack:
+            continue
+        n = int(count)
+        total += n
+        frames = [
+            _short(f)
+            for f in stack.split(";")
+            if not f.startswith("thread (") and not f.startswith("process ")
+        ]
+        if not frames:
+            continue
+        own[frames[-1]] += n
+        for frame in set(frames):
+            incl[frame] += n
+    keep: Callable[[str], bool] = lambda f: (
+        not f.startswith(("<module>", "main (bench", "run (trio", "unrolled_run"))
+    )  # noqa: E731
+    return {
+        "samples": total,
+        "self": [(100 * n / total, f) for f, n in own.most_common(limit)],
+        "inclusive": [(100 * n / total, f) for f, n in incl.most_common(limit * 2) if keep(f)][:limit],
+    }
+
+
+def pstats_top(path: Path, limit: int = 28) -> dict[str, Any]:
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    rows = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in rows.values()) or 1.0
+    by_self = sorted(rows.items(), key=lambda kv: kv[1][2], reverse=True)[:limit]
+    by_cum = sorted(rows.items(), key=lambda kv: kv[1][3], reverse=True)[:limit]
+    name = lambda k: f"{k[2]} ({k[0].split('/work/main/')[-1].split('site-packages/')[-1]})"  # noqa: E731
+    return {
+        "samples": "cProfile",
+        "self": [(100 * v[2] / total, name(k)) for k, v in by_self],
+        "inclusive": [(100 * v[3] / total, name(k)) for k, v in by_cum],
+    }

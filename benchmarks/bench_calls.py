@@ -1,0 +1,212 @@
+"""Worker: sequential latency and 64-in-flight throughput of one client, one repetition.
+
+    python benchmarks/bench_calls.py --client floor|ours|sdk-trio|sdk-asyncio
+                                     [--seq N] [--tput N] [--inflight 64] [--warmup N]
+                                     [--what-if linger,policy,...] [--count-io]
+
+Every client talks to the same minimal server (benchmarks/minimal_server.py) over a
+pipe and calls its ``echo`` tool with ``{"text": "hi"}``:
+
+* ``floor``: benchmarks/floor_client.py (hand-written Trio + orjson JSON-RPC);
+* ``ours``: ``turn.call`` through ``Supervisor.open`` (trusted server, so no approval;
+  a fresh state dir in a temp dir): validation, trust decision, dispatch to the
+  connection actor, envelope, audit row;
+* ``sdk-trio`` / ``sdk-asyncio``: the official ``mcp`` SDK's ``ClientSession`` over its
+  ``stdio_client``, under ``anyio.run(..., backend=...)``.
+
+Latency: ``--seq`` calls one after another, each timed with perf_counter (µs).
+Throughput: ``--tput`` calls spread over ``--inflight`` tasks on one connection
+(each task calls in a loop, so that many calls are in flight at all times).
+Both phases also report the client process's CPU time per call (all its threads,
+``time.process_time``), which other load on the machine disturbs far less than
+wall-clock figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from _common import emit, ours_config, quantiles, quiet_logging, server_argv
+
+Call = Callable[[], Awaitable[Any]]
+
+
+async def _measure(call: Call, args: argparse.Namespace, spawn: Callable[..., Any]) -> dict[str, Any]:
+    """Warm up, time ``--seq`` sequential calls, then ``--tput`` calls with ``--inflight`` tasks."""
+    for _ in range(args.warmup):
+        await call()
+    clock, cpu = time.perf_counter, time.process_time
+    samples = []
+    cpu_start = cpu()
+    for _ in range(args.seq):
+        start = clock()
+        await call()
+        samples.append((clock() - start) * 1e6)
+    seq_cpu = (cpu() - cpu_start) / max(args.seq, 1) * 1e6
+    per_task, extra = divmod(args.tput, args.inflight)
+
+    async def worker(count: int) -> None:
+        for _ in range(count):
+            await call()
+
+    start, cpu_start = clock(), cpu()
+    await spawn(worker, [per_task + (1 if i < extra else 0) for i in range(args.inflight)])
+    elapsed = clock() - start
+    tput_cpu = (cpu() - cpu_start) / args.tput * 1e6
+    return {
+        "seq_us": quantiles(samples) if samples else None,
+        "seq_cpu_us_per_call": seq_cpu,
+        "tput_calls_s": args.tput / elapsed,
+        "tput_s": elapsed,
+        "tput_cpu_us_per_call": tput_cpu,
+    }
+
+
+# ------------------------------------------------------------------------ trio clients
+
+
+async def _trio_spawn(worker: Callable[[int], Awaitable[None]], counts: list[int]) -> None:
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        for count in counts:
+            nursery.start_soon(worker, count)
+
+
+async def run_floor(args: argparse.Namespace) -> dict[str, Any]:
+    import trio
+    from floor_client import FloorClient
+
+    async with trio.open_nursery() as nursery:
+        client = await FloorClient.spawn(server_argv(), nursery)
+        await client.handshake()
+
+        async def call() -> Any:
+            return await client.call("echo", {"text": "hi"})
+
+        assert (await call())["content"][0]["text"] == "hi"
+        result = await _measure(call, args, _trio_spawn)
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+    return result
+
+
+async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
+    from supervisor import Supervisor
+
+    quiet_logging()
+    config = ours_config([("bench", server_argv())])
+    patches = [name for name in args.what_if.split(",") if name]
+    if patches:
+        import what_if
+
+        what_if.prepare(patches)
+    with tempfile.TemporaryDirectory(prefix="bench-ours-") as state_dir:
+        async with Supervisor.open(config, state_dir=state_dir) as sup:
+            if patches:
+                what_if.apply(patches, sup)
+            async with sup.session() as session:
+                turn = await session.begin_turn()
+
+                async def call() -> Any:
+                    return await turn.call("bench_echo", {"text": "hi"})
+
+                first = await call()
+                assert first.ok and first.text == "hi", first
+                io = _count_io() if args.count_io else None
+                result = await _measure(call, args, _trio_spawn)
+                result["audit"] = _store_stats(sup)
+                if io is not None:
+                    result["io"] = dict(io)
+    return result
+
+
+def _count_io() -> dict[str, int]:
+    """Count the stdio transport's writes and reads from now on (adds a little cost)."""
+    from actors.transports import stdio
+
+    counts = {"writes": 0, "reads": 0}
+    send, receive = stdio.StdioTransport.send, stdio.StdioTransport.receive
+
+    async def counted_send(self: Any, data: bytes) -> None:
+        counts["writes"] += 1
+        await send(self, data)
+
+    async def counted_receive(self: Any) -> bytes:
+        counts["reads"] += 1
+        return await receive(self)
+
+    stdio.StdioTransport.send = counted_send  # type: ignore[method-assign]
+    stdio.StdioTransport.receive = counted_receive  # type: ignore[method-assign]
+    return counts
+
+
+def _store_stats(sup: Any) -> dict[str, int]:
+    stats = sup.store.statistics()
+    return {"written": stats.written, "batches": stats.batches, "dropped": stats.dropped}
+
+
+# ------------------------------------------------------------------------ the SDK
+
+
+async def run_sdk(args: argparse.Namespace) -> dict[str, Any]:
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    argv = server_argv()
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+
+    async def spawn(worker: Callable[[int], Awaitable[None]], counts: list[int]) -> None:
+        async with anyio.create_task_group() as group:
+            for count in counts:
+                group.start_soon(worker, count)
+
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.list_tools()
+
+        async def call() -> Any:
+            return await session.call_tool("echo", {"text": "hi"})
+
+        first = await call()
+        assert first.content[0].text == "hi", first
+        return await _measure(call, args, spawn)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", required=True, choices=["floor", "ours", "sdk-trio", "sdk-asyncio"])
+    parser.add_argument("--seq", type=int, default=2000)
+    parser.add_argument("--tput", type=int, default=10000)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument(
+        "--what-if", default="", help="ours: comma-separated patches of benchmarks/what_if.py"
+    )
+    parser.add_argument(
+        "--count-io", action="store_true", help="ours: count pipe writes and reads while measuring"
+    )
+    args = parser.parse_args()
+    if args.client.startswith("sdk"):
+        import anyio
+
+        backend = args.client.removeprefix("sdk-")
+        result = anyio.run(run_sdk, args, backend=backend)
+        result["backend"] = backend
+    else:
+        import trio
+
+        result = trio.run(run_floor if args.client == "floor" else run_ours, args)
+        result["backend"] = "trio"
+    result["client"] = args.client + (f"+{args.what_if}" if args.what_if else "")
+    emit(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""The benchmarks of issue 6, in one run on one machine (by hand; never by the test suite).
+
+    .venv/bin/python benchmarks/run.py [--quick] [--only NAME ...] [--reps N]
+                                       [--minutes N] [--servers N] [--profile] [--json PATH]
+
+Sections (``--only``): calls, whatif, breakdown, memory, import, kill, search, turns,
+scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
+``--py-spy``, or in /tmp/pyspy/bin; cProfile otherwise or with ``--cprofile``).
+
+* calls: the floor (hand-written Trio + orjson client), ours (``turn.call`` through
+  ``Supervisor.open``) and the official SDK's ``ClientSession`` (under trio and under
+  asyncio) against the same minimal server: sequential p50/p99 and throughput with 64
+  in flight; ``--reps`` repetitions, each in a fresh process, interleaved; medians
+  with min–max; ratios to the floor and to the SDK (the better of its two backends).
+* whatif: ours with the candidate optimizations of benchmarks/what_if.py applied.
+* breakdown: what each step of our call path costs alone (benchmarks/bench_breakdown.py).
+* memory: client RSS per open stdio connection at 100 and 500 (floor, ours, SDK).
+* import: ``python -c "import supervisor"`` vs ``python -c "import mcp.client.session"``.
+* kill: SIGKILL of a server → answer of its last in-flight call; reconnect to steady.
+* search / turns: tool_search at 1,000 and 10,000 tools; begin_turn with 10,000 tools.
+* scale: ``--servers`` minimal servers in one supervisor; soak: ``--minutes`` of calls,
+  crashes and list_changed storms.
+
+The default run takes a few minutes on 2 cores; ``--quick`` about a minute and a half.
+Every number printed is measured in this run; the target lines compare them with
+issue 6's targets as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _report
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+SECTIONS = ["calls", "whatif", "breakdown", "memory", "import", "kill", "search", "turns", "scale", "soak"]
+CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
+WHAT_IFS = [
+    "linger",
+    "policy",
+    "validate",
+    "drain",
+    "nowait",
+    "reply",
+    "linger,policy,validate,drain,nowait,reply",
+    "linger,policy,validate,drain,direct,reply",
+]
+
+
+def worker(script: str, *args: Any, timeout: float = 900.0) -> dict[str, Any]:
+    """Run one worker in a fresh interpreter; its last stdout line is its JSON answer."""
+    argv = [PY, str(HERE / script), *map(str, args)]
+    try:
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:g} s: {shlex.join(argv[1:])}"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def environment(argv: list[str]) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    cpu = "?"
+    with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    packages = {}
+    for name in ("trio", "orjson", "mcp", "anyio", "attrs", "cattrs", "jsonschema", "rpds-py", "pydantic"):
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = "-"
+    git = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join([".venv/bin/python", "benchmarks/run.py", *argv]),
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "packages": packages,
+        "git": git.stdout.strip() + (" (work tree has uncommitted changes)" if dirty.stdout.strip() else ""),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+# ------------------------------------------------------------------------ sections
+
+
+def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[dict[str, Any]]]:
+    results: dict[str, list[dict[str, Any]]] = {client: [] for client in clients}
+    for rep in range(args.reps):
+        for client in clients:
+            name, _, what_if = client.partition("+")
+            extra = ["--what-if", what_if] if what_if else []
+            result = worker(
+                "bench_calls.py",
+                "--client",
+                name,
+                "--seq",
+                args.seq,
+                "--tput",
+                args.tput,
+                "--warmup",
+                args.warmup,
+                *extra,
+                timeout=300,
+            )
+            results[client].append(result)
+            _progress(f"calls rep {rep + 1}/{args.reps} {client}", result)
+    return results
+
+
+def run_import(runs: int) -> dict[str, Any]:
+    def timed(code: str) -> list[float]:
+        subprocess.run([PY, "-c", code], cwd=ROOT, check=True)  # warm the bytecode caches
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run([PY, "-c", code], cwd=ROOT, check=True)
+            samples.append(time.perf_counter() - start)
+        return samples
+
+    out = {
+        "python -c pass": timed("pass"),
+        "import supervisor": timed("import supervisor"),
+        "import mcp.client.session": timed("import mcp.client.session"),
+    }
+    done = subprocess.run(
+        [PY, "-X", "importtime", "-c", "import supervisor"], cwd=ROOT, capture_output=True, text=True
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append((int(parts[1]), parts[2].rstrip()))
+    rows.sort(reverse=True)
+    return {"samples_s": out, "importtime_top": [(us / 1000, name) for us, name in rows[:14]]}
+
+
+def run_profile(args: argparse.Namespace) -> dict[str, Any]:
+    """Where ours spends its time at 64 in flight and sequentially (py-spy --gil, else cProfile)."""
+    candidates = [args.py_spy, shutil.which("py-spy"), "/tmp/pyspy/bin/py-spy"]
+    spy = None if args.cprofile else next((c for c in candidates if c and Path(c).exists()), None)
+    out: dict[str, Any] = {}
+    for mode, flags in (
+        ("tput", ["--seq", "0", "--tput", str(args.tput * 3)]),
+        ("seq", ["--seq", str(args.seq * 3), "--tput", "64"]),
+    ):
+        bench = [PY, str(HERE / "bench_calls.py"), "--client", "ours", "--warmup", "200", *flags]
+        raw = Path(f"/tmp/bench-profile-{os.getpid()}-{mode}.txt")
+        if spy:
+            subprocess.run(
+                [spy, "record", "--gil", "-r", "1000", "-f", "raw", "-o", str(raw), "--", *bench],
+                cwd=ROOT,
+                capture_output=True,
+                check=False,
+            )
+            out[mode] = (
+                {"tool": "py-spy --gil", **_report.collapse(raw.read_text())}
+                if raw.exists()
+                else {"error": "py-spy failed"}
+            )
+        else:
+            stats = raw.with_suffix(".pstats")
+            subprocess.run(
+                [PY, "-m", "cProfile", "-o", str(stats), *bench[1:]],
+                cwd=ROOT,
+                capture_output=True,
+                check=False,
+            )
+            out[mode] = (
+                {"tool": "cProfile", **_report.pstats_top(stats)}
+                if stats.exists()
+                else {"error": "cProfile run failed"}
+            )
+            stats.unlink(missing_ok=True)
+        raw.unlink(missing_ok=True)
+    return out
+
+
+def _progress(what: str, result: dict[str, Any]) -> None:
+    print(
+        f"  .. {what}{'  ERROR ' + result['error'] if 'error' in result else ''}", file=sys.stderr, flush=True
+    )
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and smaller sizes (~1.5 min)")
+    parser.add_argument("--only", nargs="+", choices=[*SECTIONS, "profile"], help="run only these sections")
+    parser.add_argument("--reps", type=int, help="repetitions of the call benchmarks (default 5, quick 2)")
+    parser.add_argument("--minutes", type=float, help="soak duration (default 1, quick 0.25)")
+    parser.add_argument("--servers", type=int, help="scale run size (default 200, quick 50)")
+    parser.add_argument(
+        "--memory-at", type=int, nargs="+", help="connection counts (default 100 500, quick 100)"
+    )
+    parser.add_argument("--kills", type=int, help="kills for ours (default 100, quick 20)")
+    parser.add_argument("--profile", action="store_true", help="also profile our call path")
+    parser.add_argument("--py-spy", help="path of a py-spy binary")
+    parser.add_argument(
+        "--cprofile", action="store_true", help="profile with cProfile even if py-spy is found"
+    )
+    parser.add_argument("--json", help="also write every raw result to this file")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.reps = args.reps or (2 if quick else 5)
+    args.minutes = args.minutes if args.minutes is not None else (0.25 if quick else 1.0)
+    args.servers = args.servers or (50 if quick else 200)
+    args.memory_at = args.memory_at or ([100] if quick else [100, 500])
+    args.kills = args.kills or (20 if quick else 100)
+    args.seq, args.tput, args.warmup = (500, 3000, 200) if quick else (2000, 10000, 300)
+    args.sections = args.only or ([*SECTIONS, "profile"] if args.profile else SECTIONS)
+    return args
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    env = environment(argv)
+    results: dict[str, Any] = {"env": env}
+    started = time.perf_counter()
+    sections = args.sections
+    if "calls" in sections:
+        results["calls"] = run_calls(args, CLIENTS)
+    if "whatif" in sections:
+        whatif_args = argparse.Namespace(**{**vars(args), "reps": max(1, args.reps - 2)})
+        results["whatif"] = run_calls(whatif_args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)])
+    if "breakdown" in sections:
+        results["breakdown"] = worker("bench_breakdown.py", "--rounds", 5000 if args.quick else 20000)
+        _progress("breakdown", results["breakdown"])
+    if "memory" in sections:
+        memory: dict[str, Any] = {}
+        for count in args.memory_at:
+            for client in ("floor", "ours", "sdk"):
+                memory[f"{client}@{count}"] = worker(
+                    "bench_memory.py", "--client", client, "--connections", count
+                )
+                _progress(f"memory {client} x{count}", memory[f"{client}@{count}"])
+        results["memory"] = memory
+    if "import" in sections:
+        results["import"] = run_import(5 if args.quick else 9)
+        _progress("import", {})
+    if "kill" in sections:
+        side = max(10, args.kills // 4)
+        results["kill"] = {
+            "ours": worker("bench_kill.py", "--client", "ours", "--kills", args.kills),
+            "floor": worker("bench_kill.py", "--client", "floor", "--kills", side),
+            "sdk": worker("bench_kill.py", "--client", "sdk", "--kills", side),
+        }
+        _progress("kill", {})
+    if "search" in sections:
+        results["search"] = worker("bench_search.py", "index", "--queries", 500 if args.quick else 3000)
+        _progress("search", results["search"])
+    if "turns" in sections:
+        results["turns"] = worker("bench_search.py", "turns", "--turns", 300 if args.quick else 2000)
+        _progress("turns", results["turns"])
+    if "scale" in sections:
+        results["scale"] = worker(
+            "bench_scale.py",
+            "--servers",
+            args.servers,
+            "--seconds",
+            2 if args.quick else 3,
+            timeout=900 + args.servers,
+        )
+        _progress("scale", results["scale"])
+    if "soak" in sections:
+        results["soak"] = worker("bench_soak.py", "--minutes", args.minutes, timeout=args.minutes * 60 + 300)
+        _progress("soak", results["soak"])
+    if "profile" in sections:
+        results["profile"] = run_profile(args)
+    env["loadavg_end"] = os.getloadavg()
+    env["wall_s"] = time.perf_counter() - started
+    print(_report.render(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
