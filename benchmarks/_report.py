@@ -225,7 +225,12 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", "## What-if: ours with candidate optimizations (benchmarks/what_if.py), same run"]
         lines += calls_table(results["whatif"], base="ours")
     if "breakdown" in results and "error" not in results["breakdown"]:
-        lines += ["", "## Call-path steps alone (µs per operation, best of 5 runs); relist steps (µs per relist, mean of 20)", "| µs | step |", "|---|---|"]
+        lines += [
+            "",
+            "## Call-path steps alone (µs per operation, best of 5 runs); relist steps (µs per relist, mean of 20)",
+            "| µs | step |",
+            "|---|---|",
+        ]
         lines += [f"| {v:.2f} | {k} |" for k, v in results["breakdown"].items()]
     if "memory" in results:
         lines += [
@@ -330,7 +335,8 @@ def render(results: dict[str, Any]) -> str:
                 f"children {b['children']}; largest RSS {s['rss_max_kb'] / 1024:.1f} MB",
                 f"- {s['counts']}; outcomes {s['codes']}; {s['epochs']} catalog epochs; audit rows dropped {b['audit_dropped']}; "
                 f"server processes left after stop: {s['leftover_processes']}",
-                "- RSS samples (MB): " + " ".join(f"{x['rss_kb'] / 1024:.1f}" for x in s["samples"]),
+                "- RSS over time (t s: MB): "
+                + ", ".join(f"{x['t_s']:.0f}: {x['rss_kb'] / 1024:.1f}" for x in _thin(s["samples"], 25)),
             ]
     if "profile" in results:
         lines += ["", "## Profile of ours"]
@@ -339,13 +345,26 @@ def render(results: dict[str, Any]) -> str:
                 lines.append(f"- {mode}: {p['error']}")
                 continue
             lines.append(
-                f"### {'64 in flight' if mode == 'tput' else 'sequential'} ({p['tool']}, {p.get('samples', '?')} samples; % of samples)"
+                f"### {'64 in flight' if mode == 'tput' else 'sequential'} ("
+                + (
+                    "cProfile; % of total time)"
+                    if p["tool"] == "cProfile"
+                    else f"{p['tool']}, {p.get('samples', '?')} samples; % of samples)"
+                )
             )
             lines.append("inclusive: " + "; ".join(f"{pct:.1f}% {name}" for pct, name in p["inclusive"]))
             lines.append("")
             lines.append("self: " + "; ".join(f"{pct:.1f}% {name}" for pct, name in p["self"]))
     lines += ["", "## Issue 6 targets", *targets(results)]
     return "\n".join(lines)
+
+
+def _thin(samples: list[Row], most: int) -> list[Row]:
+    """At most ``most`` samples, evenly spread, the first and the last kept."""
+    if len(samples) <= most:
+        return samples
+    step = (len(samples) - 1) / (most - 1)
+    return [samples[round(i * step)] for i in range(most)]
 
 
 # ------------------------------------------------------------------------ profiles

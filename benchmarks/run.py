@@ -223,6 +223,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--cprofile", action="store_true", help="profile with cProfile even if py-spy is found"
     )
     parser.add_argument("--json", help="also write every raw result to this file")
+    parser.add_argument(
+        "--render", metavar="JSON", help="print the report of an earlier --json file, run nothing"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.reps = args.reps or (2 if quick else 5)
@@ -237,6 +240,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    if args.render:
+        print(_report.render(json.loads(Path(args.render).read_text())))
+        return
     env = environment(argv)
     results: dict[str, Any] = {"env": env}
     started = time.perf_counter()
