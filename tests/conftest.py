@@ -14,6 +14,7 @@ no resources but a pid. A zombie *child of ours* is a leak (nobody reaped it).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -121,3 +122,14 @@ def thread_safe_clock() -> trio.testing.MockClock:
     jumps only after 50 ms of real idleness: threads finish first, timers still fly.
     """
     return trio.testing.MockClock(autojump_threshold=0.05)
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """A test that runs `cli.main(["serve"])` installs a root handler on pytest's captured
+    stderr, which is closed after the test: put the root logger back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
