@@ -282,10 +282,11 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
     rows = [
         [
             _cell(server.get("name")),
-            _cell(server.get("state")),
+            _cell(server.get("state")) + (f" ({server['condition']})" if server.get("condition") else ""),
             _cell(server.get("available")),
             _cell(_tool_count(server)),
-            format_retry(server.get("state"), server.get("retry_in_s")),
+            "auth login" if server.get("condition") == "needs_auth"
+            else format_retry(server.get("state"), server.get("retry_in_s")),
             _cell(server.get("attempt") or None),
             _cell(server.get("last_error")),
         ]

@@ -66,6 +66,11 @@ class StructuredFormatter(logging.Formatter):
         return self._redactor.redact(str(value))
 
 
+# HTTP client libraries: request URLs at INFO, raw headers (session ids, redirect URLs
+# carrying authorization codes) at DEBUG. Kept at WARNING whatever our level.
+NOISY_LOGGERS = ("httpx2", "httpcore2", "httpx", "httpcore")
+
+
 def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_lines: bool = False) -> None:
     """Send structured, redacted log lines to stderr."""
     handler = logging.StreamHandler(sys.stderr)
@@ -77,5 +82,5 @@ def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_li
     root.setLevel(level)
     # The HTTP client logs every request with its full URL at INFO and response headers
     # (Mcp-Session-Id among them) at DEBUG: ours say what matters, without those.
-    for noisy in ("httpx2", "httpcore2", "httpx", "httpcore"):
+    for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -41,6 +41,10 @@ from supervisor.policy import Policy
 from supervisor.requests import RequestRegistry
 from supervisor.sessions import Session
 from supervisor.settings.model import Config
+from supervisor.store.vault import StoreVault
+
+if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
+    from actors.auth.provider import Authorizer
 from supervisor.store import SaveToolList, Store, StoreActor, StoreMessage
 
 log = logging.getLogger("supervisor")
@@ -115,12 +119,16 @@ class Supervisor:
         connector: Connector | None = None,
         server_requests: ServerRequestHandler | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
+        authorizer: Authorizer | None = None,
     ) -> AsyncIterator[Supervisor]:
         """Run the supervisor for the duration of the ``async with`` block.
 
         ``server_requests`` answers requests from servers (sampling, elicitation,
         roots); declare what it handles in ``client_capabilities`` (e.g.
         ``{"elicitation": {}}``). Without one, such requests get method-not-found.
+        ``authorizer`` gets a person's consent for a remote server's OAuth
+        authorization-code flow; without one such a server waits in ``needs_auth``
+        until ``mcp-supervisor auth login`` stored its tokens.
         """
         state_path = resolve_state_dir(config, state_dir)
         reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
@@ -128,6 +136,9 @@ class Supervisor:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
         store = await trio.to_thread.run_sync(Store.open, state_path / "supervisor.db")
         try:
+            connector = connector or TransportConnector(
+                state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer
+            )
             async with cls._running(
                 config, approver, state_path, store, connector, server_requests, client_capabilities
             ) as supervisor:
@@ -147,7 +158,7 @@ class Supervisor:
         server_requests: ServerRequestHandler | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Supervisor]:
-        connector = connector or TransportConnector(state_path, config.secrets)
+        connector = connector or TransportConnector(state_path, config.secrets, vault=StoreVault(store))
         shared = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         store_actor = StoreActor(store)
         mailboxes: dict[str, Channels[ConnectionMessage]] = {spec.name: open_mailbox() for spec in shared}

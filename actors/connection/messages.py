@@ -121,6 +121,8 @@ class StateChanged:
     reason: str | None = None
     next_retry_at: float | None = None
     owner: str | None = None
+    # "needs_auth": in backoff with no retry scheduled until someone authorizes again.
+    condition: str | None = None
 
 
 Published: TypeAlias = ToolsListed | StateChanged

@@ -181,6 +181,7 @@ class RouterActor:
             attempt=message.attempt,
             last_error=message.reason if message.reason else previous.last_error,
             next_retry_at=message.next_retry_at,
+            condition=message.condition,
             available=_available(previous, message),
             reconnects=previous.reconnects
             + (message.previous is State.BACKOFF and message.state is State.RESOLVE),
@@ -199,6 +200,7 @@ class RouterActor:
                     "previous": message.previous.value,
                     "attempt": message.attempt,
                     "reason": message.reason,
+                    "condition": message.condition,
                     "next_retry_in_s": None
                     if message.next_retry_at is None
                     else round(max(0.0, message.next_retry_at - message.at), 3),

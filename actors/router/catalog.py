@@ -91,6 +91,7 @@ class ServerView:
     attempt: int = 0
     last_error: str | None = None
     next_retry_at: float | None = None
+    condition: str | None = None  # "needs_auth" (see StateChanged)
     available: bool = False
     generation: int = 0
     entries: tuple[ToolEntry, ...] = attrs.field(default=(), repr=False)

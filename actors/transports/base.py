@@ -34,13 +34,17 @@ class TransportClosed(TransportError):
 
 
 class AuthRequired(TransportError):
-    """The server refused our credentials (HTTP 401/403). The text is fixed:
-    ``mcp server <name>: authentication failed`` (never a header value); ``status``
-    keeps the HTTP code. Calls in flight end ``auth_failed``."""
+    """The server refused our credentials (HTTP 401/403). The text starts
+    ``mcp server <name>: authentication failed`` and may add a ``detail`` for the
+    operator (never a header value or token); ``status`` keeps the HTTP code. Calls in
+    flight end ``auth_failed``. ``needs_login``: retrying will not help until someone
+    authorizes again (``mcp-supervisor auth login``) — the ``needs_auth`` condition."""
 
-    def __init__(self, server: str, status: int) -> None:
-        super().__init__(f"mcp server {server}: authentication failed")
+    def __init__(self, server: str, status: int, *, detail: str = "", needs_login: bool = False) -> None:
+        text = f"mcp server {server}: authentication failed"
+        super().__init__(f"{text}: {detail}" if detail else text)
         self.status = status
+        self.needs_login = needs_login
 
 
 class Transport(Protocol):

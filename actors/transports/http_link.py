@@ -30,7 +30,7 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import attrs
@@ -42,6 +42,9 @@ from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, TransportClosed, TransportError
 from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
+
+if TYPE_CHECKING:
+    from actors.auth.provider import OAuthProvider
 
 _log = logging.getLogger("actors.transports.http")
 
@@ -243,6 +246,7 @@ class RemoteLink:
     nursery: trio.Nursery  # the connector's; stream tasks run here and end at teardown
     inbox: Inbox
     redactor: Redactor
+    auth: OAuthProvider | None = None  # servers with an ``oauth`` block
 
     @property
     def name(self) -> str:
@@ -293,6 +297,60 @@ class RemoteLink:
         return TransportError(f"mcp server {self.name}: HTTP failure during {doing}: {reason}")
 
     async def open(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        doing: str,
+        *,
+        content: bytes | None = None,
+        read_timeout: float | None = None,
+        head_timeout: float | None = None,
+    ) -> httpx2.Response:
+        """:meth:`open_once`, with OAuth: the bearer token on the request; a 401 renews
+        the token (refresh, or the whole flow) and the request is retried **once** — a
+        second 401 is ``authentication failed`` with ``needs_login``; a 403
+        ``insufficient_scope`` steps the scope up, also once per request."""
+        auth = self.auth
+        if auth is None:
+            return await self.open_once(
+                method, url, headers, doing,
+                content=content, read_timeout=read_timeout, head_timeout=head_timeout,
+            )  # fmt: skip
+        renewed = stepped_up = False
+        while True:
+            used = auth.authorization()
+            sent = headers if used is None else {**headers, "Authorization": used}
+            response = await self.open_once(
+                method, url, sent, doing,
+                content=content, read_timeout=read_timeout, head_timeout=head_timeout,
+            )  # fmt: skip
+            status = response.status_code
+            challenge = response.headers.get("www-authenticate")
+            if status == 401:
+                await self.close(response)
+                if renewed:
+                    auth.refused()
+                    raise AuthRequired(
+                        self.name, 401, detail=f"{doing} was refused with a fresh token", needs_login=True
+                    )
+                renewed = True
+                await auth.unauthorized(used, challenge)
+                continue
+            if status == 403 and challenge and "insufficient_scope" in challenge:
+                await self.close(response)
+                if stepped_up:
+                    raise AuthRequired(
+                        self.name, 403, detail=f"{doing} needs more scope than was granted", needs_login=True
+                    )
+                stepped_up = True
+                await auth.insufficient_scope(used, challenge)
+                continue
+            if used is not None and status < 400:
+                auth.succeeded()
+            return response
+
+    async def open_once(
         self,
         method: str,
         url: str,

@@ -53,6 +53,9 @@ from actors.transports.http_link import (
 from actors.transports.sse_parser import ServerSentEvent, SSEParser
 from actors.transports.streamable_http import Outgoing, StreamableHttpTransport
 
+if TYPE_CHECKING:
+    from actors.auth.provider import Authorizer, OAuthProvider, TokenVault
+
 _log = logging.getLogger("actors.transports.http")
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -246,6 +249,12 @@ class RemoteTransport:
         """The next message line; raises the first failure (never returns ``b""``)."""
         return await self._link.inbox.get()
 
+    async def authenticate(self) -> None:
+        """The actor's ``authenticate`` state: have an OAuth token ready (stored,
+        refreshed, or from the client-credentials grant); nothing for other servers."""
+        if self._link.auth is not None:
+            await self._link.auth.prepare()
+
     def stderr_tail(self) -> list[str]:
         return []
 
@@ -255,7 +264,7 @@ class RemoteTransport:
 
 @asynccontextmanager
 async def open_remote_transport(
-    spec: ServerSpec, *, redactor: Redactor | None = None
+    spec: ServerSpec, *, redactor: Redactor | None = None, auth: OAuthProvider | None = None
 ) -> AsyncIterator[RemoteTransport]:
     """Connect to ``spec.url`` with the configured transport; leaving the block tears
     the connection down. An exception raised in the block comes out as itself."""
@@ -266,10 +275,12 @@ async def open_remote_transport(
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            link = RemoteLink(spec, client, nursery, Inbox(), redactor)
+            link = RemoteLink(spec, client, nursery, Inbox(), redactor, auth)
             try:
                 current: StreamableHttpTransport | LegacySseTransport
                 if spec.transport == "sse":
+                    if auth is not None:  # the stream opens before the actor's authenticate step
+                        await auth.prepare()
                     current = await LegacySseTransport.connect(link)
                 else:
                     current = StreamableHttpTransport(link, may_fall_back=spec.transport == "auto")
@@ -306,14 +317,51 @@ def _check_spec(spec: ServerSpec) -> None:
 
 
 class RemoteConnector:
-    """Connector for ``type: remote`` servers; ``redactor_factory`` as for stdio."""
+    """Connector for ``type: remote`` servers; ``redactor_factory`` as for stdio.
 
-    def __init__(self, redactor_factory: Callable[[ServerSpec], Redactor] | None = None) -> None:
+    Servers with an ``oauth`` block get one :class:`OAuthProvider` each, kept across
+    reconnects (its tokens live in ``vault``: the store, or memory when embedding
+    without a state directory); ``authorizer`` gets a person's consent when the
+    authorization-code flow needs one (none: the server waits in ``needs_auth``).
+    """
+
+    def __init__(
+        self,
+        redactor_factory: Callable[[ServerSpec], Redactor] | None = None,
+        *,
+        vault: TokenVault | None = None,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self._redactor_factory = redactor_factory
+        self._vault = vault
+        self._authorizer = authorizer
+        self._providers: dict[tuple[str, str], OAuthProvider] = {}
+
+    def provider(self, spec: ServerSpec) -> OAuthProvider | None:
+        """The server's OAuth provider (made on first use), or None without ``oauth``."""
+        if spec.oauth is None or spec.url is None:
+            return None
+        key = (spec.name, spec.url)
+        provider = self._providers.get(key)
+        if provider is None:
+            from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
+
+            if self._vault is None:
+                self._vault = MemoryVault()
+            provider = OAuthProvider(
+                spec.name,
+                spec.url,
+                OAuthSettings.from_mapping(spec.oauth),
+                self._vault,
+                self._authorizer,
+                timeout_s=min(spec.init_timeout_s, 30.0),
+            )
+            self._providers[key] = provider
+        return provider
 
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[RemoteTransport]:
         redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
-        return open_remote_transport(spec, redactor=redactor)
+        return open_remote_transport(spec, redactor=redactor, auth=self.provider(spec))
 
 
 if TYPE_CHECKING:  # mypy proves the connector and transport satisfy base.py's protocols

@@ -13,6 +13,7 @@ from actors.transports.base import SpawnError, Transport
 from actors.transports.stdio import StdioConnector
 
 if TYPE_CHECKING:
+    from actors.auth.provider import Authorizer, TokenVault
     from actors.transports.legacy_sse import RemoteConnector
 
 
@@ -29,8 +30,17 @@ async def _unsupported(spec: ServerSpec) -> AsyncIterator[Transport]:
 class TransportConnector:
     """The connector the supervisor hands to its connection actors."""
 
-    def __init__(self, state_dir: Path | None = None, extra_secrets: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        extra_secrets: tuple[str, ...] = (),
+        *,
+        vault: TokenVault | None = None,
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self._extra = extra_secrets
+        self._vault = vault
+        self._authorizer = authorizer
         self._stdio = StdioConnector(state_dir, self._redactor)
         self._remote: RemoteConnector | None = None
 
@@ -46,6 +56,8 @@ class TransportConnector:
                 # supervisor of local servers only would pay for nothing.
                 from actors.transports.legacy_sse import RemoteConnector
 
-                self._remote = RemoteConnector(self._redactor)
+                self._remote = RemoteConnector(
+                    self._redactor, vault=self._vault, authorizer=self._authorizer
+                )
             return self._remote(spec)
         return _unsupported(spec)

@@ -304,3 +304,30 @@ class Store:
         """``{server: (tools, listed_at)}`` for every server with a saved list."""
         rows = self._read("SELECT server, tools, listed_at FROM tool_lists")
         return {server: (cast(list[dict[str, Any]], json.loads(data)), at) for server, data, at in rows}
+
+    # ------------------------------------------------------------------ OAuth records
+
+    def save_oauth(self, server: str, url: str, record: Mapping[str, Any] | None, at: float) -> None:
+        """Replace (or with None delete) a remote server's OAuth record. The file is
+        0600, so tokens are readable by the supervisor's user only."""
+        with self.transaction():
+            if record is None:
+                self._connection.execute("DELETE FROM oauth WHERE server = ? AND url = ?", (server, url))
+                return
+            self._connection.execute(
+                "INSERT INTO oauth (server, url, record, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (server, url) DO UPDATE SET record = excluded.record,"
+                " updated_at = excluded.updated_at",
+                (server, url, canonical_json(dict(record)), at),
+            )
+
+    def oauth_record(self, server: str, url: str) -> dict[str, Any] | None:
+        """The stored OAuth record of a server at a URL, or None."""
+        rows = self._read("SELECT record FROM oauth WHERE server = ? AND url = ?", (server, url))
+        if not rows:
+            return None
+        try:
+            data = json.loads(rows[0][0])
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None

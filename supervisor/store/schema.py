@@ -74,6 +74,19 @@ MIGRATIONS: tuple[Step, ...] = (
         "CREATE INDEX audit_by_tenant ON audit (tenant, at)",
         "CREATE INDEX audit_by_session ON audit (session, at)",
     ),
+    # 3: OAuth records of remote servers (client, endpoints, tokens with absolute expiry),
+    # keyed by server name and URL: a server pointed elsewhere starts afresh.
+    (
+        """
+        CREATE TABLE oauth (
+            server     TEXT NOT NULL,
+            url        TEXT NOT NULL,
+            record     TEXT NOT NULL,  -- JSON (actors.auth.records.AuthRecord)
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (server, url)
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

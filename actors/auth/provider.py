@@ -1,0 +1,530 @@
+"""The OAuth 2.1 client of one remote server: what the ``authenticate`` state runs.
+
+An :class:`OAuthProvider` lives as long as the supervisor (one per server, kept by the
+remote connector across reconnects) and gives the HTTP transport three things:
+
+- :meth:`prepare` — the ``authenticate`` state: load the stored record, refresh an
+  access token that expired (also one that expired while we were not running: the
+  expiry is stored as an absolute time), or run the client-credentials grant;
+- :meth:`authorization` — the ``Authorization`` header value for the next request;
+- :meth:`unauthorized` / :meth:`insufficient_scope` — a 401 or a 403
+  ``insufficient_scope`` came back: refresh (or run the whole flow: discovery,
+  registration, authorization, token), so the caller can retry **once**; when nothing
+  can help, raise :class:`~actors.transports.base.AuthRequired` with ``needs_login``,
+  which parks the server in the ``needs_auth`` condition instead of a retry loop.
+
+Mechanics come from authlib (PKCE, the authorization URL, the callback's ``state``
+check, signed ``private_key_jwt`` assertions); the requests go through httpx2, the
+client the transports already use (authlib's own async client is tied to httpx).
+
+Tokens never appear in an error text or a log line: texts name the server and the step
+and carry at most the authorization server's ``error`` code.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import attrs
+import httpx2
+import orjson
+import trio
+
+from actors.auth.discovery import (
+    Challenge,
+    DiscoveryError,
+    ResourceMetadata,
+    ServerMetadata,
+    canonical_resource,
+    legacy_endpoints,
+    legacy_metadata_url,
+    merge_scopes,
+    parse_challenge,
+    pick_auth_method,
+    resource_allowed,
+    resource_metadata_urls,
+    safe,
+    select_scope,
+    server_metadata_urls,
+)
+from actors.auth.records import AuthRecord, Client, Tokens
+from actors.transports.base import AuthRequired, TransportClosed
+
+_log = logging.getLogger("actors.auth")
+
+FLOWS = ("authorization_code", "client_credentials")
+CLIENT_NAME = "trio-mcp-supervisor"
+MAX_METADATA_BYTES = 256 * 1024
+# A server that keeps asking for more scope after this many step-ups is looping.
+MAX_STEP_UPS = 2
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
+JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+
+class Authorizer(Protocol):
+    """Gets a user's consent: opens (or prints) the authorization URL and returns the
+    URL the browser was sent back to (with ``code`` and ``state``)."""
+
+    @property
+    def redirect_uri(self) -> str: ...
+
+    async def authorize(self, server: str, url: str) -> str: ...
+
+
+class TokenVault(Protocol):
+    """Where records are kept (the store's ``oauth`` table, file mode 0600)."""
+
+    async def load(self, server: str, url: str) -> Mapping[str, Any] | None: ...
+
+    async def save(self, server: str, url: str, record: Mapping[str, Any] | None) -> None: ...
+
+
+class MemoryVault:
+    """A vault for embedding without a state directory, and for tests."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], Mapping[str, Any]] = {}
+
+    async def load(self, server: str, url: str) -> Mapping[str, Any] | None:
+        return self.records.get((server, url))
+
+    async def save(self, server: str, url: str, record: Mapping[str, Any] | None) -> None:
+        if record is None:
+            self.records.pop((server, url), None)
+        else:
+            self.records[(server, url)] = record
+
+
+@attrs.frozen
+class OAuthSettings:
+    """A server's ``oauth`` config block (every key optional)."""
+
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+    flow: str = "authorization_code"
+    # Client ID metadata document: our client's URL, used as client_id where the
+    # authorization server supports it (instead of registering).
+    client_metadata_url: str | None = None
+    private_key: str | None = None  # PEM, for private_key_jwt
+    signing_algorithm: str = "RS256"
+    auth_method: str | None = None  # token_endpoint_auth_method for a configured client
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> OAuthSettings:
+        data = data or {}
+        return cls(
+            client_id=data.get("client_id") or None,
+            client_secret=data.get("client_secret") or None,
+            scope=data.get("scope") or None,
+            flow=data.get("flow") or "authorization_code",
+            client_metadata_url=data.get("client_metadata_url") or None,
+            private_key=data.get("private_key") or None,
+            signing_algorithm=data.get("signing_algorithm") or "RS256",
+            auth_method=data.get("token_endpoint_auth_method") or None,
+        )
+
+
+class OAuthProvider:
+    """OAuth for one server (see the module docstring)."""
+
+    def __init__(
+        self,
+        server: str,
+        url: str,
+        settings: OAuthSettings,
+        vault: TokenVault,
+        authorizer: Authorizer | None = None,
+        *,
+        timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        transport: httpx2.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.server = server
+        self.url = url
+        self.settings = settings
+        self._vault = vault
+        self.authorizer = authorizer
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._transport = transport
+        self._record = AuthRecord()
+        self._lock = trio.Lock()
+        self._step_ups = 0
+        self._refused = False  # a fresh token was refused: renewing again is pointless
+        self.needs_login = False
+
+    # ----------------------------------------------------------------- transport API
+
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header value, or None before the first token."""
+        tokens = self._record.tokens
+        return None if tokens is None else f"Bearer {tokens.access_token}"
+
+    def secrets(self) -> tuple[str, ...]:
+        return (*self._record.secrets(), *(s for s in (self.settings.client_secret,) if s))
+
+    async def prepare(self) -> None:
+        """The ``authenticate`` state: have a token ready if one can be had without a
+        person. With none, the first request goes without and its 401 starts the flow."""
+        async with self._lock:
+            self._refused = False  # a new attempt (e.g. a restart after `auth login`)
+            await self._load()
+            tokens = self._record.tokens
+            if tokens is not None and not tokens.expired(self._clock()):
+                return
+            if tokens is not None and tokens.refresh_token and await self._refresh():
+                return
+            if self.settings.flow == "client_credentials" and self._record.token_endpoint:
+                await self._client_credentials(self._record.tokens.scope if self._record.tokens else None)
+
+    async def unauthorized(self, used: str | None, header: str | None) -> None:
+        """A request with ``used`` (an Authorization value, or None) got a 401: get a
+        new token so the caller may retry once, or raise AuthRequired."""
+        async with self._lock:
+            if self._refused:
+                raise self._failed("the server refused a fresh token")
+            if used is not None and self.authorization() not in (None, used):
+                return  # another request renewed it meanwhile: just retry
+            challenge = parse_challenge(header)
+            tokens = self._record.tokens
+            if used is not None and tokens is not None and tokens.refresh_token and await self._refresh():
+                return
+            await self._full_flow(challenge, scope_hint=None)
+
+    async def insufficient_scope(self, used: str | None, header: str | None) -> None:
+        """A 403 ``insufficient_scope``: authorize again with the union of scopes
+        (step-up), at most ``MAX_STEP_UPS`` times in a row."""
+        async with self._lock:
+            if used is not None and self.authorization() not in (None, used):
+                return
+            challenge = parse_challenge(header)
+            if self._step_ups >= MAX_STEP_UPS:
+                raise self._failed("the server keeps asking for more scope (step-up limit reached)")
+            self._step_ups += 1
+            current = self._record.tokens.scope if self._record.tokens else None
+            wanted = merge_scopes(current, challenge.scope if challenge else None)
+            await self._full_flow(challenge, scope_hint=wanted)
+
+    def succeeded(self) -> None:
+        """A request went through with our token: a later 403 starts a new step-up count."""
+        self._step_ups = 0
+
+    def refused(self) -> None:
+        """The retry with a renewed token got a 401 too: until the next attempt, every
+        other request's 401 fails at once instead of renewing again (no token storm)."""
+        self._refused = True
+        self.needs_login = True
+
+    async def login(self, header: str | None) -> None:
+        """``auth login``: forget the tokens and run the whole flow with the authorizer."""
+        async with self._lock:
+            await self._load()
+            self._record = attrs.evolve(self._record, tokens=None)
+            await self._full_flow(parse_challenge(header), scope_hint=None)
+
+    # -------------------------------------------------------------------- the flow
+
+    async def _load(self) -> None:
+        stored = await self._vault.load(self.server, self.url)
+        record = AuthRecord.from_json(stored) if stored is not None else None
+        if record is not None:
+            self._record = record
+            if record.tokens is not None:
+                self.needs_login = False
+
+    async def _save(self) -> None:
+        await self._vault.save(self.server, self.url, self._record.to_json())
+
+    async def _full_flow(self, challenge: Challenge | None, scope_hint: str | None) -> None:
+        """Discovery, a client, a grant; the record saved. Raises AuthRequired."""
+        async with self._http() as http:
+            resource, metadata = await self._discover(http, challenge)
+            scope = scope_hint or select_scope(
+                self.settings.scope,
+                challenge,
+                resource,
+                metadata,
+                want_refresh=self.settings.flow == "authorization_code",
+            )
+            self._record = attrs.evolve(
+                self._record,
+                issuer=metadata.issuer,
+                token_endpoint=metadata.token_endpoint,
+                authorization_endpoint=metadata.authorization_endpoint,
+                registration_endpoint=metadata.registration_endpoint,
+                resource=canonical_resource(resource.resource) if resource is not None else None,
+                auth_methods_supported=metadata.token_endpoint_auth_methods_supported,
+                tokens=None,
+            )
+            client = await self._client(http, metadata)
+            self._record = attrs.evolve(self._record, client=client)
+            if self.settings.flow == "client_credentials":
+                await self._client_credentials(scope, http)
+                return
+            await self._authorization_code(http, metadata, client, scope)
+
+    async def _discover(
+        self, http: httpx2.AsyncClient, challenge: Challenge | None
+    ) -> tuple[ResourceMetadata | None, ServerMetadata]:
+        try:
+            resource: ResourceMetadata | None = None
+            for where in resource_metadata_urls(self.url, challenge):
+                body = await self._get_json(http, where, "protected-resource metadata")
+                if body is not None:
+                    resource = ResourceMetadata.parse(body, where)
+                    break
+            if resource is None:  # a 2025-03-26 server: the AS is the server's origin
+                where = legacy_metadata_url(self.url)
+                body = await self._get_json(http, where, "authorization server metadata")
+                if body is not None:
+                    return None, ServerMetadata.parse(body, where)
+                return None, ServerMetadata.parse(legacy_endpoints(self.url), self.url)
+            if not resource_allowed(self.url, resource.resource):
+                raise DiscoveryError(
+                    f"its protected-resource metadata is for {safe(resource.resource)}, "
+                    f"not {safe(self.url)}; no token is sent to it"
+                )
+            issuer = resource.authorization_servers[0]
+            for where in server_metadata_urls(issuer):
+                body = await self._get_json(http, where, "authorization server metadata")
+                if body is not None:
+                    metadata = ServerMetadata.parse(body, where)
+                    if not metadata.issuer:
+                        metadata = attrs.evolve(metadata, issuer=issuer)
+                    metadata.check_pkce()
+                    return resource, metadata
+            raise DiscoveryError(f"no authorization server metadata found for {safe(issuer)}")
+        except DiscoveryError as exc:
+            raise self._failed(str(exc)) from None
+
+    async def _client(self, http: httpx2.AsyncClient, metadata: ServerMetadata) -> Client:
+        settings = self.settings
+        if settings.client_id:
+            return Client(settings.client_id, settings.client_secret, settings.auth_method)
+        if settings.client_metadata_url and metadata.client_id_metadata_document_supported:
+            return Client(settings.client_metadata_url, None, "none")
+        redirect = self.authorizer.redirect_uri if self.authorizer is not None else None
+        stored = self._record.client
+        if (
+            stored is not None
+            and stored.registered
+            and (settings.flow == "client_credentials" or redirect in stored.redirect_uris)
+        ):
+            return stored
+        if metadata.registration_endpoint is None:
+            raise self._failed(
+                "the authorization server offers no dynamic client registration; "
+                'configure "oauth": {"client_id": ..., "client_secret": ...}'
+            )
+        if settings.flow == "authorization_code" and redirect is None:
+            raise self._needs_login()
+        return await self._register(http, metadata.registration_endpoint, redirect)
+
+    async def _register(self, http: httpx2.AsyncClient, endpoint: str, redirect: str | None) -> Client:
+        code_flow = self.settings.flow == "authorization_code"
+        body: dict[str, Any] = {
+            "client_name": CLIENT_NAME,
+            "redirect_uris": [redirect] if redirect else [],
+            "grant_types": ["authorization_code", "refresh_token"] if code_flow else ["client_credentials"],
+            "response_types": ["code"] if code_flow else [],
+            "token_endpoint_auth_method": "none" if code_flow else "client_secret_basic",
+        }
+        answer = await self._post(http, endpoint, "client registration", json=body)
+        client_id = answer.get("client_id")
+        if not isinstance(client_id, str) or not client_id:
+            raise self._failed("client registration answered without a client_id")
+        secret = answer.get("client_secret")
+        method = answer.get("token_endpoint_auth_method")
+        return Client(
+            client_id,
+            secret if isinstance(secret, str) and secret else None,
+            method if isinstance(method, str) and method else None,
+            redirect_uris=(redirect,) if redirect else (),
+            registered=True,
+        )
+
+    async def _authorization_code(
+        self, http: httpx2.AsyncClient, metadata: ServerMetadata, client: Client, scope: str | None
+    ) -> None:
+        from authlib.common.security import generate_token
+        from authlib.oauth2.rfc6749.errors import OAuth2Error
+        from authlib.oauth2.rfc6749.parameters import parse_authorization_code_response, prepare_grant_uri
+        from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+        if self.authorizer is None:
+            raise self._needs_login()
+        if metadata.authorization_endpoint is None:
+            raise self._failed("the authorization server metadata has no authorization_endpoint")
+        verifier = generate_token(64)
+        state = generate_token(32)
+        extra: dict[str, str] = {"code_challenge": create_s256_code_challenge(verifier)}
+        extra["code_challenge_method"] = "S256"
+        if self._record.resource:
+            extra["resource"] = self._record.resource
+        url = prepare_grant_uri(
+            metadata.authorization_endpoint,
+            client.client_id,
+            "code",
+            redirect_uri=self.authorizer.redirect_uri,
+            scope=scope,
+            state=state,
+            **extra,
+        )
+        try:
+            callback = await self.authorizer.authorize(self.server, url)
+        except Exception as exc:  # the host's or our authorizer: its text names no secret
+            raise self._failed(f"no authorization: {exc}") from None
+        try:
+            answer = parse_authorization_code_response(callback, state=state)
+        except OAuth2Error as exc:
+            what = "the state did not match (possible CSRF)" if "state" in str(exc.error) else exc.error
+            raise self._failed(f"the authorization callback was refused: {what}") from None
+        form = {
+            "grant_type": "authorization_code",
+            "code": answer["code"],
+            "redirect_uri": self.authorizer.redirect_uri,
+            "code_verifier": verifier,
+        }
+        await self._token_request(http, form, None)
+
+    async def _client_credentials(self, scope: str | None, http: httpx2.AsyncClient | None = None) -> None:
+        if self._record.client is None:
+            raise self._failed('the client-credentials flow needs "client_id" (and a secret or key)')
+        form: dict[str, str] = {"grant_type": "client_credentials"}
+        if scope:
+            form["scope"] = scope
+        if http is None:
+            async with self._http() as own:
+                await self._token_request(own, form, None)
+        else:
+            await self._token_request(http, form, None)
+
+    async def _refresh(self) -> bool:
+        """Use the refresh token; False (tokens dropped) when the server refuses it."""
+        tokens = self._record.tokens
+        if tokens is None or not tokens.refresh_token or not self._record.token_endpoint:
+            return False
+        form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
+        try:
+            async with self._http() as http:
+                await self._token_request(http, form, tokens)
+        except AuthRequired:
+            self._record = attrs.evolve(self._record, tokens=None)
+            await self._save()
+            return False
+        return True
+
+    async def _token_request(
+        self, http: httpx2.AsyncClient, form: dict[str, str], previous: Tokens | None
+    ) -> None:
+        record = self._record
+        client = record.client
+        if client is None:
+            raise self._failed("no client for the token request")
+        if record.resource:
+            form["resource"] = record.resource
+        headers: dict[str, str] = {"Accept": "application/json"}
+        method = pick_auth_method(
+            client.auth_method, bool(client.client_secret), record.auth_methods_supported,
+            has_key=bool(self.settings.private_key),
+        )  # fmt: skip
+        if method == "client_secret_basic" and client.client_secret:
+            pair = f"{quote(client.client_id, safe='')}:{quote(client.client_secret, safe='')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        elif method == "client_secret_post" and client.client_secret:
+            form["client_id"] = client.client_id
+            form["client_secret"] = client.client_secret
+        elif method == "private_key_jwt" and self.settings.private_key:
+            form["client_id"] = client.client_id
+            form["client_assertion_type"] = JWT_BEARER_ASSERTION
+            form["client_assertion"] = self._assertion(client.client_id)
+        else:
+            form["client_id"] = client.client_id
+        answer = await self._post(
+            http, record.token_endpoint, "the token request", data=form, headers=headers
+        )
+        try:
+            tokens = Tokens.from_response(answer, self._clock(), previous)
+        except ValueError as exc:
+            raise self._failed(str(exc)) from None
+        self._record = attrs.evolve(self._record, tokens=tokens)
+        self.needs_login = False
+        await self._save()
+
+    def _assertion(self, client_id: str) -> str:
+        from authlib.oauth2.rfc7523 import private_key_jwt_sign
+
+        audience = self._record.issuer or self._record.token_endpoint
+        signed = private_key_jwt_sign(
+            self.settings.private_key, client_id, audience, alg=self.settings.signing_algorithm
+        )
+        return signed.decode() if isinstance(signed, bytes) else str(signed)
+
+    # --------------------------------------------------------------------- HTTP
+
+    def _http(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            follow_redirects=False,
+            timeout=self._timeout_s,
+            headers={"User-Agent": CLIENT_NAME},
+            transport=self._transport,
+        )
+
+    async def _get_json(self, http: httpx2.AsyncClient, url: str, what: str) -> Any | None:
+        """A metadata document, or None when it is not there (any 4xx, or not JSON)."""
+        response = await self._send(http.get(url, headers={"Accept": "application/json"}), what)
+        if response.status_code >= 500:
+            raise TransportClosed(
+                f"mcp server {self.server}: {what} at {safe(url)} answered HTTP {response.status_code}"
+            )
+        if response.status_code != 200 or len(response.content) > MAX_METADATA_BYTES:
+            return None
+        try:
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            return None
+
+    async def _post(self, http: httpx2.AsyncClient, url: str, what: str, **kwargs: Any) -> dict[str, Any]:
+        response = await self._send(http.post(url, **kwargs), what)
+        try:
+            body = orjson.loads(response.content) if response.content else {}
+        except orjson.JSONDecodeError:
+            body = None
+        if response.status_code >= 500:
+            raise TransportClosed(f"mcp server {self.server}: {what} answered HTTP {response.status_code}")
+        if not 200 <= response.status_code < 300 or not isinstance(body, dict):
+            code = body.get("error") if isinstance(body, dict) else None
+            reason = code if isinstance(code, str) and _ERROR_CODE.match(code) else "no usable answer"
+            raise self._failed(f"{what} was refused: HTTP {response.status_code} ({reason})")
+        return body
+
+    async def _send(self, request: Awaitable[httpx2.Response], what: str) -> httpx2.Response:
+        try:
+            return await request
+        except httpx2.HTTPError as exc:
+            raise TransportClosed(
+                f"mcp server {self.server}: {what} failed: {type(exc).__name__}"
+            ) from None
+
+    # ------------------------------------------------------------------- errors
+
+    def _failed(self, detail: str) -> AuthRequired:
+        self.needs_login = True
+        _log.warning("authorization failed", extra={"fields": {"server": self.server, "reason": detail}})
+        return AuthRequired(self.server, 401, detail=detail, needs_login=True)
+
+    def _needs_login(self) -> AuthRequired:
+        self.needs_login = True
+        return AuthRequired(
+            self.server,
+            401,
+            detail=f"it needs consent first: run `mcp-supervisor auth login {self.server}`",
+            needs_login=True,
+        )
