@@ -18,7 +18,7 @@ from typing import TypeVar
 import attrs
 import trio
 
-from supervisor import cli_client
+from supervisor import cli_client, client
 from supervisor.logs import configure
 from supervisor.one_for_one import SupervisorGaveUp
 from supervisor.service import Supervisor
@@ -54,6 +54,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+
+    auth = commands.add_parser("auth", help="authorize a remote server (OAuth)")
+    auth_commands = auth.add_subparsers(dest="auth_command", required=True, metavar="ACTION")
+    login = auth_commands.add_parser(
+        "login", help="authorize SERVER in a browser and store its tokens for `serve`"
+    )
+    login.add_argument("server", metavar="SERVER", help="the remote server's name in the config")
+    login.add_argument("--config", help=config_help)
+    login.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+    login.add_argument(
+        "--url",
+        help=f"a running service to restart SERVER in afterwards (default: ${client.URL_ENV_VAR}, "
+        f"else {client.DEFAULT_URL})",
+    )
+    login.add_argument("--token", help=f"its admin token (default: ${client.TOKEN_ENV_VAR})")
+    login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the browser")
 
     cli_client.add_commands(commands)
     return parser
@@ -156,6 +172,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_auth_login(args: argparse.Namespace) -> int:
+    from supervisor import auth_login  # the OAuth code (and httpx2) only when needed
+
+    config = _load(args.config)
+    url = args.url or os.environ.get(client.URL_ENV_VAR) or client.DEFAULT_URL
+    return auth_login.run(config, args.server, args.state_dir, url, args.token, args.timeout)
+
+
 def _find(exc: BaseException, kind: type[E]) -> E | None:
     """The ``kind`` error inside ``exc`` (Trio delivers errors wrapped in nursery groups)."""
     if isinstance(exc, kind):
@@ -176,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return cmd_check(args)
+        if args.command == "auth":
+            return cmd_auth_login(args)
         return cmd_serve(args)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
