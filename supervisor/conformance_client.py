@@ -19,7 +19,12 @@ Scenarios (release 0.1.16):
   "method not found" today, so the suite's checks fail although we exit 0.
 * ``sse-retry``: the tools/call answer stream closes before the answer; the transport
   must resume it with a GET carrying ``Last-Event-ID`` after the ``retry:`` delay.
-* ``auth/*``: OAuth is not implemented yet: exit 1 ``oauth not implemented``.
+* ``auth/*``: the server has an ``oauth`` block made from ``MCP_CONFORMANCE_CONTEXT``
+  (a pre-registered ``client_id``/``client_secret``, a ``private_key_pem`` for
+  ``private_key_jwt``; the client-credentials flow for ``auth/client-credentials-*``) and
+  our client ID metadata document URL; consent comes from a
+  :class:`~actors.auth.authorizers.FollowRedirectAuthorizer` (the suite's authorization
+  endpoint redirects at once, as a person's browser would after consenting).
 
 Run ``.ci/conformance`` for the whole suite; results are in docs/conformance.md.
 """
@@ -37,6 +42,7 @@ from typing import Any
 
 import trio
 
+from actors.auth.authorizers import FollowRedirectAuthorizer
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import DOWN_STATES
 from actors.router.catalog import ToolEntry
@@ -55,7 +61,29 @@ class ScenarioFailed(Exception):
     """The scenario could not be completed; the message is the one-line reason."""
 
 
-def server_spec(url: str) -> ServerSpec:
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def oauth_settings(scenario: str, context: Mapping[str, Any]) -> dict[str, str] | None:
+    """The ``oauth`` block for an ``auth/*`` scenario (None for the others)."""
+    if not scenario.startswith("auth/"):
+        return None
+    settings = {"client_metadata_url": CLIENT_METADATA_URL}
+    for ours, theirs in (
+        ("client_id", "client_id"),
+        ("client_secret", "client_secret"),
+        ("private_key", "private_key_pem"),
+        ("signing_algorithm", "signing_algorithm"),
+    ):
+        value = context.get(theirs)
+        if isinstance(value, str) and value:
+            settings[ours] = value
+    if scenario.startswith("auth/client-credentials"):
+        settings["flow"] = "client_credentials"
+    return settings
+
+
+def server_spec(url: str, oauth: Mapping[str, str] | None = None) -> ServerSpec:
     """The one remote server of a conformance run."""
     return ServerSpec(
         name=SERVER,
@@ -69,12 +97,13 @@ def server_spec(url: str) -> ServerSpec:
         reconnect_schedule_s=(0.5, 1.0),
         shutdown_grace_s=1.0,
         ping_timeout_s=2.0,
+        oauth=oauth,
     )
 
 
-def conformance_config(url: str) -> Config:
+def conformance_config(url: str, oauth: Mapping[str, str] | None = None) -> Config:
     """A Config holding only the scenario's server, with every tool listed."""
-    return Config(servers=(server_spec(url),), tool_search=ToolSearchSettings(enabled=False))
+    return Config(servers=(server_spec(url, oauth),), tool_search=ToolSearchSettings(enabled=False))
 
 
 def example_value(schema: Any) -> Any:
@@ -146,7 +175,9 @@ async def _wait_ready(supervisor: Supervisor) -> None:
         raise ScenarioFailed(f"connect failed: server is {view.state.value}")
 
 
-async def run_scenario(url: str, state_dir: str, only: Sequence[str] | None = None) -> list[str]:
+async def run_scenario(
+    url: str, state_dir: str, only: Sequence[str] | None = None, oauth: Mapping[str, str] | None = None
+) -> list[str]:
     """Drive one scenario: connect, list, call every listed tool (or those in ``only``);
     returns a line per step done, raises ScenarioFailed.
 
@@ -155,13 +186,14 @@ async def run_scenario(url: str, state_dir: str, only: Sequence[str] | None = No
     """
     done: list[str] = []
     failure: str | None = None
-    config = conformance_config(url)
+    config = conformance_config(url, oauth)
     async with (
         Supervisor.open(
             config,
             state_dir=state_dir,
             server_requests=answer_server_request,
             client_capabilities={"elicitation": {}},
+            authorizer=FollowRedirectAuthorizer() if oauth is not None else None,
         ) as supervisor,
         supervisor.session() as session,
     ):
@@ -226,14 +258,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     only: list[str] | None = args.call
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "") or "(no scenario)"
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
-    if scenario.startswith("auth/"):
-        print(f"{scenario}: oauth not implemented", file=sys.stderr)
-        return 1
+    try:
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    except ValueError:
+        context = {}
+    oauth = oauth_settings(scenario, context if isinstance(context, dict) else {})
 
     async def run() -> list[str]:
         with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as state_dir:
             with trio.move_on_after(OVERALL_TIMEOUT_S):
-                return await run_scenario(url, state_dir, only)
+                return await run_scenario(url, state_dir, only, oauth)
             raise ScenarioFailed(f"did not complete within {OVERALL_TIMEOUT_S:g} s")
 
     try:

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.conformance_client import example_arguments, main
+from supervisor.conformance_client import CLIENT_METADATA_URL, example_arguments, main, oauth_settings
 
 sys.path.insert(0, str(Path(__file__).parent / "servers"))
 from http_fault_server import FaultOptions, FaultServer, serve_fault_server
+from oauth_server import OAuthOptions, OAuthServer, serve_oauth_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,10 +64,29 @@ async def test_a_failed_connect_exits_1_with_a_reason() -> None:
     assert err[-1].startswith("tools_call: connect failed"), err
 
 
-async def test_auth_scenarios_are_reported_as_not_implemented() -> None:
-    done = await run_client("http://127.0.0.1:9/mcp", scenario="auth/metadata-default")
-    assert done.returncode == 1
-    assert done.stderr.decode().strip() == "auth/metadata-default: oauth not implemented"
+async def test_auth_scenarios_authorize_through_the_redirect_and_call() -> None:
+    async with trio.open_nursery() as nursery:
+        server: OAuthServer = await nursery.start(serve_oauth_server, OAuthOptions())
+        done = await run_client("--call", "echo", server.mcp_url, scenario="auth/metadata-default")
+        nursery.cancel_scope.cancel()
+    assert done.returncode == 0, done.stderr.decode()
+    assert "auth/metadata-default: completed" in done.stdout.decode()
+    assert [r["grant_type"] for r in server.token_requests] == ["authorization_code"]
+    assert server.authorize_requests[0]["code_challenge_method"] == "S256"
+
+
+def test_oauth_settings_come_from_the_scenario_context() -> None:
+    assert oauth_settings("tools_call", {"client_id": "x"}) is None
+    assert oauth_settings("auth/metadata-default", {}) == {"client_metadata_url": CLIENT_METADATA_URL}
+    context = {"client_id": "c", "client_secret": "s", "private_key_pem": "PEM", "signing_algorithm": "ES256"}
+    assert oauth_settings("auth/client-credentials-jwt", context) == {
+        "client_metadata_url": CLIENT_METADATA_URL,
+        "client_id": "c",
+        "client_secret": "s",
+        "private_key": "PEM",
+        "signing_algorithm": "ES256",
+        "flow": "client_credentials",
+    }
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
