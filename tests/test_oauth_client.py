@@ -103,7 +103,7 @@ def stored_record(state_dir: Path, url: str) -> dict[str, Any] | None:
 
 
 def grants(server: OAuthServer) -> list[str]:
-    return [r["grant_type"] for r in server.token_requests]
+    return [r.get("grant_type", "?") for r in server.token_requests]
 
 
 async def test_the_whole_flow_then_the_stored_token_on_the_next_start(tmp_path: Path) -> None:
@@ -276,3 +276,41 @@ async def test_no_token_or_secret_reaches_a_log_line(
     assert "refresh_token" in grants(server)
     for secret in secrets:
         assert secret and secret not in text
+
+
+async def test_no_token_reaches_the_admin_api_its_events_or_an_error(tmp_path: Path) -> None:
+    from tests.test_admin_support import admin_running
+
+    async with auth_server(valid_requests=3, dcr_auth_method="client_secret_basic") as server:
+        async with supervising(server, tmp_path, FollowRedirectAuthorizer()) as supervisor:
+            assert (await settled(supervisor)).available  # consent once; tokens stored
+        seen: list[bytes] = []
+        async with admin_running(config(server.mcp_url), tmp_path) as api:
+            http = api.http()
+            with trio.fail_after(20):
+                async with http.stream("GET", "/v1/events") as events:
+                    sid = await http.session()
+                    tid = (await http.turn(sid))["turn_id"]
+                    for n in range(4):  # the token runs out after 3 requests: refreshed
+                        reply = await http.call(sid, tid, ECHO, {"text": f"n{n}"})
+                        assert reply.json()["ok"], reply
+                        seen.append(reply.raw)
+                    server.options.reject_all = True
+                    failed = await http.call(sid, tid, ECHO, {"text": "x"})
+                    error = failed.json()["error"]
+                    assert error == {"code": "auth_failed", "message": "authentication failed"}
+                    await events.until(lambda e: e.data.get("condition") == "needs_auth")
+                    seen += [failed.raw, events.raw]
+                    for path in ("/v1/servers", f"/v1/servers/{NAME}", "/v1/tools", "/metrics"):
+                        seen.append((await http.request("GET", path)).raw)
+        detail = seen[-3].decode()  # GET /v1/servers/docs
+        assert '"condition":"needs_auth"' in detail.replace(" ", "") and "authentication failed" in detail
+    assert "refresh_token" in grants(server), server.token_requests
+    record = stored_record(tmp_path, server.mcp_url)
+    assert record is not None
+    secrets = {record["client"]["client_secret"], record["tokens"]["access_token"]}
+    secrets |= {r[key] for r in server.token_requests for key in ("code", "refresh_token") if key in r}
+    secrets |= set(server.valid_access_tokens())
+    everything = b"\n".join(seen).decode()
+    for secret in secrets:
+        assert secret and secret not in everything
