@@ -74,12 +74,17 @@ def oauth_settings(scenario: str, context: Mapping[str, Any]) -> dict[str, str] 
         ("client_secret", "client_secret"),
         ("private_key", "private_key_pem"),
         ("signing_algorithm", "signing_algorithm"),
+        ("idp_client_id", "idp_client_id"),
+        ("id_token", "idp_id_token"),
+        ("idp_token_endpoint", "idp_token_endpoint"),
     ):
         value = context.get(theirs)
         if isinstance(value, str) and value:
             settings[ours] = value
     if scenario.startswith("auth/client-credentials"):
         settings["flow"] = "client_credentials"
+    elif scenario.startswith("auth/cross-app-access"):
+        settings["flow"] = "cross_app_access"
     return settings
 
 

@@ -371,11 +371,15 @@ ERRORS: list[tuple[object, str, str]] = [
      "expected an object of OAuth settings or false, got true"),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"scopes": "a"}}}}, f"{S}.oauth.scopes",
      "unknown OAuth setting; expected one of client_id, client_secret, scope, flow, "
-     "client_metadata_url, private_key, signing_algorithm, token_endpoint_auth_method"),
+     "client_metadata_url, private_key, signing_algorithm, token_endpoint_auth_method, "
+     "idp_token_endpoint, idp_client_id, idp_client_secret, id_token"),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"scope": ["a"]}}}}, f"{S}.oauth.scope",
      'expected a string, got ["a"]'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "implicit"}}}}, f"{S}.oauth.flow",
-     'expected one of authorization_code, client_credentials, got "implicit"'),
+     'expected one of authorization_code, client_credentials, cross_app_access, got "implicit"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "cross_app_access", "client_id": "c",
+                                                        "id_token": "t"}}}}, f"{S}.oauth",
+     'the cross_app_access flow needs "idp_token_endpoint"'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "client_credentials"}}}}, f"{S}.oauth",
      'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'),
     ({"servers": {"s": {"type": "remote"}}}, S,

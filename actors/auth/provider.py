@@ -58,7 +58,13 @@ from actors.transports.base import AuthRequired, TransportClosed
 
 _log = logging.getLogger("actors.auth")
 
-FLOWS = ("authorization_code", "client_credentials")
+FLOWS = ("authorization_code", "client_credentials", "cross_app_access")
+# Flows that need no person: run again whenever the token is gone or expired.
+HEADLESS_FLOWS = ("client_credentials", "cross_app_access")
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 CLIENT_NAME = "trio-mcp-supervisor"
 MAX_METADATA_BYTES = 256 * 1024
 # A server that keeps asking for more scope after this many step-ups is looping.
@@ -115,6 +121,12 @@ class OAuthSettings:
     private_key: str | None = None  # PEM, for private_key_jwt
     signing_algorithm: str = "RS256"
     auth_method: str | None = None  # token_endpoint_auth_method for a configured client
+    # cross_app_access (SEP-990, enterprise-managed): the identity provider's token
+    # endpoint and client, and the user's ID token to exchange for an ID-JAG.
+    idp_token_endpoint: str | None = None
+    idp_client_id: str | None = None
+    idp_client_secret: str | None = None
+    id_token: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> OAuthSettings:
@@ -128,6 +140,10 @@ class OAuthSettings:
             private_key=data.get("private_key") or None,
             signing_algorithm=data.get("signing_algorithm") or "RS256",
             auth_method=data.get("token_endpoint_auth_method") or None,
+            idp_token_endpoint=data.get("idp_token_endpoint") or None,
+            idp_client_id=data.get("idp_client_id") or None,
+            idp_client_secret=data.get("idp_client_secret") or None,
+            id_token=data.get("id_token") or None,
         )
 
 
@@ -168,7 +184,9 @@ class OAuthProvider:
         return None if tokens is None else f"Bearer {tokens.access_token}"
 
     def secrets(self) -> tuple[str, ...]:
-        return (*self._record.secrets(), *(s for s in (self.settings.client_secret,) if s))
+        settings = self.settings
+        configured = (settings.client_secret, settings.idp_client_secret, settings.id_token)
+        return (*self._record.secrets(), *(s for s in configured if s))
 
     async def prepare(self) -> None:
         """The ``authenticate`` state: have a token ready if one can be had without a
@@ -181,8 +199,10 @@ class OAuthProvider:
                 return
             if tokens is not None and tokens.refresh_token and await self._refresh():
                 return
-            if self.settings.flow == "client_credentials" and self._record.token_endpoint:
-                await self._client_credentials(self._record.tokens.scope if self._record.tokens else None)
+            if self.settings.flow in HEADLESS_FLOWS and self._record.token_endpoint:
+                scope = tokens.scope if tokens is not None else self.settings.scope
+                async with self._http() as http:
+                    await self._headless_grant(http, scope)
 
     async def unauthorized(self, used: str | None, header: str | None) -> None:
         """A request with ``used`` (an Authorization value, or None) got a 401: get a
@@ -265,8 +285,8 @@ class OAuthProvider:
             )
             client = await self._client(http, metadata)
             self._record = attrs.evolve(self._record, client=client)
-            if self.settings.flow == "client_credentials":
-                await self._client_credentials(scope, http)
+            if self.settings.flow in HEADLESS_FLOWS:
+                await self._headless_grant(http, scope)
                 return
             await self._authorization_code(http, metadata, client, scope)
 
@@ -394,17 +414,44 @@ class OAuthProvider:
         }
         await self._token_request(http, form, None)
 
-    async def _client_credentials(self, scope: str | None, http: httpx2.AsyncClient | None = None) -> None:
+    async def _headless_grant(self, http: httpx2.AsyncClient, scope: str | None) -> None:
+        """Client credentials, or cross-app access: a token without a person."""
         if self._record.client is None:
-            raise self._failed('the client-credentials flow needs "client_id" (and a secret or key)')
-        form: dict[str, str] = {"grant_type": "client_credentials"}
+            raise self._failed(f'the {self.settings.flow} flow needs "client_id" (and a secret or key)')
+        if self.settings.flow == "cross_app_access":
+            form = {"grant_type": JWT_BEARER_GRANT, "assertion": await self._id_jag(http, scope)}
+        else:
+            form = {"grant_type": "client_credentials"}
         if scope:
             form["scope"] = scope
-        if http is None:
-            async with self._http() as own:
-                await self._token_request(own, form, None)
-        else:
-            await self._token_request(http, form, None)
+        await self._token_request(http, form, None)
+
+    async def _id_jag(self, http: httpx2.AsyncClient, scope: str | None) -> str:
+        """SEP-990: exchange the user's ID token at the identity provider (RFC 8693) for
+        an identity assertion grant (ID-JAG) addressed to this authorization server."""
+        settings = self.settings
+        if not settings.idp_token_endpoint or not settings.id_token:
+            raise self._failed('cross_app_access needs "idp_token_endpoint" and "id_token"')
+        form = {
+            "grant_type": TOKEN_EXCHANGE,
+            "requested_token_type": ID_JAG_TYPE,
+            "subject_token": settings.id_token,
+            "subject_token_type": ID_TOKEN_TYPE,
+            "audience": self._record.issuer or self._record.token_endpoint,
+            "resource": self._record.resource or canonical_resource(self.url),
+        }
+        if scope:
+            form["scope"] = scope
+        if settings.idp_client_id:
+            form["client_id"] = settings.idp_client_id
+        if settings.idp_client_secret:
+            form["client_secret"] = settings.idp_client_secret
+        doing = "the token exchange at the identity provider"
+        answer = await self._post(http, settings.idp_token_endpoint, doing, data=form)
+        assertion = answer.get("access_token")
+        if not isinstance(assertion, str) or not assertion:
+            raise self._failed("the identity provider's token exchange answered without a token")
+        return assertion
 
     async def _refresh(self) -> bool:
         """Use the refresh token; False (tokens dropped) when the server refuses it."""

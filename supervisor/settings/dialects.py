@@ -101,8 +101,9 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 _OAUTH_KEYS = (
     "client_id", "client_secret", "scope", "flow", "client_metadata_url", "private_key",
     "signing_algorithm", "token_endpoint_auth_method",
+    "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
 )  # fmt: skip
-_OAUTH_FLOWS = ("authorization_code", "client_credentials")
+_OAUTH_FLOWS = ("authorization_code", "client_credentials", "cross_app_access")
 _SENSITIVE_NAME = re.compile(r"auth|token|secret|key|passw|cookie|credential", re.IGNORECASE)
 
 
@@ -447,6 +448,10 @@ def _oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, A
         raise Invalid(
             where, 'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'
         )
+    if flow == "cross_app_access":
+        for needed in ("client_id", "idp_token_endpoint", "id_token"):
+            if not frozen.get(needed):
+                raise Invalid(where, f'the cross_app_access flow needs "{needed}"')
     # A literal client_secret is as secret as an expanded one.
     exp.secrets.extend(
         value
