@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -35,6 +36,7 @@ from supervisor.settings.model import Config, ToolSearchSettings
 from supervisor.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent / "servers"))
+from http_fault_server import FaultOptions
 from oauth_server import OAuthOptions, OAuthServer, serve_oauth_server
 
 NAME = "docs"
@@ -314,3 +316,17 @@ async def test_no_token_reaches_the_admin_api_its_events_or_an_error(tmp_path: P
     everything = b"\n".join(seen).decode()
     for secret in secrets:
         assert secret and secret not in everything
+
+
+@pytest.mark.parametrize("transport", ["auto", "sse"])
+async def test_a_legacy_sse_server_behind_oauth(tmp_path: Path, transport: str) -> None:
+    async with auth_server(mcp=FaultOptions(legacy=True)) as server:
+        spec = attrs.evolve(config(server.mcp_url).servers[0], transport=transport)
+        cfg = Config(servers=(spec,), tool_search=ToolSearchSettings(enabled=False))
+        async with Supervisor.open(cfg, state_dir=tmp_path, authorizer=FollowRedirectAuthorizer()) as sup:
+            view = await settled(sup)
+            assert view.available, view.last_error
+            result = await echo(sup)
+            assert result.ok, result.error
+        assert grants(server) == ["authorization_code"]
+        assert 401 not in server.mcp_statuses[server.mcp_statuses.index(200) :]  # the token went along
