@@ -282,7 +282,8 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
     rows = [
         [
             _cell(server.get("name")),
-            _cell(server.get("state")) + (f" ({server['condition']})" if server.get("condition") else ""),
+            _cell(f"{server.get('state')} ({server['condition']})" if server.get("condition")
+                  else server.get("state")),
             _cell(server.get("available")),
             _cell(_tool_count(server)),
             "auth login" if server.get("condition") == "needs_auth"

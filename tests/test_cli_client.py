@@ -370,6 +370,18 @@ def test_wrapped_lists_as_the_admin_api_serves_them(
     assert json.loads(capsys.readouterr().out) == {"epoch": 4, "tools": TOOLS}
 
 
+def test_status_shows_a_server_waiting_for_auth_login(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str]
+) -> None:
+    waiting = {**SERVERS[1], "condition": "needs_auth", "retry_in_s": None, "next_retry_at": None,
+               "last_error": "mcp server docs: authentication failed: it needs consent first"}  # fmt: skip
+    fake.servers = [SERVERS[0], waiting]
+    assert run(fake, "status") == 0
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.split()[:6] == ["flaky-enterprise", "backoff", "(needs_auth)", "no", "1", "auth"]
+    assert "auth login" in row and "mcp server docs: a" in row  # cut to the terminal width
+
+
 def test_status_with_no_servers_says_so(fake: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:
     fake.servers = []
     assert run(fake, "status") == 0
