@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor
-from actors.connection.messages import Command, ConnectionMessage, Control, EnsureStarted
+from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
 from actors.connection.spec import Scope, ServerSpec
 from actors.connection.states import DOWN_STATES, State
 from actors.mailbox import Channels, open_mailbox, try_send
@@ -71,6 +71,12 @@ class Session:
         self._nursery = nursery
         self._turns = itertools.count(1)
         self._private: dict[str, tuple[trio.MemorySendChannel[ConnectionMessage], trio.Event]] = {}
+        # Answered reply channels, reused by the next calls (see ``Turn._call``).
+        self.replies: list[Channels[CallOutcome]] = []
+        # Per-epoch and per-config caches that keep begin_turn O(1) over a settled
+        # catalog (catalogs and configs are immutable: identity is the key).
+        self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
+        self._session_specs: tuple[object, tuple[ServerSpec, ...]] = (None, ())
 
     # ------------------------------------------------------------------- turns
 
@@ -108,9 +114,13 @@ class Session:
 
     async def _start_and_wait(self, catalog: Catalog, wanted: Callable[[ServerView], bool]) -> None:
         """Start the wanted idle servers; wait (bounded) until every wanted one settled."""
-        waiting = {
-            v.name for v in catalog.servers.values() if v.spec.enabled and wanted(v) and not _settled(v)
-        }
+        cached, starting = self._starting
+        if cached is not catalog:
+            starting = tuple(v for v in catalog.servers.values() if v.spec.enabled and not _settled(v))
+            self._starting = (catalog, starting)
+        if not starting:
+            return
+        waiting = {v.name for v in starting if wanted(v)}
         for name in waiting:
             view = catalog.servers[name]
             if view.state is State.IDLE:
@@ -166,8 +176,13 @@ class Session:
     # ---------------------------------------------------------- private servers
 
     async def _spawn_private_servers(self) -> None:
-        for spec in self.supervisor.config.servers:
-            if spec.scope is Scope.SESSION and spec.enabled and spec.name not in self._private:
+        config = self.supervisor.config
+        cached, specs = self._session_specs
+        if cached is not config:
+            specs = tuple(s for s in config.servers if s.scope is Scope.SESSION and s.enabled)
+            self._session_specs = (config, specs)
+        for spec in specs:
+            if spec.name not in self._private:
                 await self._spawn_private(spec)
 
     async def _spawn_private(self, spec: ServerSpec) -> None:

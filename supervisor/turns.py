@@ -8,6 +8,7 @@ result envelope → one audit row.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Mapping
@@ -158,23 +159,32 @@ class Turn:
         problem = validate_arguments(tool_id, entry.schema, arguments)
         if problem is not None:
             code = "server_error" if entry.schema.problem else "invalid_arguments"
-            return self._audited(entry, arguments, "none", failure(tool_id, code, problem))
+            return await self._audited(entry, arguments, "none", failure(tool_id, code, problem))
         view = self.catalog.servers[entry.server]
         verdict = await self.session.authorize(entry, arguments)
         if verdict.action is not Action.ALLOW:
-            return self._audited(
+            return await self._audited(
                 entry, arguments, verdict.decided, failure(tool_id, "denied", verdict.reason)
             )
         if request is not None and request.cancelled:
             cancelled = failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
-            return self._audited(entry, arguments, verdict.decided, cancelled)
+            return await self._audited(entry, arguments, verdict.decided, cancelled)
         started = trio.current_time()
-        reply, answers = trio.open_memory_channel[CallOutcome](1)
+        replies = self.session.replies
+        # A reply channel whose one answer was received is empty and known to no actor
+        # any more: the session keeps it for its next call. Not when the call can be
+        # cancelled by id, whose late CancelCall could name it while it serves another.
+        if replies and request is None:
+            reply, answers = replies.pop()
+        else:
+            reply, answers = trio.open_memory_channel[CallOutcome](1)
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
         outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress), answers)
+        if request is None and len(replies) < _KEPT_REPLIES:
+            replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)
-        return self._audited(
+        return await self._audited(
             entry, arguments, verdict.decided, _envelope(tool_id, view, outcome, duration_ms)
         )
 
@@ -190,11 +200,11 @@ class Turn:
         text = orjson.dumps(result).decode()
         return success(TOOL_SEARCH, [{"type": "text", "text": text}], result, 0, 1 << 20)
 
-    def _audited(
+    async def _audited(
         self, entry: ToolEntry, arguments: Mapping[str, Any], decision: str, envelope: Envelope
     ) -> Envelope:
         session = self.session
-        digest, size = hash_arguments(arguments)
+        digest, size = audit_hash(arguments)
         row = AuditRow(
             at=time.time(),
             tenant=session.tenant,
@@ -209,7 +219,7 @@ class Turn:
             result_bytes=len(envelope.text.encode()),
         )
         supervisor = session.supervisor
-        supervisor.audit(AddAudit(row))
+        await supervisor.audit(AddAudit(row))
         supervisor.metrics.observe_call(row.outcome, row.duration_ms)
         supervisor.events.publish(
             {
@@ -224,6 +234,45 @@ class Turn:
             }
         )
         return envelope
+
+
+_KEPT_REPLIES = 64
+_SCALARS = frozenset((str, int, bool, type(None)))
+_MAX_FAST_DEPTH = 32
+
+
+def _encodes_alike(value: Any, depth: int) -> bool:
+    """True when orjson's sorted compact JSON of ``value`` is byte for byte the standard
+    library's (``supervisor.store.records.canonical_json``): plain dicts with str keys,
+    lists, str, int, bool and None. Floats are left to the standard library (orjson
+    writes 1e-05 as 0.00001 and NaN as null), and so are subclasses and other types."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth > _MAX_FAST_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (type(item) in _SCALARS or _encodes_alike(item, depth + 1)):
+                return False
+        return True
+    if kind is list:
+        return all(type(item) in _SCALARS or _encodes_alike(item, depth + 1) for item in value)
+    return False
+
+
+def audit_hash(arguments: Mapping[str, Any]) -> tuple[str, int]:
+    """``hash_arguments`` (sha256 and size of the canonical JSON), the same digest, with
+    orjson doing the encoding when it writes the very same bytes (a few µs less per
+    call); anything else (floats, lone surrogates, integers beyond 64 bits, frozen
+    mappings) goes through ``hash_arguments`` itself."""
+    if type(arguments) is dict and _encodes_alike(arguments, 0):
+        try:
+            data = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # a lone surrogate, an integer beyond 64 bits
+            return hash_arguments(arguments)
+        return hashlib.sha256(data).hexdigest(), len(data)
+    return hash_arguments(arguments)
 
 
 def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms: int) -> Envelope:
@@ -241,10 +290,14 @@ def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms:
 async def _dispatch(
     view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
 ) -> CallOutcome:
-    """Send one call to its connection actor and wait for the one answer."""
+    """Send one call to its connection actor's mailbox (without a yield unless the
+    mailbox is full) and wait for the one answer."""
     mailbox = view.mailbox
     try:
-        await mailbox.send(call)
+        try:
+            mailbox.send_nowait(call)
+        except trio.WouldBlock:
+            await mailbox.send(call)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return CallFailed("unavailable", f"mcp server {view.name} is unavailable")
     try:

@@ -1,13 +1,15 @@
 """ConnectionActor: one supervised connection to one MCP server.
 
-The actor owns one nursery. Its main task reads the mailbox and answers at once
-(calls are written out, parked, or refused without waiting); a lifecycle task walks
-the state machine of ``states.py``: connect, handshake, list, serve, and on failure
-back off on the reconnect schedule and try again. While a connection is up, three
-more tasks live in a nursery owned by that connection attempt: the reader (bytes in,
-events out), the writer (batches whatever the protocol core queued) and the
-deadline watcher (call timeouts). When the connection dies, every call in flight is
-answered at once; nothing waits for a reconnect.
+The actor owns one nursery. Its main task reads the mailbox, taking everything queued
+before it yields, and answers at once (calls are written out, parked, or refused
+without waiting). A lifecycle task walks the state machine of ``states.py``: connect,
+handshake, list, serve, and on failure back off on the reconnect schedule and try
+again. While a connection is up, two more tasks live in a nursery owned by that
+connection attempt: the reader (bytes in, events out) and the writer (writes whatever
+the protocol core queued, so calls taken together leave in one write; a lone call on a
+transport that can write without waiting is written at once by the main task); once
+steady, the lifecycle task watches call deadlines. When the connection dies, every call
+in flight is answered at once; nothing waits for a reconnect.
 """
 
 from __future__ import annotations
@@ -86,6 +88,13 @@ class _Live:
     session: ClientSession
     nursery: trio.Nursery
     write_wanted: trio.Event = attrs.field(factory=trio.Event)
+    backlog: list[bytes] = attrs.field(factory=list)  # taken from the session, not yet written
+    writing: bool = False  # the writer is inside transport.send
+    answered_last: int = 0  # calls answered by the last read: more than one, callers are many
+    # A transport that can write without waiting (stdio's send_nowait), else None.
+    send_now: Callable[[bytes], int] | None = attrs.field(
+        default=attrs.Factory(lambda live: getattr(live.transport, "send_nowait", None), takes_self=True)
+    )
     initialized: trio.Event = attrs.field(factory=trio.Event)
     internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = attrs.field(
         factory=dict
@@ -151,8 +160,17 @@ class ConnectionActor:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._lifecycle, nursery.cancel_scope)
                 task_status.started()
+                receive_nowait = self._mailbox.receive_nowait
                 async for message in self._mailbox:
                     self._dispatch(message)
+                    # Take everything already queued before yielding: calls that arrive
+                    # together leave in one write (the writer runs after this loop).
+                    while True:
+                        try:
+                            message = receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                        self._dispatch(message)
         finally:
             self._answer_everyone(CallFailed("unavailable", self.unavailable))
             if self._stopped:
@@ -305,7 +323,6 @@ class ConnectionActor:
     async def _serve(self, live: _Live, init_scope: trio.CancelScope) -> None:
         live.nursery.start_soon(self._reader, live)
         live.nursery.start_soon(self._writer, live)
-        live.nursery.start_soon(self._deadline_watcher, live)
         try:
             live.session.start_initialize()
             self._kick(live)
@@ -325,7 +342,9 @@ class ConnectionActor:
             self._send_call(live, call)
         if live.relist_requested:
             self._request_relist(live)
-        await trio.sleep_forever()
+        # Calls flow from here on; this task watches their deadlines (one task fewer
+        # per connection than a watcher of its own).
+        await self._deadline_watcher(live)
 
     async def _end_attempt(self, live: _Live | None, init_scope: trio.CancelScope) -> None:
         """Before the transport is torn down: settle calls and move the state on."""
@@ -405,11 +424,16 @@ class ConnectionActor:
         try:
             while True:
                 data = live.session.data_to_send()
+                if live.backlog:  # taken from the session earlier: it goes first
+                    data = b"".join((*live.backlog, data))
+                    live.backlog.clear()
                 if not data:
                     live.write_wanted = trio.Event()
                     await live.write_wanted.wait()
                     continue
+                live.writing = True
                 await live.transport.send(data)
+                live.writing = False
         except AuthRequired as exc:  # e.g. the initialize POST was refused
             self._fail(live, str(exc), auth=True, needs_login=exc.needs_login)
         except TransportError as exc:
@@ -432,6 +456,7 @@ class ConnectionActor:
 
     def _handle_events(self, live: _Live) -> None:
         session = live.session
+        answered = 0
         while (event := session.next_event()) is not None:
             if isinstance(event, ResponseReceived | ErrorReceived):
                 waiter = live.internal.pop(event.id, None)
@@ -439,6 +464,7 @@ class ConnectionActor:
                     answer(waiter, event)
                 else:
                     self._finish_call(event)
+                    answered += 1
             elif isinstance(event, ProgressReceived):
                 self._progress(event)
             elif isinstance(event, ToolsListChanged):
@@ -452,7 +478,13 @@ class ConnectionActor:
                     live.nursery.start_soon(self._answer_server_request, live, self._server_requests, event)
             else:
                 log.debug("ignored %s", type(event).__name__, extra={"server": self.name})
-        self._kick(live)
+        live.answered_last = answered
+        # Wake the writer only for something to write (a ping answer, an error for an
+        # unhandled request …), not after every answer read: one task switch less a call.
+        data = session.data_to_send()
+        if data:
+            live.backlog.append(data)
+            self._kick(live)
 
     async def _answer_server_request(
         self, live: _Live, handler: ServerRequestHandler, request: ServerRequest
@@ -512,7 +544,24 @@ class ConnectionActor:
         entry = self._inflight.add(request_id, call, trio.current_time())
         if entry.deadline < live.deadline_scope.deadline:
             live.deadline_scope.deadline = entry.deadline
-        self._kick(live)
+        # A lone call (the only one in flight, after a read that answered at most one)
+        # goes out now, from this task: no writer wake-up. Calls made together, or by
+        # many callers whose answers came together, are left to the writer, which
+        # sends them in one write.
+        if len(self._inflight) > 1 or live.answered_last > 1 or not self._write_now(live):
+            self._kick(live)
+
+    def _write_now(self, live: _Live) -> bool:
+        """Write what the session queued without waiting, if the transport can and the
+        writer is idle; False when something is left for the writer."""
+        if live.send_now is None or live.writing or live.backlog:
+            return False
+        data = live.session.data_to_send()
+        written = live.send_now(data)
+        if written < len(data):
+            live.backlog.append(data[written:])
+            return False
+        return True
 
     async def _deadline_watcher(self, live: _Live) -> None:
         while True:

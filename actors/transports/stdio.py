@@ -173,6 +173,24 @@ class StdioTransport:
                 f"mcp server {self._name}: cannot write to the server, its stdin is closed{self._exit_note()}"
             ) from exc
 
+    def send_nowait(self, data: bytes) -> int:
+        """Write what the pipe takes at once, without waiting; how many bytes that was.
+
+        Never raises: a full, closed or broken pipe writes 0 and the caller leaves the
+        rest to ``send``, which waits or reports the failure. Not while a ``send`` is
+        under way (the bytes would interleave): the caller keeps to one writer.
+        """
+        stdin = self._stdin
+        if not isinstance(stdin, trio.lowlevel.FdStream):
+            return 0
+        fd = stdin.fileno()
+        if fd < 0:  # closed (trio marks a closed stream's descriptor -1, so no reuse)
+            return 0
+        try:
+            return os.write(fd, data)
+        except OSError:
+            return 0
+
     async def receive(self) -> bytes:
         """The next chunk of the server's stdout, ``b""`` once it is closed."""
         try:
@@ -351,6 +369,7 @@ async def open_stdio_transport(
         redactor = Redactor(spec.secrets)
     launch = _plan_launch(spec, os.environ)
     process = await _spawn(spec, launch)
+    del launch  # its copy of the environment (~5 KB) must not live as long as the server
     # No checkpoint between the spawn and this try: the process cannot be lost.
     _recent_groups.append(process.pid)
     group = _ProcessGroup(process, spec.name)

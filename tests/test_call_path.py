@@ -1,0 +1,162 @@
+"""The call path's fast lanes, end to end: calls made together leave in one write, a
+lone call is written at once by the actor's main task (no writer wake-up), and answered
+reply channels are reused (never one a late answer or cancellation could still reach)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from actors.connection.spec import ServerSpec
+from actors.mailbox import open_mailbox
+from actors.transports.stdio import StdioTransport
+from supervisor import Supervisor
+from supervisor.settings.model import Config
+
+MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable
+
+
+def _config(python: str) -> Config:
+    spec = ServerSpec(name="mini", command=(python, MINI), trusted=True, shutdown_grace_s=0.5)
+    return Config(servers=(spec,))
+
+
+async def test_calls_made_together_leave_in_one_write(
+    tmp_path: Path, python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[int] = []
+    real_send = StdioTransport.send
+
+    async def counting_send(self: StdioTransport, data: bytes) -> None:
+        writes.append(data.count(b"tools/call"))
+        await real_send(self, data)
+
+    monkeypatch.setattr(StdioTransport, "send", counting_send)
+    real_send_nowait = StdioTransport.send_nowait
+
+    def counting_send_nowait(self: StdioTransport, data: bytes) -> int:
+        written = real_send_nowait(self, data)
+        writes.append(data[:written].count(b"tools/call"))
+        return written
+
+    monkeypatch.setattr(StdioTransport, "send_nowait", counting_send_nowait)
+    async with Supervisor.open(_config(python), state_dir=tmp_path) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        writes.clear()
+        results: list[Any] = []
+
+        async def call(n: int) -> None:
+            results.append(await turn.call("mini_echo", {"text": str(n)}))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for n in range(64):
+                    nursery.start_soon(call, n)
+    assert len(results) == 64 and all(r.ok for r in results), results
+    assert sorted(int(r.text) for r in results) == list(range(64))
+    calls_per_write = [n for n in writes if n]
+    assert sum(calls_per_write) == 64
+    # The first call, alone in flight, goes out at once; the other 63 in one write.
+    assert calls_per_write in ([64], [1, 63]), calls_per_write
+
+
+async def test_answered_reply_channels_are_reused_cancelled_ones_not(tmp_path: Path, python: str) -> None:
+    async with Supervisor.open(_config(python), state_dir=tmp_path) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        with trio.fail_after(10):
+            assert (await turn.call("mini_echo", {"text": "a"})).ok
+        assert len(session.replies) == 1
+        kept = session.replies[0]
+        with trio.fail_after(10):
+            assert (await turn.call("mini_echo", {"text": "b"})).text == "b"
+        assert session.replies == [kept]
+        with trio.move_on_after(0.2):
+            await turn.call("mini_sleep", {"seconds": 5})  # its caller is cancelled
+        assert session.replies == []  # the cancelled call took the kept channel along
+        with trio.fail_after(10):
+            assert (await turn.call("mini_echo", {"text": "c"})).text == "c"
+            assert (await turn.call("mini_echo", {"text": "d"})).text == "d"
+        assert len(session.replies) == 1 and session.replies != [kept]
+
+
+async def test_a_lone_call_is_written_at_once_not_by_the_writer(
+    tmp_path: Path, python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    how: list[str] = []
+    real_send, real_send_nowait = StdioTransport.send, StdioTransport.send_nowait
+
+    async def send(self: StdioTransport, data: bytes) -> None:
+        how.extend("writer" for _ in range(data.count(b"tools/call")))
+        await real_send(self, data)
+
+    def send_nowait(self: StdioTransport, data: bytes) -> int:
+        written = real_send_nowait(self, data)
+        how.extend("at once" for _ in range(data[:written].count(b"tools/call")))
+        return written
+
+    monkeypatch.setattr(StdioTransport, "send", send)
+    monkeypatch.setattr(StdioTransport, "send_nowait", send_nowait)
+    async with Supervisor.open(_config(python), state_dir=tmp_path) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(10):
+            for n in range(5):
+                assert (await turn.call("mini_echo", {"text": str(n)})).text == str(n)
+    assert how == ["at once"] * 5
+
+
+class _SlowPipe:
+    """A transport whose pipe takes only ``room`` bytes without waiting."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+        self.wire = bytearray()
+
+    def send_nowait(self, data: bytes) -> int:
+        taken = data[: self.room]
+        self.wire += taken
+        return len(taken)
+
+    async def send(self, data: bytes) -> None:
+        await trio.lowlevel.checkpoint()
+        self.wire += data
+
+
+async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
+    from actors.connection.actor import ConnectionActor, _Live
+    from actors.protocol.session import ClientSession
+
+    send, receive = open_mailbox(4)
+    publish, _published = open_mailbox(4)
+    actor = ConnectionActor(ServerSpec(name="x", command=("x",)), None, receive, publish)  # type: ignore[arg-type]
+    pipe = _SlowPipe(room=10)
+    async with trio.open_nursery() as nursery:
+        live = _Live(pipe, ClientSession(), nursery)  # type: ignore[arg-type]
+        assert live.send_now is not None
+        nursery.start_soon(actor._writer, live)
+        live.session.send_notification("first")
+        assert not actor._write_now(live)  # 10 bytes went, the rest waits for the writer
+        assert len(pipe.wire) == 10 and live.backlog
+        live.session.send_notification("second")
+        assert not actor._write_now(live)  # never ahead of the backlog
+        actor._kick(live)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [json.loads(line)["method"] for line in bytes(pipe.wire).splitlines()] == ["first", "second"]
+        assert not live.backlog
+        pipe.room = 1 << 20
+        live.session.send_notification("third")
+        assert actor._write_now(live)  # all of it, no writer needed
+        assert bytes(pipe.wire).endswith(b"\n") and b"third" in bytes(pipe.wire)
+        nursery.cancel_scope.cancel()
+    del send
