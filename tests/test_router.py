@@ -6,9 +6,11 @@ No connection actors: the test plays them, publishing ``ToolsListed`` and
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from itertools import pairwise
+from typing import Any
 
 import attrs
 import pytest
@@ -355,3 +357,52 @@ async def test_wait_until_wakes_on_the_right_epoch(autojump_clock: trio.testing.
                 assert len(got) == 1
                 (steady,) = await h.walk("time", State.STEADY)
         assert got[1] is steady
+
+
+# ---------------------------------------------------------------- relist reuse
+
+
+async def test_a_relist_keeps_the_entries_of_unchanged_tools(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.router import actor as router_actor
+
+    made: list[str] = []
+    real = router_actor.make_entry
+
+    def counting(tool_id: str, *args: Any) -> Any:
+        made.append(tool_id)
+        return real(tool_id, *args)
+
+    monkeypatch.setattr(router_actor, "make_entry", counting)
+
+    def tool(name: str, schema: dict[str, Any] | None = None, description: str = "") -> Tool:
+        return Tool(name, description or f"{name} things", schema or {"type": "object"})
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 1}}}
+    async with running_router("time") as h:
+        first = await h.feed(ToolsListed("time", 1, (tool("get"), tool("set", schema))))
+        assert made == ["time_get", "time_set"]
+        made.clear()
+        again = await h.feed(ToolsListed("time", 2, (tool("get"), tool("set", json_copy(schema)))))
+        assert made == []
+        assert again.tools["time_get"] is first.tools["time_get"]
+        assert again.tools["time_set"] is first.tools["time_set"]
+        assert again.search_index is first.search_index  # nothing to re-index
+        assert again.servers["time"].generation == 2
+        # 1 and true are equal to Python, not as JSON Schema (nor to the pin).
+        changed = {"type": "object", "properties": {"n": {"type": "integer", "default": True}}}
+        third = await h.feed(ToolsListed("time", 3, (tool("get"), tool("set", changed))))
+        assert made == ["time_set"]
+        assert third.tools["time_get"] is first.tools["time_get"]
+        assert third.tools["time_set"].fingerprint != first.tools["time_set"].fingerprint
+        made.clear()
+        renamed = (tool("get", description="new words"), tool("set", changed))
+        fourth = await h.feed(ToolsListed("time", 4, renamed))
+        assert made == ["time_get"]
+        assert fourth.tools["time_get"].description == "new words"
+        assert [match.id for match in fourth.search_index.search("words", 5)] == ["time_get"]
+
+
+def json_copy(value: Any) -> Any:
+    return json.loads(json.dumps(value))

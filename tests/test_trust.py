@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actors.router import trust
 from actors.router.trust import (
     MAX_SUBJECT_LENGTH,
     PIN_CHANGED_REASON,
@@ -597,3 +598,25 @@ def test_any_string_compiles_and_matches_like_fnmatchcase(
     (rule,) = compile_rules([(permission_glob, pattern_glob, "deny")])
     expected = fnmatch.fnmatchcase(permission, permission_glob) and fnmatch.fnmatchcase(subject, pattern_glob)
     assert rule.matches(permission, subject) is expected
+
+
+def test_the_subject_is_computed_only_when_a_rule_could_use_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The allow path of a call with no applicable rule must not encode the arguments.
+    seen: list[Mapping[str, Any]] = []
+    real = trust.subject_of
+
+    def counting(arguments: Mapping[str, Any]) -> str:
+        seen.append(arguments)
+        return real(arguments)
+
+    monkeypatch.setattr(trust, "subject_of", counting)
+    arguments = {"path": "/tmp/a"}
+    assert decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=()).action is Action.ALLOW
+    other_rules = [("mcp:git:*", "*", "deny"), ("mcp:web:*", "*", "deny")]
+    others = compile_rules(other_rules)
+    assert decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=others).rule is None
+    assert seen == []
+    mine = compile_rules([("mcp:fs:*", "/tmp/*", "deny"), ("mcp:fs:*", "/etc/*", "allow"), *other_rules])
+    decision = decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=mine)
+    assert (decision.action, decision.rule) == (Action.DENY, 0)
+    assert seen == [arguments]  # once, however many rules read it

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import urllib.request
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -460,3 +462,140 @@ def test_a_schema_without_a_type_is_taken_as_an_object_schema() -> None:
     assert check.problem is None
     assert validate_arguments("t", check, {"a": "x"}) is None
     assert validate_arguments("t", check, {}) is not None
+
+
+# -- the call-time fast path (a predicate per schema; the validator decides otherwise) ----
+
+FAST_SCHEMAS: list[dict[str, Any]] = [
+    ISSUE,
+    EVERYTHING_ADD,
+    {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    {"type": "object"},
+    {
+        "type": "object",
+        "properties": {
+            "n": {"type": ["integer", "null"], "minimum": 1, "exclusiveMaximum": 10},
+            "s": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^a"},
+            "tags": {"type": "array", "items": {"enum": ["x", "y"]}, "minItems": 1, "maxItems": 2},
+            "kind": {"const": "k"},
+            "meta": {"type": "object", "additionalProperties": {"type": "boolean"}},
+            "any": {},
+            "untyped": {"minLength": 2, "maximum": 3, "items": {"type": "string"}},
+            "short": {"minLength": 2},
+            "small": {"maximum": 3},
+        },
+        "additionalProperties": {"type": "number"},
+    },
+]
+SLOW_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}},
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"type": "string"}}},
+    {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+    {"type": "object", "properties": {"a": {"enum": [1, True]}}},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"},
+]
+
+
+class _Text(str):
+    pass
+
+
+FAST_EDGE_VALUES = [
+    *(0, 1, 2, 3, 4, 9, 10, 11, 1.0, 1.5, 9.5, 10.0, -1, math.nan, True, False, None),
+    *("", "a", "ab", "abc", "abcd", "abcde", "b", "x", "y", "k", "open"),
+    *(_Text("a"), _Text("abc"), Decimal("5")),  # not plain JSON: the validator decides
+]
+fast_json_values = st.recursive(
+    st.sampled_from(FAST_EDGE_VALUES),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.sampled_from(["a", "b", "n", "s", "x", "owner", "stars"]), inner)
+    ),
+    max_leaves=6,
+)
+
+
+def _arguments_for(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    names = [*schema.get("properties", {}), "zz"]
+    # One key at a time, mostly: the fast check answers True only when every key passes.
+    one = st.builds(lambda key, value: {key: value}, st.sampled_from(names), fast_json_values)
+    return one | st.dictionaries(st.sampled_from(names), fast_json_values, max_size=3)
+
+
+@pytest.mark.parametrize("schema", FAST_SCHEMAS)
+def test_common_schemas_get_a_fast_check(schema: dict[str, Any]) -> None:
+    assert check(schema).fast is not None
+
+
+@pytest.mark.parametrize("schema", SLOW_SCHEMAS)
+def test_other_keywords_get_no_fast_check(schema: dict[str, Any]) -> None:
+    assert compile_schema(schema).fast is None
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.data())
+def test_the_fast_check_accepts_only_what_the_validator_accepts(data: st.DataObject) -> None:
+    schema = data.draw(st.sampled_from(FAST_SCHEMAS))
+    arguments = data.draw(_arguments_for(schema))
+    compiled = check(schema)
+    assert compiled.fast is not None
+    valid = validator_for(schema, default=Draft202012Validator)(schema).is_valid(arguments)
+    if compiled.fast(arguments):
+        assert valid
+    # Whatever the fast check says, the answer is the validator's.
+    slow = SchemaCheck(compiled.validator, None, compiled.draft)
+    assert validate_arguments("t", compiled, arguments) == validate_arguments("t", slow, arguments)
+
+
+FAST_EDGE_CONTAINERS = [
+    [], ["x"], ["x", "y", "x"], ["a"], [1], ("x",), {}, {"m": True}, {"m": 1}, {"owner": "me"},
+    {"owner": "me", "stars": -1}, {"owner": "me", "stars": 1.0}, {"owner": _Text("me")},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", FAST_SCHEMAS)
+def test_the_fast_check_is_sound_key_by_key(schema: dict[str, Any]) -> None:
+    compiled = check(schema)
+    assert compiled.fast is not None
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    required = {key: "abc" for key in schema.get("required", [])}
+    for key in [*schema.get("properties", {}), "zz"]:
+        for value in [*FAST_EDGE_VALUES, *FAST_EDGE_CONTAINERS]:
+            for arguments in ({key: value}, {**required, key: value}):
+                if compiled.fast(arguments):
+                    assert validator.is_valid(arguments), arguments
+
+
+def test_the_fast_check_accepts_common_valid_arguments() -> None:
+    issue = check(ISSUE).fast
+    assert issue is not None
+    assert issue({"repo": {"owner": "me", "stars": 3}, "title": "x", "labels": ["a"], "state": "open"})
+    add = check(EVERYTHING_ADD).fast
+    assert add is not None
+    assert add({"a": 1, "b": 2.5})
+    wide = check(FAST_SCHEMAS[4]).fast
+    assert wide is not None
+    valid = {"n": 9, "s": "abc", "tags": ["x"], "kind": "k", "meta": {"m": True}, "any": [1], "zz": 1.5}
+    assert wide({**valid, "untyped": "ab"})
+    assert wide({**valid, "n": None, "untyped": 3})
+
+
+def test_the_fast_check_leaves_edge_values_to_the_validator() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}
+    compiled = check(schema)
+    assert compiled.fast is not None
+    assert compiled.fast({"n": 3, "s": "x"})
+    assert not compiled.fast({"n": 1.0})  # an integer to JSON Schema, decided by the validator
+    assert validate_arguments("t", compiled, {"n": 1.0}) is None
+    assert not compiled.fast({"n": True})
+    message = validate_arguments("t", compiled, {"n": True})
+    assert message == "invalid arguments for t: $.n: True is not of type 'integer'"
+    assert not compiled.fast({"s": _Text("x")})
+    assert validate_arguments("t", compiled, {"s": _Text("x")}) is None
+
+
+def test_a_schema_uri_that_is_no_uri_is_a_problem() -> None:
+    compiled = compile_schema({"$schema": "http://[::1", "type": "object"})
+    assert compiled.validator is None
+    assert compiled.problem == 'inputSchema is not a valid JSON Schema: $["$schema"]: not a URI'

@@ -28,6 +28,7 @@ from actors.router.catalog import (
     MAX_TRANSITIONS,
     Catalog,
     ServerView,
+    ToolEntry,
     Transition,
     make_entry,
     replace_entries,
@@ -100,6 +101,50 @@ def _unique(server: str, tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple
         else:
             seen[tool.name] = tool
     return tuple(seen.values()), tuple(problems)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON, types included: Python's ``==`` takes 1, 1.0 and true for one
+    value, but they are different schemas (and different fingerprints, so pins)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _entries(
+    previous: ServerView, tools: Sequence[Tool], ids: Mapping[str, str], max_description: int
+) -> tuple[ToolEntry, ...]:
+    """The server's entries for ``tools``; a tool listed again unchanged (same id, same
+    definition) keeps its entry, so a relist costs only what changed (classification,
+    fingerprint and schema lookup are the expensive part of an entry)."""
+    before = {entry.name: entry for entry in previous.entries}
+    entries = []
+    for tool in tools:
+        old = before.get(tool.name)
+        if old is not None and _unchanged(old, tool, ids[tool.name]):
+            entries.append(old)
+        else:
+            entries.append(make_entry(ids[tool.name], previous.spec, tool, max_description))
+    return tuple(entries)
+
+
+def _unchanged(entry: ToolEntry, tool: Tool, tool_id: str) -> bool:
+    try:
+        return (
+            entry.id == tool_id
+            and entry.description == tool.description
+            and entry.title == tool.title
+            and _same(entry.annotations, tool.annotations)
+            and _same(entry.input_schema, tool.input_schema)
+        )
+    except RecursionError:  # nested beyond reason: treat as new
+        return False
 
 
 class RouterActor:
@@ -221,11 +266,14 @@ class RouterActor:
         name = previous.name
         others = self._book.replace(name, (t.name for t in tools))
         ids = self._book.ids_of(name)
-        entries = tuple(make_entry(ids[t.name], previous.spec, t, self._max_description) for t in tools)
+        entries = _entries(previous, tools, ids, self._max_description)
         view = attrs.evolve(previous, entries=entries, problems=problems, generation=generation, stale=stale)
-        self._tools = replace_entries(self._tools, previous.entries, entries)
+        if len(entries) != len(previous.entries) or any(
+            new is not old for new, old in zip(entries, previous.entries, strict=False)
+        ):
+            self._tools = replace_entries(self._tools, previous.entries, entries)
+            self._index = self._index.with_server(shard_of(view))
         self._shared[name] = view
-        self._index = self._index.with_server(shard_of(view))
         for other in others:  # a collision renamed some of another server's tools
             self._renumber(self._shared[other])
 

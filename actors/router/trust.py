@@ -403,9 +403,13 @@ def decide(
 ) -> Decision:
     """The default for (trust, risk), overridden by the last matching rule."""
     permission = permission_of(server, tool)
-    subject = subject_of(arguments)
+    subject: str | None = None  # computed on the first rule whose permission matches
     for compiled in reversed(rules):
-        if compiled.matches(permission, subject):
+        if compiled.permission_re.match(permission) is None:
+            continue
+        if subject is None:
+            subject = subject_of(arguments)
+        if compiled.pattern_re.match(subject) is not None:
             rule = compiled.rule
             return Decision(
                 rule.action,

@@ -29,21 +29,22 @@ tool's schema when the tool list arrives (``compile_schema``) and checks each ca
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import attrs
 import orjson
-from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-from jsonschema.validators import Draft202012Validator, validator_for  # type: ignore[import-untyped]
-from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
-from referencing import Registry, Resource
-from referencing.exceptions import NoSuchAnchor, NoSuchResource, PointerToNowhere, Unresolvable
-from referencing.jsonschema import DRAFT202012, specification_with
+
+# jsonschema and referencing (~25 ms to import) are imported where a schema is compiled
+# or a call is refused, not with this module: a supervisor starts without them.
+if TYPE_CHECKING:
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
 
 CACHE_SIZE = 4096
 MAX_PROBLEM_CHARS = 200
@@ -71,15 +72,27 @@ class SchemaCheck:
     validator: Validator | None
     problem: str | None
     draft: str
+    fast: Callable[[dict[str, Any]], bool] | None = None
+    """For a schema of the plain shape, a predicate that is True only for arguments the
+    validator accepts (False means: ask the validator); None otherwise."""
+
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
 
 def _refuse(uri: str) -> Resource[Any]:
+    from referencing.exceptions import NoSuchResource
+
     # Raising NoSuchResource makes `referencing` report the reference as unresolvable.
     raise NoSuchResource(uri)
 
 
-# jsonschema combines this with the bundled meta-schemas, so those still resolve.
-_OFFLINE: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
+@functools.cache
+def _offline() -> Registry[Any]:
+    """jsonschema combines this with the bundled meta-schemas, so those still resolve."""
+    from referencing import Registry
+
+    return Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 _cache: OrderedDict[bytes | str, SchemaCheck] = OrderedDict()
 _meta_validators: dict[type[Any], Any] = {}
@@ -120,7 +133,7 @@ def _parse(key: bytes | str) -> Any:
 
 def compile_schema(schema: Mapping[str, Any]) -> SchemaCheck:
     """The check for one ``inputSchema``, compiled once per distinct schema."""
-    default_draft: str = Draft202012Validator.META_SCHEMA["$schema"]
+    default_draft = DRAFT_2020_12
     if not isinstance(schema, Mapping):
         return SchemaCheck(None, "inputSchema must describe an object", default_draft)
     key = _canonical(schema)
@@ -139,12 +152,18 @@ def compile_schema(schema: Mapping[str, Any]) -> SchemaCheck:
 
 def _compile(schema: dict[str, Any]) -> SchemaCheck:
     """Meta-schema (or fast path), object type, offline references, a probe: in order."""
+    from jsonschema.validators import Draft202012Validator, validator_for  # type: ignore[import-untyped]
+
     problem: str | None
     dialect = schema.get("$schema")
     if "$schema" in schema and not isinstance(dialect, str):
         problem = 'inputSchema is not a valid JSON Schema: $["$schema"]: must be a string'
-        return SchemaCheck(None, problem, Draft202012Validator.META_SCHEMA["$schema"])
-    cls = validator_for(schema, default=Draft202012Validator)
+        return SchemaCheck(None, problem, DRAFT_2020_12)
+    try:
+        cls = validator_for(schema, default=Draft202012Validator)
+    except ValueError:  # "$schema" is not even a URI ("http://[::1")
+        problem = 'inputSchema is not a valid JSON Schema: $["$schema"]: not a URI'
+        return SchemaCheck(None, problem, DRAFT_2020_12)
     draft: str = cls.META_SCHEMA.get("$schema", "")
     plain = dialect in _PLAIN_DIALECTS and _plainly_valid(schema, 0)
     problem = None if plain else _schema_problem(cls, schema)
@@ -154,11 +173,12 @@ def _compile(schema: dict[str, Any]) -> SchemaCheck:
         problem = "inputSchema must describe an object"
     if problem is not None:
         return SchemaCheck(None, problem, draft)
-    validator: Validator = cls(schema, registry=_OFFLINE)
+    validator: Validator = cls(schema, registry=_offline())
     problem = _reference_problem(schema, draft) or _probe(validator)
     if problem is not None:
         return SchemaCheck(None, problem, draft)
-    return SchemaCheck(validator, None, draft)
+    fast = _fast_check(schema) if dialect in _PLAIN_DIALECTS else None
+    return SchemaCheck(validator, None, draft, fast)
 
 
 # The fast path. Checking a schema against the 2020-12 meta-schema takes ~2.4 ms here
@@ -284,6 +304,9 @@ def _schema_problem(cls: Any, schema: dict[str, Any]) -> str | None:
     Like ``cls.check_schema`` (same format checks, so a broken ``pattern`` counts),
     but reports jsonschema's best match rather than the first error found.
     """
+    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+    from jsonschema.validators import validator_for
+
     meta = _meta_validators.get(cls)
     if meta is None:
         meta_cls = validator_for(cls.META_SCHEMA, default=cls)
@@ -303,8 +326,12 @@ def _reference_problem(schema: dict[str, Any], draft: str) -> str | None:
     refs = list(_absolute_refs(schema))
     if not refs:
         return None
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012, specification_with
+
     resource = specification_with(draft, default=DRAFT202012).create_resource(schema)
-    resolver = SPECIFICATIONS.combine(_OFFLINE).resolver_with_root(resource)
+    resolver = SPECIFICATIONS.combine(_offline()).resolver_with_root(resource)
     for ref in refs:
         try:
             resolver.lookup(ref)
@@ -316,6 +343,9 @@ def _reference_problem(schema: dict[str, Any], draft: str) -> str | None:
 def _probe(validator: Validator) -> str | None:
     """Validate ``{}`` once: a schema that refers to itself without end (``"$ref":
     "#"``) or to a missing resource at its top shows up here, not on every call."""
+    from jsonschema.exceptions import best_match
+    from referencing.exceptions import Unresolvable
+
     try:
         best_match(validator.iter_errors({}))
     except Unresolvable as unresolved:
@@ -344,6 +374,8 @@ def _absolute_refs(node: Any) -> Iterator[str]:
 
 def _ref_of(unresolved: Unresolvable) -> str:
     """The reference as the schema wrote it, as near as `referencing` tells."""
+    from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable
+
     # jsonschema wraps the referencing error and chains the original as the cause.
     cause = unresolved.__cause__ if isinstance(unresolved.__cause__, Unresolvable) else unresolved
     if isinstance(cause, NoSuchAnchor):
@@ -369,6 +401,11 @@ def validate_arguments(tool_id: str, check: SchemaCheck, arguments: Any) -> str 
         return f"tool {tool_id} cannot be called: {check.problem}"
     if not isinstance(arguments, dict):
         return f"invalid arguments for {tool_id}: $: must be an object"
+    if check.fast is not None and type(arguments) is dict and check.fast(arguments):
+        return None
+    from jsonschema.exceptions import best_match
+    from referencing.exceptions import Unresolvable
+
     try:
         error = best_match(check.validator.iter_errors(arguments))
     except Unresolvable as unresolved:
@@ -378,3 +415,178 @@ def validate_arguments(tool_id: str, check: SchemaCheck, arguments: Any) -> str 
     if error is None:
         return None
     return f"invalid arguments for {tool_id}: {json_path(error.absolute_path)}: {_cut(error.message)}"
+
+
+# The call-time fast path. jsonschema's ``iter_errors`` + ``best_match`` costs ~10 us per
+# call even for ``{"text": "hi"}``. For the keywords most tool schemas use, a plain
+# predicate is compiled once per schema; it answers True only when the validator would
+# accept too (exact JSON types only: a subclass, a Decimal or a float for "integer" makes
+# it answer False), and False sends the call to the validator, which then writes the
+# message. Any other keyword (``$ref``, ``anyOf``, ``patternProperties`` …) means no
+# fast path for that schema.
+
+Test = Callable[[Any], bool]
+_JSON_TYPES = frozenset((str, int, float, bool, type(None), dict, list))
+_ANNOTATIONS = frozenset(
+    {"title", "description", "$comment", "format", "default", "examples"}
+    | {"readOnly", "writeOnly", "deprecated"}
+)
+_TYPE_TESTS: dict[str, Test] = {
+    "string": lambda v: type(v) is str,
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+}
+_MISSING = object()
+
+
+def _accept(value: Any) -> bool:
+    return True
+
+
+def _fast_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """The fast predicate for a whole ``inputSchema``, or None (see above)."""
+    # Arguments are a plain dict by the time this runs: "type": "object" holds already.
+    top = {k: v for k, v in schema.items() if k != "$schema" and (k, v) != ("type", "object")}
+    try:
+        return _fast_node(top, 0)
+    except (re.error, RecursionError, TypeError):
+        return None
+
+
+def _guarded(kind: type, test: Test) -> Test:
+    """A keyword that constrains one JSON type only: other JSON values pass it, anything
+    outside plain JSON types fails (the validator decides those)."""
+
+    def check(value: Any) -> bool:
+        if type(value) is kind:
+            return test(value)
+        return type(value) in _JSON_TYPES and not isinstance(value, kind)
+
+    return check
+
+
+def _number_guarded(test: Test) -> Test:
+    def check(value: Any) -> bool:
+        kind = type(value)
+        if kind is int or kind is float:
+            return test(value)
+        return kind in _JSON_TYPES  # bool is no number here, as in JSON Schema
+
+    return check
+
+
+def _fast_node(node: Any, depth: int) -> Test | None:
+    if node is True:
+        return _accept
+    if not isinstance(node, dict) or depth > _MAX_PLAIN_DEPTH:
+        return None
+    tests: list[Test] = []
+    keys = set(node) - _ANNOTATIONS
+    for keyword in keys - {"properties", "required", "additionalProperties"}:
+        test = _fast_keyword(keyword, node[keyword], depth)
+        if test is None:
+            return None
+        tests.append(test)
+    if keys & {"properties", "required", "additionalProperties"}:
+        test = _fast_object(node, depth)
+        if test is None:
+            return None
+        tests.append(test)
+    if not tests:
+        return _accept
+    if len(tests) == 1:
+        return tests[0]
+    all_tests = tuple(tests)
+    return lambda value: all(test(value) for test in all_tests)
+
+
+def _fast_keyword(keyword: str, value: Any, depth: int) -> Test | None:
+    if keyword == "type":
+        if isinstance(value, str):
+            return _TYPE_TESTS.get(value)
+        if isinstance(value, list) and value and all(isinstance(t, str) and t in _TYPE_TESTS for t in value):
+            tests = tuple(_TYPE_TESTS[t] for t in value)
+            return lambda v: any(test(v) for test in tests)
+        return None
+    if keyword == "enum" and isinstance(value, list) and value and all(type(e) is str for e in value):
+        choices = frozenset(value)
+        return lambda v: type(v) is str and v in choices
+    if keyword == "const" and type(value) is str:
+        return lambda v: type(v) is str and v == value
+    if keyword in ("minLength", "maxLength", "minItems", "maxItems") and _is_count(value):
+        limit: int = value
+        kind: type = str if keyword.endswith("Length") else list
+        if keyword.startswith("min"):
+            return _guarded(kind, lambda v: len(v) >= limit)
+        return _guarded(kind, lambda v: len(v) <= limit)
+    if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") and (
+        type(value) is int or type(value) is float
+    ):
+        bound: float = value
+        compare: Test = {
+            "minimum": lambda v: v >= bound,
+            "maximum": lambda v: v <= bound,
+            "exclusiveMinimum": lambda v: v > bound,
+            "exclusiveMaximum": lambda v: v < bound,
+        }[keyword]
+        return _number_guarded(compare)
+    if keyword == "pattern" and isinstance(value, str):
+        search = re.compile(value).search
+        return _guarded(str, lambda v: search(v) is not None)
+    if keyword == "items" and (isinstance(value, dict) or value is True):
+        item = _fast_node(value, depth + 1)
+        if item is None:
+            return None
+        each = item
+        return _guarded(list, lambda v: all(each(x) for x in v))
+    return None
+
+
+def _fast_object(node: dict[str, Any], depth: int) -> Test | None:
+    properties = node.get("properties", {})
+    required = node.get("required", [])
+    additional = node.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not _is_required(required):
+        return None
+    tests: dict[str, Test] = {}
+    for key, sub in properties.items():
+        test = _fast_node(sub, depth + 1)
+        if test is None:
+            return None
+        if test is not _accept:
+            tests[key] = test
+    if additional is True:
+        extra: Test | None = None
+    elif additional is False:
+        extra = _reject
+    else:
+        extra = _fast_node(additional, depth + 1)
+        if extra is None:
+            return None
+        if extra is _accept:
+            extra = None
+    names = frozenset(properties)
+    must = tuple(required)
+
+    def check(arguments: dict[str, Any]) -> bool:
+        for key in must:
+            if key not in arguments:
+                return False
+        for key, value in arguments.items():
+            test = tests.get(key)
+            if test is not None:
+                if not test(value):
+                    return False
+            elif extra is not None and key not in names and not extra(value):
+                return False
+        return True
+
+    return _guarded(dict, check)
+
+
+def _reject(value: Any) -> bool:
+    return False
