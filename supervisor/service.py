@@ -251,9 +251,10 @@ class Supervisor:
                 with trio.CancelScope(shield=True):
                     await session._close(SHUTDOWN_GRACE_S)
 
-    def audit(self, message: StoreMessage) -> None:
-        """Queue one audit row (never blocks a call)."""
-        self.store.submit(message)
+    async def audit(self, message: StoreMessage) -> None:
+        """Queue one audit row: at once, unless the store is far behind; then the call
+        waits for room rather than lose its row (README: one audit row per call)."""
+        await self.store.put(message)
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What the server's connection actor alone knows (stderr tail, calls in flight);

@@ -38,6 +38,7 @@ from supervisor.store import (
     StoreVersionError,
     hash_arguments,
 )
+from supervisor.store.actor import LINGER_BATCH
 from supervisor.store.schema import migrate
 
 
@@ -384,6 +385,50 @@ async def test_actor_batches_everything_queued_into_one_transaction(db_path: Pat
             )  # fmt: skip
 
 
+async def _until_written(actor: StoreActor, count: int) -> None:
+    while actor.statistics().written < count:
+        await actor._progress.wait()
+
+
+async def test_messages_submitted_one_by_one_share_a_transaction(db_path: Path) -> None:
+    # Sequential calls audit one row each, a checkpoint apart; the linger gathers them.
+    with CountingStore.open(db_path) as store:
+        actor = StoreActor(store, linger_s=0.5)
+        async with running(actor):
+            for n in range(20):
+                assert actor.submit(AddAudit(_row(n)))
+                await trio.lowlevel.checkpoint()
+            with trio.fail_after(5):
+                await _until_written(actor, 20)
+            assert store.commits == 1
+            assert actor.statistics().batches == 1
+
+
+async def test_flush_and_close_cut_the_linger_short(store: Store) -> None:
+    actor = StoreActor(store, linger_s=3600)
+    async with running(actor):
+        actor.submit(AddAudit(_row(1)))
+        await trio.sleep(0.01)  # the actor took the row and lingers
+        with trio.fail_after(5):
+            await actor.flush()
+        assert actor.statistics().written == 1
+        actor.submit(AddAudit(_row(2)))
+        await trio.sleep(0.01)
+        actor.close()
+        with trio.fail_after(5):
+            await _until_written(actor, 2)
+
+
+async def test_a_full_batch_ends_the_linger(store: Store) -> None:
+    actor = StoreActor(store, linger_s=3600)
+    async with running(actor):
+        for n in range(LINGER_BATCH):
+            assert actor.submit(AddAudit(_row(n)))
+            await trio.lowlevel.checkpoint()
+        with trio.fail_after(5):
+            await _until_written(actor, LINGER_BATCH)
+
+
 async def test_actor_writes_every_message_kind_in_order(store: Store) -> None:
     actor = StoreActor(store)
     async with running(actor):
@@ -555,3 +600,38 @@ async def test_shutdown_gives_up_at_its_deadline_and_the_late_write_rolls_back(d
         store.release.set()
     with Store.open(db_path) as reopened:
         assert reopened.audit_rows() == []
+
+
+async def test_put_waits_for_room_instead_of_dropping_a_row(store: Store) -> None:
+    actor = StoreActor(store, capacity=2)
+    for n in range(2):
+        assert await actor.put(AddAudit(_row(n)))  # room: no wait
+    waited: list[bool] = []
+
+    async def third(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as scope:
+            task_status.started()
+            scope.cancel()  # even a caller being cancelled keeps its row
+            waited.append(await actor.put(AddAudit(_row(2))))
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(third)
+            assert waited == []  # the mailbox is full: it waits
+            await nursery.start(actor.run)
+            await actor.flush()
+            await actor.aclose()
+    assert waited == [True]
+    assert len(store.audit_rows(limit=10)) == 3
+    assert actor.statistics().dropped == 0
+
+
+async def test_put_counts_a_row_dropped_only_after_waiting_its_bound(
+    store: Store, autojump_clock: trio.testing.MockClock
+) -> None:
+    actor = StoreActor(store, capacity=1)
+    assert await actor.put(AddAudit(_row(0)))
+    started = trio.current_time()
+    assert await actor.put(AddAudit(_row(1)), wait_s=5.0) is False  # nobody writes
+    assert trio.current_time() - started == pytest.approx(5.0)
+    assert actor.statistics().dropped == 1

@@ -4,7 +4,9 @@ Callers on the call path (the router auditing a call, remembering an approval) m
 never wait for a disk, so they ``submit`` a message without blocking; a full mailbox
 drops the message and counts it. The actor takes everything queued, writes it as ONE
 transaction in a worker thread, and repeats: under load, batches grow and commits
-per row shrink.
+per row shrink. After the first message of a batch it lingers a moment (``linger_s``,
+5 ms by default; cut short by ``flush``, ``close`` or a full batch) so that calls made
+one after another share a transaction and a thread hop instead of paying one each.
 
 A write that fails is logged and counted, never raised: losing an audit row is bad,
 taking the supervisor down because a disk filled up is worse. A failed batch is retried
@@ -36,7 +38,11 @@ log = logging.getLogger("supervisor.store")
 T = TypeVar("T")
 
 DEFAULT_CAPACITY = 4096
+# ``put`` waits this long for room in a full mailbox before it counts a row as dropped.
+PUT_WAIT_S = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
+DEFAULT_LINGER_S = 0.005
+LINGER_BATCH = 256  # this many waiting messages end the linger at once
 
 # ------------------------------------------------------------------------ mailbox
 
@@ -206,10 +212,13 @@ class StoreActor:
         *,
         capacity: int = DEFAULT_CAPACITY,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+        linger_s: float = DEFAULT_LINGER_S,
     ) -> None:
         self.store = store
         self._send, self._receive = trio.open_memory_channel[StoreMessage](capacity)
         self._shutdown_timeout_s = shutdown_timeout_s
+        self._linger_s = linger_s
+        self._hurry = trio.Event()  # set: write what is queued now, do not linger
         self._accepted = 0  # messages submit() took
         self._settled = 0  # of those, written or counted as failed (FIFO, so a prefix)
         self._progress = trio.Event()
@@ -227,6 +236,33 @@ class StoreActor:
             self._dropped += 1
             return False
         self._accepted += 1
+        if self._accepted - self._settled >= LINGER_BATCH:
+            self._hurry.set()
+        return True
+
+    async def put(self, message: StoreMessage, wait_s: float = PUT_WAIT_S) -> bool:
+        """Queue a write; when the mailbox is full, wait for room (up to ``wait_s``, also
+        when the caller is being cancelled), so a stalled disk slows callers down instead
+        of losing their audit rows. False (and counted) if it stays full or is closed."""
+        try:
+            self._send.send_nowait(message)
+        except trio.WouldBlock:
+            self._hurry.set()
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + wait_s) as scope:
+                try:
+                    await self._send.send(message)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    self._dropped += 1
+                    return False
+            if scope.cancelled_caught:
+                self._dropped += 1
+                return False
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self._dropped += 1
+            return False
+        self._accepted += 1
+        if self._accepted - self._settled >= LINGER_BATCH:
+            self._hurry.set()
         return True
 
     async def flush(self) -> None:
@@ -236,6 +272,7 @@ class StoreActor:
         """
         target = self._accepted
         while self._settled < target:
+            self._hurry.set()
             await self._progress.wait()
 
     async def read(self, query: Callable[[Store], T]) -> T:
@@ -246,6 +283,7 @@ class StoreActor:
     def close(self) -> None:
         """Refuse further messages; ``run`` writes what is queued and returns."""
         self._send.close()
+        self._hurry.set()
 
     async def aclose(self) -> None:
         """``close``, then wait until what was queued is written (graceful shutdown)."""
@@ -276,6 +314,7 @@ class StoreActor:
                         batch.append(await self._receive.receive())
                     except trio.EndOfChannel:
                         return
+                    await self._linger()
                 batch.extend(self._drain())
                 # Not abandonable: a write that started finishes (bounded by busy_timeout),
                 # and if cancellation strikes before it starts, ``batch`` is still ours.
@@ -289,6 +328,13 @@ class StoreActor:
             self._receive.close()
             if batch:
                 await self._write_before_deadline(batch)
+
+    async def _linger(self) -> None:
+        """Let a batch gather for up to ``linger_s`` unless someone is waiting for it."""
+        if self._linger_s > 0 and not self._hurry.is_set():
+            with trio.move_on_after(self._linger_s):
+                await self._hurry.wait()
+        self._hurry = trio.Event()
 
     def _drain(self) -> list[StoreMessage]:
         taken: list[StoreMessage] = []
