@@ -106,6 +106,8 @@ async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         import what_if
 
         what_if.prepare(patches)
+    # Installed before the connection exists: it takes the transport's methods at start.
+    io = _count_io() if args.count_io else None
     with tempfile.TemporaryDirectory(prefix="bench-ours-") as state_dir:
         async with Supervisor.open(config, state_dir=state_dir) as sup:
             if patches:
@@ -118,7 +120,8 @@ async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
                 first = await call()
                 assert first.ok and first.text == "hi", first
-                io = _count_io() if args.count_io else None
+                if io is not None:
+                    io.update(dict.fromkeys(io, 0))  # count the measured calls only
                 result = await _measure(call, args, _trio_spawn)
                 result["audit"] = _store_stats(sup)
                 if io is not None:
@@ -127,21 +130,30 @@ async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _count_io() -> dict[str, int]:
-    """Count the stdio transport's writes and reads from now on (adds a little cost)."""
+    """Count the stdio transport's writes and reads (adds a little cost)."""
     from actors.transports import stdio
 
-    counts = {"writes": 0, "reads": 0}
+    counts = {"writes": 0, "writes_by_caller": 0, "reads": 0}
     send, receive = stdio.StdioTransport.send, stdio.StdioTransport.receive
+    send_nowait = stdio.StdioTransport.send_nowait
 
     async def counted_send(self: Any, data: bytes) -> None:
         counts["writes"] += 1
         await send(self, data)
+
+    def counted_send_nowait(self: Any, data: bytes) -> int:
+        written = send_nowait(self, data)
+        if written:  # a lone call written at once by its caller (see ConnectionActor._write_now)
+            counts["writes"] += 1
+            counts["writes_by_caller"] += 1
+        return written
 
     async def counted_receive(self: Any) -> bytes:
         counts["reads"] += 1
         return await receive(self)
 
     stdio.StdioTransport.send = counted_send  # type: ignore[method-assign]
+    stdio.StdioTransport.send_nowait = counted_send_nowait  # type: ignore[method-assign]
     stdio.StdioTransport.receive = counted_receive  # type: ignore[method-assign]
     return counts
 

@@ -6,8 +6,7 @@ Measures: time from entering ``Supervisor.open`` (every server eager) until ever
 server is steady; the supervisor's RSS and open descriptors before and after; one
 call to every server at once (N calls in flight across N connections); then ``-S``
 seconds of calls across all of them (one task per server calling in a loop): calls/s
-and per-call latency; and ``begin_turn()`` with N servers in the catalog (search on),
-as it is and with benchmarks/what_if.py's ``turncache`` applied.
+and per-call latency; and ``begin_turn()`` with N servers in the catalog (search on).
 The servers' own memory is not counted (separate processes); their count and the
 machine's free memory are reported.
 """
@@ -74,15 +73,6 @@ async def scale(servers: int, seconds: float) -> dict[str, Any]:
                 await session.begin_turn()
                 samples.append((time.perf_counter() - t0) * 1e6)
             out["begin_turn_us"] = quantiles(samples)
-            import what_if
-
-            what_if.turncache()
-            samples = []
-            for _ in range(500):
-                t0 = time.perf_counter()
-                await session.begin_turn()
-                samples.append((time.perf_counter() - t0) * 1e6)
-            out["begin_turn_us_turncache"] = quantiles(samples)
 
             failures: dict[str, int] = {}
 

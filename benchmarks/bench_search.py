@@ -11,7 +11,7 @@ list changed (one description edited, one tool added), at 1,000 and 10,000 tools
 ``turns`` runs a real supervisor with ``--servers`` minimal servers publishing
 ``--tools`` tools in all (the same synthetic descriptions, via ``--tools-file``), with
 search on, and measures: ``session.begin_turn()`` once every server is known (p50/p99
-over ``--turns`` turns; also with benchmarks/what_if.py's ``turncache``), the same on
+over ``--turns`` turns), the same on
 a one-tool catalog, ``turn.search()`` through a
 turn, and end to end re-index: a call whose server then sends
 ``notifications/tools/list_changed`` → the new epoch (re-listed, re-indexed) visible
@@ -143,10 +143,6 @@ async def turn_numbers(tools: int, servers: int, turns: int) -> dict[str, Any]:
             out["catalog_tools"] = len(turn.catalog.tools)
             out["search_enabled"] = turn.search_enabled
             out["begin_turn_us"] = await _begin_turns(session, turns)
-            import what_if
-
-            what_if.turncache()
-            out["begin_turn_us_turncache"] = await _begin_turns(session, turns)
             queries = make_queries(500, seed=23)
             samples = []
             for q in queries:

@@ -163,7 +163,8 @@ def _growth(before: Any, limit: int = 15) -> list[tuple[int, str]]:
         frames = list(stat.traceback)
         ours = [f for f in frames if "/actors/" in f.filename or "/supervisor/" in f.filename]
         frame = ours[-1] if ours else frames[-1]
-        sites[f"{frame.filename.split('site-packages/')[-1].split('/work/main/')[-1]}:{frame.lineno}"] += stat.size_diff
+        where = frame.filename.split("site-packages/")[-1].split("/work/main/")[-1]
+        sites[f"{where}:{frame.lineno}"] += stat.size_diff
     return [(total, "(all Python allocations)"), *((size, where) for where, size in sites.most_common(limit))]
 
 
