@@ -134,3 +134,25 @@ async def test_cross_app_access_without_its_settings_says_what_is_missing(missin
         await oauth.unauthorized(None, None)
     assert '"idp_token_endpoint" and "id_token"' in str(caught.value)
     assert json.dumps(settings["client_secret"]) not in str(caught.value)
+
+
+class BrokenVault:
+    async def load(self, server: str, url: str) -> None:
+        raise OSError("disk I/O error")
+
+    async def save(self, server: str, url: str, record: Any) -> None:
+        raise OSError("disk I/O error")
+
+
+async def test_a_failing_store_costs_persistence_not_the_server(caplog: pytest.LogCaptureFixture) -> None:
+    script, clock = Scripted(), [1000.0]
+    oauth = OAuthProvider(
+        "docs", MCP, OAuthSettings.from_mapping({"flow": "client_credentials", "client_id": "svc",
+                                                 "client_secret": "x"}),
+        BrokenVault(), clock=lambda: clock[0], transport=httpx2.MockTransport(script),
+    )  # fmt: skip
+    await oauth.prepare()
+    await oauth.unauthorized(None, None)
+    assert oauth.authorization() == "Bearer at-1"
+    messages = [r.getMessage() for r in caplog.records]
+    assert "cannot read stored tokens" in messages and "cannot store tokens" in messages

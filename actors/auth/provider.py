@@ -252,7 +252,13 @@ class OAuthProvider:
     # -------------------------------------------------------------------- the flow
 
     async def _load(self) -> None:
-        stored = await self._vault.load(self.server, self.url)
+        try:
+            stored = await self._vault.load(self.server, self.url)
+        except Exception as exc:  # the store is ours; its failure must not fail the server
+            _log.warning(
+                "cannot read stored tokens", extra={"fields": {"server": self.server, "reason": str(exc)}}
+            )
+            return
         record = AuthRecord.from_json(stored) if stored is not None else None
         if record is not None:
             self._record = record
@@ -260,7 +266,13 @@ class OAuthProvider:
                 self.needs_login = False
 
     async def _save(self) -> None:
-        await self._vault.save(self.server, self.url, self._record.to_json())
+        """Store the record; if the store fails, the tokens still serve this run."""
+        try:
+            await self._vault.save(self.server, self.url, self._record.to_json())
+        except Exception as exc:
+            _log.warning(
+                "cannot store tokens", extra={"fields": {"server": self.server, "reason": str(exc)}}
+            )
 
     async def _full_flow(self, challenge: Challenge | None, scope_hint: str | None) -> None:
         """Discovery, a client, a grant; the record saved. Raises AuthRequired."""
