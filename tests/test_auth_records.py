@@ -28,7 +28,7 @@ def test_from_response_full_answer() -> None:
         },
         NOW,
     )
-    assert tokens == Tokens("at-1", "Bearer", NOW + 3600, "rt-1", "a b")
+    assert tokens == Tokens("at-1", "Bearer", NOW + 3600, "rt-1", "a b", lifetime=3600)
 
 
 @pytest.mark.parametrize("token_type", ["bearer", "BEARER", "BeArEr"])
@@ -152,11 +152,16 @@ def test_expired_with_explicit_leeway() -> None:
     assert not tokens.expired(NOW + 49, leeway=50)
 
 
-def test_fresh_answer_is_not_expired_but_a_short_one_is() -> None:
+def test_the_leeway_is_30_s_or_a_quarter_of_a_short_lifetime() -> None:
     long = Tokens.from_response({"access_token": "at", "token_type": "Bearer", "expires_in": 3600}, NOW)
     short = Tokens.from_response({"access_token": "at", "token_type": "Bearer", "expires_in": 10}, NOW)
-    assert not long.expired(NOW)
-    assert short.expired(NOW)  # inside the leeway: refresh first
+    assert not long.expired(NOW) and not long.expired(NOW + 3569)
+    assert long.expired(NOW + 3570)  # 30 s before the end: renew first
+    # a 10 s token is not renewed on every request, only in its last 2.5 s
+    assert not short.expired(NOW) and not short.expired(NOW + 7.4)
+    assert short.expired(NOW + 7.5)
+    stored = Tokens("at", expires_at=NOW + 10)  # a record from before lifetimes were kept
+    assert stored.expired(NOW)
 
 
 # --- AuthRecord JSON ---------------------------------------------------------------------

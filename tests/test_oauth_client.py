@@ -330,3 +330,15 @@ async def test_a_legacy_sse_server_behind_oauth(tmp_path: Path, transport: str) 
             assert result.ok, result.error
         assert grants(server) == ["authorization_code"]
         assert 401 not in server.mcp_statuses[server.mcp_statuses.index(200) :]  # the token went along
+
+
+async def test_a_token_expiring_mid_session_is_refreshed_before_it_is_sent(tmp_path: Path) -> None:
+    async with auth_server(access_ttl_s=1) as server:
+        async with supervising(server, tmp_path, FollowRedirectAuthorizer()) as supervisor:
+            assert (await settled(supervisor)).available
+            assert (await echo(supervisor)).ok
+            served = len(server.mcp_statuses)
+            await trio.sleep(0.8)  # inside the last quarter of its 1 s life
+            assert (await echo(supervisor)).ok
+        assert grants(server)[:2] == ["authorization_code", "refresh_token"]
+        assert 401 not in server.mcp_statuses[served:]  # renewed first, not refused first

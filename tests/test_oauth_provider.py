@@ -156,3 +156,16 @@ async def test_a_failing_store_costs_persistence_not_the_server(caplog: pytest.L
     assert oauth.authorization() == "Bearer at-1"
     messages = [r.getMessage() for r in caplog.records]
     assert "cannot read stored tokens" in messages and "cannot store tokens" in messages
+
+
+async def test_a_token_that_expires_mid_session_is_renewed_before_it_is_sent() -> None:
+    script, clock = Scripted(expires_in=600), [1000.0]
+    oauth = provider(script, clock, flow="client_credentials", client_id="svc", client_secret="x")
+    await oauth.unauthorized(None, None)
+    assert not oauth.expired()
+    await oauth.renew()
+    assert len(script.forms) == 1  # not expired: nothing asked
+    clock[0] += 600
+    assert oauth.expired()
+    await oauth.renew()
+    assert len(script.forms) == 2 and oauth.authorization() == "Bearer at-2" and not oauth.expired()

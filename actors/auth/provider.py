@@ -204,6 +204,26 @@ class OAuthProvider:
                 async with self._http() as http:
                     await self._headless_grant(http, scope)
 
+    def expired(self) -> bool:
+        """Is the current access token past its expiry (with the leeway)? Cheap: the
+        transport asks before every request."""
+        tokens = self._record.tokens
+        return tokens is not None and tokens.expired(self._clock())
+
+    async def renew(self) -> None:
+        """Before a request: an access token that expired during the session is
+        refreshed (or re-granted by a headless flow) instead of being sent to die. When
+        that fails, the request goes as it is and its 401 takes the usual path."""
+        async with self._lock:
+            tokens = self._record.tokens
+            if tokens is None or not tokens.expired(self._clock()) or self._refused:
+                return  # renewed meanwhile by another request, or nothing to renew
+            if tokens.refresh_token and await self._refresh():
+                return
+            if self.settings.flow in HEADLESS_FLOWS and self._record.token_endpoint:
+                async with self._http() as http:
+                    await self._headless_grant(http, tokens.scope or self.settings.scope)
+
     async def unauthorized(self, used: str | None, header: str | None) -> None:
         """A request with ``used`` (an Authorization value, or None) got a 401: get a
         new token so the caller may retry once, or raise AuthRequired."""

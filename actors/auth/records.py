@@ -39,9 +39,16 @@ class Tokens:
     expires_at: float | None = None  # unix seconds; None: not stated
     refresh_token: str | None = None
     scope: str | None = None
+    lifetime: float | None = None  # the expires_in it was issued with
 
     def expired(self, now: float, leeway: float = EXPIRY_LEEWAY_S) -> bool:
-        return self.expires_at is not None and now >= self.expires_at - leeway
+        """Due for renewal: within ``leeway`` of the expiry, or within a quarter of its
+        lifetime for short-lived tokens (a 20 s token is not renewed on every request)."""
+        if self.expires_at is None:
+            return False
+        if self.lifetime is not None:
+            leeway = min(leeway, self.lifetime / 4)
+        return now >= self.expires_at - leeway
 
     @classmethod
     def from_response(cls, body: Mapping[str, Any], now: float, previous: Tokens | None = None) -> Tokens:
@@ -56,14 +63,15 @@ class Tokens:
         expires_in = body.get("expires_in")
         if isinstance(expires_in, str) and expires_in.isdigit():
             expires_in = int(expires_in)
-        expires_at = now + expires_in if isinstance(expires_in, int | float) and expires_in > 0 else None
+        lifetime = float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else None
+        expires_at = now + lifetime if lifetime is not None else None
         refresh = body.get("refresh_token")
         if not isinstance(refresh, str) or not refresh:
             refresh = previous.refresh_token if previous is not None else None
         scope = body.get("scope")
         if not isinstance(scope, str):
             scope = previous.scope if previous is not None else None
-        return cls(access, "Bearer", expires_at, refresh, scope)
+        return cls(access, "Bearer", expires_at, refresh, scope, lifetime)
 
 
 @attrs.frozen
@@ -117,6 +125,7 @@ class AuthRecord:
                         expires_at=_number(tokens.get("expires_at")),
                         refresh_token=_opt(tokens.get("refresh_token")),
                         scope=_opt(tokens.get("scope")),
+                        lifetime=_number(tokens.get("lifetime")),
                     )
                     if isinstance(tokens, Mapping)
                     else None

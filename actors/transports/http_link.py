@@ -318,6 +318,8 @@ class RemoteLink:
                 content=content, read_timeout=read_timeout, head_timeout=head_timeout,
             )  # fmt: skip
         renewed = stepped_up = False
+        if auth.expired():
+            await auth.renew()
         while True:
             used = auth.authorization()
             sent = headers if used is None else {**headers, "Authorization": used}
