@@ -58,7 +58,6 @@ from actors.transports.base import AuthRequired, TransportClosed
 
 _log = logging.getLogger("actors.auth")
 
-FLOWS = ("authorization_code", "client_credentials", "cross_app_access")
 # Flows that need no person: run again whenever the token is gone or expired.
 HEADLESS_FLOWS = ("client_credentials", "cross_app_access")
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -174,7 +173,6 @@ class OAuthProvider:
         self._lock = trio.Lock()
         self._step_ups = 0
         self._refused = False  # a fresh token was refused: renewing again is pointless
-        self.needs_login = False
 
     # ----------------------------------------------------------------- transport API
 
@@ -260,7 +258,6 @@ class OAuthProvider:
         """The retry with a renewed token got a 401 too: until the next attempt, every
         other request's 401 fails at once instead of renewing again (no token storm)."""
         self._refused = True
-        self.needs_login = True
 
     async def login(self, header: str | None) -> None:
         """``auth login``: forget the tokens and run the whole flow with the authorizer."""
@@ -282,8 +279,6 @@ class OAuthProvider:
         record = AuthRecord.from_json(stored) if stored is not None else None
         if record is not None:
             self._record = record
-            if record.tokens is not None:
-                self.needs_login = False
 
     async def _save(self) -> None:
         """Store the record; if the store fails, the tokens still serve this run."""
@@ -534,7 +529,6 @@ class OAuthProvider:
         except ValueError as exc:
             raise self._failed(str(exc)) from None
         self._record = attrs.evolve(self._record, tokens=tokens)
-        self.needs_login = False
         await self._save()
 
     def _assertion(self, client_id: str) -> str:
@@ -595,12 +589,10 @@ class OAuthProvider:
     # ------------------------------------------------------------------- errors
 
     def _failed(self, detail: str) -> AuthRequired:
-        self.needs_login = True
         _log.warning("authorization failed", extra={"fields": {"server": self.server, "reason": detail}})
         return AuthRequired(self.server, 401, detail=detail, needs_login=True)
 
     def _needs_login(self) -> AuthRequired:
-        self.needs_login = True
         return AuthRequired(
             self.server,
             401,

@@ -38,6 +38,7 @@ import httpx2
 import orjson
 import trio
 
+from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, TransportClosed, TransportError
@@ -311,22 +312,21 @@ class RemoteLink:
         the token (refresh, or the whole flow) and the request is retried **once** — a
         second 401 is ``authentication failed`` with ``needs_login``; a 403
         ``insufficient_scope`` steps the scope up, also once per request."""
-        auth = self.auth
-        if auth is None:
-            return await self.open_once(
-                method, url, headers, doing,
+        def send(sent: dict[str, str]) -> Awaitable[httpx2.Response]:
+            return self.open_once(
+                method, url, sent, doing,
                 content=content, read_timeout=read_timeout, head_timeout=head_timeout,
             )  # fmt: skip
+
+        auth = self.auth
+        if auth is None:
+            return await send(headers)
         renewed = stepped_up = False
         if auth.expired():
             await auth.renew()
         while True:
             used = auth.authorization()
-            sent = headers if used is None else {**headers, "Authorization": used}
-            response = await self.open_once(
-                method, url, sent, doing,
-                content=content, read_timeout=read_timeout, head_timeout=head_timeout,
-            )  # fmt: skip
+            response = await send(headers if used is None else {**headers, "Authorization": used})
             status = response.status_code
             challenge = response.headers.get("www-authenticate")
             if status == 401:
@@ -339,7 +339,7 @@ class RemoteLink:
                 renewed = True
                 await auth.unauthorized(used, challenge)
                 continue
-            if status == 403 and challenge and "insufficient_scope" in challenge:
+            if status == 403 and (parsed := parse_challenge(challenge)) and parsed.insufficient_scope:
                 await self.close(response)
                 if stepped_up:
                     raise AuthRequired(

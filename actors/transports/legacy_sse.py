@@ -212,9 +212,16 @@ class RemoteTransport:
     """The Transport the actor holds for a remote server: the chosen transport, swapped
     once for legacy HTTP+SSE if ``auto`` finds an old server."""
 
-    def __init__(self, link: RemoteLink, current: StreamableHttpTransport | LegacySseTransport) -> None:
+    def __init__(
+        self,
+        link: RemoteLink,
+        current: StreamableHttpTransport | LegacySseTransport,
+        *,
+        authenticated: bool = False,
+    ) -> None:
         self._link = link
         self._current = current
+        self._authenticated = authenticated  # the credentials were readied before connecting
 
     @property
     def current(self) -> StreamableHttpTransport | LegacySseTransport:
@@ -252,8 +259,9 @@ class RemoteTransport:
     async def authenticate(self) -> None:
         """The actor's ``authenticate`` state: have an OAuth token ready (stored,
         refreshed, or from the client-credentials grant); nothing for other servers."""
-        if self._link.auth is not None:
+        if self._link.auth is not None and not self._authenticated:
             await self._link.auth.prepare()
+        self._authenticated = True
 
     def stderr_tail(self) -> list[str]:
         return []
@@ -284,7 +292,7 @@ async def open_remote_transport(
                     current = await LegacySseTransport.connect(link)
                 else:
                     current = StreamableHttpTransport(link, may_fall_back=spec.transport == "auto")
-                remote = RemoteTransport(link, current)
+                remote = RemoteTransport(link, current, authenticated=spec.transport == "sse")
                 yield remote
             except BaseException as exc:
                 body_error = exc  # re-raised below, outside the nursery, unwrapped

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from actors.auth import FLOWS
 from actors.connection.spec import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_INIT_TIMEOUT_S,
@@ -103,7 +104,7 @@ _OAUTH_KEYS = (
     "signing_algorithm", "token_endpoint_auth_method",
     "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
 )  # fmt: skip
-_OAUTH_FLOWS = ("authorization_code", "client_credentials", "cross_app_access")
+_OAUTH_FLOWS = FLOWS
 _SENSITIVE_NAME = re.compile(r"auth|token|secret|key|passw|cookie|credential", re.IGNORECASE)
 
 

@@ -20,6 +20,7 @@ still-running write thread to roll back instead of committing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -235,10 +236,13 @@ class StoreActor:
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             self._dropped += 1
             return False
+        self._took()
+        return True
+
+    def _took(self) -> None:
         self._accepted += 1
         if self._accepted - self._settled >= LINGER_BATCH:
             self._hurry.set()
-        return True
 
     async def put(self, message: StoreMessage, wait_s: float = PUT_WAIT_S) -> bool:
         """Queue a write; when the mailbox is full, wait for room (up to ``wait_s``, also
@@ -248,22 +252,20 @@ class StoreActor:
             self._send.send_nowait(message)
         except trio.WouldBlock:
             self._hurry.set()
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + wait_s) as scope:
-                try:
-                    await self._send.send(message)
-                except (trio.ClosedResourceError, trio.BrokenResourceError):
-                    self._dropped += 1
-                    return False
-            if scope.cancelled_caught:
-                self._dropped += 1
-                return False
+            with (
+                trio.CancelScope(shield=True, deadline=trio.current_time() + wait_s),
+                contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError),
+            ):
+                await self._send.send(message)
+                self._took()
+                return True
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            self._dropped += 1
-            return False
-        self._accepted += 1
-        if self._accepted - self._settled >= LINGER_BATCH:
-            self._hurry.set()
-        return True
+            pass
+        else:
+            self._took()
+            return True
+        self._dropped += 1
+        return False
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is written (or counted as failed).
