@@ -375,12 +375,20 @@ async def serve_fault_server(
 ) -> None:
     """Serve on 127.0.0.1 (port 0) until cancelled; reports the server once it listens."""
     server = FaultServer(options or FaultOptions())
+    async with trio.open_nursery() as nursery:
+        base = await nursery.start(serve_loopback, server)
+        server.url = f"{base}/mcp"
+        task_status.started(server)
+
+
+async def serve_loopback(app: Any, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve an ASGI app with Hypercorn on 127.0.0.1 (port 0), quietly, until cancelled;
+    reports its base URL once it listens."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.errorlog = _quiet
     config.graceful_timeout = 0.1
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(functools.partial(serve, server, config))  # type: ignore[arg-type]
-        server.url = f"{binds[0]}/mcp"
-        task_status.started(server)
+        binds = await nursery.start(functools.partial(serve, app, config))  # type: ignore[arg-type]
+        task_status.started(binds[0])

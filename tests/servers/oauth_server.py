@@ -19,7 +19,6 @@ everything, a tampered ``state``, a 403 ``insufficient_scope`` for one tool.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import itertools
 import json
@@ -29,9 +28,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import attrs
 import trio
-from http_fault_server import FaultOptions, FaultServer, Receive, Scope, Send, _h, _quiet, _read_body
-from hypercorn.config import Config
-from hypercorn.trio import serve
+from http_fault_server import FaultOptions, FaultServer, Receive, Scope, Send, _h, _read_body, serve_loopback
 
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -421,13 +418,7 @@ async def serve_oauth_server(
 ) -> None:
     """Serve on 127.0.0.1 (port 0) until cancelled; reports the server once it listens."""
     server = OAuthServer(options or OAuthOptions())
-    config = Config()
-    config.bind = ["127.0.0.1:0"]
-    config.accesslog = None
-    config.errorlog = _quiet
-    config.graceful_timeout = 0.1
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(functools.partial(serve, server, config))  # type: ignore[arg-type]
-        server.base = binds[0]
+        server.base = await nursery.start(serve_loopback, server)
         server.mcp.url = server.mcp_url
         task_status.started(server)
