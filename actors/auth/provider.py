@@ -193,14 +193,8 @@ class OAuthProvider:
             self._refused = False  # a new attempt (e.g. a restart after `auth login`)
             await self._load()
             tokens = self._record.tokens
-            if tokens is not None and not tokens.expired(self._clock()):
-                return
-            if tokens is not None and tokens.refresh_token and await self._refresh():
-                return
-            if self.settings.flow in HEADLESS_FLOWS and self._record.token_endpoint:
-                scope = tokens.scope if tokens is not None else self.settings.scope
-                async with self._http() as http:
-                    await self._headless_grant(http, scope)
+            if tokens is None or tokens.expired(self._clock()):
+                await self._renew_unattended(tokens)
 
     def expired(self) -> bool:
         """Is the current access token past its expiry (with the leeway)? Cheap: the
@@ -211,16 +205,22 @@ class OAuthProvider:
     async def renew(self) -> None:
         """Before a request: an access token that expired during the session is
         refreshed (or re-granted by a headless flow) instead of being sent to die. When
-        that fails, the request goes as it is and its 401 takes the usual path."""
+        a refresh is refused, the request goes as it is and its 401 takes the usual path."""
         async with self._lock:
             tokens = self._record.tokens
             if tokens is None or not tokens.expired(self._clock()) or self._refused:
                 return  # renewed meanwhile by another request, or nothing to renew
-            if tokens.refresh_token and await self._refresh():
-                return
-            if self.settings.flow in HEADLESS_FLOWS and self._record.token_endpoint:
-                async with self._http() as http:
-                    await self._headless_grant(http, tokens.scope or self.settings.scope)
+            await self._renew_unattended(tokens)
+
+    async def _renew_unattended(self, tokens: Tokens | None) -> None:
+        """A new token without a person, if one can be had: the refresh token, else a
+        headless flow's grant again. (Called with the lock held.)"""
+        if tokens is not None and tokens.refresh_token and await self._refresh():
+            return
+        if self.settings.flow in HEADLESS_FLOWS and self._record.token_endpoint:
+            scope = (tokens.scope if tokens is not None else None) or self.settings.scope
+            async with self._http() as http:
+                await self._headless_grant(http, scope)
 
     async def unauthorized(self, used: str | None, header: str | None) -> None:
         """A request with ``used`` (an Authorization value, or None) got a 401: get a
