@@ -258,6 +258,38 @@ async def test_child_crashing_before_started_fails_the_start(autojump_clock: tri
     assert of(log, "cancelled") == ["first"]
 
 
+async def test_child_returning_without_reporting_started_fails_the_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def silent(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await trio.sleep(1.0)
+
+    supervisor = OneForOne()
+    with trio.fail_after(WAIT_S), pytest.RaisesGroup(
+        pytest.RaisesExc(RuntimeError, match="silent returned without reporting it started"),
+        flatten_subgroups=True,
+    ):
+        await supervisor.run([ChildSpec("silent", lambda: silent, lambda: True)])
+
+
+async def test_each_child_runs_in_one_task_of_the_supervisors_nursery(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No nursery and task of its own per child: one Trio task per supervised child,
+    which is what 1,000 supervised servers cost here (benchmarks/RESULTS.md)."""
+    log: list[Event] = []
+    children = [FakeChild(name, log) for name in ("a", "b", "c")]
+    supervisor = OneForOne()
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, [c.spec() for c in children])
+            (tree,) = nursery.child_tasks
+            (inner,) = tree.child_nurseries
+            assert len(inner.child_tasks) == 3
+            assert all(not task.child_nurseries for task in inner.child_tasks)
+            await supervisor.stop()
+
+
 # ---------------------------------------------------------------- stop
 
 
