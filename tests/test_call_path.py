@@ -144,16 +144,18 @@ async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
     async with trio.open_nursery() as nursery:
         live = _Live(pipe, ClientSession(), nursery)  # type: ignore[arg-type]
         assert live.send_now is not None
-        nursery.start_soon(actor._writer, live)
         live.session.send_notification("first")
         assert not actor._write_now(live)  # 10 bytes went, the rest waits for the writer
         assert len(pipe.wire) == 10 and live.backlog
         live.session.send_notification("second")
         assert not actor._write_now(live)  # never ahead of the backlog
         actor._kick(live)
+        actor._kick(live)  # a second kick while the writer is on its way starts no second one
+        assert live.writer_running
         await trio.testing.wait_all_tasks_blocked()
         assert [json.loads(line)["method"] for line in bytes(pipe.wire).splitlines()] == ["first", "second"]
         assert not live.backlog
+        assert not live.writer_running  # nothing left: the writer is gone until the next kick
         pipe.room = 1 << 20
         live.session.send_notification("third")
         assert actor._write_now(live)  # all of it, no writer needed

@@ -4,11 +4,11 @@ The actor owns one nursery. Its main task reads the mailbox, taking everything q
 before it yields, and answers at once (calls are written out, parked, or refused
 without waiting). A lifecycle task walks the state machine of ``states.py``: connect,
 handshake, list, serve, and on failure back off on the reconnect schedule and try
-again. While a connection is up, two more tasks live in a nursery owned by that
-connection attempt: the reader (bytes in, events out) and the writer (writes whatever
-the protocol core queued, so calls taken together leave in one write; a lone call on a
-transport that can write without waiting is written at once by the main task); once
-steady, the lifecycle task watches call deadlines. When the connection dies, every call
+again. While a connection is up, the reader (bytes in, events out) lives in a nursery
+owned by that connection attempt, and a writer task joins it only while something is
+queued (so calls taken together leave in one write; a lone call on a transport that can
+write without waiting is written at once by the main task); once steady, the lifecycle
+task watches call deadlines. When the connection dies, every call
 in flight is answered at once; nothing waits for a reconnect.
 """
 
@@ -87,8 +87,8 @@ class _Live:
     transport: Transport
     session: ClientSession
     nursery: trio.Nursery
-    write_wanted: trio.Event = attrs.field(factory=trio.Event)
     backlog: list[bytes] = attrs.field(factory=list)  # taken from the session, not yet written
+    writer_running: bool = False  # a writer task exists (it ends when nothing is left to write)
     writing: bool = False  # the writer is inside transport.send
     answered_last: int = 0  # calls answered by the last read: more than one, callers are many
     # A transport that can write without waiting (stdio's send_nowait), else None.
@@ -322,7 +322,6 @@ class ConnectionActor:
 
     async def _serve(self, live: _Live, init_scope: trio.CancelScope) -> None:
         live.nursery.start_soon(self._reader, live)
-        live.nursery.start_soon(self._writer, live)
         try:
             live.session.start_initialize()
             self._kick(live)
@@ -418,9 +417,15 @@ class ConnectionActor:
         live.nursery.cancel_scope.cancel()
 
     def _kick(self, live: _Live) -> None:
-        live.write_wanted.set()
+        """Something is queued to write: start a writer unless one is on its way. It
+        runs after the current task yields, so what is queued meanwhile leaves with it."""
+        if not live.writer_running:
+            live.writer_running = True
+            live.nursery.start_soon(self._writer, live)
 
     async def _writer(self, live: _Live) -> None:
+        # Lives only while there is something to write: an idle connection keeps no
+        # writer task (~2.6 KB each), and a lone call never needs one (_write_now).
         try:
             while True:
                 data = live.session.data_to_send()
@@ -428,9 +433,7 @@ class ConnectionActor:
                     data = b"".join((*live.backlog, data))
                     live.backlog.clear()
                 if not data:
-                    live.write_wanted = trio.Event()
-                    await live.write_wanted.wait()
-                    continue
+                    return
                 live.writing = True
                 await live.transport.send(data)
                 live.writing = False
@@ -438,6 +441,8 @@ class ConnectionActor:
             self._fail(live, str(exc), auth=True, needs_login=exc.needs_login)
         except TransportError as exc:
             self._fail(live, f"mcp server {self.name}: cannot write: {exc}")
+        finally:
+            live.writer_running = False
 
     async def _reader(self, live: _Live) -> None:
         try:
