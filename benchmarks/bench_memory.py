@@ -166,7 +166,7 @@ def _trace_start(trace: bool) -> Any:
     return tracemalloc.take_snapshot()
 
 
-def _trace_top(before: Any, count: int, limit: int = 25) -> list[tuple[str, float]]:
+def _trace_top(before: Any, count: int, limit: int = 60) -> list[tuple[str, float]]:
     """Python allocations made since ``before``, charged to the innermost line of our
     own code (actors/, supervisor/) on the allocating stack, in bytes per connection."""
     if before is None:

@@ -130,6 +130,37 @@ async def _spawn(spec: ServerSpec, launch: _Launch) -> trio.Process:
         ) from exc
 
 
+async def read_some(stream: trio.abc.ReceiveStream, max_bytes: int) -> bytes | bytearray:
+    """``stream.receive_some`` for a pipe, leaner: read first, wait only when empty.
+
+    trio's ``FdStream.receive_some`` yields before every read and waits for the pipe
+    inside its ``except BlockingIOError`` block, which keeps that exception and its
+    traceback alive as long as the pipe is quiet: ~1.5 KB per idle reader, and two
+    readers per server. Here a read that found data yields after it (every call is a
+    checkpoint, so a busy pipe cannot starve other tasks), and a read that waited does
+    not yield again: one scheduling round less per answer.
+    """
+    if not isinstance(stream, trio.lowlevel.FdStream):
+        return await stream.receive_some(max_bytes)
+    waited = False
+    while True:
+        fd = stream.fileno()  # -1 once closed: never read a reused descriptor
+        if fd < 0:
+            raise trio.ClosedResourceError("the pipe was already closed")
+        try:
+            data: bytes | None = os.read(fd, max_bytes)
+        except BlockingIOError:
+            data = None
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"cannot read the pipe: {exc}") from exc
+        if data is not None:
+            if not waited:
+                await trio.lowlevel.checkpoint()
+            return data
+        await trio.lowlevel.wait_readable(fd)
+        waited = True
+
+
 class StdioTransport:
     """One running server process; implements the Transport protocol.
 
@@ -194,7 +225,7 @@ class StdioTransport:
     async def receive(self) -> bytes:
         """The next chunk of the server's stdout, ``b""`` once it is closed."""
         try:
-            data = await self._stdout.receive_some(_RECEIVE_CHUNK)
+            data = await read_some(self._stdout, _RECEIVE_CHUNK)
         except _IO_ERRORS as exc:
             raise TransportClosed(
                 f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
@@ -228,7 +259,7 @@ class StdioTransport:
         with self._reader_scope:
             while True:
                 try:
-                    chunk = await self._stderr_stream.receive_some(_RECEIVE_CHUNK)
+                    chunk = await read_some(self._stderr_stream, _RECEIVE_CHUNK)
                 except _IO_ERRORS:
                     chunk = b""
                 if not chunk:
