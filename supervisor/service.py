@@ -188,6 +188,8 @@ class Supervisor:
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
         tree = OneForOne()
         async with trio.open_nursery() as nursery:
+            if isinstance(connector, TransportConnector):  # one task for every local server's stderr and exit
+                await nursery.start(connector.run)
             await nursery.start(store_actor.run)
             await nursery.start(router.run)
             supervisor = cls(

@@ -258,22 +258,25 @@ async def test_receive_returns_eof_and_send_fails_after_crash(mini_server_argv: 
     assert t.returncode == 3
 
 
+async def crash_leaving_a_grandchild(t: StdioTransport) -> None:
+    """Crash a ``--spawn-child`` server; its grandchild holds stdout open."""
+    await initialize(t)
+    line = await wait_for_stderr(t, "spawned child pid=")
+    grandchild = int(line.rsplit("=", 1)[1])
+    await Lines(t).send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "crash"}})
+    # The grandchild inherited stdout; EOF comes because the group went down with its
+    # leader (the exit was noticed), not at teardown.
+    assert await read_all(t) == b""
+    assert t.returncode == 3
+    await eventually(lambda: gone(grandchild))
+
+
 async def test_crash_is_seen_even_when_a_grandchild_holds_stdout(
     mini_server_argv: list[str],
 ) -> None:
     with trio.fail_after(BOUND_S):
         async with open_stdio_transport(make_spec([*mini_server_argv, "--spawn-child"])) as t:
-            await initialize(t)
-            line = await wait_for_stderr(t, "spawned child pid=")
-            grandchild = int(line.rsplit("=", 1)[1])
-            await Lines(t).send(
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "crash"}}
-            )
-            # The grandchild inherited stdout; EOF comes because the group went down
-            # with its leader, not at teardown.
-            assert await read_all(t) == b""
-            assert t.returncode == 3
-            await eventually(lambda: gone(grandchild))
+            await crash_leaving_a_grandchild(t)
 
 
 async def test_exception_in_the_block_propagates_unwrapped(mini_server_argv: list[str]) -> None:

@@ -7,10 +7,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trio
+
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError, Transport
 from actors.transports.stdio import StdioConnector
+from actors.transports.stdio_hub import StdioHub
 
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, TokenVault
@@ -41,8 +44,14 @@ class TransportConnector:
         self._extra = extra_secrets
         self._vault = vault
         self._authorizer = authorizer
-        self._stdio = StdioConnector(state_dir, self._redactor)
+        self.hub = StdioHub()
+        self._stdio = StdioConnector(state_dir, self._redactor, self.hub)
         self._remote: RemoteConnector | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the local servers' stderr and exits from one task (the supervisor runs
+        this first); without it, every local server runs a hub of its own."""
+        await self.hub.run(task_status=task_status)
 
     def _redactor(self, spec: ServerSpec) -> Redactor:
         return Redactor((*spec.secrets, *self._extra))

@@ -6,7 +6,8 @@ Lifetime, all inside :func:`open_stdio_transport`:
    program on the merged ``PATH``, check ``cwd``. Anything wrong is a
    :class:`SpawnError` whose text names the server and the fix.
 2. *Spawn* in a new session (so the server and anything it starts share one process
-   group we can kill as a whole), write a pidfile, start the stderr reader.
+   group we can kill as a whole), write a pidfile, hand stderr and the exit to the hub
+   (``stdio_hub``: one task for every server's stderr and exit).
 3. *Use*: ``send`` / ``receive`` move raw bytes; trio and OS errors become
    :class:`TransportClosed` here and nowhere else.
 4. *Teardown*, always, also under cancellation or while an exception propagates;
@@ -41,6 +42,7 @@ from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
 from actors.transports.pidfiles import remove_pidfile, write_pidfile
+from actors.transports.stdio_hub import StdioHub
 
 _log = logging.getLogger("actors.transports.stdio")
 
@@ -51,8 +53,9 @@ CUT_MARKER = " …[cut]"
 _RECEIVE_CHUNK = 65536
 # After SIGKILL a process dies at once unless stuck in the kernel (D state).
 _KILL_REAP_S = 5.0
-# How long teardown lets the stderr reader catch a dead server's last words.
+# How long teardown waits for a dead server's last words on stderr (EOF).
 _STDERR_DRAIN_S = 0.25
+_DRAIN_READS = 16  # at teardown, at most this many chunks (1 MB) still in the pipe
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -176,6 +179,8 @@ class StdioTransport:
         self._process = process
         self._stdin = process.stdin
         self._stdout = process.stdout
+        # A pipe on every POSIX system: the hub reads it by its descriptor.
+        assert isinstance(process.stderr, trio.lowlevel.FdStream)
         self._stderr_stream = process.stderr
         self._redactor = redactor
         self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
@@ -183,7 +188,8 @@ class StdioTransport:
         self._keep = STDERR_LINE_MAX + redactor.longest_secret
         self._partial = bytearray()
         self._skipping = False  # inside an over-long line whose head was already kept
-        self._reader_scope = trio.CancelScope(shield=True)
+        self._stderr_done = trio.Event()  # EOF (or a read error) on stderr
+        self._hub: StdioHub | None = None
 
     @property
     def pid(self) -> int:
@@ -249,29 +255,45 @@ class StdioTransport:
             return f" (process killed by signal {-code})"
         return f" (process exited with status {code})"
 
-    async def _read_stderr(self) -> None:
-        """Background task: keep the redacted tail of stderr, log it at debug level.
+    def _read_stderr_with(self, hub: StdioHub) -> None:
+        """Keep the redacted tail of stderr (logged at debug level), read by the hub."""
+        self._hub = hub
+        hub.watch_readable(self._stderr_stream.fileno(), self._stderr_ready)
 
-        Shielded from outside cancellation and stopped by :meth:`_stop_reading`, so it
-        can still catch a dying server's last words, and so the nursery it runs in
-        never turns the caller's cancellation into an ExceptionGroup.
-        """
-        with self._reader_scope:
-            while True:
-                try:
-                    chunk = await read_some(self._stderr_stream, _RECEIVE_CHUNK)
-                except _IO_ERRORS:
-                    chunk = b""
-                if not chunk:
-                    break
-                self._feed_stderr(chunk)
+    def _stderr_ready(self) -> None:
+        """Hub callback: stderr is readable; take one chunk, or finish at EOF."""
+        fd = self._stderr_stream.fileno()
+        try:
+            chunk = os.read(fd, _RECEIVE_CHUNK) if fd >= 0 else b""
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            self._feed_stderr(chunk)
+        else:
+            self._end_stderr()
+
+    def _end_stderr(self) -> None:
+        if self._stderr_done.is_set():
+            return
+        if self._hub is not None:
+            self._hub.unwatch(self._stderr_stream.fileno())
         if self._partial and not self._skipping:
             self._keep_line(bytes(self._partial), cut=False)
         self._partial.clear()
+        self._stderr_done.set()
 
-    def _stop_reading(self, after: float) -> None:
-        """Let the stderr reader drain for at most ``after`` seconds more."""
-        self._reader_scope.deadline = min(self._reader_scope.deadline, trio.current_time() + after)
+    async def _finish_stderr(self, within: float) -> None:
+        """After the process ended: a dying server's last words, for at most ``within``
+        seconds (a grandchild may hold stderr open), then whatever the pipe still holds."""
+        with trio.CancelScope(shield=True), trio.move_on_after(within):
+            await self._stderr_done.wait()
+        for _ in range(_DRAIN_READS):
+            if self._stderr_done.is_set():
+                return
+            self._stderr_ready()
+        self._end_stderr()
 
     def _feed_stderr(self, chunk: bytes | bytearray) -> None:
         """Split a chunk into lines; never hold more than ``_keep`` bytes of one line."""
@@ -315,7 +337,6 @@ class _ProcessGroup:
         self.process = process
         self.pgid = process.pid  # start_new_session=True: the leader's pid is the group id
         self.name = name
-        self.watch_scope = trio.CancelScope(shield=True)
         self._finished = False
         self._stopped = False
 
@@ -341,12 +362,10 @@ class _ProcessGroup:
             self._leader_reaped()
         return self.process.returncode is not None
 
-    async def watch(self) -> None:
-        """Background task: a leader that exits by itself takes its group along, so
-        the reader sees EOF even when a grandchild held stdout open."""
-        with self.watch_scope:
-            await self.process.wait()
-            self._leader_reaped()
+    def exited(self) -> None:
+        """Hub callback: a leader that exits by itself takes its group along, so the
+        reader sees EOF even when a grandchild held stdout open."""
+        self._leader_reaped()
 
     async def stop(self, grace_s: float) -> None:
         """Close stdin, grace, SIGTERM, grace, SIGKILL, reap, SIGKILL leftovers.
@@ -390,14 +409,41 @@ async def open_stdio_transport(
     *,
     state_dir: Path | None = None,
     redactor: Redactor | None = None,
+    hub: StdioHub | None = None,
 ) -> AsyncIterator[StdioTransport]:
     """Spawn ``spec.command`` and yield its transport; leaving the block stops it.
+
+    ``hub`` reads the server's stderr and watches its exit; without a running one, the
+    transport runs a hub of its own for as long as it lives.
 
     Raises SpawnError if the server cannot be started. An exception raised in the
     block comes out as itself (not wrapped in an ExceptionGroup).
     """
     if redactor is None:
         redactor = Redactor(spec.secrets)
+    if hub is not None and hub.running:
+        async with _open(spec, state_dir, redactor, hub) as transport:
+            yield transport
+        return
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        own = StdioHub()
+        await nursery.start(own.run)
+        try:
+            async with _open(spec, state_dir, redactor, own) as transport:
+                yield transport
+        except BaseException as exc:
+            # Re-raised below, outside the nursery, so callers see it unwrapped.
+            body_error = exc
+        nursery.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error
+
+
+@asynccontextmanager
+async def _open(
+    spec: ServerSpec, state_dir: Path | None, redactor: Redactor, hub: StdioHub
+) -> AsyncIterator[StdioTransport]:
     launch = _plan_launch(spec, os.environ)
     process = await _spawn(spec, launch)
     del launch  # its copy of the environment (~5 KB) must not live as long as the server
@@ -405,34 +451,25 @@ async def open_stdio_transport(
     _recent_groups.append(process.pid)
     group = _ProcessGroup(process, spec.name)
     pidfile: Path | None = None
-    body_error: BaseException | None = None
     try:
         if state_dir is not None:
             pidfile = _try_write_pidfile(spec, process, state_dir)
         transport = StdioTransport(spec, process, redactor)
-        async with trio.open_nursery() as nursery:
-            # Both tasks are shielded and stopped by us, so the caller's cancellation
-            # never comes out of this nursery as an ExceptionGroup.
-            nursery.start_soon(group.watch)
-            nursery.start_soon(transport._read_stderr)
+        hub.watch_exit(process, group.exited)
+        transport._read_stderr_with(hub)
+        try:
+            yield transport
+        finally:
             try:
-                yield transport
-            except BaseException as exc:
-                # Re-raised below, outside the nursery, so callers see it unwrapped.
-                body_error = exc
+                await group.stop(spec.shutdown_grace_s)
             finally:
-                try:
-                    await group.stop(spec.shutdown_grace_s)
-                finally:
-                    group.watch_scope.cancel()
-                    transport._stop_reading(after=_STDERR_DRAIN_S)
+                hub.unwatch_exit(process)
+                await transport._finish_stderr(within=_STDERR_DRAIN_S)
     finally:
-        await group.stop(spec.shutdown_grace_s)  # no-op unless the nursery never ran
+        await group.stop(spec.shutdown_grace_s)  # no-op unless it never got that far
         await _close_pipes(process)
         if pidfile is not None:
             remove_pidfile(pidfile)
-    if body_error is not None:
-        raise body_error
 
 
 def _try_write_pidfile(spec: ServerSpec, process: trio.Process, state_dir: Path) -> Path | None:
@@ -461,20 +498,23 @@ class StdioConnector:
     """Connector for local servers: ``connector(spec)`` opens a stdio transport.
 
     ``redactor_factory`` builds the redactor for a spec (default: one that knows the
-    spec's secrets), e.g. to add secrets known to the supervisor as a whole.
+    spec's secrets), e.g. to add secrets known to the supervisor as a whole. ``hub``
+    serves every server's stderr and exit while it runs (see ``stdio_hub``).
     """
 
     def __init__(
         self,
         state_dir: Path | None = None,
         redactor_factory: Callable[[ServerSpec], Redactor] | None = None,
+        hub: StdioHub | None = None,
     ) -> None:
         self._state_dir = state_dir
         self._redactor_factory = redactor_factory
+        self._hub = hub
 
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[StdioTransport]:
         redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
-        return open_stdio_transport(spec, state_dir=self._state_dir, redactor=redactor)
+        return open_stdio_transport(spec, state_dir=self._state_dir, redactor=redactor, hub=self._hub)
 
 
 if TYPE_CHECKING:  # mypy proves both classes still satisfy the protocols in base.py
