@@ -35,6 +35,7 @@ from actors.transports.base import Connector
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
+from supervisor.memory_trim import trim_memory_periodically
 from supervisor.metrics import Metrics
 from supervisor.one_for_one import ChildSpec, OneForOne
 from supervisor.policy import Policy
@@ -190,6 +191,7 @@ class Supervisor:
         async with trio.open_nursery() as nursery:
             if isinstance(connector, TransportConnector):  # one task for every local server's stderr and exit
                 await nursery.start(connector.run)
+            await nursery.start(trim_memory_periodically)
             await nursery.start(store_actor.run)
             await nursery.start(router.run)
             supervisor = cls(
