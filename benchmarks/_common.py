@@ -51,11 +51,53 @@ def quantiles(samples: Sequence[float]) -> dict[str, float]:
 
 def rss_kb() -> int:
     """This process's resident set size (VmRSS) in KiB."""
+    return rss_parts()["VmRSS"]
+
+
+def rss_parts() -> dict[str, int]:
+    """VmRSS and its parts from /proc/self/status, in KiB: RssAnon (the heaps, where
+    a leak would show), RssFile (mapped files: code pages of the interpreter and of
+    libraries as they are first used) and RssShmem."""
+    parts: dict[str, int] = {}
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                parts[key] = int(value.split()[0])
+    if "VmRSS" not in parts:
+        raise RuntimeError("no VmRSS in /proc/self/status")
+    return parts
+
+
+def heap_kb() -> dict[str, int]:
+    """glibc's view of the C heap (mallinfo2, every arena), in KiB: in use, free inside
+    the heap (fragmentation), and mmapped blocks (pymalloc's arenas among them); plus
+    Python's live block count. Empty where there is no mallinfo2 (not glibc)."""
+    import ctypes
+    import sys
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                *("arena", "ordblks", "smblks", "hblks", "hblkhd"),
+                *("usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"),
+            )
+        ]
+
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return {
+        "in_use_kb": info.uordblks // 1024,
+        "free_kb": info.fordblks // 1024,
+        "mmapped_kb": info.hblkhd // 1024,
+        "py_blocks": sys.getallocatedblocks(),
+    }
 
 
 def open_fds() -> int:

@@ -32,11 +32,13 @@ from typing import Any
 from _common import (
     child_pids,
     emit,
+    heap_kb,
     open_fds,
     ours_config,
     quiet_logging,
     raise_fd_limit,
     rss_kb,
+    rss_parts,
     server_argv,
     server_pid,
 )
@@ -80,6 +82,8 @@ async def soak(minutes: float, servers: int, inflight: int, trace: bool = False)
                     {
                         "t_s": round(time.perf_counter() - started, 1),
                         "rss_kb": rss_kb(),
+                        "rss_parts": rss_parts(),
+                        "heap": heap_kb(),
                         "fds": open_fds(),
                         "children": len(child_pids()),
                         "epoch": sup.router.cell.current.epoch,

@@ -6,9 +6,10 @@ unpatched path before anyone implements it. Register one in ``PREPARE`` (class-l
 applied before ``Supervisor.open``) or ``PATCHES`` (applied to the running supervisor)
 and list it in ``run.py``'s ``WHAT_IFS``.
 
-None is registered today: every candidate of the first full run (linger, policy,
-validate, drain, nowait, direct, reply, turncache) is now in the code itself — see
-RESULTS.md for what each one measured before and after.
+Every candidate of the first full run (linger, policy, validate, drain, nowait, direct,
+reply, turncache) is now in the code itself — see RESULTS.md for what each one measured
+before and after. Registered now are two bounds, not candidates: what the audit row and
+the call event cost on the call path (both are promised per call, so neither can go).
 """
 
 from __future__ import annotations
@@ -17,7 +18,25 @@ from collections.abc import Callable
 from typing import Any
 
 PREPARE: dict[str, Callable[[], None]] = {}
-PATCHES: dict[str, Callable[[Any], None]] = {}
+
+
+def _no_audit(sup: Any) -> None:
+    """Bound, not candidate: the call path without its audit row reaching the store
+    (no store batches, no SQLite thread competing for the CPU): what the store costs."""
+
+    async def audit(message: Any) -> None:
+        return None
+
+    sup.audit = audit
+
+
+def _no_events(sup: Any) -> None:
+    """Bound, not candidate: no call event published, no metrics counted."""
+    sup.events.publish = lambda event: None
+    sup.metrics.observe_call = lambda outcome, duration_ms: None
+
+
+PATCHES: dict[str, Callable[[Any], None]] = {"noaudit": _no_audit, "noevents": _no_events}
 NAMES = tuple(PREPARE) + tuple(PATCHES)
 
 
