@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
+from actors.redaction import Redactor
+from actors.transports.base import SpawnError
 from actors.transports.select import TransportConnector
 from actors.transports.stdio import open_stdio_transport
 from actors.transports.stdio_hub import StdioHub
@@ -151,3 +154,32 @@ async def test_the_supervisor_serves_all_its_local_servers_from_one_hub(
             assert connector.hub.running
             assert _watched(connector.hub)[0] == 3
     assert not connector.hub.running
+
+
+async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_nothing(
+    mini_server_argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.transports import stdio
+
+    hub = StdioHub()
+    hub_scope = trio.CancelScope()
+    real_spawn = stdio._spawn
+
+    async def spawn_while_the_hub_stops(*args: Any) -> trio.Process:
+        process = await real_spawn(*args)
+        hub_scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        return process
+
+    async def run_hub(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with hub_scope:
+            await hub.run(task_status=task_status)
+
+    monkeypatch.setattr(stdio, "_spawn", spawn_while_the_hub_stops)
+    stopping = "mini: not started, the supervisor is stopping"
+    with trio.fail_after(BOUND_S), pytest.RaisesGroup(pytest.RaisesExc(SpawnError, match=stopping)):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_hub)
+            async with stdio._open(make_spec(mini_server_argv), None, Redactor(()), hub):
+                pass  # pragma: no cover - never reached
+    # the autouse leak check fails this test if the spawned server outlived it

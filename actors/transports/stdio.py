@@ -455,6 +455,8 @@ async def _open(
         if state_dir is not None:
             pidfile = _try_write_pidfile(spec, process, state_dir)
         transport = StdioTransport(spec, process, redactor)
+        if not hub.running:  # it stopped while we spawned: the supervisor is going away
+            raise SpawnError(f"mcp server {spec.name}: not started, the supervisor is stopping")
         hub.watch_exit(process, group.exited)
         transport._read_stderr_with(hub)
         try:
