@@ -230,7 +230,7 @@ def render(results: dict[str, Any]) -> str:
             "SDK = the better of the SDK's two backends for each column (trio and asyncio rows above)."
         )
     if "whatif" in results:
-        lines += ["", "## What-if: ours with candidate optimizations (benchmarks/what_if.py), same run"]
+        lines += ["", "## What-if: ours with the patches of benchmarks/what_if.py (bounds, candidates), same run"]
         lines += calls_table(results["whatif"], base="ours")
     if "breakdown" in results and "error" not in results["breakdown"]:
         lines += [
