@@ -183,3 +183,29 @@ async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_noth
             async with stdio._open(make_spec(mini_server_argv), None, Redactor(()), hub):
                 pass  # pragma: no cover - never reached
     # the autouse leak check fails this test if the spawned server outlived it
+
+
+async def test_a_descriptor_unwatched_by_an_earlier_callback_is_not_called_back() -> None:
+    hub = StdioHub()
+    first, second = os.pipe(), os.pipe()
+    called: list[int] = []
+
+    def ready(mine: int, other: int) -> None:
+        called.append(mine)
+        os.read(mine, 100)
+        hub.unwatch(other)  # both are ready in the same round: whichever runs first wins
+
+    try:
+        with trio.fail_after(BOUND_S):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(hub.run)
+                hub.watch_readable(first[0], lambda: ready(first[0], second[0]))
+                hub.watch_readable(second[0], lambda: ready(second[0], first[0]))
+                os.write(first[1], b"x")
+                os.write(second[1], b"y")
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+    finally:
+        for fd in (*first, *second):
+            os.close(fd)
+    assert len(called) == 1

@@ -59,7 +59,10 @@ class StdioHub:
         fd = selector.fileno()  # type: ignore[attr-defined]  # epoll and kqueue have one
         while True:
             await trio.lowlevel.wait_readable(fd)
+            registered = selector.get_map()
             for key, _ in selector.select(0):
+                if registered.get(key.fd) is not key:
+                    continue  # unwatched by a callback earlier in this round
                 if not _called(key.data):
                     self.unwatch(key.fd)
 
