@@ -53,15 +53,18 @@ def _ratio(a: float | None, b: float | None, fmt: str = "{:.2f}×") -> str:
     return fmt.format(a / b)
 
 
-def calls_table(calls: dict[str, list[Row]], base: str = "floor") -> list[str]:
+def calls_table(
+    calls: dict[str, list[Row]], base: str = "floor", inflight: int = 64, sdk_columns: bool = True
+) -> list[str]:
     sums = {client: _calls_summary(rows) for client, rows in calls.items()}
     med = {c: {k: _med(v) for k, v in s.items()} for c, s in sums.items()}
     sdk_p50 = min((med[c]["p50"] for c in med if c.startswith("sdk") and med[c]["p50"]), default=None)
     sdk_tput = max((med[c]["tput"] for c in med if c.startswith("sdk") and med[c]["tput"]), default=None)
+    sdk_head = " p50 ÷ SDK | calls/s ÷ SDK |" if sdk_columns else ""
     lines = [
-        "| client | seq p50 µs | seq p99 µs | calls/s, 64 in flight | client CPU µs/call seq / 64 | "
-        f"p50 ÷ {base} | calls/s ÷ {base} | p50 ÷ SDK | calls/s ÷ SDK |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| client | seq p50 µs | seq p99 µs | calls/s, {inflight} in flight | client CPU µs/call seq / {inflight} | "
+        f"p50 ÷ {base} | calls/s ÷ {base} |{sdk_head}",
+        "|---|---|---|---|---|---|---|" + ("---|---|" if sdk_columns else ""),
     ]
     for client, s in sums.items():
         m = med[client]
@@ -69,8 +72,8 @@ def calls_table(calls: dict[str, list[Row]], base: str = "floor") -> list[str]:
         lines.append(
             f"| {client}{f' ({errors} failed)' if errors else ''} | {_spread(s['p50'])} | {_spread(s['p99'])} | "
             f"{_spread(s['tput'])} | {_spread(s['seq_cpu'])} / {_spread(s['tput_cpu'])} | "
-            f"{_ratio(m['p50'], med.get(base, {}).get('p50'))} | {_ratio(m['tput'], med.get(base, {}).get('tput'))} | "
-            f"{_ratio(m['p50'], sdk_p50)} | {_ratio(m['tput'], sdk_tput)} |"
+            f"{_ratio(m['p50'], med.get(base, {}).get('p50'))} | {_ratio(m['tput'], med.get(base, {}).get('tput'))} |"
+            + (f" {_ratio(m['p50'], sdk_p50)} | {_ratio(m['tput'], sdk_tput)} |" if sdk_columns else "")
         )
     return lines
 
@@ -232,6 +235,22 @@ def render(results: dict[str, Any]) -> str:
     if "whatif" in results:
         lines += ["", "## What-if: ours with the patches of benchmarks/what_if.py (bounds, candidates), same run"]
         lines += calls_table(results["whatif"], base="ours")
+    if "http" in results:
+        http = results["http"]
+        lines += ["", "## Streamable HTTP (echo on the official SDK's own server; medians over repetitions)"]
+        if "error" in http:
+            lines.append(f"- not measured: {http['error']}")
+        else:
+            lines += calls_table(
+                {"ours": http["ours"], "sdk": http["sdk"]},
+                base="sdk",
+                inflight=http["inflight"],
+                sdk_columns=False,
+            )
+            lines.append(
+                f"Server: benchmarks/http_server.py (the SDK's `MCPServer`, uvicorn, SSE answers) at {http['url']}; "
+                "SDK client: `streamable_http_client` + `ClientSession` on asyncio."
+            )
     if "breakdown" in results and "error" not in results["breakdown"]:
         lines += [
             "",

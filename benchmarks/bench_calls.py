@@ -167,28 +167,33 @@ def _store_stats(sup: Any) -> dict[str, int]:
 
 
 async def run_sdk(args: argparse.Namespace) -> dict[str, Any]:
-    import anyio
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     argv = server_argv()
     params = StdioServerParameters(command=argv[0], args=argv[1:])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        return await measure_sdk_session(session, args)
+
+
+async def measure_sdk_session(session: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Initialize an SDK ``ClientSession``, list, check one echo, then ``_measure``."""
+    import anyio
 
     async def spawn(worker: Callable[[int], Awaitable[None]], counts: list[int]) -> None:
         async with anyio.create_task_group() as group:
             for count in counts:
                 group.start_soon(worker, count)
 
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        await session.list_tools()
+    await session.initialize()
+    await session.list_tools()
 
-        async def call() -> Any:
-            return await session.call_tool("echo", {"text": "hi"})
+    async def call() -> Any:
+        return await session.call_tool("echo", {"text": "hi"})
 
-        first = await call()
-        assert first.content[0].text == "hi", first
-        return await _measure(call, args, spawn)
+    first = await call()
+    assert first.content[0].text == "hi", first
+    return await _measure(call, args, spawn)
 
 
 def main() -> None:

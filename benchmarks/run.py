@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME ...] [--reps N]
                                        [--minutes N] [--servers N] [--profile] [--json PATH]
 
-Sections (``--only``): calls, whatif, breakdown, memory, import, kill, search, turns,
-scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
+Sections (``--only``): calls, whatif, http, breakdown, memory, import, kill, search,
+turns, scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
 ``--py-spy``, or in /tmp/pyspy/bin; cProfile otherwise or with ``--cprofile``).
 
 * calls: the floor (hand-written Trio + orjson client), ours (``turn.call`` through
@@ -12,7 +12,9 @@ scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on PATH, 
   asyncio) against the same minimal server: sequential p50/p99 and throughput with 64
   in flight; ``--reps`` repetitions, each in a fresh process, interleaved; medians
   with min-max; ratios to the floor and to the SDK (the better of its two backends).
-* whatif: ours with the candidate optimizations of benchmarks/what_if.py applied.
+* whatif: ours with the patches of benchmarks/what_if.py applied (bounds, candidates).
+* http: ours and the SDK's client against the SDK's own Streamable HTTP server
+  (benchmarks/http_server.py): sequential p50/p99, throughput with 16 in flight.
 * breakdown: what each step of our call path costs alone (benchmarks/bench_breakdown.py).
 * memory: client RSS per open stdio connection at 100 and 500 (floor, ours, SDK).
 * import: ``python -c "import supervisor"`` vs ``python -c "import mcp.client.session"``.
@@ -35,6 +37,7 @@ import os
 import platform
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -46,7 +49,10 @@ import _report
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
-SECTIONS = ["calls", "whatif", "breakdown", "memory", "import", "kill", "search", "turns", "scale", "soak"]
+SECTIONS = [
+    *("calls", "whatif", "http", "breakdown", "memory", "import", "kill", "search", "turns", "scale", "soak"),
+]
+HTTP_INFLIGHT = 16
 CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
 # Patches of benchmarks/what_if.py measured next to ours. The first run's candidates went
 # into the code; what is left are two bounds: the call path without its audit row, and
@@ -124,6 +130,52 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
             results[client].append(result)
             _progress(f"calls rep {rep + 1}/{args.reps} {client}", result)
     return results
+
+
+def run_http(args: argparse.Namespace) -> dict[str, Any]:
+    """Both clients against one SDK Streamable HTTP server, repetitions alternating."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    server = subprocess.Popen(
+        [PY, str(HERE / "http_server.py"), str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    tail = (server.stderr.read() if server.stderr else "").strip().splitlines()[-3:]
+                    return {"error": f"the SDK's HTTP server did not start: {' | '.join(tail)}"}
+                time.sleep(0.1)
+        seq, tput, warmup = (100, 400, 20) if args.quick else (500, 2000, 50)
+        results: dict[str, Any] = {"url": url, "inflight": HTTP_INFLIGHT, "ours": [], "sdk": []}
+        for rep in range(max(1, args.reps - 2)):
+            for client in ("ours", "sdk"):
+                result = worker(
+                    "bench_http.py",
+                    *("--client", client, "--url", url, "--seq", seq, "--tput", tput),
+                    *("--warmup", warmup, "--inflight", HTTP_INFLIGHT),
+                    timeout=300,
+                )
+                results[client].append(result)
+                _progress(f"http rep {rep + 1} {client}", result)
+        return results
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def run_import(runs: int) -> dict[str, Any]:
@@ -246,6 +298,8 @@ def main(argv: list[str]) -> None:
     if "whatif" in sections and WHAT_IFS:
         whatif_args = argparse.Namespace(**{**vars(args), "reps": max(1, args.reps - 2)})
         results["whatif"] = run_calls(whatif_args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)])
+    if "http" in sections:
+        results["http"] = run_http(args)
     if "breakdown" in sections:
         results["breakdown"] = worker("bench_breakdown.py", "--rounds", 5000 if args.quick else 20000)
         _progress("breakdown", results["breakdown"])
