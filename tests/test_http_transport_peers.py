@@ -89,6 +89,32 @@ async def test_official_sdk_streamable_http_server(tmp_path: Path, json_response
             assert status is not None and status.transport == f"streamable-http {base}/mcp"
 
 
+async def test_calls_reuse_the_http_connection_when_the_answer_stream_ends(tmp_path: Path) -> None:
+    """The SDK's server ends each request's SSE stream right after the answer: read to
+    that end, the connection goes back to the pool (a stream cut short would close it,
+    and every call would pay for a new TCP connection)."""
+    app = sdk_server().streamable_http_app()
+    clients: list[tuple[str, int]] = []
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            clients.append(tuple(scope["client"]))  # the client's port names its TCP connection
+        await app(scope, receive, send)
+
+    async with hypercorn_app(counting) as base:
+        spec = remote("sdk", f"{base}/mcp", transport="streamable-http")
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                turn = await s.begin_turn()
+                before = len(clients)
+                for n in range(20):
+                    shouted = await turn.call("sdk_shout", {"text": f"call {n}"})
+                    assert shouted.ok and shouted.text == f"CALL {n}", shouted
+    calls = clients[before : before + 20]
+    assert len(calls) == 20
+    assert len(set(calls)) <= 2, f"{len(set(calls))} TCP connections for 20 sequential calls"
+
+
 async def test_official_sdk_legacy_sse_server_through_auto_fallback(tmp_path: Path) -> None:
     app = sdk_server().sse_app()
     async with hypercorn_app(app) as base:

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.connection.spec import ServerSpec
+from actors.redaction import Redactor
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
     GetNext,
     Inbox,
     Next,
+    RemoteLink,
     decide_get,
     decide_post,
     error_line,
@@ -265,3 +269,51 @@ async def test_connector_refuses_unusable_specs(url: str | None, transport: str,
     with pytest.raises(TransportError, match=re.escape(problem)):
         async with open_remote_transport(spec):
             pass  # pragma: no cover
+
+
+# ------------------------------------------------------------------ SSE pump
+
+
+class _Body:
+    """A response whose SSE body yields ``chunks``, then ends or stays open."""
+
+    def __init__(self, chunks: list[bytes], *, stays_open: bool = False) -> None:
+        self.chunks, self.stays_open, self.ended = chunks, stays_open, False
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        return self._body()
+
+    async def _body(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        if self.stays_open:
+            await trio.sleep_forever()
+        self.ended = True
+
+
+async def test_pump_reads_on_after_the_answer_until_the_stream_ends_within_the_drain(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    spec = ServerSpec(name="r", type="remote", url="http://127.0.0.1:1/mcp")
+    link = RemoteLink(spec, None, None, Inbox(), Redactor(()))  # type: ignore[arg-type]
+    seen: list[str] = []
+
+    async def handle(event: ServerSentEvent) -> bool:
+        seen.append(event.data)
+        return event.data == "answer"
+
+    body = _Body([b"data: answer\n\ndata: after\n\n", b"data: later\n\n"])
+    assert await link.pump(body, SSEParser(), handle, "tools/call", drain_s=0.25)  # type: ignore[arg-type]
+    assert seen == ["answer", "after", "later"] and body.ended  # read to its end: reusable
+
+    seen.clear()
+    body = _Body([b"data: answer\n\n"], stays_open=True)
+    start = trio.current_time()
+    assert await link.pump(body, SSEParser(), handle, "tools/call", drain_s=0.25)  # type: ignore[arg-type]
+    assert trio.current_time() - start == pytest.approx(0.25)  # given up after the drain
+    assert seen == ["answer"]
+
+    seen.clear()
+    body = _Body([b"data: answer\n\ndata: after\n\n"])
+    assert await link.pump(body, SSEParser(), handle, "the GET stream")  # type: ignore[arg-type]
+    assert seen == ["answer"] and not body.ended  # no drain: it returns at the answer

@@ -410,20 +410,33 @@ class RemoteLink:
         parser: SSEParser,
         handle: Callable[[ServerSentEvent], Awaitable[bool]],
         doing: str,
+        *,
+        drain_s: float = 0.0,
     ) -> bool:
         """Feed an SSE body through ``parser`` into ``handle`` until it returns True
-        (then True) or the stream ends (then False)."""
+        (then True) or the stream ends (then False).
+
+        ``drain_s``: after ``handle`` returned True, go on reading (and handling) for
+        up to that long, until the stream ends. A server closes a request's stream
+        right after its answer; read to that end, the HTTP connection goes back to
+        the pool, where a stream cut short would close it and cost the next request
+        a new TCP connection."""
         chunks = response.aiter_bytes()
+        answered = False
+        drain = trio.CancelScope()
         try:
-            with self.mapped(doing):
+            with self.mapped(doing), drain:
                 async for chunk in chunks:
                     for event in parser.feed(chunk):
-                        if await handle(event):
-                            return True
+                        if await handle(event) and not answered:
+                            answered = True
+                            if drain_s <= 0:
+                                return True
+                            drain.deadline = trio.current_time() + drain_s
                 for event in parser.close():
                     if await handle(event):
-                        return True
-            return False
+                        answered = True
+            return answered
         finally:
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:

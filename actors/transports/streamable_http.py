@@ -62,6 +62,9 @@ _log = logging.getLogger("actors.transports.http")
 # Consecutive failed attempts to reopen a GET stream (or to resume a response
 # stream) before the connection counts as lost.
 REOPEN_ATTEMPTS = 3
+# After a request's answer, how long its SSE stream may take to end (servers end it
+# right away) so that its connection can be reused; past that it is closed.
+_DRAIN_S = 0.25
 
 EventHandler: TypeAlias = Callable[[ServerSentEvent], Awaitable[bool]]
 
@@ -300,7 +303,7 @@ class StreamableHttpTransport:
 
         parser = SSEParser()
         try:
-            if await self._link.pump(response, parser, handle, message.what):
+            if await self._link.pump(response, parser, handle, message.what, drain_s=_DRAIN_S):
                 return
         except TransportClosed:
             if not parser.last_event_id:
