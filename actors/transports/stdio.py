@@ -262,19 +262,21 @@ class StdioTransport:
         self._stderr_fd = self._stderr_stream.fileno()  # unwatched by this number, before the close
         hub.watch_readable(self._stderr_fd, self._stderr_ready)
 
-    def _stderr_ready(self) -> None:
-        """Hub callback: stderr is readable; take one chunk, or finish at EOF."""
+    def _stderr_ready(self) -> bool:
+        """Hub callback: stderr is readable; take one chunk, or finish at EOF. False when
+        there was nothing to take."""
         fd = self._stderr_stream.fileno()
         try:
             chunk = os.read(fd, _RECEIVE_CHUNK) if fd >= 0 else b""
         except BlockingIOError:
-            return
+            return False
         except OSError:
             chunk = b""
         if chunk:
             self._feed_stderr(chunk)
-        else:
-            self._end_stderr()
+            return True
+        self._end_stderr()
+        return False
 
     def _end_stderr(self) -> None:
         if self._stderr_done.is_set():
@@ -292,9 +294,8 @@ class StdioTransport:
         with trio.CancelScope(shield=True), trio.move_on_after(within):
             await self._stderr_done.wait()
         for _ in range(_DRAIN_READS):
-            if self._stderr_done.is_set():
-                return
-            self._stderr_ready()
+            if not self._stderr_ready():  # empty for now, at EOF, or closed
+                break
         self._end_stderr()
 
     def _feed_stderr(self, chunk: bytes | bytearray) -> None:

@@ -25,7 +25,7 @@ import trio
 
 _log = logging.getLogger("actors.transports.stdio")
 
-Ready = Callable[[], None]
+Ready = Callable[[], object]  # what a callback returns is not looked at
 
 
 class StdioHub:
