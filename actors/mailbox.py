@@ -7,6 +7,7 @@ exactly once (``answer`` refuses a second one loudly: that would be our bug).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, TypeAlias, TypeVar
 
 import trio
@@ -35,6 +36,17 @@ def answer(reply: trio.MemorySendChannel[T], value: T) -> bool:
     except trio.WouldBlock:
         raise RuntimeError("a request was answered twice") from None
     return True
+
+
+def queued(mailbox: trio.MemoryReceiveChannel[T]) -> Iterator[T]:
+    """What is already waiting in ``mailbox``, taken without waiting; ends once it is
+    empty (or closed). An actor takes all of it before it yields, so what arrived
+    together is handled together (one write, one epoch, one transaction)."""
+    while True:
+        try:
+            yield mailbox.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            return
 
 
 def try_send(channel: trio.MemorySendChannel[T], message: T) -> bool:

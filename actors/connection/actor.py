@@ -43,7 +43,7 @@ from actors.connection.messages import (
 from actors.connection.schedule import ReconnectSchedule
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import STARTING_STATES, State, Trigger, transition
-from actors.mailbox import answer, try_send
+from actors.mailbox import answer, queued, try_send
 from actors.protocol.codec import structure_call_result
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import INTERNAL_ERROR, RequestId, Tool
@@ -160,17 +160,11 @@ class ConnectionActor:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._lifecycle, nursery.cancel_scope)
                 task_status.started()
-                receive_nowait = self._mailbox.receive_nowait
                 async for message in self._mailbox:
                     self._dispatch(message)
-                    # Take everything already queued before yielding: calls that arrive
-                    # together leave in one write (the writer runs after this loop).
-                    while True:
-                        try:
-                            message = receive_nowait()
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                        self._dispatch(message)
+                    # Calls that arrive together leave in one write (the writer runs after).
+                    for more in queued(self._mailbox):
+                        self._dispatch(more)
         finally:
             self._answer_everyone(CallFailed("unavailable", self.unavailable))
             if self._stopped:
@@ -712,11 +706,7 @@ class ConnectionActor:
 
     def _close_mailbox(self) -> None:
         """Final stop: refuse what is still queued, then close so senders fail fast."""
-        while True:
-            try:
-                message = self._mailbox.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
+        for message in queued(self._mailbox):
             if isinstance(message, CallTool):
                 answer(message.reply, CallFailed("unavailable", self.unavailable))
         self._mailbox.close()

@@ -23,6 +23,7 @@ from actors.broadcast import Broadcast
 from actors.connection.messages import ConnectionMessage, Published, StateChanged, ToolsListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
+from actors.mailbox import queued
 from actors.protocol.messages import Tool
 from actors.router.catalog import (
     MAX_TRANSITIONS,
@@ -187,11 +188,7 @@ class RouterActor:
     async def _fold(self) -> None:
         async for message in self._mailbox:
             touched_shared = self._apply(message)
-            while True:  # fold whatever else is already queued into the same epoch
-                try:
-                    more = self._mailbox.receive_nowait()
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+            for more in queued(self._mailbox):  # whatever else is queued joins this epoch
                 touched_shared = self._apply(more) or touched_shared
             self._publish(touched_shared)
 

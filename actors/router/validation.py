@@ -440,7 +440,6 @@ _TYPE_TESTS: dict[str, Test] = {
     "object": lambda v: type(v) is dict,
     "array": lambda v: type(v) is list,
 }
-_MISSING = object()
 
 
 def _accept(value: Any) -> bool:

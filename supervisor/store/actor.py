@@ -30,6 +30,7 @@ from typing import Any, TypeAlias, TypeVar, assert_never
 import attrs
 import trio
 
+from actors.mailbox import queued
 from supervisor.store.database import Store
 from supervisor.store.errors import StoreError
 from supervisor.store.records import AuditRow
@@ -220,7 +221,7 @@ class StoreActor:
         self._shutdown_timeout_s = shutdown_timeout_s
         self._linger_s = linger_s
         self._hurry = trio.Event()  # set: write what is queued now, do not linger
-        self._accepted = 0  # messages submit() took
+        self._accepted = 0  # messages submit() or put() took
         self._settled = 0  # of those, written or counted as failed (FIFO, so a prefix)
         self._progress = trio.Event()
         self._stop = threading.Event()  # tells an abandoned write thread to give up
@@ -339,12 +340,7 @@ class StoreActor:
         self._hurry = trio.Event()
 
     def _drain(self) -> list[StoreMessage]:
-        taken: list[StoreMessage] = []
-        while True:
-            try:
-                taken.append(self._receive.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return taken
+        return list(queued(self._receive))
 
     async def _write_before_deadline(self, batch: list[StoreMessage]) -> None:
         outcome: _Outcome | None = None
