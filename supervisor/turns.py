@@ -294,9 +294,7 @@ async def _dispatch(
     mailbox is full) and wait for the one answer."""
     mailbox = view.mailbox
     try:
-        try:
-            mailbox.send_nowait(call)
-        except trio.WouldBlock:
+        if not try_send(mailbox, call):  # full (or gone: then send says which)
             await mailbox.send(call)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return CallFailed("unavailable", f"mcp server {view.name} is unavailable")

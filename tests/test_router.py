@@ -292,6 +292,7 @@ async def test_private_servers_show_only_to_their_owner(autojump_clock: trio.tes
 
         mine = catalog.view_for("s1")
         assert mine.epoch == catalog.epoch
+        assert catalog.view_for("s1") is mine  # built once per epoch: per-turn caches key on it
         assert set(mine.tools) == {"time_get", "notes_read"}
         assert mine.servers["notes"].available is True
         assert mine.servers["notes"].owner == "s1"

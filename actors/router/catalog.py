@@ -122,6 +122,7 @@ class Catalog:
     search_index: SearchIndex = attrs.field(factory=SearchIndex)
     overlays: Mapping[str, Mapping[str, ServerView]] = attrs.field(factory=dict)
     _listing: list[tuple[ToolEntry, ...]] = attrs.field(factory=list, eq=False, repr=False, alias="_listing")
+    _views: dict[str, Catalog] = attrs.field(factory=dict, eq=False, repr=False, alias="_views")
 
     @property
     def listing(self) -> tuple[ToolEntry, ...]:
@@ -131,17 +132,22 @@ class Catalog:
         return self._listing[0]
 
     def view_for(self, owner: str | None) -> Catalog:
-        """This epoch as one session sees it: shared servers plus its private ones."""
+        """This epoch as one session sees it: shared servers plus its private ones
+        (built on first use, then kept with this epoch: the same object every time)."""
         overlay = self.overlays.get(owner) if owner is not None else None
         if not overlay:
             return self
-        servers = {**self.servers, **overlay}
-        tools: Any = self.tools
-        index = self.search_index
-        for view in overlay.values():
-            tools = tools.update({entry.id: entry for entry in view.entries})
-            index = index.with_server(shard_of(view))
-        return Catalog(self.epoch, servers, tools, index, {})
+        assert owner is not None
+        mine = self._views.get(owner)
+        if mine is None:
+            servers = {**self.servers, **overlay}
+            tools: Any = self.tools
+            index = self.search_index
+            for view in overlay.values():
+                tools = tools.update({entry.id: entry for entry in view.entries})
+                index = index.with_server(shard_of(view))
+            mine = self._views[owner] = Catalog(self.epoch, servers, tools, index, {})
+        return mine
 
 
 def shard_of(view: ServerView) -> Any:
