@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
 # Shorter "secrets" would turn ordinary words into asterisks all over the logs.
@@ -106,3 +107,16 @@ class Redactor:
 
     def __repr__(self) -> str:
         return f"Redactor(<{self._count} secrets>)"
+
+
+def safe_url(url: str) -> str:
+    """The URL without user info, query or fragment: fit for logs and error texts."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+    except ValueError:
+        return "<invalid url>"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

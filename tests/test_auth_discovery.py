@@ -27,10 +27,10 @@ from actors.auth.discovery import (
     pick_auth_method,
     resource_allowed,
     resource_metadata_urls,
-    safe,
     select_scope,
     server_metadata_urls,
 )
+from actors.redaction import safe_url
 
 # --- parse_challenge ---------------------------------------------------------------------
 
@@ -226,6 +226,14 @@ def test_prm_server_url_must_be_http(url: str) -> None:
         resource_metadata_urls(url, None)
 
 
+def test_a_url_that_does_not_even_parse_is_a_discovery_error_not_a_crash() -> None:
+    # urlsplit raises ValueError for these; a server's bad URL must fail discovery, cleanly
+    with pytest.raises(DiscoveryError, match="not a usable URL"):
+        resource_metadata_urls("https://mcp.example/mcp", Challenge({"resource_metadata": "http://[x"}))
+    with pytest.raises(DiscoveryError, match="not a usable URL"):
+        ServerMetadata.parse({"token_endpoint": "http://[x/token"}, "https://x")
+
+
 # --- server_metadata_urls ----------------------------------------------------------------
 
 
@@ -338,7 +346,7 @@ def test_legacy_refuse_non_http() -> None:
 
 
 def test_safe_drops_userinfo_query_and_fragment() -> None:
-    assert safe("https://user:secret@as.example/p?code=abc#f") == "https://as.example/p"
+    assert safe_url("https://user:secret@as.example/p?code=abc#f") == "https://as.example/p"
 
 
 # --- ResourceMetadata.parse --------------------------------------------------------------

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.connection.spec import ServerSpec
-from actors.redaction import Redactor
+from actors.redaction import Redactor, safe_url
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
     GetNext,
@@ -28,7 +28,6 @@ from actors.transports.http_link import (
     header_safe,
     one_line,
     reconnect_delay,
-    safe_url,
 )
 from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
 from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser

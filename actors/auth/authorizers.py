@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx2
 import trio
 
-from actors.auth.discovery import safe
+from actors.redaction import safe_url
 
 _log = logging.getLogger("actors.auth")
 
@@ -114,7 +114,7 @@ class FollowRedirectAuthorizer:
         location = response.headers.get("location")
         if response.status_code not in (301, 302, 303, 307, 308) or not location:
             raise CallbackError(
-                f"the authorization endpoint {safe(url)} answered HTTP {response.status_code} "
+                f"the authorization endpoint {safe_url(url)} answered HTTP {response.status_code} "
                 "without redirecting back (it needs a person: use `mcp-supervisor auth login`)"
             )
         return location

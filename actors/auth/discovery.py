@@ -27,6 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
+from actors.redaction import safe_url
+
 OFFLINE_ACCESS = "offline_access"
 
 # auth-param = token BWS "=" BWS ( token / quoted-string ), RFC 9110 §11.2.
@@ -100,17 +102,13 @@ def parse_challenge(header: str | None) -> Challenge | None:
 
 
 def _origin(url: str) -> tuple[str, str, str]:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. "http://[x": a server's bad URL is a discovery failure
+        raise DiscoveryError(f"not a usable URL: {safe_url(url)}") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise DiscoveryError(f"not an http(s) URL: {safe(url)}")
+        raise DiscoveryError(f"not an http(s) URL: {safe_url(url)}")
     return parts.scheme, parts.netloc, parts.path.rstrip("/")
-
-
-def safe(url: str) -> str:
-    """A URL fit for an error text: no user info, query or fragment."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def resource_metadata_urls(server_url: str, challenge: Challenge | None) -> list[str]:
@@ -197,14 +195,14 @@ class ResourceMetadata:
     @classmethod
     def parse(cls, body: Any, where: str) -> ResourceMetadata:
         if not isinstance(body, Mapping):
-            raise DiscoveryError(f"protected-resource metadata at {safe(where)} is not a JSON object")
+            raise DiscoveryError(f"protected-resource metadata at {safe_url(where)} is not a JSON object")
         resource = body.get("resource")
         servers = body.get("authorization_servers")
         if not isinstance(resource, str) or not resource:
-            raise DiscoveryError(f"protected-resource metadata at {safe(where)} has no resource")
+            raise DiscoveryError(f"protected-resource metadata at {safe_url(where)} has no resource")
         if not isinstance(servers, list) or not servers or not all(isinstance(s, str) for s in servers):
             raise DiscoveryError(
-                f"protected-resource metadata at {safe(where)} names no authorization_servers"
+                f"protected-resource metadata at {safe_url(where)} names no authorization_servers"
             )
         return cls(resource, tuple(servers), _strings(body.get("scopes_supported")))
 
@@ -226,10 +224,10 @@ class ServerMetadata:
     @classmethod
     def parse(cls, body: Any, where: str) -> ServerMetadata:
         if not isinstance(body, Mapping):
-            raise DiscoveryError(f"authorization server metadata at {safe(where)} is not a JSON object")
+            raise DiscoveryError(f"authorization server metadata at {safe_url(where)} is not a JSON object")
         token = body.get("token_endpoint")
         if not isinstance(token, str) or not token:
-            raise DiscoveryError(f"authorization server metadata at {safe(where)} has no token_endpoint")
+            raise DiscoveryError(f"authorization server metadata at {safe_url(where)} has no token_endpoint")
         for key in ("token_endpoint", "authorization_endpoint", "registration_endpoint"):
             value = body.get(key)
             if isinstance(value, str):
@@ -253,7 +251,7 @@ class ServerMetadata:
         methods = self.code_challenge_methods_supported
         if methods is not None and "S256" not in methods:
             raise DiscoveryError(
-                f"the authorization server {safe(self.issuer)} does not support PKCE with S256"
+                f"the authorization server {safe_url(self.issuer)} does not support PKCE with S256"
             )
 
 

@@ -49,11 +49,11 @@ from actors.auth.discovery import (
     pick_auth_method,
     resource_allowed,
     resource_metadata_urls,
-    safe,
     select_scope,
     server_metadata_urls,
 )
 from actors.auth.records import AuthRecord, Client, Tokens
+from actors.redaction import safe_url
 from actors.transports.base import AuthRequired, TransportClosed
 
 _log = logging.getLogger("actors.auth")
@@ -335,8 +335,8 @@ class OAuthProvider:
                 return None, ServerMetadata.parse(legacy_endpoints(self.url), self.url)
             if not resource_allowed(self.url, resource.resource):
                 raise DiscoveryError(
-                    f"its protected-resource metadata is for {safe(resource.resource)}, "
-                    f"not {safe(self.url)}; no token is sent to it"
+                    f"its protected-resource metadata is for {safe_url(resource.resource)}, "
+                    f"not {safe_url(self.url)}; no token is sent to it"
                 )
             issuer = resource.authorization_servers[0]
             for where in server_metadata_urls(issuer):
@@ -347,7 +347,7 @@ class OAuthProvider:
                         metadata = attrs.evolve(metadata, issuer=issuer)
                     metadata.check_pkce()
                     return resource, metadata
-            raise DiscoveryError(f"no authorization server metadata found for {safe(issuer)}")
+            raise DiscoveryError(f"no authorization server metadata found for {safe_url(issuer)}")
         except DiscoveryError as exc:
             raise self._failed(str(exc)) from None
 
@@ -555,7 +555,7 @@ class OAuthProvider:
         response = await self._send(http.get(url, headers={"Accept": "application/json"}), what)
         if response.status_code >= 500:
             raise TransportClosed(
-                f"mcp server {self.server}: {what} at {safe(url)} answered HTTP {response.status_code}"
+                f"mcp server {self.server}: {what} at {safe_url(url)} answered HTTP {response.status_code}"
             )
         if response.status_code != 200 or len(response.content) > MAX_METADATA_BYTES:
             return None

@@ -31,7 +31,6 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import httpx2
@@ -40,7 +39,7 @@ import trio
 
 from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
-from actors.redaction import Redactor
+from actors.redaction import Redactor, safe_url
 from actors.transports.base import AuthRequired, TransportClosed, TransportError
 from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
 
@@ -158,19 +157,6 @@ def reconnect_delay(retry_ms: int | None) -> float:
 def header_safe(value: str, *, spaces: bool = False) -> bool:
     """May this server-chosen value be sent back in a header? (Event ids may hold spaces.)"""
     return bool(_HEADER_SAFE.match(value.replace(" ", "!") if spaces else value))
-
-
-def safe_url(url: str) -> str:
-    """The URL without user info, query or fragment: fit for logs and error texts."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = host if parts.port is None else f"{host}:{parts.port}"
-    except ValueError:
-        return "<invalid url>"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def content_type(response: httpx2.Response) -> str:

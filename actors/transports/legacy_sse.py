@@ -33,7 +33,7 @@ import httpx2
 import trio
 
 from actors.connection.spec import ServerSpec
-from actors.redaction import Redactor
+from actors.redaction import Redactor, safe_url
 from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
 from actors.transports.http_link import (
     ACCEPT_SSE,
@@ -48,7 +48,6 @@ from actors.transports.http_link import (
     decide_post,
     new_client,
     one_line,
-    safe_url,
 )
 from actors.transports.sse_parser import ServerSentEvent, SSEParser
 from actors.transports.streamable_http import Outgoing, StreamableHttpTransport
