@@ -18,11 +18,13 @@ import sys
 from collections.abc import Callable
 
 import httpx2
+import orjson
 import trio
 
 from actors.auth.authorizers import LoopbackAuthorizer
 from actors.auth.provider import OAuthProvider, OAuthSettings
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import LATEST_PROTOCOL_VERSION
 from actors.redaction import Redactor
 from actors.transports.base import TransportError
 from supervisor.client import TOKEN_ENV_VAR, AdminClient, ClientError, Unreachable
@@ -31,9 +33,17 @@ from supervisor.settings.model import Config
 from supervisor.store import Store
 from supervisor.store.vault import StoreVault
 
-PROBE = (
-    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"mcp-supervisor auth login","version":"1"}}}'
+PROBE = orjson.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LATEST_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-supervisor auth login", "version": "1"},
+        },
+    }
 )
 
 

@@ -4,7 +4,6 @@ headless re-grants, and concurrent 401s renewing once."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -16,6 +15,7 @@ from actors.auth.provider import (
     ID_JAG_TYPE,
     ID_TOKEN_TYPE,
     JWT_BEARER_GRANT,
+    MAX_METADATA_BYTES,
     TOKEN_EXCHANGE,
     MemoryVault,
     OAuthProvider,
@@ -95,7 +95,7 @@ async def test_a_headless_flow_runs_again_when_the_token_expired() -> None:
     await oauth.unauthorized(None, None)
     await oauth.prepare()
     assert len(script.forms) == 1  # still valid: nothing asked
-    clock[0] += 45  # inside the 30 s leeway before expiry
+    clock[0] += 45  # inside the leeway before expiry (a quarter of a 60 s life: 15 s)
     await oauth.prepare()
     assert [f["grant_type"] for f in script.forms] == ["client_credentials", "client_credentials"]
     assert oauth.authorization() == "Bearer at-2"
@@ -133,7 +133,7 @@ async def test_cross_app_access_without_its_settings_says_what_is_missing(missin
     with pytest.raises(AuthRequired) as caught:
         await oauth.unauthorized(None, None)
     assert '"idp_token_endpoint" and "id_token"' in str(caught.value)
-    assert json.dumps(settings["client_secret"]) not in str(caught.value)
+    assert settings["client_secret"] not in str(caught.value)  # quoted or not
 
 
 class BrokenVault:
@@ -169,3 +169,30 @@ async def test_a_token_that_expires_mid_session_is_renewed_before_it_is_sent() -
     assert oauth.expired()
     await oauth.renew()
     assert len(script.forms) == 2 and oauth.authorization() == "Bearer at-2" and not oauth.expired()
+
+
+async def test_an_oversized_metadata_document_is_not_read_to_its_end() -> None:
+    """An authorization server is untrusted: past MAX_METADATA_BYTES its answer counts as
+    absent, and the rest of it is never read (here: a 100 MB metadata document)."""
+    chunk = b" " * 65536
+    sent: list[int] = []  # chunks read, per document
+
+    class Huge(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            sent.append(0)
+            for _ in range(1600):
+                sent[-1] += 1
+                yield chunk
+
+    class Scripted_(Scripted):
+        def __call__(self, request: httpx2.Request) -> httpx2.Response:
+            if str(request.url).startswith("https://mcp.example/.well-known/"):
+                return httpx2.Response(200, stream=Huge())
+            return super().__call__(request)
+
+    script, clock = Scripted_(), [1000.0]
+    oauth = provider(script, clock, flow="client_credentials", client_id="svc", client_secret="x")
+    with pytest.raises(AuthRequired):
+        await oauth.unauthorized(None, None)  # no metadata found: no token
+    assert sent and max(sent) <= MAX_METADATA_BYTES // len(chunk) + 1  # each given up at the bound
+    assert script.forms == []

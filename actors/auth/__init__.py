@@ -3,3 +3,11 @@
 # The grants a server's ``oauth.flow`` may name; here, so the config loader can check
 # them without importing the OAuth code.
 FLOWS = ("authorization_code", "client_credentials", "cross_app_access")
+
+# The keys of a server's ``oauth`` block (read by provider.OAuthSettings.from_mapping),
+# every value a string.
+SETTING_KEYS = (
+    "client_id", "client_secret", "scope", "flow", "client_metadata_url", "private_key",
+    "signing_algorithm", "token_endpoint_auth_method",
+    "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
+)  # fmt: skip

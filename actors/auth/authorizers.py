@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -20,8 +19,6 @@ import httpx2
 import trio
 
 from actors.redaction import safe_url
-
-_log = logging.getLogger("actors.auth")
 
 CALLBACK_PATH = "/callback"
 MAX_REQUEST_HEAD = 16 * 1024

@@ -27,7 +27,7 @@ import base64
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -54,7 +54,7 @@ from actors.auth.discovery import (
 )
 from actors.auth.records import AuthRecord, Client, Tokens
 from actors.redaction import safe_url
-from actors.transports.base import AuthRequired, TransportClosed
+from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed
 
 _log = logging.getLogger("actors.auth")
 
@@ -64,8 +64,7 @@ TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
 ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
-CLIENT_NAME = "trio-mcp-supervisor"
-MAX_METADATA_BYTES = 256 * 1024
+MAX_METADATA_BYTES = 256 * 1024  # any answer of an authorization server (metadata, tokens)
 # A server that keeps asking for more scope after this many step-ups is looping.
 MAX_STEP_UPS = 2
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
@@ -181,11 +180,6 @@ class OAuthProvider:
         tokens = self._record.tokens
         return None if tokens is None else f"Bearer {tokens.access_token}"
 
-    def secrets(self) -> tuple[str, ...]:
-        settings = self.settings
-        configured = (settings.client_secret, settings.idp_client_secret, settings.id_token)
-        return (*self._record.secrets(), *(s for s in configured if s))
-
     async def prepare(self) -> None:
         """The ``authenticate`` state: have a token ready if one can be had without a
         person. With none, the first request goes without and its 401 starts the flow."""
@@ -263,8 +257,7 @@ class OAuthProvider:
         """``auth login``: forget the tokens and run the whole flow with the authorizer."""
         async with self._lock:
             await self._load()
-            self._record = attrs.evolve(self._record, tokens=None)
-            await self._full_flow(parse_challenge(header), scope_hint=None)
+            await self._full_flow(parse_challenge(header), scope_hint=None)  # it drops the tokens
 
     # -------------------------------------------------------------------- the flow
 
@@ -377,7 +370,7 @@ class OAuthProvider:
     async def _register(self, http: httpx2.AsyncClient, endpoint: str, redirect: str | None) -> Client:
         code_flow = self.settings.flow == "authorization_code"
         body: dict[str, Any] = {
-            "client_name": CLIENT_NAME,
+            "client_name": USER_AGENT,
             "redirect_uris": [redirect] if redirect else [],
             "grant_types": ["authorization_code", "refresh_token"] if code_flow else ["client_credentials"],
             "response_types": ["code"] if code_flow else [],
@@ -546,45 +539,54 @@ class OAuthProvider:
         return httpx2.AsyncClient(
             follow_redirects=False,
             timeout=self._timeout_s,
-            headers={"User-Agent": CLIENT_NAME},
+            headers={"User-Agent": USER_AGENT},
             transport=self._transport,
         )
 
     async def _get_json(self, http: httpx2.AsyncClient, url: str, what: str) -> Any | None:
-        """A metadata document, or None when it is not there (any 4xx, or not JSON)."""
-        response = await self._send(http.get(url, headers={"Accept": "application/json"}), what)
-        if response.status_code >= 500:
-            raise TransportClosed(
-                f"mcp server {self.server}: {what} at {safe_url(url)} answered HTTP {response.status_code}"
-            )
-        if response.status_code != 200 or len(response.content) > MAX_METADATA_BYTES:
+        """A metadata document, or None when it is not there (any 4xx, too big, not JSON)."""
+        status, content = await self._fetch(http, "GET", url, what, headers={"Accept": "application/json"})
+        if status >= 500:
+            where = safe_url(url)
+            raise TransportClosed(f"mcp server {self.server}: {what} at {where} answered HTTP {status}")
+        if status != 200 or content is None:
             return None
         try:
-            return orjson.loads(response.content)
+            return orjson.loads(content)
         except orjson.JSONDecodeError:
             return None
 
     async def _post(self, http: httpx2.AsyncClient, url: str, what: str, **kwargs: Any) -> dict[str, Any]:
-        response = await self._send(http.post(url, **kwargs), what)
+        status, content = await self._fetch(http, "POST", url, what, **kwargs)
         try:
-            body = orjson.loads(response.content) if response.content else {}
+            body = None if content is None else orjson.loads(content) if content else {}
         except orjson.JSONDecodeError:
             body = None
-        if response.status_code >= 500:
-            raise TransportClosed(f"mcp server {self.server}: {what} answered HTTP {response.status_code}")
-        if not 200 <= response.status_code < 300 or not isinstance(body, dict):
+        if status >= 500:
+            raise TransportClosed(f"mcp server {self.server}: {what} answered HTTP {status}")
+        if not 200 <= status < 300 or not isinstance(body, dict):
             code = body.get("error") if isinstance(body, dict) else None
             reason = code if isinstance(code, str) and _ERROR_CODE.match(code) else "no usable answer"
-            raise self._failed(f"{what} was refused: HTTP {response.status_code} ({reason})")
+            raise self._failed(f"{what} was refused: HTTP {status} ({reason})")
         return body
 
-    async def _send(self, request: Awaitable[httpx2.Response], what: str) -> httpx2.Response:
+    async def _fetch(
+        self, http: httpx2.AsyncClient, method: str, url: str, what: str, **kwargs: Any
+    ) -> tuple[int, bytes | None]:
+        """Status and body; the body is None past ``MAX_METADATA_BYTES``, and is not read
+        further: an authorization server is as untrusted as any other peer."""
         try:
-            return await request
+            async with http.stream(method, url, **kwargs) as response:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_METADATA_BYTES:
+                        return response.status_code, None
+                    chunks.append(chunk)
+                return response.status_code, b"".join(chunks)
         except httpx2.HTTPError as exc:
-            raise TransportClosed(
-                f"mcp server {self.server}: {what} failed: {type(exc).__name__}"
-            ) from None
+            raise TransportClosed(f"mcp server {self.server}: {what} failed: {type(exc).__name__}") from None
 
     # ------------------------------------------------------------------- errors
 

@@ -20,6 +20,8 @@ from typing import Protocol
 
 from actors.connection.spec import ServerSpec
 
+USER_AGENT = "trio-mcp-supervisor"  # how we name ourselves to remote servers and OAuth servers
+
 
 class TransportError(Exception):
     """The connection to a server can no longer be used."""

@@ -40,7 +40,7 @@ import trio
 from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor, safe_url
-from actors.transports.base import AuthRequired, TransportClosed, TransportError
+from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
 from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
 
 if TYPE_CHECKING:
@@ -53,7 +53,6 @@ ACCEPT_SSE = "text/event-stream"
 SESSION_HEADER = "Mcp-Session-Id"
 PROTOCOL_VERSION_HEADER = "MCP-Protocol-Version"
 LAST_EVENT_ID = "Last-Event-ID"
-USER_AGENT = "trio-mcp-supervisor"
 TRANSPORT_CHOICES = ("auto", "streamable-http", "sse")
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio codec's longest line

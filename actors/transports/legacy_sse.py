@@ -260,7 +260,6 @@ class RemoteTransport:
         refreshed, or from the client-credentials grant); nothing for other servers."""
         if self._link.auth is not None and not self._authenticated:
             await self._link.auth.prepare()
-        self._authenticated = True
 
     def stderr_tail(self) -> list[str]:
         return []

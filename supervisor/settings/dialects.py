@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from actors.auth import FLOWS
+from actors.auth import FLOWS, SETTING_KEYS
 from actors.connection.spec import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_INIT_TIMEOUT_S,
@@ -98,13 +98,6 @@ _ONLY_FOR = {
 _URL_SCHEMES = {"remote": ("http", "https"), "websocket": ("ws", "wss")}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Names whose values are credentials even when written literally in the file.
-# The ``oauth`` block (actors.auth.provider.OAuthSettings), every value a string.
-_OAUTH_KEYS = (
-    "client_id", "client_secret", "scope", "flow", "client_metadata_url", "private_key",
-    "signing_algorithm", "token_endpoint_auth_method",
-    "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
-)  # fmt: skip
-_OAUTH_FLOWS = FLOWS
 _SENSITIVE_NAME = re.compile(r"auth|token|secret|key|passw|cookie|credential", re.IGNORECASE)
 
 
@@ -436,15 +429,15 @@ def _oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, A
     where = child(path, "oauth")
     settings = expect_object(entry["oauth"], where, "an object of OAuth settings or false")
     for key, value in settings.items():
-        if key not in _OAUTH_KEYS:
-            known = ", ".join(_OAUTH_KEYS)
+        if key not in SETTING_KEYS:
+            known = ", ".join(SETTING_KEYS)
             raise Invalid(child(where, key), f"unknown OAuth setting; expected one of {known}")
         if not isinstance(value, str):
             raise Invalid(child(where, key), f"expected a string, got {show(value)}")
     frozen: Mapping[str, Any] = exp.deep(settings, where)
     flow = frozen.get("flow", "authorization_code")
-    if flow not in _OAUTH_FLOWS:
-        raise Invalid(child(where, "flow"), f"expected one of {', '.join(_OAUTH_FLOWS)}, got {show(flow)}")
+    if flow not in FLOWS:
+        raise Invalid(child(where, "flow"), f"expected one of {', '.join(FLOWS)}, got {show(flow)}")
     if flow == "client_credentials" and not frozen.get("client_id"):
         raise Invalid(
             where, 'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'
