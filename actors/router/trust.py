@@ -82,9 +82,13 @@ class CompiledRule:
 
     def matches(self, permission: str, subject: str) -> bool:
         """Both globs match (fnmatchcase: case-sensitive, ``*`` crosses ``:`` and ``/``)."""
-        return self.permission_re.match(permission) is not None and (
-            self.pattern_re.match(subject) is not None
-        )
+        return self.permission_matches(permission) and self.subject_matches(subject)
+
+    def permission_matches(self, permission: str) -> bool:
+        return self.permission_re.match(permission) is not None
+
+    def subject_matches(self, subject: str) -> bool:
+        return self.pattern_re.match(subject) is not None
 
 
 _ACTIONS = {action.value: action for action in Action}
@@ -405,11 +409,11 @@ def decide(
     permission = permission_of(server, tool)
     subject: str | None = None  # computed on the first rule whose permission matches
     for compiled in reversed(rules):
-        if compiled.permission_re.match(permission) is None:
+        if not compiled.permission_matches(permission):
             continue
         if subject is None:
             subject = subject_of(arguments)
-        if compiled.pattern_re.match(subject) is not None:
+        if compiled.subject_matches(subject):
             rule = compiled.rule
             return Decision(
                 rule.action,
