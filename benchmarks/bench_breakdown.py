@@ -37,8 +37,8 @@ from actors.router.envelope import success
 from actors.router.validation import validate_arguments
 from supervisor.policy import Policy
 from supervisor.settings.model import TrustSettings
-from supervisor.store import AuditRow, Store, hash_arguments
-from supervisor.turns import _envelope, audit_hash
+from supervisor.store import AuditRow, Store, audit_hash, hash_arguments
+from supervisor.turns import _envelope
 
 ECHO = Tool(
     "echo",

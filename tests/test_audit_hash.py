@@ -1,4 +1,4 @@
-"""``supervisor.turns.audit_hash``: the audit digest of ``store.hash_arguments``, with
+"""``supervisor.store.audit_hash``: the audit digest of ``store.hash_arguments``, with
 orjson doing the encoding only where it writes the very same bytes."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor import turns
-from supervisor.store import hash_arguments
-from supervisor.turns import audit_hash
+from supervisor.store import audit_hash, hash_arguments, records
 
 json_like = st.recursive(
     st.none()
@@ -52,7 +50,7 @@ def test_plain_arguments_skip_the_standard_library(monkeypatch: pytest.MonkeyPat
         raise AssertionError("the orjson path should have answered")
 
     expected = hash_arguments({"path": "/tmp/x", "n": 3, "flags": [True, None]})
-    monkeypatch.setattr(turns, "hash_arguments", refuse)
+    monkeypatch.setattr(records, "hash_arguments", refuse)
     assert audit_hash({"path": "/tmp/x", "n": 3, "flags": [True, None]}) == expected
     with pytest.raises(AssertionError):
         audit_hash({"ratio": 0.5})  # floats go to hash_arguments

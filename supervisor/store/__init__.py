@@ -1,6 +1,7 @@
 """The embedded store: SQLite in the state directory (DESIGN.md §7).
 
-- ``records``: ``AuditRow``, ``hash_arguments`` (the audit keeps arguments only as a hash).
+- ``records``: ``AuditRow``, ``hash_arguments`` (the audit keeps arguments only as a hash)
+  and ``audit_hash`` (the same digest, faster where orjson writes the same bytes).
 - ``schema``: the ordered migration steps and ``PRAGMA user_version``.
 - ``database``: ``Store``, the synchronous SQLite wrapper (WAL, mode 0600).
 - ``actor``: ``StoreActor``, its async owner: non-blocking submits, batched writes in a
@@ -19,7 +20,7 @@ from supervisor.store.actor import (
 )
 from supervisor.store.database import DB_FILENAME, Store
 from supervisor.store.errors import StoreError, StoreVersionError
-from supervisor.store.records import AuditRow, hash_arguments
+from supervisor.store.records import AuditRow, audit_hash, hash_arguments
 from supervisor.store.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "StoreMessage",
     "StoreStatistics",
     "StoreVersionError",
+    "audit_hash",
     "hash_arguments",
 ]

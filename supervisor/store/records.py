@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import orjson
 
 DECISIONS = ("allow", "ask", "deny", "none")
 """Trust decisions an audit row may record (DESIGN.md §3); ``none`` when the call was
@@ -58,3 +59,41 @@ def hash_arguments(arguments: Mapping[str, Any]) -> tuple[str, int]:
     # surrogatepass: a lone surrogate from a host's Python str must not fail the call path.
     data = canonical_json(arguments).encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest(), len(data)
+
+
+_SCALARS = frozenset((str, int, bool, type(None)))
+_MAX_FAST_DEPTH = 32
+
+
+def _encodes_alike(value: Any, depth: int) -> bool:
+    """True when orjson's sorted compact JSON of ``value`` is byte for byte the standard
+    library's (``supervisor.store.records.canonical_json``): plain dicts with str keys,
+    lists, str, int, bool and None. Floats are left to the standard library (orjson
+    writes 1e-05 as 0.00001 and NaN as null), and so are subclasses and other types."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth > _MAX_FAST_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (type(item) in _SCALARS or _encodes_alike(item, depth + 1)):
+                return False
+        return True
+    if kind is list:
+        return all(type(item) in _SCALARS or _encodes_alike(item, depth + 1) for item in value)
+    return False
+
+
+def audit_hash(arguments: Mapping[str, Any]) -> tuple[str, int]:
+    """``hash_arguments`` (sha256 and size of the canonical JSON), the same digest, with
+    orjson doing the encoding when it writes the very same bytes (a few µs less per
+    call); anything else (floats, lone surrogates, integers beyond 64 bits, frozen
+    mappings) goes through ``hash_arguments`` itself."""
+    if type(arguments) is dict and _encodes_alike(arguments, 0):
+        try:
+            data = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # a lone surrogate, an integer beyond 64 bits
+            return hash_arguments(arguments)
+        return hashlib.sha256(data).hexdigest(), len(data)
+    return hash_arguments(arguments)
