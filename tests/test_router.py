@@ -405,5 +405,32 @@ async def test_a_relist_keeps_the_entries_of_unchanged_tools(
         assert [match.id for match in fourth.search_index.search("words", 5)] == ["time_get"]
 
 
+async def test_a_private_servers_relist_keeps_the_entries_of_unchanged_tools(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.router import actor as router_actor
+
+    made: list[str] = []
+    real = router_actor.make_entry
+
+    def counting(tool_id: str, *args: Any) -> Any:
+        made.append(tool_id)
+        return real(tool_id, *args)
+
+    monkeypatch.setattr(router_actor, "make_entry", counting)
+    async with running_router("time") as h:
+        await h.feed(RegisterServer(ServerSpec("notes"), connection_mailbox(), owner="s1"))
+        first = await h.feed(listed("notes", "read", "write", owner="s1"))
+        assert made == ["notes_read", "notes_write"]
+        made.clear()
+        again = await h.feed(listed("notes", "read", "write", generation=2, owner="s1"))
+        assert made == []
+        assert again.view_for("s1").tools["notes_read"] is first.view_for("s1").tools["notes_read"]
+        assert again.view_for("s1").servers["notes"].generation == 2
+        changed = await h.feed(listed("notes", "read", "erase", generation=3, owner="s1"))
+        assert made == ["notes_erase"]
+        assert set(changed.view_for("s1").tools) == {"notes_read", "notes_erase"}
+
+
 def json_copy(value: Any) -> Any:
     return json.loads(json.dumps(value))

@@ -123,7 +123,8 @@ def _entries(
 ) -> tuple[ToolEntry, ...]:
     """The server's entries for ``tools``; a tool listed again unchanged (same id, same
     definition) keeps its entry, so a relist costs only what changed (classification,
-    fingerprint and schema lookup are the expensive part of an entry)."""
+    fingerprint and schema lookup are the expensive part of an entry). Nothing changed:
+    ``previous.entries`` itself."""
     before = {entry.name: entry for entry in previous.entries}
     entries = []
     for tool in tools:
@@ -132,6 +133,10 @@ def _entries(
             entries.append(old)
         else:
             entries.append(make_entry(ids[tool.name], previous.spec, tool, max_description))
+    if len(entries) == len(previous.entries) and all(
+        new is old for new, old in zip(entries, previous.entries, strict=True)
+    ):
+        return previous.entries
     return tuple(entries)
 
 
@@ -265,9 +270,7 @@ class RouterActor:
         ids = self._book.ids_of(name)
         entries = _entries(previous, tools, ids, self._max_description)
         view = attrs.evolve(previous, entries=entries, problems=problems, generation=generation, stale=stale)
-        if len(entries) != len(previous.entries) or any(
-            new is not old for new, old in zip(entries, previous.entries, strict=False)
-        ):
+        if entries is not previous.entries:
             self._tools = replace_entries(self._tools, previous.entries, entries)
             self._index = self._index.with_server(shard_of(view))
         self._shared[name] = view
@@ -286,9 +289,8 @@ class RouterActor:
         self, previous: ServerView, generation: int, tools: tuple[Tool, ...], problems: tuple[str, ...]
     ) -> ServerView:
         ids = assign_ids((previous.name, t.name) for t in tools)
-        entries = tuple(
-            make_entry(ids[(previous.name, t.name)], previous.spec, t, self._max_description) for t in tools
-        )
+        mine = {t.name: ids[(previous.name, t.name)] for t in tools}
+        entries = _entries(previous, tools, mine, self._max_description)
         return attrs.evolve(previous, entries=entries, problems=problems, generation=generation)
 
     def _publish(self, touched_shared: bool) -> None:
