@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -390,7 +391,9 @@ async def _until_written(actor: StoreActor, count: int) -> None:
         await actor._progress.wait()
 
 
-async def test_messages_submitted_one_by_one_share_a_transaction(db_path: Path) -> None:
+async def test_messages_submitted_one_by_one_share_a_transaction(
+    db_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
     # Sequential calls audit one row each, a checkpoint apart; the linger gathers them.
     with CountingStore.open(db_path) as store:
         actor = StoreActor(store, linger_s=0.5)
@@ -404,7 +407,9 @@ async def test_messages_submitted_one_by_one_share_a_transaction(db_path: Path) 
             assert actor.statistics().batches == 1
 
 
-async def test_flush_and_close_cut_the_linger_short(store: Store) -> None:
+async def test_flush_and_close_cut_the_linger_short(
+    store: Store, thread_safe_clock: trio.testing.MockClock
+) -> None:
     actor = StoreActor(store, linger_s=3600)
     async with running(actor):
         actor.submit(AddAudit(_row(1)))
@@ -419,7 +424,7 @@ async def test_flush_and_close_cut_the_linger_short(store: Store) -> None:
             await _until_written(actor, 2)
 
 
-async def test_a_full_batch_ends_the_linger(store: Store) -> None:
+async def test_a_full_batch_ends_the_linger(store: Store, thread_safe_clock: trio.testing.MockClock) -> None:
     actor = StoreActor(store, linger_s=3600)
     async with running(actor):
         for n in range(LINGER_BATCH):
