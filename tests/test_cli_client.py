@@ -247,12 +247,23 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"code": "not_found", "message": f"no route {path}"}})
 
 
+class QuietServer(ThreadingHTTPServer):
+    """The fake's server, minus socketserver's traceback on stderr (which capsys would
+    take for the CLI's own output) when the CLI hangs up on a stream it is done with."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionResetError | BrokenPipeError):
+            return
+        super().handle_error(request, client_address)
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeAdmin]:
     admin = FakeAdmin()
     handler = type("BoundHandler", (Handler,), {"admin": admin})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
+    server = QuietServer(("127.0.0.1", 0), handler)
     admin.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
