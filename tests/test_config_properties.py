@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import string
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ SERVER_KEYS = [
 MEANINGFUL = [
     "${env:X}", "${env:UNSET}", "${file:x}", "${file:}", "$${", "${", "${X}", "local", "remote",
     "websocket", "stdio", "ws://h/b", "https://h/mcp", "http://[::1", "auto", "lazy", "session",
-    "mcp:*", "allow", "127.0.0.1:1", "",
+    "mcp:*", "allow", "127.0.0.1:1", "", "a\0b", "\0", "${file:nul}", "\ud800",
 ]  # fmt: skip
 
 texts = st.text(max_size=12) | st.sampled_from(MEANINGFUL)
@@ -131,12 +132,27 @@ def documents(draw: st.DrawFn) -> object:
     return doc
 
 
-environs = st.dictionaries(st.sampled_from(["X", "Y"]), st.text(max_size=6), max_size=2)
+environs = st.dictionaries(
+    st.sampled_from(["X", "Y"]), st.text(max_size=6) | st.sampled_from(["\0", "v\0v"]), max_size=2
+)
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("config")
+    directory = tmp_path_factory.mktemp("config")
+    (directory / "x").write_text("token\n")
+    (directory / "nul").write_bytes(b"to\0ken\n")
+    return directory
+
+
+def assert_the_os_can_take(config: Config) -> None:
+    """Whatever a loaded config hands to the OS (argv, environment, paths) it can take."""
+    strings = [config.state_dir or ""]
+    for spec in config.servers:
+        strings += [*spec.command, *spec.env, *spec.env.values(), spec.cwd or ""]
+    for text in strings:
+        assert "\0" not in text
+        os.fsencode(text)
 
 
 def load_or_error(path: Path, environ: dict[str, str]) -> Config | ConfigError:
@@ -158,6 +174,7 @@ def test_any_json_document_loads_or_fails_with_config_error(
     result = load_or_error(path, environ)
     if isinstance(result, Config):
         describe_config(result)  # must not raise either
+        assert_the_os_can_take(result)
 
 
 @given(data=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
@@ -165,6 +182,37 @@ def test_any_bytes_load_or_fail_with_config_error(workdir: Path, data: bytes) ->
     path = workdir / "bytes.json"
     path.write_bytes(data)
     load_or_error(path, {})
+
+
+# --- hostile strings in otherwise valid local servers --------------------------------------
+
+# Pieces the OS or a reader would choke on, mixed with harmless text and references.
+HOSTILE = ["a", "-x", " ", "/", "..", "\0", "\ud800", "\udc80", "\u202e", "\u2066", "\x1b[31m",
+           "\n", "${env:X}", "${file:x}", "${file:nul}", "é"]  # fmt: skip
+hostile = st.lists(st.sampled_from(HOSTILE), max_size=4).map("".join)
+
+
+@st.composite
+def hostile_local_servers(draw: st.DrawFn) -> dict[str, Any]:
+    program = draw(hostile.filter(str.strip))
+    entry: dict[str, Any] = {"command": [program, *draw(st.lists(hostile, max_size=2))]}
+    if draw(st.booleans()):
+        entry["args"] = draw(st.lists(hostile, max_size=2))
+    if draw(st.booleans()):
+        entry["env"] = draw(st.dictionaries(hostile, hostile, max_size=2))
+    if draw(st.booleans()):
+        entry["cwd"] = draw(hostile)
+    return {draw(st.sampled_from(["servers", "mcpServers", "mcp"])): {"s": entry}}
+
+
+@settings(max_examples=300)
+@given(doc=hostile_local_servers(), environ=environs)
+def test_strings_for_the_os_are_refused_or_safe(workdir: Path, doc: object, environ: dict[str, str]) -> None:
+    path = workdir / "hostile.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = load_or_error(path, environ)
+    if isinstance(result, Config):
+        assert_the_os_can_take(result)
 
 
 # --- valid documents read back exactly ---------------------------------------------------

@@ -34,6 +34,7 @@ from .expansion import Expander
 from .values import (
     Invalid,
     check_keys,
+    check_os_string,
     child,
     expect_bool,
     expect_choice,
@@ -236,9 +237,9 @@ def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, .
         )
     raw = entry["command"]
     if isinstance(raw, str):
-        argv = [exp.text(raw, where)]
+        argv = [exp.os_text(raw, where)]
     elif isinstance(raw, list) and raw:
-        argv = [exp.text(item, child(where, i)) for i, item in enumerate(raw)]
+        argv = [exp.os_text(item, child(where, i)) for i, item in enumerate(raw)]
     else:
         raise Invalid(where, f"expected a list of strings or a string, got {show(raw)}")
     if not argv[0].strip():
@@ -246,7 +247,7 @@ def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, .
     if "args" in entry:
         args_path = child(path, "args")
         items = expect_list(entry["args"], args_path, "a list of strings")
-        argv += [exp.text(item, child(args_path, i)) for i, item in enumerate(items)]
+        argv += [exp.os_text(item, child(args_path, i)) for i, item in enumerate(items)]
     # Left as written: the PATH lookup happens at spawn, in the supervisor's environment.
     return tuple(argv)
 
@@ -265,11 +266,15 @@ def _string_map(
             raise Invalid(item, f"{name!r} is not a valid HTTP header name")
         if key == "env" and (not name or "=" in name or "\0" in name):
             raise Invalid(item, f"{name!r} is not a valid environment variable name")
+        if key == "env":
+            check_os_string(name, item)
         if isinstance(raw, bool | int | float):
             raise Invalid(item, f"expected a string, got {show(raw)} (quote it: \"{show(raw)}\")")
-        value = exp.text(raw, item)
+        value = exp.os_text(raw, item) if key == "env" else exp.text(raw, item)
         if key == "headers" and ("\r" in value or "\n" in value):
             raise Invalid(item, "header values must not contain line breaks")
+        if key == "headers" and "\0" in value:
+            raise Invalid(item, "header values must not contain a NUL character")
         result[name] = value
     return result
 
@@ -400,7 +405,7 @@ def _cwd(entry: Mapping[str, Any], path: str, exp: Expander) -> str | None:
     """Relative working directories are taken from the config file's directory."""
     if "cwd" not in entry:
         return None
-    cwd = exp.text(entry["cwd"], child(path, "cwd"))
+    cwd = exp.os_text(entry["cwd"], child(path, "cwd"))
     if not cwd:
         raise Invalid(child(path, "cwd"), "the directory is empty; name one or remove 'cwd'")
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(cwd)))

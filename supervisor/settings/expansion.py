@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from .values import Invalid, child, show
+from .values import Invalid, check_os_string, child, show
 
 MAX_FILE_BYTES = 1024 * 1024
 """The most a ``${file:…}`` reference reads; anything larger is a config error."""
@@ -50,6 +50,12 @@ class Expander:
         if not isinstance(value, str):
             raise Invalid(path, f"expected {what}, got {show(value)}")
         return self.expand(value, path)
+
+    def os_text(self, value: object, path: str, what: str = "a string") -> str:
+        """``text`` for what is handed to the OS: argv, environment values, paths."""
+        text = self.text(value, path, what)
+        check_os_string(text, path, expanded=text != value)
+        return text
 
     def expand(self, raw: str, path: str) -> str:
         """``raw`` with every ``${env:…}`` / ``${file:…}`` replaced."""

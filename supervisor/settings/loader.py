@@ -309,7 +309,7 @@ def _tokens(value: object, exp: Expander) -> Mapping[str, str]:
 def _state_dir(value: object, path: str, exp: Expander) -> str | None:
     if value is None:
         return None
-    text = exp.text(value, path, "a directory path or null")
+    text = exp.os_text(value, path, "a directory path or null")
     if not text:
         raise Invalid(path, "the directory is empty; name one or remove 'state_dir'")
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(text)))
