@@ -108,8 +108,16 @@ def _load(path: str | None) -> Config:
     return load_config(path)
 
 
+def _print_warnings(config: Config) -> None:
+    """``config warning: <file>: <json path>: <problem>`` lines on stderr (``serve`` logs
+    them instead, from ``Supervisor.open``)."""
+    for warning in config.warnings:
+        print(warning, file=sys.stderr)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     config = _load(args.config)
+    _print_warnings(config)
     source = config.source or "(no config file: no servers)"
     print(f"config ok: {source}")
     lines = describe_config(config)
@@ -176,6 +184,7 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
     from supervisor import auth_login  # the OAuth code (and httpx2) only when needed
 
     config = _load(args.config)
+    _print_warnings(config)
     url = args.url or os.environ.get(client.URL_ENV_VAR) or client.DEFAULT_URL
     return auth_login.run(config, args.server, args.state_dir, url, args.token, args.timeout)
 

@@ -131,6 +131,9 @@ class Supervisor:
         authorization-code flow; without one such a server waits in ``needs_auth``
         until ``mcp-supervisor auth login`` stored its tokens.
         """
+        for warning in config.warnings:
+            fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
+            log.warning("config warning", extra={"fields": fields})
         state_path = resolve_state_dir(config, state_dir)
         reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
         if reaped:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from supervisor.settings.expansion import MAX_FILE_BYTES
-from supervisor.settings.loader import ConfigError, load_config
+from supervisor.settings.loader import ConfigError, describe_config, load_config
 
 CLI = [sys.executable, "-m", "supervisor.cli"]
 S = "$.servers.s"
@@ -224,3 +224,161 @@ def test_cli_refuses_a_nul_before_anything_starts(tmp_path: Path, command: str) 
     assert problem == NUL_EXPANDED
     assert result.stdout == ""
     assert not (tmp_path / "state").exists()  # refused before the state directory is touched
+
+
+# --- names, timeouts, env names, URL credentials: the same rules in every dialect ----------
+
+DIALECTS = ["servers", "mcpServers", "mcp"]
+
+
+def in_dialect(dialect: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    if dialect == "mcp" and "command" in entry:  # connectors write type + command as a list
+        entry = {"type": "local", **entry}
+    return {dialect: {name: entry}}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize(
+    ("name", "json_name", "problem"),
+    [
+        ("a/b", '["a/b"]', "server names must not contain '/': the name is used in URLs and file names; "
+         "rename the server"),
+        ("..", '[".."]', "server names must not contain '..': the name is used in URLs and file "
+         "names; rename the server"),
+        ("a..b", '["a..b"]', "server names must not contain '..': the name is used in URLs and file "
+         "names; rename the server"),
+        ("a\\b", '["a\\\\b"]', "server names must not contain '\\\\': the name is used in URLs and "
+         "file names; rename the server"),
+        ("time\u202eevil", '["time\\u202eevil"]', "server names must not contain control, bidi or "
+         "invisible characters (found U+202E); rename the server"),
+        ("a\u200bb", '["a\\u200bb"]', "server names must not contain control, bidi or invisible "
+         "characters (found U+200B); rename the server"),
+        ("a\x1b[31mb", '["a\\u001b[31mb"]', "server names must not contain control, bidi or "
+         "invisible characters (found U+001B); rename the server"),
+        ("l\u2028ine", '["l\\u2028ine"]', "server names must not contain control, bidi or "
+         "invisible characters (found U+2028); rename the server"),
+        ("x" * 65, "." + "x" * 65, "server names are at most 64 characters, this one has 65; "
+         "shorten it"),
+    ],
+)  # fmt: skip
+def test_unsafe_server_names_are_refused(
+    tmp_path: Path, dialect: str, name: str, json_name: str, problem: str
+) -> None:
+    path = write(tmp_path, in_dialect(dialect, name, {"command": ["a"]}))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    line = str(caught.value)
+    assert line == f"config error: {path}: $.{dialect}{json_name}: {problem}"
+    assert line.isprintable() and len(line.splitlines()) == 1
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_names_up_to_64_visible_characters_are_fine(tmp_path: Path, dialect: str) -> None:
+    names = ["x" * 64, "my server", "время", "a.b-c_d", "日本語"]
+    doc = {dialect: {name: in_dialect(dialect, name, {"command": ["a"]})[dialect][name] for name in names}}
+    config = load_config(write(tmp_path, doc), environ={})
+    assert [spec.name for spec in config.servers] == names
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("init_timeout_ms", 1e300, "expected at most 3600000 (1 hour), got 1e+300"),
+        ("init_timeout_ms", 3_600_001, "expected at most 3600000 (1 hour), got 3600001"),
+        ("call_timeout_ms", 1e300, "expected at most 86400000 (24 hours), got 1e+300"),
+        ("call_timeout_ms", 86_400_001, "expected at most 86400000 (24 hours), got 86400001"),
+        ("timeout_ms", 86_400_001, "expected at most 86400000 (24 hours), got 86400001"),
+        ("max_call_ms", 1e300, "expected at most 604800000 (7 days), got 1e+300"),
+        ("max_call_ms", 604_800_001, "expected at most 604800000 (7 days), got 604800001"),
+    ],
+)
+def test_timeouts_are_bounded(tmp_path: Path, dialect: str, key: str, value: float, problem: str) -> None:
+    error = fail(tmp_path, in_dialect(dialect, "s", {"command": ["a"], key: value}))
+    assert (error.json_path, error.problem) == (f"$.{dialect}.s.{key}", problem)
+
+
+def test_timeouts_at_their_bounds_are_fine_and_the_default_cap_stays_within_7_days(tmp_path: Path) -> None:
+    entry = {"command": ["a"], "init_timeout_ms": 3_600_000, "call_timeout_ms": 86_400_000}
+    (spec,) = load_config(write(tmp_path, {"servers": {"s": entry}}), environ={}).servers
+    assert (spec.init_timeout_s, spec.call_timeout_s) == (3600, 86400)
+    assert spec.max_call_timeout_s == 7 * 86400  # not ten call timeouts (10 days)
+    entry = {"command": ["a"], "call_timeout_ms": 60_000, "max_call_ms": 604_800_000}
+    (spec,) = load_config(write(tmp_path, {"servers": {"s": entry}}), environ={}).servers
+    assert spec.max_call_timeout_s == 7 * 86400
+    (spec,) = load_config(write(tmp_path, {"servers": {"s": {"command": ["a"]}}}), environ={}).servers
+    assert spec.max_call_timeout_s == 300  # the default is untouched
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("name", ["${env:NAME}", "PREFIX_${file:x}"])
+def test_references_in_env_names_are_refused(tmp_path: Path, dialect: str, name: str) -> None:
+    error = fail(tmp_path, in_dialect(dialect, "s", {"command": ["a"], "env": {name: "v"}}), {"NAME": "K"})
+    assert error.json_path == f"$.{dialect}.s.env[{json.dumps(name)}]"
+    assert error.problem == (
+        f"{name!r}: references are expanded in values, not in environment variable names; "
+        "write the name itself"
+    )
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("url", ["https://alice:pw-planted@h/mcp", "https://alice@h/mcp", "wss://a:b@h/v1/bridge"])
+def test_credentials_in_a_url_are_a_warning(tmp_path: Path, dialect: str, url: str) -> None:
+    entry: dict[str, Any] = {"url": url}
+    if dialect == "mcp":
+        entry["type"] = "remote" if url.startswith("https") else "websocket"
+    doc = {dialect: {"docs": entry, "time": {"url": "https://h/"}}}
+    config = load_config(write(tmp_path, doc), environ={})
+    assert [str(warning) for warning in config.warnings] == [
+        f"config warning: {tmp_path / 'config.json'}: $.{dialect}.docs.url: the URL carries credentials "
+        "(user:password@); URLs are shown and logged in many places, so move them to 'headers' "
+        "(e.g. Authorization) or 'token'"
+    ]
+    assert len(config.servers) == 2
+
+
+def test_check_prints_the_warning_on_stderr_and_still_succeeds(tmp_path: Path) -> None:
+    config = write(tmp_path, {"servers": {"docs": {"url": "https://alice:pw-planted@h/mcp"}}})
+    result = run_cli("check", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"config warning: {config}: $.servers.docs.url: the URL carries credentials (user:password@); "
+        "URLs are shown and logged in many places, so move them to 'headers' (e.g. Authorization) "
+        "or 'token'"
+    ]
+    assert result.stdout.startswith(f"config ok: {config}\n")
+    assert "pw-planted" not in result.stdout + result.stderr
+
+
+def test_auth_login_prints_the_warning_before_it_starts(tmp_path: Path) -> None:
+    # Port 1 on loopback refuses at once: the login fails after the warning was shown.
+    entry = {"url": "https://alice:pw-planted@127.0.0.1:1/mcp", "oauth": {}, "init_timeout_ms": 2000}
+    config = write(tmp_path, {"servers": {"docs": entry}})
+    result = run_cli("auth", "login", "docs", "--config", str(config), "--state-dir", str(tmp_path / "s"))
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"config warning: {config}: $.servers.docs.url: the URL carries credentials")
+    assert "pw-planted" not in result.stdout + result.stderr
+
+
+async def test_supervisor_open_logs_the_warnings(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from supervisor.service import Supervisor
+    from supervisor.settings.model import Config, ConfigWarning
+
+    warning = ConfigWarning("c.json", "$.servers.docs.url", "the URL carries credentials")
+    async with Supervisor.open(Config(warnings=(warning,)), state_dir=tmp_path / "state"):
+        pass
+    (record,) = [r for r in caplog.records if r.getMessage() == "config warning"]
+    assert record.levelname == "WARNING"
+    assert record.fields == {  # type: ignore[attr-defined]
+        "file": "c.json", "path": "$.servers.docs.url", "problem": "the URL carries credentials"
+    }  # fmt: skip
+
+
+def test_error_and_check_lines_escape_invisible_characters(tmp_path: Path) -> None:
+    error = fail(tmp_path, {"servers": {"s": {"command": "a", "scope": "x\u2028\u202ey"}}})
+    assert error.problem == "expected 'shared' or 'session', got \"x\\u2028\\u202ey\""
+    assert str(error).isprintable()
+    config = load_config(write(tmp_path, {"servers": {"s": {"command": ["a", "\u202egnp.exe"]}}}), environ={})
+    (line,) = describe_config(config)
+    assert line.startswith("s [local] a '\\u202egnp.exe' (")

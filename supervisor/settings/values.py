@@ -29,6 +29,22 @@ class Invalid(Exception):
         self.problem = problem
 
 
+def visible(text: str) -> str:
+    """``text`` with control, bidi and other invisible characters escaped (``\\u202e``).
+
+    Messages quote what the file holds; escaped, they stay one line and cannot reorder
+    or recolour the operator's terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 def child(path: str, key: str | int) -> str:
     """The JSON path of ``key`` inside ``path``: ``$.a.b``, ``$.a[0]``, ``$.a["x y"]``."""
     if isinstance(key, int):
