@@ -1,6 +1,7 @@
 """``mcp-supervisor``: check a config, run the supervisor, or query a running one.
 
-Exit status: 0 success, 1 the supervisor failed, 2 bad usage or a bad config.
+Exit status: 0 success, 1 the supervisor failed, 2 bad usage or a bad config, 3 the
+state directory cannot be used (``state error: <path>: <problem>; <hint>``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from supervisor.one_for_one import SupervisorGaveUp
 from supervisor.service import Supervisor
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
 from supervisor.settings.model import Config
+from supervisor.state_dir import StateError, check_state_dir
 
 log = logging.getLogger("supervisor.cli")
 
@@ -157,6 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning("binding a non-loopback address", extra={"fields": {"bind": bind}})
     # --bind wins over the config file; _serve reads the address from the config.
     config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
+    check_state_dir(config, args.state_dir)  # a bad one is the only line printed (exit 3)
     log.info(
         "starting",
         extra={
@@ -166,6 +169,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         trio.run(_serve, config, args.state_dir)
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
+        bad_state = _find(exc, StateError)
+        if bad_state is not None:
+            raise bad_state from None  # main() prints it
         gave_up = _find(exc, SupervisorGaveUp)
         if gave_up is not None:
             log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
@@ -215,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    except StateError as exc:
+        print(exc, file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover
