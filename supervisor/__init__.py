@@ -8,5 +8,6 @@ Public surface (DESIGN.md §6)::
 from supervisor.approvals import Approval, ApprovalRequest
 from supervisor.service import Supervisor
 from supervisor.settings.loader import ConfigError, load_config
+from supervisor.state_dir import StateError
 
-__all__ = ["Approval", "ApprovalRequest", "ConfigError", "Supervisor", "load_config"]
+__all__ = ["Approval", "ApprovalRequest", "ConfigError", "StateError", "Supervisor", "load_config"]

@@ -28,9 +28,8 @@ from actors.protocol.messages import LATEST_PROTOCOL_VERSION
 from actors.redaction import Redactor
 from actors.transports.base import TransportError
 from supervisor.client import TOKEN_ENV_VAR, AdminClient, ClientError, Unreachable
-from supervisor.service import resolve_state_dir
 from supervisor.settings.model import Config
-from supervisor.store import Store
+from supervisor.state_dir import open_store, resolve_state_dir
 from supervisor.store.vault import StoreVault
 
 PROBE = orjson.dumps(
@@ -101,7 +100,7 @@ async def login(
     assert spec.url is not None
     redactor = Redactor(config.secrets)
     state_path = resolve_state_dir(config, state_dir)
-    store = await trio.to_thread.run_sync(Store.open, state_path / "supervisor.db")
+    store = await trio.to_thread.run_sync(open_store, state_path)
     try:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
         async with listeners[0] as listener:

@@ -1,6 +1,7 @@
 """``mcp-supervisor``: check a config, run the supervisor, or query a running one.
 
-Exit status: 0 success, 1 the supervisor failed, 2 bad usage or a bad config.
+Exit status: 0 success, 1 the supervisor failed, 2 bad usage or a bad config, 3 the
+state directory cannot be used (``state error: <path>: <problem>; <hint>``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from supervisor.one_for_one import SupervisorGaveUp
 from supervisor.service import Supervisor
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
 from supervisor.settings.model import Config
+from supervisor.state_dir import StateError, check_state_dir
 
 log = logging.getLogger("supervisor.cli")
 
@@ -108,8 +110,16 @@ def _load(path: str | None) -> Config:
     return load_config(path)
 
 
+def _print_warnings(config: Config) -> None:
+    """``config warning: <file>: <json path>: <problem>`` lines on stderr (``serve`` logs
+    them instead, from ``Supervisor.open``)."""
+    for warning in config.warnings:
+        print(warning, file=sys.stderr)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     config = _load(args.config)
+    _print_warnings(config)
     source = config.source or "(no config file: no servers)"
     print(f"config ok: {source}")
     lines = describe_config(config)
@@ -149,6 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning("binding a non-loopback address", extra={"fields": {"bind": bind}})
     # --bind wins over the config file; _serve reads the address from the config.
     config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
+    check_state_dir(config, args.state_dir)  # a bad one is the only line printed (exit 3)
     log.info(
         "starting",
         extra={
@@ -158,6 +169,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         trio.run(_serve, config, args.state_dir)
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
+        bad_state = _find(exc, StateError)
+        if bad_state is not None:
+            raise bad_state from None  # main() prints it
         gave_up = _find(exc, SupervisorGaveUp)
         if gave_up is not None:
             log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
@@ -176,6 +190,7 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
     from supervisor import auth_login  # the OAuth code (and httpx2) only when needed
 
     config = _load(args.config)
+    _print_warnings(config)
     url = args.url or os.environ.get(client.URL_ENV_VAR) or client.DEFAULT_URL
     return auth_login.run(config, args.server, args.state_dir, url, args.token, args.timeout)
 
@@ -206,6 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    except StateError as exc:
+        print(exc, file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,6 +42,7 @@ from supervisor.policy import Policy
 from supervisor.requests import RequestRegistry
 from supervisor.sessions import Session
 from supervisor.settings.model import Config
+from supervisor.state_dir import open_store, resolve_state_dir, state_errors
 from supervisor.store.vault import StoreVault
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
@@ -50,16 +51,7 @@ from supervisor.store import SaveToolList, Store, StoreActor, StoreMessage
 
 log = logging.getLogger("supervisor")
 
-DEFAULT_STATE_DIR = "~/.local/state/mcp-supervisor"
 SHUTDOWN_GRACE_S = 10.0
-
-
-def resolve_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) -> Path:
-    """The state directory: the argument, else the config's, else the default."""
-    chosen = state_dir or config.state_dir or DEFAULT_STATE_DIR
-    path = Path(chosen).expanduser()
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
 
 
 def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
@@ -130,12 +122,17 @@ class Supervisor:
         ``authorizer`` gets a person's consent for a remote server's OAuth
         authorization-code flow; without one such a server waits in ``needs_auth``
         until ``mcp-supervisor auth login`` stored its tokens.
+
+        Raises ``StateError`` when the state directory or its database cannot be used.
         """
+        for warning in config.warnings:
+            fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
+            log.warning("config warning", extra={"fields": fields})
         state_path = resolve_state_dir(config, state_dir)
         reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
         if reaped:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
-        store = await trio.to_thread.run_sync(Store.open, state_path / "supervisor.db")
+        store = await trio.to_thread.run_sync(open_store, state_path)
         try:
             connector = connector or TransportConnector(
                 state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer
@@ -170,10 +167,13 @@ class Supervisor:
             store_actor.submit(SaveToolList(server, [tool_to_wire(t) for t in tools], time.time()))
 
         events: Broadcast[Mapping[str, Any]] = Broadcast()
+        with state_errors(store.path):  # the first reads find damage the open did not
+            cached_tools = _cached_tools(store, (spec.name for spec in shared))
+            pins, approvals = store.pins(), store.approvals()
         router = RouterActor(
             [(spec, mailboxes[spec.name][0]) for spec in shared],
             router_receive,
-            cached_tools=_cached_tools(store, (spec.name for spec in shared)),
+            cached_tools=cached_tools,
             max_description_length=config.trust.max_description_length,
             tool_list_sink=save_tool_list,
             events=events,
@@ -182,8 +182,8 @@ class Supervisor:
         policy = Policy(
             config.trust,
             trusted=trusted.__contains__,
-            pins=store.pins(),
-            approvals=store.approvals(),
+            pins=pins,
+            approvals=approvals,
             submit=store_actor.submit,
         )
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)

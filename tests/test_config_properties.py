@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import string
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ SERVER_KEYS = [
 MEANINGFUL = [
     "${env:X}", "${env:UNSET}", "${file:x}", "${file:}", "$${", "${", "${X}", "local", "remote",
     "websocket", "stdio", "ws://h/b", "https://h/mcp", "http://[::1", "auto", "lazy", "session",
-    "mcp:*", "allow", "127.0.0.1:1", "",
+    "mcp:*", "allow", "127.0.0.1:1", "", "a\0b", "\0", "${file:nul}", "\ud800", "a\u202eb",
+    "\u2028", "\x85", "\x1b[2J", "a/b", "..", "x" * 65, "https://u:p@h/mcp",
 ]  # fmt: skip
 
 texts = st.text(max_size=12) | st.sampled_from(MEANINGFUL)
@@ -42,7 +44,11 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
     max_leaves=12,
 )
-numbers = st.integers(-5, 10**7) | st.floats(allow_nan=False)
+numbers = (
+    st.integers(-5, 10**7)
+    | st.floats(allow_nan=False)
+    | st.sampled_from([1e300, 3_600_001, 86_400_001, 604_800_001, 10**30])
+)
 string_maps = st.dictionaries(texts, texts, max_size=3)
 # Mostly-plausible values per key, so examples get past the first type check.
 PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
@@ -52,7 +58,7 @@ PLAUSIBLE: dict[str, st.SearchStrategy[Any]] = {
     "args": st.lists(texts, max_size=3),
     "env": string_maps,
     "headers": string_maps,
-    "url": st.sampled_from(["https://h/mcp", "ws://h:1/b", "ftp://h", "http://h:99999", "h"]),
+    "url": st.sampled_from(["https://h/mcp", "ws://h:1/b", "ftp://h", "http://h:99999", "h", "https://u:p@h/"]),
     "oauth": st.booleans() | string_maps,
     "scope": st.sampled_from(["shared", "session", "x"]),
     "start": st.sampled_from(["lazy", "eager", "x"]),
@@ -74,7 +80,7 @@ def entries(draw: st.DrawFn) -> dict[str, Any]:
     return {key: draw(mostly(PLAUSIBLE.get(key, texts))) for key in keys}
 
 
-names = st.text(max_size=8) | st.sampled_from(["time", "github", "a b", ""])
+names = st.text(max_size=8) | st.sampled_from(["time", "github", "a b", "", "a/b", "..", "t\u202e", "x" * 65])
 server_maps = st.dictionaries(names, mostly(entries()), max_size=3)
 rules = st.lists(
     st.fixed_dictionaries(
@@ -131,21 +137,51 @@ def documents(draw: st.DrawFn) -> object:
     return doc
 
 
-environs = st.dictionaries(st.sampled_from(["X", "Y"]), st.text(max_size=6), max_size=2)
+environs = st.dictionaries(
+    st.sampled_from(["X", "Y"]), st.text(max_size=6) | st.sampled_from(["\0", "v\0v"]), max_size=2
+)
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("config")
+    directory = tmp_path_factory.mktemp("config")
+    (directory / "x").write_text("token\n")
+    (directory / "nul").write_bytes(b"to\0ken\n")
+    return directory
+
+
+def assert_the_os_can_take(config: Config) -> None:
+    """Whatever a loaded config hands to the OS (argv, environment, paths) it can take."""
+    strings = [config.state_dir or ""]
+    for spec in config.servers:
+        strings += [*spec.command, *spec.env, *spec.env.values(), spec.cwd or ""]
+    for text in strings:
+        assert "\0" not in text
+        os.fsencode(text)
+
+
+def assert_within_bounds(config: Config) -> None:
+    """Names are short, visible and no paths; timeouts within 1 h / 24 h / 7 d."""
+    for spec in config.servers:
+        assert 0 < len(spec.name) <= 64 and spec.name.isprintable()
+        assert "/" not in spec.name and "\\" not in spec.name and ".." not in spec.name
+        assert spec.init_timeout_s <= 3600 and spec.call_timeout_s <= 86400
+        assert spec.max_call_timeout_s <= 7 * 86400
+    for warning in config.warnings:
+        assert str(warning).startswith(f"config warning: {config.source}: $") and str(warning).isprintable()
 
 
 def load_or_error(path: Path, environ: dict[str, str]) -> Config | ConfigError:
     """Anything but a Config or a ConfigError escapes and fails the test."""
     try:
-        return load_config(path, environ=environ)
+        config = load_config(path, environ=environ)
     except ConfigError as error:
         assert str(error).startswith(f"config error: {path}: $")
+        assert str(error).isprintable()  # one line, nothing that moves the terminal
         return error
+    assert_the_os_can_take(config)
+    assert_within_bounds(config)
+    return config
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -157,7 +193,7 @@ def test_any_json_document_loads_or_fails_with_config_error(
     path.write_text(json.dumps(doc), encoding="utf-8")
     result = load_or_error(path, environ)
     if isinstance(result, Config):
-        describe_config(result)  # must not raise either
+        assert all(line.isprintable() for line in describe_config(result))
 
 
 @given(data=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
@@ -167,10 +203,39 @@ def test_any_bytes_load_or_fail_with_config_error(workdir: Path, data: bytes) ->
     load_or_error(path, {})
 
 
+# --- hostile strings in otherwise valid local servers --------------------------------------
+
+# Pieces the OS or a reader would choke on, mixed with harmless text and references.
+HOSTILE = ["a", "-x", " ", "/", "..", "\0", "\ud800", "\udc80", "\u202e", "\u2066", "\x1b[31m",
+           "\n", "${env:X}", "${file:x}", "${file:nul}", "é"]  # fmt: skip
+hostile = st.lists(st.sampled_from(HOSTILE), max_size=4).map("".join)
+
+
+@st.composite
+def hostile_local_servers(draw: st.DrawFn) -> dict[str, Any]:
+    program = draw(hostile.filter(str.strip))
+    entry: dict[str, Any] = {"command": [program, *draw(st.lists(hostile, max_size=2))]}
+    if draw(st.booleans()):
+        entry["args"] = draw(st.lists(hostile, max_size=2))
+    if draw(st.booleans()):
+        entry["env"] = draw(st.dictionaries(hostile, hostile, max_size=2))
+    if draw(st.booleans()):
+        entry["cwd"] = draw(hostile)
+    return {draw(st.sampled_from(["servers", "mcpServers", "mcp"])): {"s": entry}}
+
+
+@settings(max_examples=300)
+@given(doc=hostile_local_servers(), environ=environs)
+def test_strings_for_the_os_are_refused_or_safe(workdir: Path, doc: object, environ: dict[str, str]) -> None:
+    path = workdir / "hostile.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    load_or_error(path, environ)
+
+
 # --- valid documents read back exactly ---------------------------------------------------
 
 names = st.text(string.ascii_letters + string.digits + "-_. ", min_size=1, max_size=10).filter(
-    str.strip
+    lambda name: bool(name.strip()) and ".." not in name
 )
 words = st.text(string.printable.replace("$", ""), max_size=8)
 millis = st.integers(min_value=1, max_value=10**7)
@@ -201,7 +266,7 @@ def server_entry(draw: st.DrawFn, secret: str) -> tuple[dict[str, Any], dict[str
     if call is not None:
         entry[draw(st.sampled_from(["call_timeout_ms", "timeout_ms"]))] = call
         want["call_timeout_s"] = call / 1000
-    init = draw(st.none() | millis)
+    init = draw(st.none() | st.integers(min_value=1, max_value=3_600_000))
     if init is not None:
         entry["init_timeout_ms"] = init
         want["init_timeout_s"] = init / 1000

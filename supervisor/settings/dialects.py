@@ -21,7 +21,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from actors.auth import FLOWS, SETTING_KEYS
 from actors.connection.spec import (
-    DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_RECONNECT_SCHEDULE_S,
@@ -31,9 +30,11 @@ from actors.connection.spec import (
 )
 
 from .expansion import Expander
+from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis
 from .values import (
     Invalid,
     check_keys,
+    check_os_string,
     child,
     expect_bool,
     expect_choice,
@@ -122,8 +123,7 @@ def read_servers(value: object, path: str, expander: Expander) -> tuple[ServerSp
 
 def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpec:
     """One server entry; ``exp`` must be fresh, its secrets become the spec's."""
-    if not name.strip():
-        raise Invalid(path, "server names must not be empty; give the server a name")
+    check_server_name(name, path)
     entry = expect_object(value, path, "an object with the server's settings")
     check_keys(entry, path, _KEYS)
     url = exp.text(entry["url"], child(path, "url")) if "url" in entry else None
@@ -144,8 +144,8 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         _check_url(url, entry.get("url"), kind, path)
         _add_token(headers, entry, path, exp)
     env = _string_map(entry, "env", path, exp)
-    init_s = _millis(entry, "init_timeout_ms", path)
-    call_s, max_call_s = _call_timeouts(entry, path)
+    init_s = millis(entry, "init_timeout_ms", path, INIT_TIMEOUT_LIMIT)
+    call_s, max_call_s = call_timeouts(entry, path)
     scope = _choice(entry, "scope", [s.value for s in Scope], path, exp)
     start = _choice(entry, "start", [s.value for s in Start], path, exp)
     cwd = _cwd(entry, path, exp)
@@ -236,9 +236,9 @@ def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, .
         )
     raw = entry["command"]
     if isinstance(raw, str):
-        argv = [exp.text(raw, where)]
+        argv = [exp.os_text(raw, where)]
     elif isinstance(raw, list) and raw:
-        argv = [exp.text(item, child(where, i)) for i, item in enumerate(raw)]
+        argv = [exp.os_text(item, child(where, i)) for i, item in enumerate(raw)]
     else:
         raise Invalid(where, f"expected a list of strings or a string, got {show(raw)}")
     if not argv[0].strip():
@@ -246,7 +246,7 @@ def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, .
     if "args" in entry:
         args_path = child(path, "args")
         items = expect_list(entry["args"], args_path, "a list of strings")
-        argv += [exp.text(item, child(args_path, i)) for i, item in enumerate(items)]
+        argv += [exp.os_text(item, child(args_path, i)) for i, item in enumerate(items)]
     # Left as written: the PATH lookup happens at spawn, in the supervisor's environment.
     return tuple(argv)
 
@@ -265,11 +265,21 @@ def _string_map(
             raise Invalid(item, f"{name!r} is not a valid HTTP header name")
         if key == "env" and (not name or "=" in name or "\0" in name):
             raise Invalid(item, f"{name!r} is not a valid environment variable name")
+        if key == "env" and "${" in name:
+            raise Invalid(
+                item,
+                f"{name!r}: references are expanded in values, not in environment variable "
+                "names; write the name itself",
+            )
+        if key == "env":
+            check_os_string(name, item)
         if isinstance(raw, bool | int | float):
             raise Invalid(item, f"expected a string, got {show(raw)} (quote it: \"{show(raw)}\")")
-        value = exp.text(raw, item)
+        value = exp.os_text(raw, item) if key == "env" else exp.text(raw, item)
         if key == "headers" and ("\r" in value or "\n" in value):
             raise Invalid(item, "header values must not contain line breaks")
+        if key == "headers" and "\0" in value:
+            raise Invalid(item, "header values must not contain a NUL character")
         result[name] = value
     return result
 
@@ -336,34 +346,6 @@ def _add_token(headers: dict[str, str], entry: Mapping[str, Any], path: str, exp
     headers["Authorization"] = f"Bearer {token}"
 
 
-def _millis(entry: Mapping[str, Any], key: str, path: str) -> float | None:
-    """A positive millisecond setting, in seconds (None when absent)."""
-    if key not in entry:
-        return None
-    return expect_number(entry[key], child(path, key), positive=True) / 1000
-
-
-def _call_timeouts(entry: Mapping[str, Any], path: str) -> tuple[float, float | None]:
-    call_s = _millis(entry, "call_timeout_ms", path)
-    alias_s = _millis(entry, "timeout_ms", path)
-    if call_s is not None and alias_s is not None and call_s != alias_s:
-        raise Invalid(
-            child(path, "timeout_ms"),
-            f"timeout_ms ({entry['timeout_ms']}) contradicts call_timeout_ms "
-            f"({entry['call_timeout_ms']}); it is an alias, keep one",
-        )
-    call_s = call_s if call_s is not None else alias_s
-    call_s = call_s if call_s is not None else DEFAULT_CALL_TIMEOUT_S
-    max_call_s = _millis(entry, "max_call_ms", path)
-    if max_call_s is not None and max_call_s < call_s:
-        raise Invalid(
-            child(path, "max_call_ms"),
-            f"{entry['max_call_ms']} is below the call timeout ({call_s * 1000:g} ms); "
-            "the absolute cap must be at least the call timeout",
-        )
-    return call_s, max_call_s
-
-
 def _schedule(entry: Mapping[str, Any], path: str) -> tuple[float, ...]:
     if "reconnect_schedule_s" not in entry:
         return DEFAULT_RECONNECT_SCHEDULE_S
@@ -400,7 +382,7 @@ def _cwd(entry: Mapping[str, Any], path: str, exp: Expander) -> str | None:
     """Relative working directories are taken from the config file's directory."""
     if "cwd" not in entry:
         return None
-    cwd = exp.text(entry["cwd"], child(path, "cwd"))
+    cwd = exp.os_text(entry["cwd"], child(path, "cwd"))
     if not cwd:
         raise Invalid(child(path, "cwd"), "the directory is empty; name one or remove 'cwd'")
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(cwd)))

@@ -4,19 +4,27 @@ Expansion happens at load time so a missing credential stops the start with a me
 naming it, instead of surfacing later as an opaque 401. Whatever an expansion produces
 is treated as a secret: the expander records it so the server's ``secrets`` can redact
 it from logs, errors and stderr buffers. ``$${`` writes a literal ``${``.
+
+``${file:…}`` reads a regular file of at most 1 MiB, after following symlinks (secrets
+mounted by Kubernetes are symlinks). Devices, pipes and directories are config errors:
+``/dev/zero`` never ends and a FIFO blocks whoever opens it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from .values import Invalid, child, show
+from .values import Invalid, check_os_string, child, show
+
+MAX_FILE_BYTES = 1024 * 1024
+"""The most a ``${file:…}`` reference reads; anything larger is a config error."""
 
 # "$${" (escape), "${…}" (a reference) or a "${" that is never closed.
 _TOKEN = re.compile(r"\$\$\{|\$\{([^}]*)\}|\$\{")
@@ -42,6 +50,12 @@ class Expander:
         if not isinstance(value, str):
             raise Invalid(path, f"expected {what}, got {show(value)}")
         return self.expand(value, path)
+
+    def os_text(self, value: object, path: str, what: str = "a string") -> str:
+        """``text`` for what is handed to the OS: argv, environment values, paths."""
+        text = self.text(value, path, what)
+        check_os_string(text, path, expanded=text != value)
+        return text
 
     def expand(self, raw: str, path: str) -> str:
         """``raw`` with every ``${env:…}`` / ``${file:…}`` replaced."""
@@ -113,17 +127,81 @@ class Expander:
         if not name:
             raise Invalid(path, f"{reference} does not name a file")
         full = os.path.join(self.base_dir, os.path.expanduser(name))
+        data = _read_small_file(full, reference, path)
         try:
-            with open(full, encoding="utf-8") as handle:
-                content = handle.read()
+            content = data.decode("utf-8")
         except UnicodeDecodeError:
             raise Invalid(path, f"{reference} is not UTF-8 text ({full})") from None
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-            reason = getattr(exc, "strerror", None) or str(exc)
-            raise Invalid(
-                path,
-                f"{reference} cannot be read ({reason}: {full}); "
-                "create it or remove the reference",
-            ) from None
-        # Token files usually end in a newline that is not part of the token.
-        return content.rstrip("\r\n")
+        # Universal newlines, as text-mode reading gives; token files usually end in a
+        # newline that is not part of the token.
+        return content.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n")
+
+
+def _read_small_file(full: str, reference: str, path: str) -> bytes:
+    """The bytes of a regular file of at most ``MAX_FILE_BYTES``, symlinks followed.
+
+    Devices, FIFOs, sockets and directories are refused before they are opened (a FIFO
+    would block the open, ``/dev/zero`` never ends); the opened file is checked again
+    (it may have been swapped in between), opened non-blocking, and never read past
+    the cap, even if it grows meanwhile.
+    """
+
+    def cannot(reason: str) -> Invalid:
+        return Invalid(
+            path, f"{reference} cannot be read ({reason}: {full}); create it or remove the reference"
+        )
+
+    try:
+        kind = _kind(os.stat(full).st_mode)
+        if kind is not None:
+            raise _not_regular(full, kind, reference, path)
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise cannot(getattr(exc, "strerror", None) or str(exc)) from None
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise _not_regular(full, kind, reference, path)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise cannot(exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+    if size > MAX_FILE_BYTES:
+        raise Invalid(
+            path,
+            f"{reference} is larger than {MAX_FILE_BYTES // 1024 // 1024} MiB ({full}); "
+            "${file:…} is for secrets and short values, point it at a smaller file",
+        )
+    return b"".join(chunks)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def _not_regular(full: str, kind: str, reference: str, path: str) -> Invalid:
+    real = os.path.realpath(full)
+    where = full if real == full else f"{full} -> {real}"
+    return Invalid(
+        path, f"{reference} is {kind}, not a regular file ({where}); point it at a file"
+    )

@@ -26,7 +26,7 @@ from actors.connection.spec import ServerSpec, redact
 
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers
 from .expansion import Expander
-from .model import AdminSettings, Config, ToolSearchSettings, TrustRule, TrustSettings
+from .model import AdminSettings, Config, ConfigWarning, ToolSearchSettings, TrustRule, TrustSettings
 from .values import (
     Invalid,
     check_keys,
@@ -38,6 +38,7 @@ from .values import (
     expect_object,
     show,
     suggest,
+    visible,
 )
 
 __all__ = ["CONFIG_ENV_VAR", "ConfigError", "describe_config", "load_config"]
@@ -56,6 +57,7 @@ class ConfigError(Exception):
     """The config file cannot be used; ``str()`` is the one line to show the operator."""
 
     def __init__(self, file: str, json_path: str, problem: str) -> None:
+        file, json_path, problem = visible(file), visible(json_path), visible(problem)
         super().__init__(f"config error: {file}: {json_path}: {problem}")
         self.file = file
         self.json_path = json_path
@@ -89,7 +91,7 @@ def load_config(
             file, "$", f"cannot read the file ({reason}); check the path and its permissions"
         ) from None
     try:
-        return _read(data, full, Expander(os.path.dirname(full), env))
+        return _read(data, full, file, Expander(os.path.dirname(full), env))
     except Invalid as exc:
         raise ConfigError(file, exc.path, exc.problem) from None
     except RecursionError:
@@ -171,7 +173,8 @@ def _reject_duplicates(doc: object) -> None:
             stack.extend(reversed([(child(path, i), v) for i, v in enumerate(value)]))
 
 
-def _read(data: bytes, source: str, exp: Expander) -> Config:
+def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
+    """The config in ``data``; ``file`` is the name messages use (as the user gave it)."""
     doc = _decode(data)
     _reject_duplicates(doc)
     root = expect_object(doc, "$", 'a JSON object at the top, like {"servers": {...}}')
@@ -187,6 +190,10 @@ def _read(data: bytes, source: str, exp: Expander) -> Config:
     return Config(
         source=source,
         servers=servers,
+        warnings=tuple(
+            ConfigWarning(visible(file), visible(where), problem)
+            for where, problem in _server_warnings(servers, child("$", section or "servers"))
+        ),
         tool_search=_tool_search(root.get("tool_search", {}), "$.tool_search", exp),
         trust=_trust(root.get("trust", {}), "$.trust", exp),
         admin=_admin(root.get("admin", {}), "$.admin", exp),
@@ -309,10 +316,25 @@ def _tokens(value: object, exp: Expander) -> Mapping[str, str]:
 def _state_dir(value: object, path: str, exp: Expander) -> str | None:
     if value is None:
         return None
-    text = exp.text(value, path, "a directory path or null")
+    text = exp.os_text(value, path, "a directory path or null")
     if not text:
         raise Invalid(path, "the directory is empty; name one or remove 'state_dir'")
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(text)))
+
+
+def _server_warnings(servers: tuple[ServerSpec, ...], path: str) -> list[tuple[str, str]]:
+    """(json path, problem) for what the servers may say but should not."""
+    found = []
+    for spec in servers:
+        if spec.url is not None and "@" in urlsplit(spec.url).netloc:
+            found.append(
+                (
+                    child(child(path, spec.name), "url"),
+                    "the URL carries credentials (user:password@); URLs are shown and logged "
+                    "in many places, so move them to 'headers' (e.g. Authorization) or 'token'",
+                )
+            )
+    return found
 
 
 def _describe(spec: ServerSpec) -> str:
@@ -332,7 +354,7 @@ def _describe(spec: ServerSpec) -> str:
         flags.append("headers: " + ", ".join(sorted(spec.headers)))
     if spec.oauth is not None:
         flags.append("oauth")
-    return redact(f"{spec.name} [{spec.type}] {target} ({', '.join(flags)})", spec.secrets)
+    return visible(redact(f"{spec.name} [{spec.type}] {target} ({', '.join(flags)})", spec.secrets))
 
 
 def _mask_url(url: str) -> str:

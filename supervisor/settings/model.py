@@ -18,6 +18,7 @@ from actors.connection.spec import ServerSpec
 __all__ = [
     "AdminSettings",
     "Config",
+    "ConfigWarning",
     "ServerSpec",
     "ToolSearchSettings",
     "TrustAction",
@@ -78,11 +79,28 @@ class AdminSettings:
 
 
 @attrs.frozen(slots=True)
+class ConfigWarning:
+    """Something the file may say but probably should not; ``str()`` is the line to show.
+
+    ``check`` prints these on stderr and ``Supervisor.open`` logs them; the config is
+    used all the same.
+    """
+
+    file: str
+    json_path: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"config warning: {self.file}: {self.json_path}: {self.problem}"
+
+
+@attrs.frozen(slots=True)
 class Config:
     """Everything one supervisor run was configured with.
 
     ``source`` is the file it was read from (None when no file was found or given);
-    ``servers`` keep the file's order, which is also the start order.
+    ``servers`` keep the file's order, which is also the start order; ``warnings``
+    are what the loader would have the operator look at.
     """
 
     source: str | None = None
@@ -91,6 +109,7 @@ class Config:
     trust: TrustSettings = TrustSettings()
     admin: AdminSettings = AdminSettings()
     state_dir: str | None = None
+    warnings: tuple[ConfigWarning, ...] = ()
 
     def server(self, name: str) -> ServerSpec:
         """The server called ``name``; KeyError naming the known servers otherwise."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -26,6 +27,22 @@ class Invalid(Exception):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+def visible(text: str) -> str:
+    """``text`` with control, bidi and other invisible characters escaped (``\\u202e``).
+
+    Messages quote what the file holds; escaped, they stay one line and cannot reorder
+    or recolour the operator's terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def child(path: str, key: str | int) -> str:
@@ -120,6 +137,31 @@ def expect_number(value: object, path: str, *, positive: bool) -> float:
     if not positive and number < 0:
         raise Invalid(path, f"expected a number of at least 0, got {show(value)}")
     return number
+
+
+def check_os_string(value: str, path: str, *, expanded: bool = False) -> None:
+    """Refuse what no program argument, environment entry or path can hold.
+
+    The OS refuses a NUL byte; a lone surrogate (a JSON ``\\ud800`` escape) has no
+    encoding. Caught here, such a value is one config error instead of a server that
+    fails every start. ``expanded``: the value came through ``${…}``, say so (the
+    value itself is a secret and is never shown).
+    """
+    source = " (it comes from a ${…} reference's value)" if expanded else ""
+    if "\0" in value:
+        raise Invalid(
+            path,
+            f"contains a NUL character{source}, which no program argument, environment "
+            "variable or path can hold; remove it",
+        )
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:
+        raise Invalid(
+            path,
+            f"contains a lone surrogate (an unpaired \\ud800-\\udfff escape){source}, which "
+            "cannot be encoded for the operating system; remove it",
+        ) from None
 
 
 def expect_choice(value: str, raw: str, path: str, choices: Collection[str]) -> str:

@@ -19,7 +19,7 @@ from supervisor.store.actor import (
     StoreStatistics,
 )
 from supervisor.store.database import DB_FILENAME, Store
-from supervisor.store.errors import StoreError, StoreVersionError
+from supervisor.store.errors import StoreError, StoreForeignError, StoreVersionError
 from supervisor.store.records import AuditRow, audit_hash, hash_arguments
 from supervisor.store.schema import SCHEMA_VERSION
 
@@ -35,6 +35,7 @@ __all__ = [
     "Store",
     "StoreActor",
     "StoreError",
+    "StoreForeignError",
     "StoreMessage",
     "StoreStatistics",
     "StoreVersionError",

@@ -19,7 +19,7 @@ from typing import Any, Self, cast
 
 from supervisor.store.errors import StoreError
 from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_json
-from supervisor.store.schema import check_version, migrate
+from supervisor.store.schema import check_ours, check_version, migrate
 
 DB_FILENAME = "supervisor.db"
 """The store's file name inside the state directory (DESIGN.md §7)."""
@@ -95,8 +95,9 @@ class Store:
         - ``busy_timeout``: another process (e.g. ``sqlite3`` by an operator) holding
           the lock makes a write wait this long, then fail, instead of failing at once.
 
-        Raises StoreVersionError for a file from a newer supervisor, StoreError for
-        anything else (not a database, unwritable directory, no WAL support).
+        Raises StoreVersionError for a file from a newer supervisor, StoreForeignError
+        for another program's SQLite file, StoreError for anything else (not a
+        database, unwritable directory, no WAL support).
         """
         db_path = Path(path)
         try:
@@ -110,8 +111,9 @@ class Store:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{db_path}: cannot open the store: {exc}") from exc
         try:
-            # Version first: a file from a newer supervisor is left exactly as found.
-            check_version(connection, db_path)
+            # Version and ownership first: a file from a newer supervisor, or another
+            # program's database, is left exactly as found.
+            check_ours(connection, db_path, check_version(connection, db_path))
             (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
             if str(mode).lower() != "wal":
                 raise StoreError(

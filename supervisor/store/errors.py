@@ -3,7 +3,8 @@
 ::
 
     StoreError                  any failure to open, read or write <state_dir>/supervisor.db
-    └── StoreVersionError       the file was written by a newer supervisor (schema too new)
+    ├── StoreVersionError       the file was written by a newer supervisor (schema too new)
+    └── StoreForeignError       an SQLite file, but not one of ours
 
 ``sqlite3`` and ``OSError`` exceptions become these at the store's edge, so callers
 catch one family and the message always names the file.
@@ -33,3 +34,17 @@ class StoreVersionError(StoreError):
         self.path = path
         self.found = found
         self.supported = supported
+
+
+class StoreForeignError(StoreError):
+    """The file is an SQLite database, but not the supervisor's (another program's file,
+    or ours with tables missing).
+
+    Migrating it would add our tables to someone else's data, so it is refused and left
+    as it is.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: not a supervisor database ({reason}); move the file away to start afresh")
+        self.path = path
+        self.reason = reason

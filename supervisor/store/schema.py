@@ -13,11 +13,12 @@ record only a number.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from supervisor.store.errors import StoreVersionError
+from supervisor.store.errors import StoreForeignError, StoreVersionError
 
 Step = Sequence[str]
 """One migration step: SQL statements applied together."""
@@ -105,6 +106,39 @@ def check_version(connection: sqlite3.Connection, path: Path, steps: Sequence[St
     if found > len(steps):
         raise StoreVersionError(path, found, len(steps))
     return found
+
+
+_CREATE_TABLE = re.compile(r"\bCREATE\s+TABLE\s+(\w+)", re.IGNORECASE)
+_SHOWN = 5
+
+
+def tables_of(steps: Sequence[Step]) -> set[str]:
+    """The tables ``steps`` create (read from their SQL, so a new step counts at once)."""
+    return {name for step in steps for statement in step for name in _CREATE_TABLE.findall(statement)}
+
+
+def check_ours(
+    connection: sqlite3.Connection, path: Path, found: int, steps: Sequence[Step] = MIGRATIONS
+) -> None:
+    """StoreForeignError unless the file is ours at version ``found``: a file at version 0
+    holds nothing yet (a new file), one at version n holds the tables steps 1..n create.
+
+    Read-only, so a refused file stays exactly as it was.
+    """
+    names = [
+        str(name)
+        for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+    ]
+    if found == 0 and names:
+        raise StoreForeignError(path, f"it holds {_listing(names)}, and no supervisor schema version")
+    missing = sorted(tables_of(steps[:found]) - set(names))
+    if missing:
+        raise StoreForeignError(path, f"schema version {found}, but without the tables {_listing(missing)}")
+
+
+def _listing(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(name) for name in sorted(names)[:_SHOWN])
+    return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
 def migrate(connection: sqlite3.Connection, path: Path, steps: Sequence[Step] = MIGRATIONS) -> int:

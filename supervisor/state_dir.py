@@ -1,0 +1,145 @@
+"""The state directory: where it is, opening its store, and one error for every way it
+can be unusable.
+
+Whatever is wrong (the directory is a file, ``supervisor.db`` is a directory, a
+corrupt, truncated or foreign file, a schema from a newer version, a read-only file
+system), opening raises ``StateError``, whose text is the one line to show:
+``state error: <path>: <problem>; <hint>``. The CLI prints it and exits with status 3;
+an embedding catches the one type. Nothing is ever reset or rewritten to get past a
+problem: audit rows are not ours to drop, so the file is left exactly as found and
+the hint says what the operator can do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from supervisor.settings.model import Config
+from supervisor.settings.values import visible
+from supervisor.store import DB_FILENAME, Store, StoreError, StoreForeignError, StoreVersionError
+
+__all__ = [
+    "DEFAULT_STATE_DIR",
+    "StateError",
+    "check_state_dir",
+    "open_store",
+    "resolve_state_dir",
+    "state_errors",
+]
+
+DEFAULT_STATE_DIR = "~/.local/state/mcp-supervisor"
+
+MOVE_AWAY = "move the file away (nothing in it was changed) to start with an empty store"
+ELSEWHERE = "choose another state directory (--state-dir)"
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class StateError(Exception):
+    """The state directory or its database cannot be used; ``str()`` is the line to show."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str, hint: str) -> None:
+        self.path = visible(os.fspath(path))
+        self.problem = visible(problem)
+        self.hint = hint
+        super().__init__(f"state error: {self.path}: {self.problem}; {hint}")
+
+
+def resolve_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) -> Path:
+    """The state directory (the argument, else the config's, else the default), created
+    0700 if missing. Raises StateError when it cannot be."""
+    chosen = state_dir or config.state_dir or DEFAULT_STATE_DIR
+    path = Path(chosen).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError:
+        raise StateError(path, "not a directory", f"move the file away, or {ELSEWHERE}") from None
+    except NotADirectoryError:
+        raise StateError(
+            path, "a file is in the way of this path", f"move that file away, or {ELSEWHERE}"
+        ) from None
+    except OSError as exc:
+        hint = f"make its parent writable, or {ELSEWHERE}" if exc.errno in _READ_ONLY else ELSEWHERE
+        raise StateError(path, f"cannot create the directory ({exc.strerror})", hint) from None
+    return path
+
+
+def check_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) -> Path:
+    """Open the store, read what a start reads, close it: a command calls this first so
+    that a bad state directory is its one line of output (StateError), before any log."""
+    path = resolve_state_dir(config, state_dir)
+    store = open_store(path)
+    try:
+        with state_errors(store.path):
+            for read in (store.tool_lists, store.pins, store.approvals):
+                read()
+    finally:
+        store.close()
+    return path
+
+
+def open_store(state_path: Path) -> Store:
+    """``Store.open`` on the directory's database, every failure a StateError."""
+    db_path = state_path / DB_FILENAME
+    with state_errors(db_path):
+        return Store.open(db_path)
+
+
+@contextlib.contextmanager
+def state_errors(db_path: Path) -> Iterator[None]:
+    """Turn a StoreError inside into the StateError that says what to do about it."""
+    try:
+        yield
+    except StoreError as exc:
+        raise _classify(db_path, exc) from exc
+
+
+def _classify(db_path: Path, exc: StoreError) -> StateError:
+    if isinstance(exc, StoreVersionError):
+        return StateError(
+            db_path,
+            f"the store's schema version {exc.found} is newer than this supervisor supports "
+            f"(up to {exc.supported})",
+            "run a newer mcp-supervisor, or move the file away to start afresh",
+        )
+    if isinstance(exc, StoreForeignError):
+        return StateError(db_path, f"not a supervisor database ({exc.reason})", MOVE_AWAY)
+    cause = exc.__cause__
+    if isinstance(cause, IsADirectoryError):
+        return StateError(db_path, "a directory, not the database file", f"move it away, or {ELSEWHERE}")
+    if isinstance(cause, OSError):
+        if cause.errno in _READ_ONLY:
+            return StateError(
+                db_path, f"cannot write the database ({cause.strerror})", f"make it writable, or {ELSEWHERE}"
+            )
+        return StateError(db_path, f"cannot open the database ({cause.strerror})", ELSEWHERE)
+    if isinstance(cause, sqlite3.Error):
+        return _classify_sqlite(db_path, cause)
+    return StateError(db_path, str(exc).removeprefix(f"{db_path}: "), ELSEWHERE)
+
+
+def _classify_sqlite(db_path: Path, cause: sqlite3.Error) -> StateError:
+    name = getattr(cause, "sqlite_errorname", "") or ""
+    if name.startswith("SQLITE_NOTADB"):
+        return StateError(db_path, f"not an SQLite database ({cause})", MOVE_AWAY)
+    if name.startswith("SQLITE_CORRUPT"):
+        return StateError(
+            db_path,
+            f"the database is damaged ({cause})",
+            f"{MOVE_AWAY} (`sqlite3 {DB_FILENAME} .recover` may save its rows)",
+        )
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+        return StateError(
+            db_path,
+            f"cannot write the database ({cause})",
+            f"make the state directory and the file writable, or {ELSEWHERE}",
+        )
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StateError(
+            db_path, f"the database is locked by another process ({cause})", "stop that process, or wait"
+        )
+    return StateError(db_path, f"cannot use the database ({cause})", ELSEWHERE)
