@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 
 _TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
+# A bearer token is sent as one header word: printable ASCII, no spaces. Sixteen
+# characters is the least we accept; ``secrets.token_urlsafe(32)`` gives 43.
+MIN_TOKEN_LENGTH = 16
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+\Z")
+_MAKE_TOKEN = "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 _BIND = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+):(?P<port>[0-9]{1,5})\Z")
 _SENSITIVE_QUERY = re.compile(r"auth|token|secret|key|passw|sig", re.IGNORECASE)
 
@@ -302,8 +307,26 @@ def _tokens(value: object, exp: Expander) -> Mapping[str, str]:
                 f"token #{number} maps to {show(raw_tenant)}; expected a tenant name "
                 '(a non-empty string such as "default")',
             )
-        tokens[token] = exp.expand(raw_tenant, _TOKENS_PATH)
+        tenant = exp.expand(raw_tenant, _TOKENS_PATH)
+        _check_token(token, f"token #{number} (tenant {show(tenant)})")
+        tokens[token] = tenant
     return MappingProxyType(tokens)
+
+
+def _check_token(token: str, name: str) -> None:
+    """A token a client can present and an attacker cannot guess; ``name`` says which
+    entry it is (never the token: the error goes to terminals and logs)."""
+    if not _TOKEN_CHARS.match(token):
+        raise Invalid(
+            _TOKENS_PATH,
+            f"{name} has a character a bearer token cannot carry (a space, a control character "
+            f"or non-ASCII); use printable ASCII, or {_MAKE_TOKEN}",
+        )
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise Invalid(
+            _TOKENS_PATH,
+            f"{name} is too short ({len(token)} of at least {MIN_TOKEN_LENGTH} characters): {_MAKE_TOKEN}",
+        )
 
 
 def _state_dir(value: object, path: str, exp: Expander) -> str | None:
