@@ -1,8 +1,8 @@
 """The admin API as a Quart-Trio app: routes from ``openapi.ROUTES``, handlers in
 ``handlers.AdminApi``, and the gates every request passes first.
 
-Order of a request: the ``before_request`` guard (Host, Origin, bearer token →
-tenant; see ``auth.py``) → routing (an unknown route is a JSON 404, after the guard
+Order of a request: the ``before_request`` guard (Host and request target, Origin,
+bearer token → tenant; see ``auth.py``) → routing (an unknown route is a JSON 404, after the guard
 so that routes are not probed anonymously) → the handler → JSON with the config's
 secret values scrubbed. Every error is JSON: ``ApiError`` from handlers, werkzeug's
 HTTP errors (404, 405, 413 for a body over ``MAX_BODY_BYTES``, 408 for a body that
@@ -88,6 +88,7 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
             authorizations=headers.getlist("Authorization"),
             tokens=tokens,
             bind_is_loopback=bind_is_loopback,
+            target=_target(request.scope),
         )
         if isinstance(verdict, Denial):
             error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
@@ -116,6 +117,16 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
         return json_response(body, scrubber, 500)
 
     return app
+
+
+def _target(scope: Mapping[str, Any]) -> str:
+    """The request target as the client sent it, without the query: Hypercorn puts it
+    in ``raw_path`` as is (``http://host/path`` for the absolute form), while ``path``
+    is what Quart routes on, the authority already dropped."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes):
+        return raw.decode("latin-1")
+    return str(scope.get("path", "/"))
 
 
 def admin_api(app: QuartTrio) -> AdminApi:

@@ -3,11 +3,18 @@
 Three gates, in this order, as pure functions of the request line and headers (the
 app calls ``check_request`` from a ``before_request`` hook; tests call it directly):
 
-1. ``Host`` (DNS-rebinding guard). When the API is bound to loopback, a browser
-   tricked into resolving ``evil.example`` to 127.0.0.1 still sends
-   ``Host: evil.example``; only a loopback authority (``127.0.0.1``, any 127/8
+1. ``Host`` and the request target (DNS-rebinding guard). When the API is bound to
+   loopback, a browser tricked into resolving ``evil.example`` to 127.0.0.1 still
+   sends ``Host: evil.example``; only a loopback authority (``127.0.0.1``, any 127/8
    literal, ``localhost``, ``[::1]``, with any port) is served. Parsing is strict, so
    ``127.0.0.1.evil.example`` and ``127.0.0.1@evil.example`` are refused → 403.
+   A request may also name its authority in the target itself (absolute form,
+   ``GET http://evil.example/v1/servers``); HTTP/1.1 says that authority then
+   *replaces* ``Host`` (RFC 9112 §3.2.2), and Quart routes such a request by its
+   path alone. So an absolute-form target is served only when its authority passes
+   the same loopback check (and ``Host`` still must): proxies and some clients send
+   this form to loopback too, and refusing it would buy nothing the check does not.
+   Any other form (``*``, ``host:port``) is a 400: none of our routes takes it.
 2. ``Origin``. Absent is fine (native clients send none). Present, it must be a
    loopback ``http(s)://host[:port]``; ``Origin: null`` (a sandboxed or opaque browser
    context) is refused → 403. No CORS: this is not a browser API.
@@ -37,6 +44,8 @@ DEFAULT_TENANT = "default"
 _AUTHORITY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?\Z")
 _ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)\Z", re.IGNORECASE)
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +(?P<token>[\x21-\x7e]+) *\Z")
+# The absolute form of a request target: scheme://authority[/path]; no fragment.
+_ABSOLUTE = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?P<authority>[^/?#]*)(?:/[^#]*)?\Z")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -101,6 +110,17 @@ class TokenBook:
         return f"TokenBook(<{len(self._entries)} tokens>)"
 
 
+def target_authority(target: str) -> str | None:
+    """The authority an absolute-form request target names, ``None`` for a path
+    (origin form); ValueError for any other form."""
+    if target.startswith("/"):
+        return None
+    match = _ABSOLUTE.match(target)
+    if match is None:
+        raise ValueError(target)
+    return match["authority"]
+
+
 @attrs.frozen(slots=True)
 class Denial:
     """A request refused before it reaches a handler."""
@@ -126,10 +146,20 @@ def check_request(
     authorizations: Sequence[str],
     tokens: TokenBook,
     bind_is_loopback: bool,
+    target: str = "/",
 ) -> Admitted | Denial:
-    """Host, then Origin, then the bearer token (see the module docstring)."""
+    """Host and target, then Origin, then the bearer token (see the module docstring).
+    ``target`` is the request target as sent (before any query string)."""
+    try:
+        authority = target_authority(target)
+    except ValueError:
+        return Denial(400, "bad_request", "the request target must be a path such as /v1/servers")
     if bind_is_loopback and (len(hosts) != 1 or not authority_is_loopback(hosts[0])):
         return Denial(403, "forbidden", "the Host header must name a loopback address (DNS-rebinding guard)")
+    if bind_is_loopback and authority is not None and not authority_is_loopback(authority):
+        return Denial(
+            403, "forbidden", "the request target must name a loopback address (DNS-rebinding guard)"
+        )
     if origins and (len(origins) != 1 or not origin_is_loopback(origins[0])):
         return Denial(403, "forbidden", "cross-origin requests are refused (Origin must be loopback)")
     if not tokens.enabled:

@@ -341,9 +341,10 @@ ROUTES: tuple[Route, ...] = (
 )
 
 _ERRORS = {
-    "400": "Malformed JSON or a body field of the wrong type.",
+    "400": "Malformed JSON, a body field of the wrong type, or a request target that is not a path "
+    "or an http(s) URL.",
     "401": "Missing or invalid bearer token.",
-    "403": "Host or Origin is not loopback.",
+    "403": "Host, the authority of an absolute-form request target, or Origin is not loopback.",
     "404": "No such route, or no such object for this tenant.",
     "413": "The request body is too large.",
 }
