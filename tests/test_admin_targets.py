@@ -4,19 +4,24 @@ The ordinary test client (``Http``) writes well-formed origin-form requests; the
 tests write the request line and headers by hand, because what is tested is what
 Hypercorn and Quart make of bytes no polite client sends: an absolute-form target
 whose authority is not the ``Host`` (RFC 9112 §3.2.2 says the target's authority
-wins), and a header with a NUL in it.
+wins), and a header with a NUL in it, which Hypercorn refuses before the app runs.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import h11
 import orjson
 import pytest
 import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
 
 from supervisor.admin.auth import target_authority
+from supervisor.admin.refusals import install
 from tests.test_admin_support import ALICE, TOKENS, Reply, admin_running, config_of
 
 
@@ -109,3 +114,59 @@ def test_target_forms() -> None:
     for other in ("*", "h:80", "v1/servers", "ftp://h/", "http:/h/", "http://h/#frag"):
         with pytest.raises(ValueError):
             target_authority(other)
+
+
+@pytest.mark.parametrize("tokens", [TOKENS, None], ids=["tokens", "no-tokens"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Authorization: Bearer alice-token-\x000123456789",
+        b"Authorization: Bearer \x00",
+        b"X-Other: a\x00b",
+        b"Authorization: Bearer alice\rtoken",
+    ],
+    ids=["nul-in-token", "nul-token", "nul-elsewhere", "bare-cr"],
+)
+async def test_a_header_http_forbids_gets_a_json_400(
+    tmp_path: Path, tokens: dict[str, str] | None, header: bytes
+) -> None:
+    async with admin_running(config_of(tokens=tokens), tmp_path) as api:
+        with trio.fail_after(10):
+            head = b"GET /v1/servers HTTP/1.1\r\nHost: 127.0.0.1\r\n" + header + b"\r\n\r\n"
+            reply = await send_raw(api.url, head)
+            # The server still serves the next connection.
+            after = await send_raw(api.url, request_head("/v1/health"))
+    assert reply.status == 400, reply
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.json()["error"]["code"] == "bad_request"
+    assert "not valid HTTP/1.1" in reply.json()["error"]["message"]
+    assert b"alice" not in reply.body
+    assert after.status == 200
+
+
+async def test_a_control_character_in_a_bearer_token_is_a_400_not_a_401(tmp_path: Path) -> None:
+    """h11 lets a \\x01 through; the guard refuses it as a broken header."""
+    async with admin_running(config_of(tokens=TOKENS), tmp_path) as api:
+        with trio.fail_after(10):
+            head = request_head("/v1/servers", "127.0.0.1", f"Authorization: Bearer {ALICE}\x01")
+            reply = await send_raw(api.url, head)
+    assert reply.status == 400 and reply.json()["error"]["code"] == "bad_request"
+    assert "control character" in reply.json()["error"]["message"]
+
+
+async def test_another_hypercorn_in_the_process_keeps_its_own_refusals() -> None:
+    """The JSON refusals are the admin API's; an embedding host's Hypercorn is untouched."""
+    install()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not reached")
+
+    config = HypercornConfig()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = config.errorlog = None
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(partial(serve, app, config))
+        with trio.fail_after(10):
+            reply = await send_raw(binds[0], b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX: \x00\r\n\r\n")
+        nursery.cancel_scope.cancel()
+    assert reply.status == 400 and reply.body == b""

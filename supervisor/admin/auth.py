@@ -19,7 +19,9 @@ app calls ``check_request`` from a ``before_request`` hook; tests call it direct
    loopback ``http(s)://host[:port]``; ``Origin: null`` (a sandboxed or opaque browser
    context) is refused → 403. No CORS: this is not a browser API.
 3. Bearer token → tenant. With tokens configured every route but the health check
-   needs ``Authorization: Bearer <token>`` (401 with ``WWW-Authenticate: Bearer``).
+   needs ``Authorization: Bearer <token>`` (401 with ``WWW-Authenticate: Bearer``);
+   a bearer value with a control character or non-ASCII in it is a 400, like the
+   NUL that Hypercorn refuses before we see it (``refusals.py``).
    Tokens are compared in constant time against *every* configured token, so the
    time taken says nothing about which prefix matched. Without tokens every request
    is tenant ``default`` — safe only because ``serve`` refuses a non-loopback bind
@@ -44,6 +46,9 @@ DEFAULT_TENANT = "default"
 _AUTHORITY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?\Z")
 _ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)\Z", re.IGNORECASE)
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +(?P<token>[\x21-\x7e]+) *\Z")
+# "Bearer " and then something with a control character or non-ASCII in it: a broken
+# header, not a wrong token (Hypercorn already refuses a NUL; an in-process client may not).
+_MALFORMED_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] .*[^\x20-\x7e]", re.DOTALL)
 # The absolute form of a request target: scheme://authority[/path]; no fragment.
 _ABSOLUTE = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?P<authority>[^/?#]*)(?:/[^#]*)?\Z")
 
@@ -164,6 +169,9 @@ def check_request(
         return Denial(403, "forbidden", "cross-origin requests are refused (Origin must be loopback)")
     if not tokens.enabled:
         return Admitted(DEFAULT_TENANT)
+    if any(_MALFORMED_BEARER.match(value) for value in authorizations):
+        problem = "the bearer token holds a character no token has (a control character or non-ASCII)"
+        return Denial(400, "bad_request", problem)
     if len(authorizations) == 1:
         match = _BEARER.match(authorizations[0])
         if match is not None:
