@@ -110,7 +110,7 @@ class AdminApi:
         self.scrubber = scrubber
         self.redactor = redactor
         self._document = orjson.dumps(document())
-        self._in_flight: set[str] = set()
+        self._in_flight: set[tuple[str, str]] = set()  # (tenant, request id)
         self._streamed: set[StreamedCall] = set()
 
     def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
@@ -258,7 +258,7 @@ class AdminApi:
                 requests.open(rid, _tenant(), tool)
             except ValueError:
                 raise conflict from None
-            requests.close(rid)
+            requests.close(rid, _tenant())
             tenant = _tenant()
             call = StreamedCall(turn, tool, arguments, rid, lambda: requests.cancel(rid, tenant))
             try:
@@ -266,22 +266,24 @@ class AdminApi:
             except HostedClosed:
                 raise ApiError(503, "unavailable", "the admin API is shutting down") from None
             return stream_response(call.stream(self.scrubber.scrub), headers)
-        self._in_flight.add(rid)
+        key = (_tenant(), rid)
+        self._in_flight.add(key)
         try:
             envelope = await turn.call(tool, arguments, request_id=rid)
         except ValueError:
             raise conflict from None
         finally:
-            self._in_flight.discard(rid)
+            self._in_flight.discard(key)
         return self._json(envelope.as_dict(), 200, headers)
 
     async def _run_streamed(self, call: StreamedCall) -> None:
-        self._in_flight.add(call.request_id)
+        key = (call.turn.session.tenant, call.request_id)
+        self._in_flight.add(key)
         self._streamed.add(call)
         try:
             await call.run()
         finally:
-            self._in_flight.discard(call.request_id)
+            self._in_flight.discard(key)
             self._streamed.discard(call)
 
     # ----------------------------------------------------------------- shutdown
@@ -295,8 +297,8 @@ class AdminApi:
         for pending in desk.pending():
             if self.hosted.holds(pending.session):
                 desk.answer(pending.id, None, Approval("deny"))
-        for rid in list(self._in_flight):
-            self.supervisor.requests.cancel(rid, None)
+        for tenant, rid in list(self._in_flight):
+            self.supervisor.requests.cancel(rid, tenant)
 
     def cut_streams(self) -> None:
         """Last resort before the deadline: stop streamed calls that ignored the
