@@ -1,4 +1,9 @@
-"""``admin.tokens`` in the config: what a token must be, and errors that never show it.
+"""``admin.tokens`` in the config: what a token must be, the role it grants, and errors
+that never show it.
+
+``{"<token>": "alice"}`` is the tenant ``alice`` in the ``tenant`` role;
+``{"<token>": {"tenant": "ops", "role": "operator"}}`` names the role (the tenant
+defaults to ``default``).
 
 A token is a credential, so every error names the entry by its number and tenant
 (``token #2 (tenant "bob")``), never by its value, in the exact
@@ -14,6 +19,7 @@ import pytest
 
 from supervisor import cli
 from supervisor.settings.loader import MIN_TOKEN_LENGTH, ConfigError, load_config
+from supervisor.settings.model import AdminSettings, Role, TokenGrant
 
 GOOD = "good-token-0123456789"
 
@@ -83,3 +89,49 @@ def test_check_prints_the_one_line_and_exits_2(tmp_path: Path, capsys: pytest.Ca
         "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
     )
     assert "short-secret" not in err
+
+
+def test_a_token_may_name_a_tenant_and_a_role(tmp_path: Path) -> None:
+    tokens: dict[str, object] = {
+        "alice-token-0123456789": "alice",
+        "ops-token-0123456789": {"tenant": "ops", "role": "operator"},
+        "peer-token-0123456789": {"role": "peer"},
+        "bob-token-0123456789": {"tenant": "${env:BOB}"},
+    }
+    config = _load(tmp_path, tokens, {"BOB": "bob"})
+    assert dict(config.admin.tokens) == {  # type: ignore[attr-defined]
+        "alice-token-0123456789": TokenGrant("alice", Role.TENANT),
+        "ops-token-0123456789": TokenGrant("ops", Role.OPERATOR),
+        "peer-token-0123456789": TokenGrant("default", Role.PEER),
+        "bob-token-0123456789": TokenGrant("bob", Role.TENANT),
+    }
+
+
+def test_a_bare_tenant_name_in_a_hand_built_config_means_the_tenant_role() -> None:
+    settings = AdminSettings(tokens={GOOD: "alice"})
+    assert settings.tokens == {GOOD: TokenGrant("alice", Role.TENANT)}
+
+
+@pytest.mark.parametrize(
+    ("grant", "problem"),
+    [
+        ({"tenant": "ops", "role": "admin"},
+         'token #2 (tenant "ops") has "role": "admin"; expected \'operator\', \'tenant\', \'peer\''),
+        ({"tenant": "ops", "role": 1},
+         'token #2 (tenant "ops") has "role": 1; expected \'operator\', \'tenant\', \'peer\''),
+        ({"tenant": "", "role": "operator"}, 'token #2 has "tenant": ""; expected a non-empty string'),
+        ({"tenant": ["a"]}, 'token #2 has "tenant": ["a"]; expected a non-empty string'),
+        ({"tenant": "ops", "rolle": "operator"},
+         "token #2 has an unknown key 'rolle'; allowed keys are role, tenant"),
+        (["ops", "operator"],
+         'token #2 maps to ["ops", "operator"]; expected a tenant name (a non-empty string such as '
+         '"default") or {"tenant": "<name>", "role": "operator" | "tenant" | "peer"}'),
+        ("  ", 'token #2 maps to "  "; expected a tenant name (a non-empty string such as '
+         '"default") or {"tenant": "<name>", "role": "operator" | "tenant" | "peer"}'),
+    ],
+)  # fmt: skip
+def test_a_bad_grant_names_the_entry_not_the_token(tmp_path: Path, grant: object, problem: str) -> None:
+    secret = "ops-token-0123456789"
+    error = _error(tmp_path, {GOOD: "alice", secret: grant})
+    assert error.problem == problem
+    assert secret not in str(error)

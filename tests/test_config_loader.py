@@ -12,7 +12,7 @@ import pytest
 
 from actors.connection.spec import Scope, ServerSpec, Start
 from supervisor.settings.loader import ConfigError, describe_config, load_config
-from supervisor.settings.model import Config, TrustRule
+from supervisor.settings.model import Config, Role, TokenGrant, TrustRule
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "config" / "examples"
 
@@ -137,7 +137,7 @@ def test_design_example_reads_as_documented(tmp_path: Path) -> None:
     assert (bridge.type, bridge.server_name) == ("websocket", "filesystem")
     assert bridge.headers == {"Authorization": "Bearer br-456"}
     assert config.trust.rules == (TrustRule("mcp:github:*", "*", "allow"),)
-    assert config.admin.tokens == {"adm-789-0123456789": "default"}
+    assert config.admin.tokens == {"adm-789-0123456789": TokenGrant("default", Role.TENANT)}
     assert config.server("github") is github
 
 
@@ -455,7 +455,8 @@ ERRORS: list[tuple[object, str, str]] = [
     ({"admin": {"bind": "127.0.0.1:70000"}}, "$.admin.bind",
      'expected HOST:PORT like 127.0.0.1:8765 ([::1]:8765 for IPv6), got "127.0.0.1:70000"'),
     ({"admin": {"tokens": {"tok-secret": 7}}}, "$.admin.tokens",
-     "token #1 maps to 7; expected a tenant name (a non-empty string such as \"default\")"),
+     "token #1 maps to 7; expected a tenant name (a non-empty string such as \"default\") or "
+     '{"tenant": "<name>", "role": "operator" | "tenant" | "peer"}'),
     ({"admin": {"tokens": {"": "default"}}}, "$.admin.tokens",
      "token #1 is empty; set it or remove the entry"),
     ({"state_dir": 3}, "$.state_dir", "expected a directory path or null, got 3"),

@@ -26,7 +26,16 @@ from actors.connection.spec import ServerSpec, redact
 
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers
 from .expansion import Expander
-from .model import AdminSettings, Config, ToolSearchSettings, TrustRule, TrustSettings
+from .model import (
+    DEFAULT_TENANT,
+    AdminSettings,
+    Config,
+    Role,
+    TokenGrant,
+    ToolSearchSettings,
+    TrustRule,
+    TrustSettings,
+)
 from .values import (
     Invalid,
     check_keys,
@@ -291,26 +300,53 @@ def _admin(value: object, path: str, exp: Expander) -> AdminSettings:
     return AdminSettings(bind=bind, tokens=_tokens(obj.get("tokens", {}), exp))
 
 
-def _tokens(value: object, exp: Expander) -> Mapping[str, str]:
-    """token -> tenant; errors number the entries instead of quoting the token."""
+_GRANT_SHAPE = (
+    'expected a tenant name (a non-empty string such as "default") or '
+    '{"tenant": "<name>", "role": "operator" | "tenant" | "peer"}'
+)
+
+
+def _tokens(value: object, exp: Expander) -> Mapping[str, TokenGrant]:
+    """token -> grant; errors number the entries instead of quoting the token."""
     obj = expect_object(value, _TOKENS_PATH, "an object mapping tokens to tenant names")
-    tokens: dict[str, str] = {}
-    for number, (raw_token, raw_tenant) in enumerate(obj.items(), start=1):
+    tokens: dict[str, TokenGrant] = {}
+    for number, (raw_token, raw_grant) in enumerate(obj.items(), start=1):
         token = exp.expand(raw_token, _TOKENS_PATH)
         if not token.strip():
             raise Invalid(_TOKENS_PATH, f"token #{number} is empty; set it or remove the entry")
         if token in tokens:
             raise Invalid(_TOKENS_PATH, f"token #{number} repeats an earlier token; keep one")
-        if not isinstance(raw_tenant, str) or not raw_tenant.strip():
-            raise Invalid(
-                _TOKENS_PATH,
-                f"token #{number} maps to {show(raw_tenant)}; expected a tenant name "
-                '(a non-empty string such as "default")',
-            )
-        tenant = exp.expand(raw_tenant, _TOKENS_PATH)
-        _check_token(token, f"token #{number} (tenant {show(tenant)})")
-        tokens[token] = tenant
+        grant = _grant(raw_grant, f"token #{number}", exp)
+        _check_token(token, f"token #{number} (tenant {show(grant.tenant)})")
+        tokens[token] = grant
     return MappingProxyType(tokens)
+
+
+def _grant(value: object, name: str, exp: Expander) -> TokenGrant:
+    """``"alice"`` (the tenant role) or ``{"tenant": "ops", "role": "operator"}``."""
+    if isinstance(value, str):
+        tenant = exp.expand(value, _TOKENS_PATH) if value.strip() else ""
+        if not tenant.strip():
+            raise Invalid(_TOKENS_PATH, f"{name} maps to {show(value)}; {_GRANT_SHAPE}")
+        return TokenGrant(tenant)
+    if not isinstance(value, Mapping):
+        raise Invalid(_TOKENS_PATH, f"{name} maps to {show(value)}; {_GRANT_SHAPE}")
+    unknown = sorted(set(value) - {"tenant", "role"})
+    if unknown:
+        problem = f"{name} has an unknown key {unknown[0]!r}; allowed keys are role, tenant"
+        raise Invalid(_TOKENS_PATH, problem)
+    raw_tenant = value.get("tenant", DEFAULT_TENANT)
+    tenant = exp.expand(raw_tenant, _TOKENS_PATH) if isinstance(raw_tenant, str) else ""
+    if not tenant.strip():
+        raise Invalid(_TOKENS_PATH, f'{name} has "tenant": {show(raw_tenant)}; expected a non-empty string')
+    raw_role = value.get("role", Role.TENANT.value)
+    role = exp.expand(raw_role, _TOKENS_PATH) if isinstance(raw_role, str) else None
+    if role not in tuple(Role):
+        choices = ", ".join(repr(r.value) for r in Role)
+        raise Invalid(
+            _TOKENS_PATH, f'{name} (tenant {show(tenant)}) has "role": {show(raw_role)}; expected {choices}'
+        )
+    return TokenGrant(tenant, Role(role))
 
 
 def _check_token(token: str, name: str) -> None:
