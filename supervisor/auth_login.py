@@ -6,7 +6,10 @@ follow; the authorization URL is printed and a listener on ``127.0.0.1`` (a free
 takes the browser's redirect, whose ``state`` must match; the code is exchanged and the
 tokens stored in the state directory's ``supervisor.db`` (mode 0600), where a running
 or later ``serve`` finds them. A running service is then asked to restart the server,
-which leaves the ``needs_auth`` condition.
+which leaves the ``needs_auth`` condition. Writing the state directory needs no admin
+role (file access there is the gate); the restart is server control, so it needs an
+operator token, and with any other the service's 403 is shown with the advice to
+restart the server there.
 
 Exit status: 0 authorized, 1 the flow failed, 2 bad usage (unknown server, no ``oauth``).
 """

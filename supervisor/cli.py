@@ -70,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"a running service to restart SERVER in afterwards (default: ${client.URL_ENV_VAR}, "
         f"else {client.DEFAULT_URL})",
     )
-    login.add_argument("--token", help=f"its admin token (default: ${client.TOKEN_ENV_VAR})")
+    login.add_argument(
+        "--token", help=f"its admin token, of the operator role (default: ${client.TOKEN_ENV_VAR})"
+    )
     login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the browser")
 
     cli_client.add_commands(commands)

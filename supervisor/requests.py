@@ -1,6 +1,9 @@
-"""Requests in flight, by id, so an operator can cancel one (``POST /v1/requests/{rid}/cancel``).
+"""Requests in flight, by tenant and id, so a client can cancel one
+(``POST /v1/requests/{rid}/cancel``).
 
-A cancelled request that has reached its server is cancelled there
+Ids are chosen by clients, so they are scoped per tenant: two tenants may use the same
+id at once, and a tenant never learns (from a 409 or a 404) which ids another one
+uses. A cancelled request that has reached its server is cancelled there
 (``notifications/cancelled``) and answered ``cancelled``; one cancelled before it was
 sent is never sent.
 """
@@ -27,32 +30,36 @@ class InFlightRequest:
 
 
 class RequestRegistry:
-    """Calls by request id, per tenant."""
+    """Calls by (tenant, request id)."""
 
     def __init__(self) -> None:
-        self._requests: dict[str, InFlightRequest] = {}
+        self._requests: dict[tuple[str, str], InFlightRequest] = {}
 
     def open(self, request_id: str, tenant: str, tool: str) -> InFlightRequest:
-        """Register a call under a fresh id (a reused id is refused)."""
-        if request_id in self._requests:
+        """Register a call under an id fresh for ``tenant`` (a reused id is refused)."""
+        if (tenant, request_id) in self._requests:
             raise ValueError(f"request id {request_id!r} is already in flight")
         request = InFlightRequest(request_id, tenant, tool)
-        self._requests[request_id] = request
+        self._requests[(tenant, request_id)] = request
         return request
 
-    def close(self, request_id: str) -> None:
+    def close(self, request_id: str, tenant: str) -> None:
         """The call ended."""
-        self._requests.pop(request_id, None)
+        self._requests.pop((tenant, request_id), None)
 
     def cancel(self, request_id: str, tenant: str | None) -> bool:
-        """Cancel a call of ``tenant`` (None: any); False when there is no such call."""
-        request = self._requests.get(request_id)
-        if request is None or (tenant is not None and request.tenant != tenant):
-            return False
-        request.cancelled = True
-        if request.mailbox is not None and request.reply is not None:
-            try_send(request.mailbox, CancelCall(request.reply, "cancelled by an operator"))
-        return True
+        """Cancel the call of ``tenant`` with this id (None: of every tenant); False
+        when there is no such call."""
+        if tenant is not None:
+            found = self._requests.get((tenant, request_id))
+            matches = [] if found is None else [found]
+        else:
+            matches = [r for (_, rid), r in self._requests.items() if rid == request_id]
+        for request in matches:
+            request.cancelled = True
+            if request.mailbox is not None and request.reply is not None:
+                try_send(request.mailbox, CancelCall(request.reply, "cancelled by an operator"))
+        return bool(matches)
 
     def __len__(self) -> int:
         return len(self._requests)

@@ -134,7 +134,7 @@ class Turn:
         try:
             return await self._call(tool_id, arguments, progress, request)
         finally:
-            requests.close(request_id)
+            requests.close(request_id, self.session.tenant)
 
     async def _call(
         self,

@@ -31,7 +31,7 @@ from actors.connection.spec import ServerSpec, Start
 from supervisor.admin import serve_admin
 from supervisor.admin.openapi import ROUTES, document
 from supervisor.service import Supervisor
-from supervisor.settings.model import AdminSettings, Config, TrustSettings
+from supervisor.settings.model import AdminSettings, Config, TokenGrant, TrustSettings
 
 MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
@@ -48,9 +48,9 @@ def mini_spec(name: str, *flags: str, **options: Any) -> ServerSpec:
 
 
 def config_of(
-    *specs: ServerSpec, tokens: Mapping[str, str] | None = None, approval_timeout_s: float = 30
+    *specs: ServerSpec, tokens: Mapping[str, TokenGrant | str] | None = None, approval_timeout_s: float = 30
 ) -> Config:
-    """A config of ``specs``; ``tokens`` maps bearer token → tenant."""
+    """A config of ``specs``; ``tokens`` maps bearer token → tenant (or a ``TokenGrant``)."""
     return Config(
         servers=tuple(specs),
         admin=AdminSettings(tokens=dict(tokens or {})),

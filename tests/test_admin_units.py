@@ -28,8 +28,12 @@ from supervisor.admin.auth import (
     is_loopback_host,
     origin_is_loopback,
 )
+from supervisor.admin.roles import LOOPBACK_OPERATOR, Principal
 from supervisor.admin.sse import EventFeeds, StreamedCall, visible_to
 from supervisor.admin.views import Clock, SecretScrubber, server_detail, server_summary
+from supervisor.settings.model import Role, TokenGrant
+
+ALICE = Principal("a", Role.TENANT)
 
 
 @pytest.mark.parametrize(
@@ -88,12 +92,14 @@ def test_bind_hosts() -> None:
     assert not is_loopback_host("0.0.0.0") and not is_loopback_host("example.com")
 
 
-def test_token_book_maps_tokens_to_tenants_and_never_shows_them() -> None:
-    book = TokenBook({"first-token-aaaa": "a", "second-token-bbb": "b"})
+def test_token_book_maps_tokens_to_principals_and_never_shows_them() -> None:
+    grants = {"first-token-aaaa": TokenGrant("a"), "second-token-bbb": TokenGrant("b", Role.OPERATOR)}
+    book = TokenBook(grants)
     assert book.enabled and not TokenBook({}).enabled
-    assert book.tenant_of("first-token-aaaa") == "a" and book.tenant_of("second-token-bbb") == "b"
-    assert book.tenant_of("first-token-aaa") is None and book.tenant_of("") is None
-    assert book.tenant_of("first-token-aaaa\u00e9") is None
+    assert book.principal_of("first-token-aaaa") == Principal("a", Role.TENANT)
+    assert book.principal_of("second-token-bbb") == Principal("b", Role.OPERATOR)
+    assert book.principal_of("first-token-aaa") is None and book.principal_of("") is None
+    assert book.principal_of("first-token-aaaa\u00e9") is None
     assert "first" not in repr(book) and repr(book) == "TokenBook(<2 tokens>)"
 
 
@@ -103,7 +109,7 @@ def _check(**overrides: Any) -> Admitted | Denial:
         "hosts": ["127.0.0.1:8765"],
         "origins": [],
         "authorizations": ["Bearer first-token-aaaa"],
-        "tokens": TokenBook({"first-token-aaaa": "a"}),
+        "tokens": TokenBook({"first-token-aaaa": TokenGrant("a")}),
         "bind_is_loopback": True,
     }
     request.update(overrides)
@@ -111,27 +117,31 @@ def _check(**overrides: Any) -> Admitted | Denial:
 
 
 def test_gates_in_order_host_origin_token() -> None:
-    assert _check() == Admitted("a")
+    assert _check() == Admitted(ALICE)
     # The Host gate comes first: even a valid token does not pass a foreign Host.
     host = _check(hosts=["evil.example"])
     assert isinstance(host, Denial) and host.status == 403
-    assert _check(hosts=["evil.example"], bind_is_loopback=False) == Admitted("a")
+    assert _check(hosts=["evil.example"], bind_is_loopback=False) == Admitted(ALICE)
     assert isinstance(denied := _check(hosts=[]), Denial) and denied.status == 403
     assert isinstance(denied := _check(hosts=["localhost", "localhost"]), Denial) and denied.status == 403
     # Then Origin, also for public routes and also without tokens.
     for origins in (["null"], ["http://evil.example"], ["http://localhost", "http://localhost"]):
         denial = _check(origins=origins, public=True, tokens=TokenBook({}))
         assert isinstance(denial, Denial) and denial.status == 403, origins
-    assert _check(origins=["http://localhost:5173"]) == Admitted("a")
+    assert _check(origins=["http://localhost:5173"]) == Admitted(ALICE)
     # Then the token.
     for authorizations in ([], ["Bearer"], ["Bearer wrong-token"], ["Basic first-token-aaaa"], ["x", "y"]):
         denial = _check(authorizations=authorizations)
         assert isinstance(denial, Denial) and denial.status == 401, authorizations
         assert denial.headers["WWW-Authenticate"].startswith("Bearer")
-    assert _check(authorizations=["bearer   first-token-aaaa"]) == Admitted("a")
-    assert _check(authorizations=[], public=True) == Admitted("default")
-    assert _check(authorizations=["Bearer wrong"], public=True) == Admitted("default")
-    assert _check(authorizations=[], tokens=TokenBook({})) == Admitted("default")
+    assert _check(authorizations=["bearer   first-token-aaaa"]) == Admitted(ALICE)
+    assert _check(authorizations=[], public=True) == Admitted(None)
+    assert _check(authorizations=["Bearer wrong"], public=True) == Admitted(None)
+    # Without tokens, a loopback client is the operator; any other is refused.
+    assert _check(authorizations=[], tokens=TokenBook({})) == Admitted(LOOPBACK_OPERATOR)
+    remote = {"tokens": TokenBook({}), "bind_is_loopback": False, "hosts": ["10.0.0.1:8765"]}
+    assert _check(**remote, client_is_loopback=True) == Admitted(LOOPBACK_OPERATOR)
+    assert isinstance(denied := _check(**remote, client_is_loopback=False), Denial) and denied.status == 403
 
 
 def test_event_visibility_fails_closed() -> None:
@@ -143,6 +153,10 @@ def test_event_visibility_fails_closed() -> None:
     assert not visible_to({"type": "call"}, "a")  # a call event that names no tenant
     assert not visible_to({"type": "state", "tenant": "b"}, "a")
     assert not visible_to({"type": "something-new"}, "a")
+    # The operator's view (None): every tenant's events, and still nothing unknown.
+    assert visible_to({"type": "call", "tenant": "b"}, None)
+    assert visible_to({"type": "state", "server": "x"}, None)
+    assert not visible_to({"type": "call"}, None) and not visible_to({"type": "something-new"}, None)
 
 
 def test_scrubber_masks_exact_secrets_everywhere_and_nothing_else() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from actors.connection.spec import Scope, ServerSpec, Start
 from supervisor.settings.loader import ConfigError, describe_config, load_config
-from supervisor.settings.model import Config, TrustRule
+from supervisor.settings.model import Config, Role, TokenGrant, TrustRule
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "config" / "examples"
 
@@ -127,7 +127,7 @@ def test_design_example_reads_as_documented(tmp_path: Path) -> None:
         "trust": {"rules": [{"permission": "mcp:github:*", "pattern": "*", "action": "allow"}]},
         "admin": {"bind": "127.0.0.1:8765", "tokens": {"${env:ADMIN_TOKEN}": "default"}},
     }  # fmt: skip
-    env = {"GITHUB_TOKEN": "gh-123", "BRIDGE_TOKEN": "br-456", "ADMIN_TOKEN": "adm-789"}
+    env = {"GITHUB_TOKEN": "gh-123", "BRIDGE_TOKEN": "br-456", "ADMIN_TOKEN": "adm-789-0123456789"}
     config = load(tmp_path, doc, env)
     assert [s.name for s in config.servers] == ["time", "github", "docs", "shared-fs"]
     time, github, docs, bridge = config.servers
@@ -137,7 +137,7 @@ def test_design_example_reads_as_documented(tmp_path: Path) -> None:
     assert (bridge.type, bridge.server_name) == ("websocket", "filesystem")
     assert bridge.headers == {"Authorization": "Bearer br-456"}
     assert config.trust.rules == (TrustRule("mcp:github:*", "*", "allow"),)
-    assert config.admin.tokens == {"adm-789": "default"}
+    assert config.admin.tokens == {"adm-789-0123456789": TokenGrant("default", Role.TENANT)}
     assert config.server("github") is github
 
 
@@ -181,7 +181,7 @@ def test_connectors_dialect(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["host-runtime.json", "desktop.json", "connectors.json"])
 def test_shipped_examples_load(name: str) -> None:
-    env = {"GITHUB_TOKEN": "t1", "ADMIN_TOKEN": "t2", "BRIDGE_TOKEN": "t3"}
+    env = {"GITHUB_TOKEN": "t1", "ADMIN_TOKEN": "t2-admin-0123456789", "BRIDGE_TOKEN": "t3"}
     config = load_config(EXAMPLES / name, environ=env)
     assert config.source == str(EXAMPLES / name)
     assert len(config.servers) >= 2
@@ -294,13 +294,13 @@ def test_secrets_stay_out_of_reprs_and_descriptions(tmp_path: Path) -> None:
                    "headers": {"Authorization": "Bearer ${env:GH}"}},
             "cli": {"command": ["tool", "--token", "${env:CLI}"]},
         },
-        "admin": {"tokens": {"${env:ADMIN}": "default", "literal-admin": "other"}},
+        "admin": {"tokens": {"${env:ADMIN}": "default", "literal-admin-token": "other"}},
     }  # fmt: skip
-    config = load(tmp_path, doc, {"GH": "gh-secret", "CLI": "cli-secret", "ADMIN": "adm-secret"})
+    config = load(tmp_path, doc, {"GH": "gh-secret", "CLI": "cli-secret", "ADMIN": "adm-secret-0123456789"})
     text = repr(config) + "\n".join(describe_config(config))
-    for secret in ("gh-secret", "cli-secret", "adm-secret", "literal-admin"):
+    for secret in ("gh-secret", "cli-secret", "adm-secret", "literal-admin"):  # prefixes too
         assert secret not in text
-    assert {"gh-secret", "cli-secret", "adm-secret", "literal-admin"} <= set(config.secrets)
+    assert {"gh-secret", "cli-secret", "adm-secret-0123456789", "literal-admin-token"} <= set(config.secrets)
     assert {"pw-secret", "q-secret"} <= set(config.server("gh").secrets)
     lines = describe_config(config)
     assert "pw-secret" not in lines[0] and "q-secret" not in lines[0]
@@ -455,7 +455,8 @@ ERRORS: list[tuple[object, str, str]] = [
     ({"admin": {"bind": "127.0.0.1:70000"}}, "$.admin.bind",
      'expected HOST:PORT like 127.0.0.1:8765 ([::1]:8765 for IPv6), got "127.0.0.1:70000"'),
     ({"admin": {"tokens": {"tok-secret": 7}}}, "$.admin.tokens",
-     "token #1 maps to 7; expected a tenant name (a non-empty string such as \"default\")"),
+     "token #1 maps to 7; expected a tenant name (a non-empty string such as \"default\") or "
+     '{"tenant": "<name>", "role": "operator" | "tenant" | "peer"}'),
     ({"admin": {"tokens": {"": "default"}}}, "$.admin.tokens",
      "token #1 is empty; set it or remove the entry"),
     ({"state_dir": 3}, "$.state_dir", "expected a directory path or null, got 3"),

@@ -2,6 +2,8 @@
 
 ``serve_admin`` runs it; ``create_app`` builds the Quart-Trio app; ``HostedSessions``
 keeps the sessions HTTP clients open. Module map: ``auth`` (Host/Origin/token gates),
+``roles`` (who may do what: the role check every route's action goes through),
+``refusals`` (Hypercorn's own refusals as JSON),
 ``openapi`` (the route table and its document), ``handlers`` (one method per route),
 ``views`` (pure JSON shaping and secret scrubbing), ``sse`` (event streams),
 ``bodies`` (request bodies and API errors), ``hosted``, ``app``, ``server``.

@@ -1,13 +1,16 @@
 """The admin API as a Quart-Trio app: routes from ``openapi.ROUTES``, handlers in
 ``handlers.AdminApi``, and the gates every request passes first.
 
-Order of a request: the ``before_request`` guard (Host, Origin, bearer token →
-tenant; see ``auth.py``) → routing (an unknown route is a JSON 404, after the guard
-so that routes are not probed anonymously) → the handler → JSON with the config's
-secret values scrubbed. Every error is JSON: ``ApiError`` from handlers, werkzeug's
-HTTP errors (404, 405, 413 for a body over ``MAX_BODY_BYTES``, 408 for a body that
-never arrives) and, as a last resort, 500 with a generic message (the traceback
-goes to the log, which is redacted).
+Order of a request: the ``before_request`` guard (Host and request target, Origin,
+bearer token → principal, see ``auth.py``; then the role check of the route's action,
+see ``roles.py``: 403 naming the roles that may) → routing (an unknown route is a
+JSON 404, after the guard so that routes are not probed anonymously) → the handler →
+JSON with the config's secret values scrubbed. A served route that is not in the
+route table has no action and is refused to every role (``ROUTE_ACTIONS``).
+Every error is JSON: ``ApiError`` from handlers, werkzeug's HTTP errors (404, 405,
+413 for a body over ``MAX_BODY_BYTES``, 408 for a body that never arrives) and, as a
+last resort, 500 with a generic message (the traceback goes to the log, which is
+redacted).
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from quart_trio.wrappers import TrioResponse
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from actors.redaction import Redactor
-from supervisor.admin.auth import Denial, TokenBook, check_request
+from supervisor.admin.auth import Denial, TokenBook, check_request, is_loopback_host
 from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import ROUTES
+from supervisor.admin.roles import Action, Principal, allowed_roles, authorize, denial_message
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
 
@@ -50,6 +54,8 @@ _CODES = {
     429: "too_many_requests",
 }
 _PUBLIC = frozenset(route.operation for route in ROUTES if route.public)
+# endpoint → the action it needs; the guard's one source of what a route requires.
+ROUTE_ACTIONS: Mapping[str, Action] = {route.operation: route.action for route in ROUTES}
 
 
 def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopback: bool) -> QuartTrio:
@@ -88,11 +94,18 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
             authorizations=headers.getlist("Authorization"),
             tokens=tokens,
             bind_is_loopback=bind_is_loopback,
+            target=_target(request.scope),
+            client_is_loopback=_client_is_loopback(request.scope),
         )
         if isinstance(verdict, Denial):
             error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
             return json_response(error.body(), scrubber, error.status, error.headers)
-        g.tenant = verdict.tenant
+        endpoint = request.endpoint
+        if endpoint is not None:  # None: no route matched; routing answers 404 or 405
+            refused = role_refusal(verdict.principal, endpoint)
+            if refused is not None:
+                return json_response(refused.body(), scrubber, refused.status)
+        g.principal = verdict.principal
         return None
 
     @app.errorhandler(ApiError)
@@ -116,6 +129,34 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
         return json_response(body, scrubber, 500)
 
     return app
+
+
+def role_refusal(principal: Principal | None, endpoint: str) -> ApiError | None:
+    """The 403 for a principal whose role may not call ``endpoint`` (anonymous callers
+    reach only public routes, which the token gate already ensured)."""
+    action = ROUTE_ACTIONS.get(endpoint)
+    if principal is None:
+        return None if action is Action.PUBLIC else ApiError(403, "forbidden", f"{endpoint} is not public")
+    if authorize(principal, action):
+        return None
+    roles = [role.value for role in allowed_roles(action)]
+    return ApiError(403, "forbidden", denial_message(principal, action, endpoint), extra={"roles": roles})
+
+
+def _client_is_loopback(scope: Mapping[str, Any]) -> bool:
+    """Whether the peer's address is loopback (an ASGI scope may not say: then not)."""
+    client = scope.get("client")
+    return isinstance(client, list | tuple) and bool(client) and is_loopback_host(str(client[0]))
+
+
+def _target(scope: Mapping[str, Any]) -> str:
+    """The request target as the client sent it, without the query: Hypercorn puts it
+    in ``raw_path`` as is (``http://host/path`` for the absolute form), while ``path``
+    is what Quart routes on, the authority already dropped."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes):
+        return raw.decode("latin-1")
+    return str(scope.get("path", "/"))
 
 
 def admin_api(app: QuartTrio) -> AdminApi:

@@ -3,20 +3,33 @@
 Three gates, in this order, as pure functions of the request line and headers (the
 app calls ``check_request`` from a ``before_request`` hook; tests call it directly):
 
-1. ``Host`` (DNS-rebinding guard). When the API is bound to loopback, a browser
-   tricked into resolving ``evil.example`` to 127.0.0.1 still sends
-   ``Host: evil.example``; only a loopback authority (``127.0.0.1``, any 127/8
+1. ``Host`` and the request target (DNS-rebinding guard). When the API is bound to
+   loopback, a browser tricked into resolving ``evil.example`` to 127.0.0.1 still
+   sends ``Host: evil.example``; only a loopback authority (``127.0.0.1``, any 127/8
    literal, ``localhost``, ``[::1]``, with any port) is served. Parsing is strict, so
    ``127.0.0.1.evil.example`` and ``127.0.0.1@evil.example`` are refused → 403.
+   A request may also name its authority in the target itself (absolute form,
+   ``GET http://evil.example/v1/servers``); HTTP/1.1 says that authority then
+   *replaces* ``Host`` (RFC 9112 §3.2.2), and Quart routes such a request by its
+   path alone. So an absolute-form target is served only when its authority passes
+   the same loopback check (and ``Host`` still must): proxies and some clients send
+   this form to loopback too, and refusing it would buy nothing the check does not.
+   Any other form (``*``, ``host:port``) is a 400: none of our routes takes it.
 2. ``Origin``. Absent is fine (native clients send none). Present, it must be a
    loopback ``http(s)://host[:port]``; ``Origin: null`` (a sandboxed or opaque browser
    context) is refused → 403. No CORS: this is not a browser API.
-3. Bearer token → tenant. With tokens configured every route but the health check
-   needs ``Authorization: Bearer <token>`` (401 with ``WWW-Authenticate: Bearer``).
-   Tokens are compared in constant time against *every* configured token, so the
-   time taken says nothing about which prefix matched. Without tokens every request
-   is tenant ``default`` — safe only because ``serve`` refuses a non-loopback bind
-   without tokens.
+3. Bearer token → principal (a tenant in a role, see ``roles.py``). With tokens
+   configured every route but the health check needs ``Authorization: Bearer
+   <token>`` (401 with ``WWW-Authenticate: Bearer``); a bearer value with a control
+   character or non-ASCII in it is a 400, like the NUL that Hypercorn refuses before
+   we see it (``refusals.py``). Tokens are compared in constant time against *every*
+   configured token, so the time taken says nothing about which prefix matched.
+   Without tokens a loopback client is the operator of tenant ``default``, and any
+   other client is refused (``serve`` refuses a non-loopback bind without tokens;
+   this covers an embedding that binds one anyway).
+
+What the principal may then do is the role check's business (``roles.authorize``,
+called by the app with the route's action), not this module's.
 
 Nothing here logs, and ``TokenBook``'s repr never shows a token.
 """
@@ -30,13 +43,19 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-DEFAULT_TENANT = "default"
+from supervisor.admin.roles import LOOPBACK_OPERATOR, Principal
+from supervisor.settings.model import TokenGrant
 
 # host[:port]; a bracketed IPv6 literal or a plain name/IPv4 literal. No userinfo,
 # no path, nothing after the port: anything else is not a Host we serve.
 _AUTHORITY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+)(?::(?P<port>[0-9]{1,5}))?\Z")
 _ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#@\s]+)\Z", re.IGNORECASE)
 _BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +(?P<token>[\x21-\x7e]+) *\Z")
+# "Bearer " and then something with a control character or non-ASCII in it: a broken
+# header, not a wrong token (Hypercorn already refuses a NUL; an in-process client may not).
+_MALFORMED_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] .*[^\x20-\x7e]", re.DOTALL)
+# The absolute form of a request target: scheme://authority[/path]; no fragment.
+_ABSOLUTE = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?P<authority>[^/?#]*)(?:/[^#]*)?\Z")
 
 
 def is_loopback_host(host: str) -> bool:
@@ -76,29 +95,42 @@ def origin_is_loopback(origin: str) -> bool:
 
 
 class TokenBook:
-    """Bearer tokens → tenants, compared in constant time; repr shows only the count."""
+    """Bearer tokens → principals, compared in constant time; repr shows only the count."""
 
     __slots__ = ("_entries",)
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self._entries = tuple((token.encode(), tenant) for token, tenant in tokens.items())
+    def __init__(self, tokens: Mapping[str, TokenGrant]) -> None:
+        self._entries = tuple(
+            (token.encode(), Principal(grant.tenant, grant.role)) for token, grant in tokens.items()
+        )
 
     @property
     def enabled(self) -> bool:
         """Whether any token is configured (then every non-public route needs one)."""
         return bool(self._entries)
 
-    def tenant_of(self, presented: str) -> str | None:
-        """The tenant of a presented token, or None. Every entry is compared, always."""
+    def principal_of(self, presented: str) -> Principal | None:
+        """Who a presented token speaks for, or None. Every entry is compared, always."""
         candidate = presented.encode()
-        found: str | None = None
-        for token, tenant in self._entries:
+        found: Principal | None = None
+        for token, principal in self._entries:
             if hmac.compare_digest(candidate, token):
-                found = tenant
+                found = principal
         return found
 
     def __repr__(self) -> str:
         return f"TokenBook(<{len(self._entries)} tokens>)"
+
+
+def target_authority(target: str) -> str | None:
+    """The authority an absolute-form request target names, ``None`` for a path
+    (origin form); ValueError for any other form."""
+    if target.startswith("/"):
+        return None
+    match = _ABSOLUTE.match(target)
+    if match is None:
+        raise ValueError(target)
+    return match["authority"]
 
 
 @attrs.frozen(slots=True)
@@ -113,9 +145,9 @@ class Denial:
 
 @attrs.frozen(slots=True)
 class Admitted:
-    """A request that may proceed, as ``tenant``."""
+    """A request that may proceed, as ``principal`` (None: anonymous, on a public route)."""
 
-    tenant: str
+    principal: Principal | None
 
 
 def check_request(
@@ -126,22 +158,40 @@ def check_request(
     authorizations: Sequence[str],
     tokens: TokenBook,
     bind_is_loopback: bool,
+    target: str = "/",
+    client_is_loopback: bool = False,
 ) -> Admitted | Denial:
-    """Host, then Origin, then the bearer token (see the module docstring)."""
+    """Host and target, then Origin, then the bearer token (see the module docstring).
+    ``target`` is the request target as sent (before any query string)."""
+    try:
+        authority = target_authority(target)
+    except ValueError:
+        return Denial(400, "bad_request", "the request target must be a path such as /v1/servers")
     if bind_is_loopback and (len(hosts) != 1 or not authority_is_loopback(hosts[0])):
         return Denial(403, "forbidden", "the Host header must name a loopback address (DNS-rebinding guard)")
+    if bind_is_loopback and authority is not None and not authority_is_loopback(authority):
+        return Denial(
+            403, "forbidden", "the request target must name a loopback address (DNS-rebinding guard)"
+        )
     if origins and (len(origins) != 1 or not origin_is_loopback(origins[0])):
         return Denial(403, "forbidden", "cross-origin requests are refused (Origin must be loopback)")
     if not tokens.enabled:
-        return Admitted(DEFAULT_TENANT)
+        if bind_is_loopback or client_is_loopback:
+            return Admitted(LOOPBACK_OPERATOR)
+        return Denial(
+            403, "forbidden", "no admin tokens are configured, so only loopback clients are served"
+        )
+    if any(_MALFORMED_BEARER.match(value) for value in authorizations):
+        problem = "the bearer token holds a character no token has (a control character or non-ASCII)"
+        return Denial(400, "bad_request", problem)
     if len(authorizations) == 1:
         match = _BEARER.match(authorizations[0])
         if match is not None:
-            tenant = tokens.tenant_of(match["token"])
-            if tenant is not None:
-                return Admitted(tenant)
+            principal = tokens.principal_of(match["token"])
+            if principal is not None:
+                return Admitted(principal)
             if public:
-                return Admitted(DEFAULT_TENANT)
+                return Admitted(None)
             return Denial(
                 401,
                 "unauthorized",
@@ -149,7 +199,7 @@ def check_request(
                 {"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
     if public:
-        return Admitted(DEFAULT_TENANT)
+        return Admitted(None)
     return Denial(
         401,
         "unauthorized",

@@ -22,17 +22,23 @@ class ApiError(Exception):
     """An answer other than success, with its JSON error body."""
 
     def __init__(
-        self, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
+        self.extra = dict(extra or {})  # more fields of "error" (a 403's "roles")
 
     def body(self) -> dict[str, Any]:
         """The JSON error body."""
-        return {"error": {"code": self.code, "message": self.message}}
+        return {"error": {"code": self.code, "message": self.message, **self.extra}}
 
 
 def not_found(what: str) -> ApiError:

@@ -1,9 +1,12 @@
 """The admin API's handlers, one method per ``openapi.ROUTES`` operation.
 
-Handlers read the tenant the guard put on ``g``; every lookup of a session, turn,
-approval or request goes through it, so another tenant's object is a 404. Answers
-are built by the pure functions of ``views.py`` and leave through ``json_response``,
-which scrubs the config's secret values.
+Handlers read the principal the guard put on ``g`` (the guard has already checked
+its role against the route's action). Every lookup of a session, turn, approval or
+request goes through its tenant, so another tenant's object is a 404; where the
+operator sees every tenant (``Principal.scope`` is None: listing and answering
+approvals, listing and closing sessions, the event stream), the lookup takes that
+scope instead. Answers are built by the pure functions of ``views.py`` and leave
+through ``json_response``, which scrubs the config's secret values.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from supervisor.admin import bodies
 from supervisor.admin.bodies import ApiError, not_found
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import JSON, METRICS, SSE, document
+from supervisor.admin.roles import Principal
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.views import (
     Clock,
@@ -32,6 +36,7 @@ from supervisor.admin.views import (
     approval_item,
     server_detail,
     server_summary,
+    session_item,
     tool_list,
     unsupervised_summary,
 )
@@ -72,9 +77,20 @@ def stream_response(
     return response
 
 
+def _principal() -> Principal:
+    principal: Principal | None = g.principal
+    assert principal is not None, "a non-public route without a principal"  # the guard ensures it
+    return principal
+
+
 def _tenant() -> str:
-    tenant: str = g.tenant
-    return tenant
+    """The caller's own tenant."""
+    return _principal().tenant
+
+
+def _scope() -> str | None:
+    """Whose objects the caller sees: its own tenant's, or (operator) None, every tenant's."""
+    return _principal().scope
 
 
 async def _body(*, optional: bool = False) -> dict[str, Any]:
@@ -110,7 +126,7 @@ class AdminApi:
         self.scrubber = scrubber
         self.redactor = redactor
         self._document = orjson.dumps(document())
-        self._in_flight: set[str] = set()
+        self._in_flight: set[tuple[str, str]] = set()  # (tenant, request id)
         self._streamed: set[StreamedCall] = set()
 
     def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
@@ -139,7 +155,7 @@ class AdminApi:
             raise ApiError(503, "unavailable", "the admin API is shutting down")
         if request.method == "HEAD":
             return TrioResponse(b"", status=200, headers=SSE_HEADERS, content_type=SSE)
-        return stream_response(self.feeds.stream(_tenant(), self._epoch, self.scrubber.scrub))
+        return stream_response(self.feeds.stream(_scope(), self._epoch, self.scrubber.scrub))
 
     # ------------------------------------------------------------------ servers
 
@@ -205,6 +221,9 @@ class AdminApi:
             raise not_found(f"session {sid!r}")
         return session
 
+    async def list_sessions(self) -> TrioResponse:
+        return self._json({"sessions": [session_item(s) for s in self.hosted.listing(_scope())]})
+
     async def create_session(self) -> TrioResponse:
         body = await _body(optional=True)
         host_tools = bodies.natural(body, "host_tools", 0)
@@ -218,7 +237,7 @@ class AdminApi:
         return self._json({"session_id": session.id}, 201)
 
     async def delete_session(self, sid: str) -> TrioResponse:
-        if not await self.hosted.close(sid, _tenant()):
+        if not await self.hosted.close(sid, _scope()):
             raise not_found(f"session {sid!r}")
         return empty(204)
 
@@ -258,7 +277,7 @@ class AdminApi:
                 requests.open(rid, _tenant(), tool)
             except ValueError:
                 raise conflict from None
-            requests.close(rid)
+            requests.close(rid, _tenant())
             tenant = _tenant()
             call = StreamedCall(turn, tool, arguments, rid, lambda: requests.cancel(rid, tenant))
             try:
@@ -266,22 +285,24 @@ class AdminApi:
             except HostedClosed:
                 raise ApiError(503, "unavailable", "the admin API is shutting down") from None
             return stream_response(call.stream(self.scrubber.scrub), headers)
-        self._in_flight.add(rid)
+        key = (_tenant(), rid)
+        self._in_flight.add(key)
         try:
             envelope = await turn.call(tool, arguments, request_id=rid)
         except ValueError:
             raise conflict from None
         finally:
-            self._in_flight.discard(rid)
+            self._in_flight.discard(key)
         return self._json(envelope.as_dict(), 200, headers)
 
     async def _run_streamed(self, call: StreamedCall) -> None:
-        self._in_flight.add(call.request_id)
+        key = (call.turn.session.tenant, call.request_id)
+        self._in_flight.add(key)
         self._streamed.add(call)
         try:
             await call.run()
         finally:
-            self._in_flight.discard(call.request_id)
+            self._in_flight.discard(key)
             self._streamed.discard(call)
 
     # ----------------------------------------------------------------- shutdown
@@ -295,8 +316,8 @@ class AdminApi:
         for pending in desk.pending():
             if self.hosted.holds(pending.session):
                 desk.answer(pending.id, None, Approval("deny"))
-        for rid in list(self._in_flight):
-            self.supervisor.requests.cancel(rid, None)
+        for tenant, rid in list(self._in_flight):
+            self.supervisor.requests.cancel(rid, tenant)
 
     def cut_streams(self) -> None:
         """Last resort before the deadline: stop streamed calls that ignored the
@@ -318,14 +339,14 @@ class AdminApi:
     # ------------------------------------------------------ approvals, requests
 
     async def list_approvals(self) -> TrioResponse:
-        pending = self.supervisor.approvals.pending(_tenant())
+        pending = self.supervisor.approvals.pending(_scope())
         return self._json({"approvals": [approval_item(item) for item in pending]})
 
     async def answer_approval(self, approval_id: str) -> TrioResponse:
         body = await _body()
         decision = bodies.choice(body, "decision", ("allow", "deny"), None)
         remember = bodies.choice(body, "remember", ("once", "session", "always"), "once")
-        if not self.supervisor.approvals.answer(approval_id, _tenant(), Approval(decision, remember)):
+        if not self.supervisor.approvals.answer(approval_id, _scope(), Approval(decision, remember)):
             raise not_found(f"pending approval {approval_id!r}")
         return empty(204)
 

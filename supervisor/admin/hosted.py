@@ -9,7 +9,9 @@ every holder; each leaves its context, which closes the session's private server
 under the supervisor's shielded deadline.
 
 Lookups take the caller's tenant: another tenant's session is simply not found
-(the API answers 404, never 403, so ids do not leak across tenants). Each session
+(the API answers 404, never 403, so ids do not leak across tenants). Listing and
+closing also take None, every tenant (the operator's view); turns never do, so work
+inside a session stays its tenant's. Each session
 keeps its last ``max_turns`` turns; older turn ids answer 404.
 
 The same nursery runs the calls streamed over SSE (``start_background``): a response
@@ -95,13 +97,22 @@ class HostedSessions:
         session: Session = await nursery.start(self._hold, tenant, host_tools, tuple(pinned))
         return session
 
+    def listing(self, tenant: str | None) -> list[Session]:
+        """The open sessions of ``tenant`` (None: of every tenant), oldest first."""
+        return [
+            h.session
+            for h in self._sessions.values()
+            if not h.close_requested.is_set() and (tenant is None or h.session.tenant == tenant)
+        ]
+
     def get(self, session_id: str, tenant: str) -> Session | None:
         """The session, if it exists and belongs to ``tenant``."""
         hosted = self._lookup(session_id, tenant)
         return None if hosted is None else hosted.session
 
-    async def close(self, session_id: str, tenant: str) -> bool:
-        """Close a session of ``tenant`` and wait (bounded) until its servers are gone."""
+    async def close(self, session_id: str, tenant: str | None) -> bool:
+        """Close a session of ``tenant`` (None: of any tenant) and wait (bounded) until
+        its servers are gone."""
         hosted = self._lookup(session_id, tenant)
         if hosted is None:
             return False
@@ -114,9 +125,11 @@ class HostedSessions:
         """Whether a session (of any tenant) is one of ours."""
         return session_id in self._sessions
 
-    def _lookup(self, session_id: str, tenant: str) -> _Hosted | None:
+    def _lookup(self, session_id: str, tenant: str | None) -> _Hosted | None:
         hosted = self._sessions.get(session_id)
-        if hosted is None or hosted.session.tenant != tenant or hosted.close_requested.is_set():
+        if hosted is None or hosted.close_requested.is_set():
+            return None
+        if tenant is not None and hosted.session.tenant != tenant:
             return None
         return hosted
 

@@ -3,8 +3,10 @@
 ``app.py`` registers exactly these routes (``operation`` names the handler) and
 serves ``document()`` at ``/v1/openapi.json``, so what is documented is what is
 served, by construction; a test checks both directions against the running app.
-Schemas are JSON Schema 2020-12 (OpenAPI 3.1's dialect) and are also used by the
-tests to validate real responses.
+Each route names the ``roles.Action`` it needs; the guard checks it, and the
+document lists the roles that may call each operation (``x-roles``). Schemas are
+JSON Schema 2020-12 (OpenAPI 3.1's dialect) and are also used by the tests to
+validate real responses.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import attrs
 
 from actors.connection.states import State
+from supervisor.admin.roles import Action, allowed_roles
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -38,7 +41,20 @@ _NULL_STR = {"type": ["string", "null"]}
 _NULL_NUM = {"type": ["number", "null"]}
 
 SCHEMAS: dict[str, Any] = {
-    "Error": _obj(("error",), error=_obj(("code", "message"), code=_STR, message=_STR)),
+    "Error": _obj(
+        ("error",),
+        error=_obj(
+            ("code", "message"),
+            code=_STR,
+            message=_STR,
+            roles={
+                "type": "array",
+                "items": _ref("Role"),
+                "description": "On a 403 for lack of a role: the roles that may.",
+            },
+        ),
+    ),
+    "Role": {"enum": ["operator", "tenant", "peer"]},
     "Health": _obj(("status", "servers", "epoch"), status={"const": "ok"}, servers=_INT, epoch=_INT),
     "Transition": _obj(
         ("at", "state", "previous", "reason"),
@@ -118,6 +134,14 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "Session": _obj(("session_id",), session_id=_STR),
+    "SessionInfo": _obj(
+        ("session_id", "tenant", "host_tools", "pinned"),
+        session_id=_STR,
+        tenant=_STR,
+        host_tools=_INT,
+        pinned={"type": "array", "items": _STR},
+    ),
+    "SessionList": _obj(("sessions",), sessions={"type": "array", "items": _ref("SessionInfo")}),
     "Turn": _obj(
         ("turn_id", "epoch", "tools", "search_enabled"),
         turn_id=_STR,
@@ -170,7 +194,7 @@ SCHEMAS: dict[str, Any] = {
         },
     ),
     "Approval": _obj(
-        ("id", "tool", "server", "permission", "arguments", "reason", "session"),
+        ("id", "tool", "server", "permission", "arguments", "reason", "session", "tenant"),
         id=_STR,
         tool=_STR,
         server=_STR,
@@ -178,6 +202,7 @@ SCHEMAS: dict[str, Any] = {
         arguments={"type": "object"},
         reason=_STR,
         session=_STR,
+        tenant=_STR,
     ),
     "ApprovalList": _obj(("approvals",), approvals={"type": "array", "items": _ref("Approval")}),
     "ApprovalAnswer": {
@@ -204,8 +229,13 @@ class Route:
     request: str | None = None  # schema name of the JSON body
     response: str | None = None  # schema name of the success body (JSON)
     media: str = JSON
-    public: bool = False  # served without a bearer token
     streams: bool = False  # also answers text/event-stream when asked to
+    action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
+
+    @property
+    def public(self) -> bool:
+        """Served without a bearer token."""
+        return self.action is Action.PUBLIC
 
     @property
     def rule(self) -> str:
@@ -218,6 +248,8 @@ class Route:
         return tuple(re.findall(r"\{(\w+)\}", self.path))
 
 
+_READ, _USE, _CONTROL = Action.READ_STATE, Action.USE_SESSIONS, Action.CONTROL_SERVERS
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "GET",
@@ -225,20 +257,34 @@ ROUTES: tuple[Route, ...] = (
         "health",
         "Liveness, server count and catalog epoch.",
         response="Health",
-        public=True,
+        action=Action.PUBLIC,
     ),
-    Route("GET", "/metrics", "metrics", "Prometheus metrics (text exposition format 0.0.4).", media=METRICS),
-    Route("GET", "/v1/openapi.json", "openapi", "This document."),
+    Route(
+        "GET",
+        "/metrics",
+        "metrics",
+        "Prometheus metrics (text exposition format 0.0.4); counters across every tenant.",
+        media=METRICS,
+        action=Action.READ_METRICS,
+    ),
+    Route("GET", "/v1/openapi.json", "openapi", "This document.", action=_READ),
     Route(
         "GET",
         "/v1/events",
         "events",
-        "Server-sent events: hello first, then state and epoch changes, and this tenant's "
-        "call and approval events; a comment heartbeat every 15 s.",
+        "Server-sent events: hello first, then state and epoch changes, and call and approval "
+        "events (a tenant's own; an operator's stream carries every tenant's); a comment "
+        "heartbeat every 15 s.",
         media=SSE,
+        action=_READ,
     ),
     Route(
-        "GET", "/v1/servers", "list_servers", "Every configured server and its state.", response="ServerList"
+        "GET",
+        "/v1/servers",
+        "list_servers",
+        "Every configured server and its state.",
+        response="ServerList",
+        action=_READ,
     ),
     Route(
         "GET",
@@ -246,6 +292,7 @@ ROUTES: tuple[Route, ...] = (
         "get_server",
         "One server: state, since, attempt, next retry, last error, recent transitions, stderr tail.",
         response="ServerDetail",
+        action=_READ,
     ),
     Route(
         "POST",
@@ -254,6 +301,7 @@ ROUTES: tuple[Route, ...] = (
         "Restart a shared server.",
         status=202,
         response="Command",
+        action=_CONTROL,
     ),
     Route(
         "POST",
@@ -262,6 +310,7 @@ ROUTES: tuple[Route, ...] = (
         "Enable a disabled shared server.",
         status=202,
         response="Command",
+        action=_CONTROL,
     ),
     Route(
         "POST",
@@ -270,8 +319,24 @@ ROUTES: tuple[Route, ...] = (
         "Stop a shared server and keep it down.",
         status=202,
         response="Command",
+        action=_CONTROL,
     ),
-    Route("GET", "/v1/tools", "list_tools", "Every tool of the current catalog.", response="ToolList"),
+    Route(
+        "GET",
+        "/v1/tools",
+        "list_tools",
+        "Every tool of the current catalog.",
+        response="ToolList",
+        action=_READ,
+    ),
+    Route(
+        "GET",
+        "/v1/sessions",
+        "list_sessions",
+        "Open sessions: a tenant's own; an operator sees every tenant's.",
+        response="SessionList",
+        action=_USE,
+    ),
     Route(
         "POST",
         "/v1/sessions",
@@ -280,13 +345,15 @@ ROUTES: tuple[Route, ...] = (
         status=201,
         request="NewSession",
         response="Session",
+        action=_USE,
     ),
     Route(
         "DELETE",
         "/v1/sessions/{sid}",
         "delete_session",
-        "Close a session and its private servers.",
+        "Close a session and its private servers (an operator may close any tenant's).",
         status=204,
+        action=_USE,
     ),
     Route(
         "POST",
@@ -295,6 +362,7 @@ ROUTES: tuple[Route, ...] = (
         "Begin a turn: freeze the catalog epoch and list the tools the model is shown.",
         status=201,
         response="Turn",
+        action=_USE,
     ),
     Route(
         "POST",
@@ -305,6 +373,7 @@ ROUTES: tuple[Route, ...] = (
         request="CallRequest",
         response="Envelope",
         streams=True,
+        action=_USE,
     ),
     Route(
         "POST",
@@ -314,39 +383,56 @@ ROUTES: tuple[Route, ...] = (
         "activated for the session.",
         request="SearchRequest",
         response="SearchResult",
+        action=_USE,
     ),
     Route(
         "GET",
         "/v1/approvals",
         "list_approvals",
-        "This tenant's approval requests waiting for an answer.",
+        "Approval requests waiting for an answer: a tenant's own; an operator sees every tenant's.",
         response="ApprovalList",
+        action=_USE,
     ),
     Route(
         "POST",
         "/v1/approvals/{approval_id}",
         "answer_approval",
-        "Answer a pending approval request.",
+        "Answer a pending approval request (an operator may answer any tenant's).",
         status=204,
         request="ApprovalAnswer",
+        action=_USE,
     ),
     Route(
         "POST",
         "/v1/requests/{rid}/cancel",
         "cancel_request",
-        "Cancel a call in flight: the server is told and the caller gets 'cancelled'.",
+        "Cancel a call in flight by the request id this tenant gave it: the server is told "
+        "and the caller gets 'cancelled'.",
         status=202,
         response="Cancelled",
+        action=_USE,
     ),
 )
 
 _ERRORS = {
-    "400": "Malformed JSON or a body field of the wrong type.",
+    "400": "Malformed JSON, a body field of the wrong type, or a request target that is not a path "
+    "or an http(s) URL.",
     "401": "Missing or invalid bearer token.",
-    "403": "Host or Origin is not loopback.",
+    "403": "Host, the authority of an absolute-form request target, or Origin is not loopback; or "
+    "the token's role may not call this operation (error.roles lists the roles that may).",
     "404": "No such route, or no such object for this tenant.",
     "413": "The request body is too large.",
 }
+
+ROLES_DESCRIPTION = (
+    "Each bearer token speaks for a tenant in a role. operator: server control, metrics, and "
+    "every tenant's view (all approvals, sessions and call events), besides its own sessions. "
+    "tenant: its own sessions, turns, calls, approvals and requests, plus read-only server "
+    "state. peer: registering servers as a bridge peer, nothing else. With no tokens "
+    "configured, a loopback client is the operator of tenant 'default'. Each operation lists "
+    "the roles that may call it in x-roles; another role gets 403 with error.roles. Objects of "
+    "another tenant answer 404, never 403."
+)
 
 
 def _operation(route: Route) -> dict[str, Any]:
@@ -376,6 +462,9 @@ def _operation(route: Route) -> dict[str, Any]:
         responses[status] = {"description": description, "content": {JSON: {"schema": _ref("Error")}}}
     operation["responses"] = responses
     operation["security"] = [] if route.public else [{"bearer": []}]
+    operation["x-roles"] = [role.value for role in allowed_roles(route.action)]
+    if not route.public:
+        operation["description"] = "Roles: " + ", ".join(operation["x-roles"]) + "."
     return operation
 
 
@@ -390,7 +479,7 @@ def document(routes: tuple[Route, ...] = ROUTES) -> Mapping[str, Any]:
             "title": "mcp-supervisor admin API",
             "version": "1",
             "description": "Bearer token when tokens are configured; loopback only unless "
-            "--allow-non-loopback. Objects of another tenant answer 404.",
+            "--allow-non-loopback. " + ROLES_DESCRIPTION,
         },
         "paths": paths,
         "components": {

@@ -31,6 +31,7 @@ from hypercorn.trio import serve
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.auth import is_loopback_host
 from supervisor.admin.hosted import HostedSessions
+from supervisor.admin.refusals import AdminHypercornConfig, install
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -56,7 +57,8 @@ def bind_host(bind: str) -> str:
 
 def hypercorn_config(bind: str) -> HypercornConfig:
     """Hypercorn settings for the admin API."""
-    config = HypercornConfig()
+    install()  # Hypercorn's own refusals (a NUL in a header) answer JSON too
+    config = AdminHypercornConfig()
     config.bind = [bind]
     config.accesslog = None
     config.errorlog = _hypercorn_log

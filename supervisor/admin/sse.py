@@ -46,11 +46,12 @@ def frame(event: str, data: Any, scrub: Scrub) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(scrub(data)) + b"\n\n"
 
 
-def visible_to(event: Mapping[str, Any], tenant: str) -> bool:
+def visible_to(event: Mapping[str, Any], tenant: str | None) -> bool:
     """State and epoch events are everyone's; an event naming a tenant is only that
-    tenant's; anything else (an event type we do not know) is nobody's: fail closed."""
+    tenant's (``tenant`` None: every tenant's, the operator's view); anything else (an
+    event type we do not know) is nobody's: fail closed."""
     if "tenant" in event:
-        return bool(event["tenant"] == tenant)
+        return tenant is None or bool(event["tenant"] == tenant)
     return event.get("type") in GLOBAL_EVENTS
 
 
@@ -69,9 +70,10 @@ class EventFeeds:
             sub.events.close()
 
     async def stream(
-        self, tenant: str, epoch: Callable[[], int], scrub: Scrub, heartbeat_s: float = HEARTBEAT_S
+        self, tenant: str | None, epoch: Callable[[], int], scrub: Scrub, heartbeat_s: float = HEARTBEAT_S
     ) -> AsyncGenerator[bytes, None]:
-        """``hello`` with the epoch, then this tenant's events; a comment when idle."""
+        """``hello`` with the epoch, then the events of ``tenant`` (None: of every
+        tenant); a comment when idle."""
         with self._events.subscribe() as sub:
             self._live.add(sub)
             try:

@@ -29,6 +29,7 @@ from actors.protocol.session import ProgressReceived
 from actors.redaction import MASK, MIN_SECRET_LEN, Redactor
 from actors.router.catalog import Catalog, ServerView
 from supervisor.approvals import ApprovalRequest
+from supervisor.sessions import Session
 
 
 class SecretScrubber:
@@ -175,7 +176,7 @@ def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
 
 
 def approval_item(request: ApprovalRequest) -> dict[str, Any]:
-    """A pending approval request as the operator sees it."""
+    """A pending approval request as a client sees it."""
     return {
         "id": request.id,
         "tool": request.tool,
@@ -184,6 +185,17 @@ def approval_item(request: ApprovalRequest) -> dict[str, Any]:
         "arguments": dict(request.arguments),
         "reason": request.reason,
         "session": request.session,
+        "tenant": request.tenant,
+    }
+
+
+def session_item(session: Session) -> dict[str, Any]:
+    """An open session as ``GET /v1/sessions`` lists it."""
+    return {
+        "session_id": session.id,
+        "tenant": session.tenant,
+        "host_tools": session.host_tools,
+        "pinned": list(session.pinned),
     }
 
 

@@ -26,7 +26,17 @@ from actors.connection.spec import ServerSpec, redact
 
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers
 from .expansion import Expander
-from .model import AdminSettings, Config, ConfigWarning, ToolSearchSettings, TrustRule, TrustSettings
+from .model import (
+    DEFAULT_TENANT,
+    AdminSettings,
+    Config,
+    ConfigWarning,
+    Role,
+    TokenGrant,
+    ToolSearchSettings,
+    TrustRule,
+    TrustSettings,
+)
 from .values import (
     Invalid,
     check_keys,
@@ -49,6 +59,11 @@ log = logging.getLogger(__name__)
 
 _TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
+# A bearer token is sent as one header word: printable ASCII, no spaces. Sixteen
+# characters is the least we accept; ``secrets.token_urlsafe(32)`` gives 43.
+MIN_TOKEN_LENGTH = 16
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+\Z")
+_MAKE_TOKEN = "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 _BIND = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+):(?P<port>[0-9]{1,5})\Z")
 _SENSITIVE_QUERY = re.compile(r"auth|token|secret|key|passw|sig", re.IGNORECASE)
 
@@ -293,24 +308,69 @@ def _admin(value: object, path: str, exp: Expander) -> AdminSettings:
     return AdminSettings(bind=bind, tokens=_tokens(obj.get("tokens", {}), exp))
 
 
-def _tokens(value: object, exp: Expander) -> Mapping[str, str]:
-    """token -> tenant; errors number the entries instead of quoting the token."""
+_GRANT_SHAPE = (
+    'expected a tenant name (a non-empty string such as "default") or '
+    '{"tenant": "<name>", "role": "operator" | "tenant" | "peer"}'
+)
+
+
+def _tokens(value: object, exp: Expander) -> Mapping[str, TokenGrant]:
+    """token -> grant; errors number the entries instead of quoting the token."""
     obj = expect_object(value, _TOKENS_PATH, "an object mapping tokens to tenant names")
-    tokens: dict[str, str] = {}
-    for number, (raw_token, raw_tenant) in enumerate(obj.items(), start=1):
+    tokens: dict[str, TokenGrant] = {}
+    for number, (raw_token, raw_grant) in enumerate(obj.items(), start=1):
         token = exp.expand(raw_token, _TOKENS_PATH)
         if not token.strip():
             raise Invalid(_TOKENS_PATH, f"token #{number} is empty; set it or remove the entry")
         if token in tokens:
             raise Invalid(_TOKENS_PATH, f"token #{number} repeats an earlier token; keep one")
-        if not isinstance(raw_tenant, str) or not raw_tenant.strip():
-            raise Invalid(
-                _TOKENS_PATH,
-                f"token #{number} maps to {show(raw_tenant)}; expected a tenant name "
-                '(a non-empty string such as "default")',
-            )
-        tokens[token] = exp.expand(raw_tenant, _TOKENS_PATH)
+        grant = _grant(raw_grant, f"token #{number}", exp)
+        _check_token(token, f"token #{number} (tenant {show(grant.tenant)})")
+        tokens[token] = grant
     return MappingProxyType(tokens)
+
+
+def _grant(value: object, name: str, exp: Expander) -> TokenGrant:
+    """``"alice"`` (the tenant role) or ``{"tenant": "ops", "role": "operator"}``."""
+    if isinstance(value, str):
+        tenant = exp.expand(value, _TOKENS_PATH) if value.strip() else ""
+        if not tenant.strip():
+            raise Invalid(_TOKENS_PATH, f"{name} maps to {show(value)}; {_GRANT_SHAPE}")
+        return TokenGrant(tenant)
+    if not isinstance(value, Mapping):
+        raise Invalid(_TOKENS_PATH, f"{name} maps to {show(value)}; {_GRANT_SHAPE}")
+    unknown = sorted(set(value) - {"tenant", "role"})
+    if unknown:
+        problem = f"{name} has an unknown key {unknown[0]!r}; allowed keys are role, tenant"
+        raise Invalid(_TOKENS_PATH, problem)
+    raw_tenant = value.get("tenant", DEFAULT_TENANT)
+    tenant = exp.expand(raw_tenant, _TOKENS_PATH) if isinstance(raw_tenant, str) else ""
+    if not tenant.strip():
+        raise Invalid(_TOKENS_PATH, f'{name} has "tenant": {show(raw_tenant)}; expected a non-empty string')
+    raw_role = value.get("role", Role.TENANT.value)
+    role = exp.expand(raw_role, _TOKENS_PATH) if isinstance(raw_role, str) else None
+    if role not in tuple(Role):
+        choices = ", ".join(repr(r.value) for r in Role)
+        raise Invalid(
+            _TOKENS_PATH, f'{name} (tenant {show(tenant)}) has "role": {show(raw_role)}; expected {choices}'
+        )
+    return TokenGrant(tenant, Role(role))
+
+
+def _check_token(token: str, name: str) -> None:
+    """A token a client can present and an attacker cannot guess; ``name`` says which
+    entry it is (never the token: the error goes to terminals and logs)."""
+    if not _TOKEN_CHARS.match(token):
+        raise Invalid(
+            _TOKENS_PATH,
+            f"{name} has a character a bearer token cannot carry (a space, a control character "
+            f"or non-ASCII); use printable ASCII, or {_MAKE_TOKEN}",
+        )
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise Invalid(
+            _TOKENS_PATH,
+            f"{name} is too short ({len(token)} of at least {MIN_TOKEN_LENGTH} characters): {_MAKE_TOKEN}",
+        )
 
 
 def _state_dir(value: object, path: str, exp: Expander) -> str | None:

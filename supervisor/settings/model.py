@@ -7,6 +7,7 @@ are milliseconds; here they are seconds, like everywhere else in the code.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
@@ -19,7 +20,9 @@ __all__ = [
     "AdminSettings",
     "Config",
     "ConfigWarning",
+    "Role",
     "ServerSpec",
+    "TokenGrant",
     "ToolSearchSettings",
     "TrustAction",
     "TrustRule",
@@ -29,10 +32,6 @@ __all__ = [
 TrustAction = Literal["allow", "ask", "deny"]
 
 DEFAULT_ADMIN_BIND = "127.0.0.1:8765"
-
-
-def _empty_mapping() -> Mapping[str, str]:
-    return MappingProxyType({})
 
 
 @attrs.frozen(slots=True)
@@ -66,16 +65,43 @@ class TrustSettings:
     approval_timeout_s: float = 120.0
 
 
+class Role(enum.StrEnum):
+    """What an admin API token may do (``supervisor.admin.roles`` has the table)."""
+
+    OPERATOR = "operator"
+    TENANT = "tenant"
+    PEER = "peer"
+
+
+DEFAULT_TENANT = "default"
+
+
+@attrs.frozen(slots=True)
+class TokenGrant:
+    """Who a bearer token speaks for: a tenant, in a role."""
+
+    tenant: str = DEFAULT_TENANT
+    role: Role = Role.TENANT
+
+
+def _grants(tokens: Mapping[str, TokenGrant | str]) -> Mapping[str, TokenGrant]:
+    """A plain tenant name means that tenant in the ``tenant`` role (the config's
+    ``{"<token>": "alice"}`` form, and what embedders wrote before roles existed)."""
+    return MappingProxyType(
+        {token: g if isinstance(g, TokenGrant) else TokenGrant(g) for token, g in tokens.items()}
+    )
+
+
 @attrs.frozen(slots=True)
 class AdminSettings:
-    """Where the admin API listens and which bearer token belongs to which tenant.
+    """Where the admin API listens and which bearer token grants what.
 
-    ``tokens`` maps token -> tenant; it is kept out of ``repr()`` because its keys are
-    credentials.
+    ``tokens`` maps token -> ``TokenGrant`` (a bare tenant name is accepted and means
+    the ``tenant`` role); it is kept out of ``repr()`` because its keys are credentials.
     """
 
     bind: str = DEFAULT_ADMIN_BIND
-    tokens: Mapping[str, str] = attrs.field(factory=_empty_mapping, repr=False)
+    tokens: Mapping[str, TokenGrant] = attrs.field(factory=dict, converter=_grants, repr=False)
 
 
 @attrs.frozen(slots=True)

@@ -1,0 +1,102 @@
+"""Who may do what: one pure check for every way into the supervisor.
+
+A request is made by a ``Principal`` (a tenant, in a role) and needs an ``Action``.
+Every admin route names its action in ``openapi.ROUTES``, and the app's guard asks
+``authorize(principal, route.action)`` before any handler runs; a route without an
+action is refused for everyone (fail closed), and a test walks every route the app
+serves. Later ways in (an MCP gateway, the bridge, a config reload) name their action
+and ask the same question.
+
+The roles (``settings.model.Role``):
+
+* ``operator``: everything a tenant may do, in its own tenant; plus server control
+  (restart, enable, disable, and reload when it exists), the metrics, and every
+  tenant's view (``EVERY_TENANT``): it lists and answers every tenant's approvals,
+  lists and closes every tenant's sessions, and its event stream carries every
+  tenant's call and approval events. It does not work *inside* another tenant's
+  session (turns, calls, searches): those stay the session's own, and are audited
+  under its tenant. Request ids are per tenant, so it cancels its own requests.
+* ``tenant``: its own sessions, turns, calls, approvals and requests, plus read-only
+  server state (servers, tools, the event stream's state changes, this document).
+* ``peer``: registering servers as a bridge peer (``BRIDGE``; the bridge is a later
+  issue), nothing else: today a peer token reaches only the health check.
+
+Everyone reaches ``PUBLIC`` (the health check) once the Host and Origin gates pass.
+Objects of another tenant answer 404, not 403, in every role, so ids do not leak; a
+403 says only that the *role* is not enough, and which roles are.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+import attrs
+
+from supervisor.settings.model import DEFAULT_TENANT, Role
+
+__all__ = ["GRANTS", "Action", "Principal", "Role", "allowed_roles", "authorize", "denial_message"]
+
+
+class Action(enum.StrEnum):
+    """What a request needs to be allowed to do."""
+
+    PUBLIC = "public"  # liveness, for anyone past the Host and Origin gates
+    READ_STATE = "read_state"  # servers, tools, the API document, the event stream
+    USE_SESSIONS = "use_sessions"  # own sessions, turns, calls, search, approvals, requests
+    CONTROL_SERVERS = "control_servers"  # restart, enable, disable (reload)
+    READ_METRICS = "read_metrics"  # counters across every tenant
+    EVERY_TENANT = "every_tenant"  # see (and answer, close) every tenant's objects
+    BRIDGE = "bridge"  # register servers as a bridge peer
+
+
+GRANTS: Mapping[Role, frozenset[Action]] = {
+    Role.OPERATOR: frozenset(
+        {
+            Action.PUBLIC,
+            Action.READ_STATE,
+            Action.USE_SESSIONS,
+            Action.CONTROL_SERVERS,
+            Action.READ_METRICS,
+            Action.EVERY_TENANT,
+        }
+    ),
+    Role.TENANT: frozenset({Action.PUBLIC, Action.READ_STATE, Action.USE_SESSIONS}),
+    Role.PEER: frozenset({Action.PUBLIC, Action.BRIDGE}),
+}
+
+
+@attrs.frozen(slots=True)
+class Principal:
+    """Who a request speaks for."""
+
+    tenant: str
+    role: Role
+
+    @property
+    def scope(self) -> str | None:
+        """Whose objects it sees: its tenant's, or (None) every tenant's."""
+        return None if authorize(self, Action.EVERY_TENANT) else self.tenant
+
+
+# With no tokens configured, a loopback client is the operator of the default tenant.
+LOOPBACK_OPERATOR = Principal(DEFAULT_TENANT, Role.OPERATOR)
+
+
+def authorize(principal: Principal, action: Action | None) -> bool:
+    """Whether ``principal`` may do ``action`` (None, an unknown action: nobody may)."""
+    return action is not None and action in GRANTS[principal.role]
+
+
+def allowed_roles(action: Action | None) -> tuple[Role, ...]:
+    """The roles that may do ``action``, in the order of ``Role``."""
+    return tuple(role for role in Role if action is not None and action in GRANTS[role])
+
+
+def denial_message(principal: Principal, action: Action | None, what: str) -> str:
+    """A 403's message: what was refused, which roles may do it, and which role this is."""
+    roles = allowed_roles(action)
+    if not roles:
+        return f"{what} is not open to any role"
+    needed = " or ".join(role.value for role in roles)
+    return f"{what} needs the {needed} role; this token has the {principal.role.value} role"
