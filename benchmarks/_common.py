@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import resource
+import socket
 import statistics
 import sys
 import time
@@ -194,6 +195,14 @@ def child_pids() -> list[int]:
         if int(fields[1]) == me:
             kids.append(int(entry))
     return kids
+
+
+def free_port() -> int:
+    """A free loopback port, for a server that is told its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def now() -> float:

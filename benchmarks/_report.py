@@ -309,6 +309,13 @@ def render(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {client} | {v['kills']} | {_q(v['answer_ms'])} | {_q(v['reconnect_ms'], fmt='{:.1f}')} | {v['codes']} |"
             )
+        if any(client.startswith("ours-http") for client in results["kill"]):
+            lines.append(
+                "ours-http: a Streamable HTTP server (the SDK's own, `tests/servers/sdk_server.py --http`) "
+                "in its own process, not frozen: the calls are running there, each has reported progress on "
+                "its answer stream, when SIGKILL comes; `-resumable`: its streams carry event ids, so they "
+                "would be resumed. It is started again after each kill (no reconnect time of ours to show)."
+            )
     if "search" in results and "error" not in results["search"]:
         lines += [
             "",

@@ -1,6 +1,7 @@
 """Worker: SIGKILL of a server → answer of its last in-flight call; reconnect to steady.
 
-    python benchmarks/bench_kill.py --client ours|floor|sdk [--kills N] [--inflight K]
+    python benchmarks/bench_kill.py --client ours|floor|sdk|ours-http [--kills N] [--inflight K]
+                                    [--resumable]
 
 One kill: the server is frozen with SIGSTOP (so nothing it was asked gets answered),
 K calls are sent and confirmed in flight, then the server gets SIGKILL; we time from
@@ -11,11 +12,20 @@ must). Then the connection comes back and we go again:
   time SIGKILL → the server steady again (re-listed, available to calls);
 * floor / sdk: a fresh connection is opened (spawn, initialize, tools/list), which
   we time as their reconnect: the least any client could spend.
+
+* ours-http: a remote server over Streamable HTTP, the official SDK's own stack
+  (``tests/servers/sdk_server.py --http PORT``, uvicorn) in a process of its own. Not
+  frozen: the K calls (its ``sleep`` tool) are running at the server, each has
+  reported progress on its open answer stream, when it gets SIGKILL. ``--resumable``:
+  the server keeps an event store, so its streams carry event ids and the client
+  would resume them. The server is started again after each kill (that start, about
+  a second of imports, is no reconnect time of ours, so none is reported).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -24,8 +34,11 @@ import time
 from typing import Any
 
 from _common import (
+    PYTHON,
+    ROOT,
     child_pids,
     emit,
+    free_port,
     ours_config,
     quantiles,
     quiet_logging,
@@ -35,6 +48,22 @@ from _common import (
 )
 
 FREEZE_SETTLE_S = 0.005  # after the calls are in flight: let the writer flush them
+SDK_SERVER = ROOT / "tests" / "servers" / "sdk_server.py"
+
+
+async def timed_call(
+    turn: Any,
+    tool: str,
+    arguments: dict[str, Any],
+    returned: list[float],
+    codes: dict[str, int],
+    **options: Any,
+) -> None:
+    """One call of ours: when it returned goes to ``returned``, its outcome to ``codes``."""
+    envelope = await turn.call(tool, arguments, **options)
+    returned.append(time.perf_counter())
+    code = envelope.error.code if envelope.error else "ok"
+    codes[code] = codes.get(code, 0) + 1
 
 
 async def ours(kills: int, inflight: int) -> dict[str, Any]:
@@ -58,13 +87,7 @@ async def ours(kills: int, inflight: int) -> dict[str, Any]:
                 generation = sup.servers()["k"].generation
                 os.kill(pid, signal.SIGSTOP)
                 returned: list[float] = []
-
-                async def call(turn: Any = turn, returned: list[float] = returned) -> None:
-                    envelope = await turn.call("k_echo", {"text": "hi"})
-                    returned.append(time.perf_counter())
-                    code = envelope.error.code if envelope.error else "ok"
-                    codes[code] = codes.get(code, 0) + 1
-
+                call = functools.partial(timed_call, turn, "k_echo", {"text": "hi"}, returned, codes)
                 async with trio.open_nursery() as nursery:
                     for _ in range(inflight):
                         nursery.start_soon(call)
@@ -174,13 +197,87 @@ async def sdk(kills: int, inflight: int) -> dict[str, Any]:
     }
 
 
+async def ours_http(kills: int, inflight: int, resumable: bool) -> dict[str, Any]:
+    from actors.connection.spec import ServerSpec, Start
+    from supervisor import Supervisor
+    from supervisor.settings.model import Config
+
+    quiet_logging()
+    port = free_port()
+    argv = [PYTHON, str(SDK_SERVER), "--http", str(port), *(["--resumable"] if resumable else [])]
+    spec = ServerSpec(
+        name="k",
+        type="remote",
+        url=f"http://127.0.0.1:{port}/mcp",
+        transport="streamable-http",
+        trusted=True,
+        start=Start.EAGER,
+        reconnect_schedule_s=(0.05,),  # while the server starts again
+        shutdown_grace_s=0.5,
+    )
+    answer_ms: list[float] = []
+    codes: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-kill-http-") as state_dir:
+        config = Config(servers=(spec,))
+        async with Supervisor.open(config, state_dir=state_dir) as sup, sup.session() as session:
+            for _ in range(kills):
+                answer_ms.append(await _one_http_kill(sup, session, argv, inflight, codes))
+    return {
+        "client": "ours-http" + ("-resumable" if resumable else ""),
+        "answer_ms": quantiles(answer_ms),
+        "reconnect_ms": None,
+        "codes": codes,
+    }
+
+
+async def _one_http_kill(
+    sup: Any, session: Any, argv: list[str], inflight: int, codes: dict[str, int]
+) -> float:
+    """Start the server, wait for a fresh steady connection, run ``inflight`` calls
+    until each reported progress, SIGKILL the server: ms to the last answer."""
+    import subprocess
+
+    import trio
+
+    from actors.protocol.session import ProgressReceived
+
+    generation = sup.servers()["k"].generation
+    server = await trio.lowlevel.open_process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(60):
+            await wait_steady(sup, ["k"], newer_than={"k": generation})
+        turn = await session.begin_turn()
+        progress_send, progress_receive = trio.open_memory_channel[ProgressReceived](inflight)
+        returned: list[float] = []
+        call = functools.partial(
+            timed_call, turn, "k_sleep", {"seconds": 60}, returned, codes, progress=progress_send
+        )
+        async with trio.open_nursery() as nursery:
+            for _ in range(inflight):
+                nursery.start_soon(call)
+            with trio.fail_after(30):
+                for _ in range(inflight):  # each call is running at the server
+                    await progress_receive.receive()
+            killed = time.perf_counter()
+            server.kill()
+        return (max(returned) - killed) * 1000
+    finally:
+        server.kill()
+        await server.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--client", required=True, choices=["ours", "floor", "sdk"])
+    parser.add_argument("--client", required=True, choices=["ours", "floor", "sdk", "ours-http"])
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--inflight", type=int, default=4)
+    parser.add_argument("--resumable", action="store_true", help="ours-http: streams carry event ids")
     args = parser.parse_args()
-    if args.client == "sdk":
+    if args.client == "ours-http":
+        import trio
+
+        result = trio.run(ours_http, args.kills, args.inflight, args.resumable)
+    elif args.client == "sdk":
         import anyio
 
         result = anyio.run(sdk, args.kills, args.inflight, backend="trio")

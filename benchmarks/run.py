@@ -18,7 +18,9 @@ turns, scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on
 * breakdown: what each step of our call path costs alone (benchmarks/bench_breakdown.py).
 * memory: client RSS per open stdio connection at 100 and 500 (floor, ours, SDK).
 * import: ``python -c "import supervisor"`` vs ``python -c "import mcp.client.session"``.
-* kill: SIGKILL of a server → answer of its last in-flight call; reconnect to steady.
+* kill: SIGKILL of a server → answer of its last in-flight call; reconnect to steady;
+  also ours against a Streamable HTTP server (the SDK's own, with and without resumable
+  streams).
 * search / turns: tool_search at 1,000 and 10,000 tools; begin_turn with 10,000 tools.
 * scale: ``--servers`` minimal servers in one supervisor; soak: ``--minutes`` of calls,
   crashes and list_changed storms.
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import _report
+from _common import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -134,9 +137,7 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
 
 def run_http(args: argparse.Namespace) -> dict[str, Any]:
     """Both clients against one SDK Streamable HTTP server, repetitions alternating."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = subprocess.Popen(
         [PY, str(HERE / "http_server.py"), str(port)],
@@ -321,6 +322,10 @@ def main(argv: list[str]) -> None:
             "ours": worker("bench_kill.py", "--client", "ours", "--kills", args.kills),
             "floor": worker("bench_kill.py", "--client", "floor", "--kills", side),
             "sdk": worker("bench_kill.py", "--client", "sdk", "--kills", side),
+            "ours-http-resumable": worker(
+                "bench_kill.py", "--client", "ours-http", "--resumable", "--kills", side
+            ),
+            "ours-http": worker("bench_kill.py", "--client", "ours-http", "--kills", side),
         }
         _progress("kill", {})
     if "search" in sections:

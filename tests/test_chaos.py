@@ -1,14 +1,19 @@
 """Chaos on real subprocesses: kill, stop, and garble servers; every call still ends once.
 
 Real clock (real processes); every wait is bounded. The autouse leak check in
-conftest.py proves afterwards that no child process survived.
+conftest.py proves afterwards that no child process survived. Remote servers are
+tests/servers/sdk_server.py over HTTP (the official SDK's own uvicorn stack), each a
+process of its own that the test starts and kills.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +22,15 @@ import trio
 
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import State
+from actors.protocol.session import ProgressReceived
 from actors.router.envelope import Envelope
 from supervisor import Supervisor
 from supervisor.settings.model import Config
+from tests.http_processes import free_port, listening_process
 
 MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
+SDK_SERVER = str(Path(__file__).parent / "servers" / "sdk_server.py")
+STOPPED_RESPONDING = "MCP server stopped responding during tools/call {}"
 
 
 def spec(name: str, *flags: str, **options: Any) -> ServerSpec:
@@ -55,6 +64,41 @@ async def wait_for_state(
             lambda c: c.epoch > after_epoch and c.servers[name].state is state
         )
     return catalog.epoch
+
+
+@asynccontextmanager
+async def sdk_http_server(*flags: str) -> AsyncIterator[tuple[int, trio.Process]]:
+    """tests/servers/sdk_server.py ``--http PORT *flags`` for the block, once it listens;
+    yields its port and its process."""
+    if importlib.util.find_spec("mcp") is None:
+        pytest.skip("the mcp package is not installed (pip install -e '.[dev]' brings it)")
+    port = free_port()
+    command = [sys.executable, SDK_SERVER, "--http", str(port), *flags]
+    async with listening_process(command, port, f"sdk_server.py {flags}") as process:
+        yield port, process
+
+
+def remote(port: int, flags: tuple[str, ...]) -> ServerSpec:
+    """The spec for an ``sdk_http_server(*flags)``: ``--legacy`` serves HTTP+SSE at /sse."""
+    legacy = "--legacy" in flags
+    return ServerSpec(
+        name="far",
+        type="remote",
+        url=f"http://127.0.0.1:{port}/{'sse' if legacy else 'mcp'}",
+        transport="sse" if legacy else "streamable-http",
+        trusted=True,
+        start=Start.EAGER,
+        call_timeout_s=30.0,
+        shutdown_grace_s=0.3,
+    )
+
+
+def assert_gone(reason: str | None) -> None:
+    """The backoff reason of a killed remote server: the connection dropped, or the one
+    made right after that was refused (reset, if the dying server's socket took it)."""
+    assert reason is not None
+    assert reason.startswith("mcp server far: ")
+    assert "the connection dropped during" in reason or "cannot connect to" in reason, reason
 
 
 async def test_sigkill_with_20_calls_in_flight(tmp_path: Path) -> None:
@@ -119,6 +163,60 @@ async def test_sigstop_ends_in_timeouts_and_a_restart(tmp_path: Path) -> None:
         finally:
             if pid in server_pids(str(log)):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        # The answer streams carry event ids, so the client resumes them: the resume is
+        # refused at once, which means the server is gone (it used to retry for ~3 s).
+        ("--resumable",),
+        (),
+        ("--legacy",),
+    ],
+    ids=["streamable-http-resumable", "streamable-http", "legacy-sse"],
+)
+async def test_sigkill_of_a_remote_server_with_calls_in_flight(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    async with sdk_http_server(*flags) as (port, process):
+        config = Config(servers=(remote(port, flags),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+            await wait_for_state(sup, "far", State.STEADY, limit=20)
+            turn = await session.begin_turn()
+            results: list[Envelope] = []
+            progress_send, progress_receive = trio.open_memory_channel[ProgressReceived](10)
+
+            async def call_one() -> None:
+                results.append(await turn.call("far_sleep", {"seconds": 30}, progress=progress_send))
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(call_one)
+                with trio.fail_after(10):
+                    for _ in range(3):  # each call reached the server, its answer stream is open
+                        await progress_receive.receive()
+                killed_at = trio.current_time()
+                process.kill()
+            answered_in = trio.current_time() - killed_at
+            assert answered_in < 1.0, answered_in
+            messages = [r.as_dict()["error"]["message"] for r in results]
+            assert messages == [STOPPED_RESPONDING.format("sleep")] * 3
+            await wait_for_state(sup, "far", State.BACKOFF, limit=1.0)
+            assert_gone(sup.servers()["far"].last_error)
+
+
+async def test_sigkill_of_an_idle_remote_server_is_noticed_at_once(tmp_path: Path) -> None:
+    """No call in flight: the GET stream for server messages breaks off, and reopening
+    it is refused (it used to be retried for ~3 s, after each retry delay)."""
+    async with sdk_http_server() as (port, process):
+        config = Config(servers=(remote(port, ()),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup:
+            epoch = await wait_for_state(sup, "far", State.STEADY, limit=20)
+            await trio.sleep(0.5)  # the handshake's answer streams end; the GET stream stays
+            process.kill()
+            await wait_for_state(sup, "far", State.BACKOFF, after_epoch=epoch, limit=1.0)
+            assert_gone(sup.servers()["far"].last_error)
 
 
 @pytest.mark.parametrize(

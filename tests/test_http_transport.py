@@ -289,6 +289,23 @@ async def test_answer_stream_closed_early_is_resumed_by_get(tmp_path: Path) -> N
         assert resumes
 
 
+async def test_answer_stream_that_broke_off_is_resumed_at_once(tmp_path: Path) -> None:
+    """Broken off, not ended by the server, while the server stays up: the first GET
+    goes at once, not after the server's retry delay (5 s here), and gets the answer."""
+    async with fault_server(mode="sse", resumable=True, retry_ms=5000) as server:
+        config = Config(servers=(remote(server.url),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+            turn = await session.begin_turn()
+            start = trio.current_time()
+            result = await turn.call("far_drop", {})
+            assert result.ok and result.text == "drop", result
+            assert trio.current_time() - start < 1.0
+            assert sup.servers()["far"].state is State.STEADY
+        resumes = [s for s in server.seen if s.method == "GET" and "last-event-id" in s.headers]
+        assert len(resumes) == 1
+        assert len(server.rpc_seen("initialize")) == 1
+
+
 async def test_slow_answer_times_out_the_call_but_keeps_the_connection(tmp_path: Path) -> None:
     async with fault_server(delay_s=1.0) as server:
         spec = remote(server.url, call_timeout_s=0.3, init_timeout_s=10.0, ping_timeout_s=5.0)

@@ -15,8 +15,6 @@ import functools
 import importlib.util
 import os
 import shutil
-import socket
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,6 +29,7 @@ from actors.connection.spec import ServerSpec
 from actors.protocol.session import ProgressReceived
 from supervisor import Supervisor
 from supervisor.settings.model import Config
+from tests.http_processes import free_port, listening_process
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
@@ -128,47 +127,16 @@ async def test_official_sdk_legacy_sse_server_through_auto_fallback(tmp_path: Pa
             assert status is not None and status.transport == f"sse {base}/sse"
 
 
-def _free_port() -> int:
-    """A loopback port for a server that cannot report the one it bound (it takes PORT
-    from its environment); the tiny race with other binders is acceptable in tests."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @asynccontextmanager
 async def everything(mode: str) -> AsyncIterator[str]:
     """server-everything in an HTTP mode on a free loopback port; yields its base URL."""
     if not EVERYTHING.exists():
         reason = "npm is not on PATH" if shutil.which("npm") is None else ".ci/setup could not install it"
         pytest.skip(f"@modelcontextprotocol/server-everything is not installed: {reason}")
-    port = _free_port()
-    env = {**os.environ, "PORT": str(port)}
-    command = [str(EVERYTHING), mode]
-    async with trio.open_nursery() as nursery:
-        run = functools.partial(
-            trio.run_process,
-            command,
-            env=env,
-            check=False,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        process: trio.Process = await nursery.start(run)
-        with trio.fail_after(START_S):
-            while True:
-                try:
-                    await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
-                    break
-                except OSError:
-                    if process.returncode is not None:
-                        pytest.fail(f"mcp-server-everything {mode} exited with status {process.returncode}")
-                    await trio.sleep(0.05)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            nursery.cancel_scope.cancel()  # run_process terminates (then kills) and reaps it
+    port = free_port()
+    env = {**os.environ, "PORT": str(port)}  # it takes its port from the environment
+    async with listening_process([str(EVERYTHING), mode], port, f"mcp-server-everything {mode}", env):
+        yield f"http://127.0.0.1:{port}"
 
 
 async def test_server_everything_streamable_http(tmp_path: Path) -> None:

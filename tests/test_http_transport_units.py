@@ -28,6 +28,7 @@ from actors.transports.http_link import (
     header_safe,
     one_line,
     reconnect_delay,
+    reopen_at_once,
 )
 from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
 from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
@@ -171,6 +172,13 @@ def test_decide_post(
 )
 def test_decide_get(status: int, reopening: bool, step: GetNext) -> None:
     assert decide_get(status, reopening=reopening, has_session=True) is step
+
+
+def test_only_a_stream_that_broke_off_is_reopened_at_once_and_not_twice_in_a_row() -> None:
+    assert reopen_at_once(GetNext.DROPPED, after_at_once=False)
+    assert not reopen_at_once(GetNext.DROPPED, after_at_once=True)
+    for step in (GetNext.LISTEN, GetNext.RETRY):  # ended by the server, or a failed GET: wait
+        assert not reopen_at_once(step, after_at_once=False)
 
 
 def test_reconnect_delay_honours_retry_within_bounds() -> None:

@@ -19,7 +19,8 @@ What a status code means is decided by pure functions (:func:`decide_post`,
 Error texts name the server and never carry a header value, a session id or a URL's
 query string; they pass the spec's redactor as a last guard.
 
-The error tree adds one leaf to ``base.py``'s: ``TransportError → AuthRequired``.
+The error tree adds one leaf to ``base.py``'s: ``TransportClosed → Unreachable``, a
+connection that could not even be opened (refused, unknown host, no route).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ _INBOX_SIZE = 64
 _DEFAULT_RETRY_S = 1.0
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+\Z")  # visible ASCII, as the spec requires of session ids
 _INTERNAL_ERROR = -32603
+
+
+class Unreachable(TransportClosed):
+    """Nothing accepts connections at the server's address: refused, unknown host, no
+    route. Met while resuming a stream that was just open, it means the server is gone."""
 
 
 class FallBack(Exception):
@@ -115,6 +121,7 @@ class GetNext(enum.Enum):
     SESSION_EXPIRED = "session_expired"
     AUTH_FAILED = "auth_failed"
     LOST = "lost"  # a stream that worked cannot be reopened
+    DROPPED = "dropped"  # never from decide_get: an open stream broke off (not ended by the server)
 
     def as_post(self) -> Next:
         """The POST step whose error text fits a GET that cannot go on."""
@@ -151,6 +158,13 @@ def reconnect_delay(retry_ms: int | None) -> float:
     if retry_ms is None:
         return _DEFAULT_RETRY_S
     return min(max(retry_ms / 1000, 0.05), 600.0)
+
+
+def reopen_at_once(step: GetNext, *, after_at_once: bool) -> bool:
+    """Should the next GET skip the ``retry`` delay? Only after a stream that broke off
+    (the server did not ask to be polled later; if it died, the GET is refused at once),
+    and not twice in a row, so that a stream that keeps breaking is no busy loop."""
+    return step is GetNext.DROPPED and not after_at_once
 
 
 def header_safe(value: str, *, spaces: bool = False) -> bool:
@@ -277,7 +291,7 @@ class RemoteLink:
                 f"mcp server {self.name} did not answer {doing} in time ({type(exc).__name__})"
             )
         if isinstance(exc, httpx2.ConnectError):
-            return TransportClosed(f"mcp server {self.name}: cannot connect to {self.safe_url}: {reason}")
+            return Unreachable(f"mcp server {self.name}: cannot connect to {self.safe_url}: {reason}")
         if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError):
             return TransportClosed(f"mcp server {self.name}: the connection dropped during {doing}: {reason}")
         return TransportError(f"mcp server {self.name}: HTTP failure during {doing}: {reason}")

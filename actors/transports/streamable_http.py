@@ -22,11 +22,19 @@ carried the session means the server forgot the session: the transport closes, a
 the actor's next connection attempt makes a new one. A response stream that carried
 event ids and ended early is resumed by a GET with ``Last-Event-ID`` after the
 server's ``retry`` delay; without ids it is simply lost, and the transport closes.
+
+A stream that broke off (the connection dropped mid-body, as when the server process
+dies) is not the server asking to be polled later: the first GET goes at once. If it
+gets no answer at all (refused, or reset as the dying server's sockets close), the
+server is gone, as it is whenever a later GET is refused
+(:class:`~actors.transports.http_link.Unreachable`). The transport closes, so the calls
+in flight are answered at once instead of after the retries. The GET stream for
+server-initiated messages is reopened by the same rules, so a server killed while idle
+is noticed at once too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
@@ -47,6 +55,7 @@ from actors.transports.http_link import (
     GetNext,
     Next,
     RemoteLink,
+    Unreachable,
     content_type,
     decide_get,
     decide_post,
@@ -54,6 +63,7 @@ from actors.transports.http_link import (
     header_safe,
     one_line,
     reconnect_delay,
+    reopen_at_once,
 )
 from actors.transports.sse_parser import ServerSentEvent, SSEParser
 
@@ -302,31 +312,41 @@ class StreamableHttpTransport:
             return await self._deliver(event.data.encode(), message)
 
         parser = SSEParser()
+        dropped = False
         try:
             if await self._link.pump(response, parser, handle, message.what, drain_s=_DRAIN_S):
                 return
         except TransportClosed:
             if not parser.last_event_id:
                 raise
+            dropped = True
         if not parser.last_event_id:
             raise TransportClosed(
                 f"mcp server {self._link.name} ended the stream answering {message.what} before the answer"
             )
-        await self._resume(message, parser, handle)
+        await self._resume(message, parser, handle, at_once=dropped)
 
-    async def _resume(self, message: Outgoing, parser: SSEParser, handle: EventHandler) -> None:
-        """GET with ``Last-Event-ID`` after the server's ``retry`` delay, until the answer."""
+    async def _resume(
+        self, message: Outgoing, parser: SSEParser, handle: EventHandler, *, at_once: bool
+    ) -> None:
+        """GET with ``Last-Event-ID`` until the answer: after the server's ``retry``
+        delay, but ``at_once`` after a stream that broke off (see the module docstring).
+        A refused connection raises :class:`Unreachable`: the server is gone."""
         failures = 0
         while failures < REOPEN_ATTEMPTS:
-            await trio.sleep(reconnect_delay(parser.retry))
+            if not at_once:
+                await trio.sleep(reconnect_delay(parser.retry))
             before = parser.last_event_id
             parser = SSEParser(last_event_id=before, retry=parser.retry)
-            step, answered = await self._get(parser, handle, f"resuming {message.what}", reopening=True)
+            doing = f"resuming {message.what}"
+            step, answered = await self._get(parser, handle, doing, reopening=True, strict=at_once)
             if answered:
                 return
             if step is GetNext.NO_STREAM:
                 break  # 405: the server cannot resume streams after all
-            failures = 0 if step is GetNext.LISTEN and parser.last_event_id != before else failures + 1
+            at_once = reopen_at_once(step, after_at_once=at_once)
+            opened = step in (GetNext.LISTEN, GetNext.DROPPED)
+            failures = 0 if opened and parser.last_event_id != before else failures + 1
         raise TransportClosed(
             f"mcp server {self._link.name} dropped the stream answering {message.what} "
             "and it could not be resumed"
@@ -343,20 +363,24 @@ class StreamableHttpTransport:
 
         link = self._link
         parser = SSEParser()
-        opened = False
+        opened = at_once = False
         failures = 0
         try:
             while failures < REOPEN_ATTEMPTS:
                 parser = SSEParser(last_event_id=parser.last_event_id, retry=parser.retry)
-                step, _ = await self._get(parser, handle, "the notification stream", reopening=opened)
+                doing = "the notification stream"
+                strict = at_once or not opened  # not opened: the first GET follows the handshake
+                step, _ = await self._get(parser, handle, doing, reopening=opened, strict=strict)
                 if step is GetNext.NO_STREAM:
                     _log.debug("no GET stream", extra=link.log_fields)
                     return
-                if step is GetNext.LISTEN:
+                if step in (GetNext.LISTEN, GetNext.DROPPED):
                     opened, failures = True, 0
                 else:
                     failures += 1
-                await trio.sleep(reconnect_delay(parser.retry))
+                at_once = reopen_at_once(step, after_at_once=at_once)
+                if not at_once:
+                    await trio.sleep(reconnect_delay(parser.retry))
             raise TransportClosed(
                 f"mcp server {link.name}: the notification stream dropped and could not be reopened"
             )
@@ -364,16 +388,24 @@ class StreamableHttpTransport:
             link.inbox.fail(exc)
 
     async def _get(
-        self, parser: SSEParser, handle: EventHandler, doing: str, *, reopening: bool
+        self, parser: SSEParser, handle: EventHandler, doing: str, *, reopening: bool, strict: bool
     ) -> tuple[GetNext, bool]:
         """One GET that should open an SSE stream: the step taken, and whether ``handle``
-        saw what it waited for. A connection that fails or drops counts as RETRY or as
-        a finished LISTEN; auth failures, a lost session or a lost stream raise."""
+        saw what it waited for. A stream that ended counts as LISTEN, one that broke
+        off as DROPPED, a request that failed as RETRY. A refused connection
+        (:class:`Unreachable`), auth failures, a lost session or a lost stream raise.
+
+        ``strict``: the server answered a moment ago (this GET follows the handshake,
+        or a stream that broke off). Then a request that gets no answer at all raises
+        too: the server died meanwhile (its dying listening socket may still take the
+        connection, only to reset it)."""
         link = self._link
         headers = self._headers(ACCEPT_SSE, post=False, last_event_id=parser.last_event_id)
         try:
             response = await link.open("GET", link.url, headers, doing, head_timeout=link.spec.call_timeout_s)
-        except TransportClosed:
+        except TransportClosed as exc:
+            if strict or isinstance(exc, Unreachable):
+                raise
             return GetNext.RETRY, False
         try:
             status = response.status_code
@@ -383,8 +415,10 @@ class StreamableHttpTransport:
             if step in (GetNext.AUTH_FAILED, GetNext.SESSION_EXPIRED, GetNext.LOST):
                 raise link.status_error(step.as_post(), status, doing)
             if step is GetNext.LISTEN:
-                with contextlib.suppress(TransportClosed):  # dropped: the caller reopens it
+                try:
                     return step, await link.pump(response, parser, handle, doing)
+                except TransportClosed:
+                    return GetNext.DROPPED, False
             return step, False
         finally:
             await link.close(response)

@@ -12,9 +12,10 @@ can check headers, and it injects faults: a dropped stream mid-call, 404 for a s
 after N requests, 5xx, slow answers, 401 after N requests, resumable streams.
 
 Tools: ``echo {text}``, ``sleep {seconds}`` (progress first), ``drop`` (the answer's
-stream breaks mid-call), ``hiccup`` (resumable mode: the POST stream closes before the
-answer, which a GET with ``Last-Event-ID`` replays), ``add_tool {name}`` (adds a tool and
-announces ``notifications/tools/list_changed`` on the GET stream).
+stream breaks mid-call; in resumable mode a GET with ``Last-Event-ID`` then replays the
+answer), ``hiccup`` (resumable mode: the POST stream is ended before the answer, which
+such a GET replays), ``add_tool {name}`` (adds a tool and announces
+``notifications/tools/list_changed`` on the GET stream).
 """
 
 from __future__ import annotations
@@ -225,6 +226,8 @@ class FaultServer:
             await _body(send, sse({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress},
                                   event="message"))  # fmt: skip
         if tool == "drop":
+            if self.options.resumable:  # the answer waits for a GET, as after a hiccup
+                session.replay[priming] = sse(answer, event="message", id=f"{session.id}-{next(self._ids)}")
             raise _Dropped
         if tool == "hiccup" and self.options.resumable:
             session.replay[priming] = sse(answer, event="message", id=f"{session.id}-{next(self._ids)}")

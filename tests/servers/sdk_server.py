@@ -1,10 +1,23 @@
 """A small MCP server built on the official ``mcp`` Python SDK, for interop tests.
 
-Runs over stdio. Tools: ``add`` (structured int result), ``shout``, and ``count``,
-which reports progress through the SDK's own progress API.
+Runs over stdio by default. Tools: ``add`` (structured int result), ``shout``,
+``count``, which reports progress through the SDK's own progress API, and ``sleep``,
+which reports progress 0 at once (so a test knows the call reached the server) and
+then sleeps.
+
+``--http PORT`` serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead, with
+the SDK's own stack (uvicorn, SSE answers): a real remote server process that a test
+can SIGKILL. ``--resumable`` adds an in-memory event store, so every answer stream
+starts with a priming event (an id and a ``retry`` of 1 s) and can be resumed with
+``Last-Event-ID``, as the SDK does for servers that support resumability.
+``--legacy`` serves the old HTTP+SSE transport at ``http://127.0.0.1:PORT/sse``.
 """
 
 from __future__ import annotations
+
+import argparse
+import itertools
+import logging
 
 import anyio
 
@@ -13,6 +26,8 @@ try:  # mcp 2.x
 except ImportError:  # pragma: no cover - mcp 1.x
     from mcp.server.fastmcp import Context  # type: ignore[no-redef]
     from mcp.server.fastmcp import FastMCP as MCPServer
+
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 server = MCPServer("sdk-test-server")
 
@@ -38,5 +53,51 @@ async def count(steps: int, ctx: Context) -> str:  # type: ignore[type-arg]
     return f"counted to {steps}"
 
 
+@server.tool()
+async def sleep(seconds: float, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Report progress 0, sleep, then say so."""
+    await ctx.report_progress(0, seconds, "sleeping")
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, kept in memory (a test server lives briefly)."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._events: list[tuple[str, str, object]] = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id: str, message: object) -> str:
+        event_id = str(next(self._ids))
+        self._events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
+        found = [i for i, (event_id, _, _) in enumerate(self._events) if event_id == last_event_id]
+        if not found:
+            return None
+        stream_id = self._events[found[0]][1]
+        for event_id, stream, message in self._events[found[0] + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))  # type: ignore[arg-type]
+        return stream_id
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on this port")
+    parser.add_argument("--resumable", action="store_true", help="answer streams carry event ids")
+    parser.add_argument("--legacy", action="store_true", help="serve the HTTP+SSE transport at /sse")
+    args = parser.parse_args()
+    if args.http is None:
+        server.run("stdio")
+    else:
+        logging.disable(logging.WARNING)
+        if args.legacy:
+            server.run("sse", host="127.0.0.1", port=args.http)
+        else:
+            store = MemoryEventStore() if args.resumable else None
+            server.run(
+                "streamable-http", host="127.0.0.1", port=args.http, event_store=store, retry_interval=1000
+            )
