@@ -84,6 +84,7 @@ def _plan_launch(spec: ServerSpec, environ: Mapping[str, str]) -> _Launch:
     name = spec.name
     if not spec.command or not spec.command[0]:
         raise SpawnError(f"mcp server {name}: no command configured; set the server's command")
+    _check_strings(spec)
     argv0 = spec.command[0]
     env = {**environ, **spec.env}
     cwd = spec.cwd
@@ -112,6 +113,44 @@ def _plan_launch(spec: ServerSpec, environ: Mapping[str, str]) -> _Launch:
     return _Launch(argv=tuple(spec.command), executable=executable, env=env, cwd=cwd)
 
 
+def _check_strings(spec: ServerSpec) -> None:
+    """What exec would refuse (a NUL byte, ``=`` in a variable name, a non-string) is a
+    SpawnError naming the entry; never the value, which may be a secret."""
+    name = spec.name
+    for index, arg in enumerate(spec.command):
+        where = "the command" if index == 0 else f"argument {index} of the command"
+        if not isinstance(arg, str):
+            raise SpawnError(f"mcp server {name}: {where} is not a string; fix the server's command or args")
+        if "\0" in arg:
+            raise SpawnError(
+                f"mcp server {name}: {where} contains a NUL byte, which no program can receive; "
+                "remove it from the server's command or args"
+            )
+    for key, value in spec.env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise SpawnError(
+                f"mcp server {name}: env entry {key!r} is not a string pair; fix the server's env"
+            )
+        if "\0" in key or "=" in key:
+            raise SpawnError(
+                f"mcp server {name}: env variable name {key!r} contains a NUL byte or '='; "
+                "rename it in the server's env"
+            )
+        if "\0" in value:
+            raise SpawnError(
+                f"mcp server {name}: the value of env variable {key} contains a NUL byte, which "
+                "no environment can hold; fix the server's env (or the file it is read from)"
+            )
+    if spec.cwd is not None and "\0" in spec.cwd:
+        raise SpawnError(
+            f"mcp server {name}: the working directory contains a NUL byte; fix the server's cwd"
+        )
+
+
+# What Popen raises for an argument the OS or Python refuses, besides OSError.
+_REFUSED = (OSError, ValueError, TypeError, subprocess.SubprocessError)
+
+
 async def _spawn(spec: ServerSpec, launch: _Launch) -> trio.Process:
     """Start the server in its own session (pgid == pid); OS errors become SpawnError."""
     try:
@@ -125,8 +164,8 @@ async def _spawn(spec: ServerSpec, launch: _Launch) -> trio.Process:
             cwd=launch.cwd,
             start_new_session=True,
         )
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+    except _REFUSED as exc:  # every failure to start is this server's SpawnError
+        reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
         raise SpawnError(
             f"mcp server {spec.name}: could not start {launch.argv[0]!r}: {reason}; "
             "check that the command is an executable program and the cwd is usable"
