@@ -2,10 +2,21 @@
 
 Children start in order (each reports readiness through ``task_status``) and stop
 in reverse. A child that crashes (raises) is restarted on its own, unless it crashed
-more than ``max_restarts`` times within ``within_s`` seconds: then the supervisor
-gives up *upward* by raising ``SupervisorGaveUp`` (never by exiting the process), so
-a bug in our own code cannot turn into a silent restart loop. A child that returns
-normally has finished on purpose (it was told to stop) and is not restarted.
+more than ``max_restarts`` times within ``within_s`` seconds (the restart intensity),
+so a bug in our own code cannot turn into a silent restart loop. Past the intensity:
+
+- a child with a ``park`` is *parked*: an error is logged (with the traceback) and
+  the child is started through ``park(crash)`` instead, which must wait ``park_s``
+  before it tries its work again (a connection actor waits in ``backoff`` with the
+  condition ``crashed``). A crash within ``within_s`` after that retry parks it again
+  at once, with no quick restarts in between; a crash later than that counts afresh.
+  So a child that always crashes tries once every ``park_s``, forever, and everything
+  else keeps running.
+- a child without one makes the supervisor give up *upward* by raising
+  ``SupervisorGaveUp`` (never by exiting the process).
+
+A child that returns normally has finished on purpose (it was told to stop) and is
+not restarted.
 
 A connection failing is not a crash: connection actors handle that themselves with
 their reconnect schedule. A crash here means an exception escaped an actor.
@@ -36,6 +47,10 @@ class ChildSpec:
     start: Callable[[], Startable]
     request_stop: Callable[[], bool]
     """Ask the child to stop gracefully; False when the request could not be delivered."""
+    park: Callable[[Exception], Startable] | None = None
+    """Past the restart intensity: start the child parked (given the last crash), so it
+    waits ``park_s`` before it tries again. None: the supervisor gives up instead."""
+    park_s: float = 0.0
 
 
 class SupervisorGaveUp(Exception):
@@ -49,6 +64,8 @@ class _Slot:
     done: trio.Event = attrs.field(factory=trio.Event)
     restarts: deque[float] = attrs.field(factory=deque)
     stopping: bool = False
+    # While parked: a crash before this moment parks the child again at once.
+    parked_until: float | None = None
 
 
 class _Ready:
@@ -111,12 +128,15 @@ class OneForOne:
         # (~4 KB each, times 1,000 servers). Its first start reports readiness through
         # our task_status; restarts report to nobody.
         ready = _Ready(task_status)
+        parked_by: Exception | None = None  # the crash that parked the child
         try:
             with slot.scope:
                 while True:
                     try:
                         status = trio.TASK_STATUS_IGNORED if ready.done else ready
-                        await slot.spec.start()(task_status=status)
+                        park = slot.spec.park
+                        start = slot.spec.start() if parked_by is None or park is None else park(parked_by)
+                        await start(task_status=status)
                     except Exception as exc:
                         if not ready.done:
                             raise
@@ -128,7 +148,7 @@ class OneForOne:
                                 extra={"fields": {"child": slot.spec.name}},
                             )
                             return
-                        self._note_crash(slot, crash)
+                        parked_by = crash if self._note_crash(slot, crash) else None
                         continue
                     if not ready.done:
                         raise RuntimeError(f"child {slot.spec.name} returned without reporting it started")
@@ -136,17 +156,36 @@ class OneForOne:
         finally:
             slot.done.set()
 
-    def _note_crash(self, slot: _Slot, exc: Exception) -> None:
+    def _note_crash(self, slot: _Slot, exc: Exception) -> bool:
+        """Count a crash; True when the child is to be started parked."""
         now = trio.current_time()
+        name = slot.spec.name
+        if slot.parked_until is not None and now < slot.parked_until:
+            again = f"{name} crashed again within {self.within_s:g} s of its retry"
+            return self._park(slot, exc, again, now)
+        slot.parked_until = None
         slot.restarts.append(now)
         while slot.restarts and now - slot.restarts[0] > self.within_s:
             slot.restarts.popleft()
         if len(slot.restarts) > self.max_restarts:
-            raise SupervisorGaveUp(
-                f"{slot.spec.name} crashed {len(slot.restarts)} times within {self.within_s:g} s; "
-                "giving up (this is a bug: please report it with the log)"
-            ) from exc
-        log.error("child crashed; restarting", exc_info=exc, extra={"fields": {"child": slot.spec.name}})
+            too_often = f"{name} crashed {len(slot.restarts)} times within {self.within_s:g} s"
+            if slot.spec.park is None:
+                raise SupervisorGaveUp(
+                    f"{too_often}; giving up (this is a bug: please report it with the log)"
+                ) from exc
+            return self._park(slot, exc, too_often, now)
+        log.error("child crashed; restarting", exc_info=exc, extra={"fields": {"child": name}})
+        return False
+
+    def _park(self, slot: _Slot, exc: Exception, why: str, now: float) -> bool:
+        slot.restarts.clear()
+        slot.parked_until = now + slot.spec.park_s + self.within_s
+        log.error(
+            "child crashed too often; parked (this is a bug: please report it with the log)",
+            exc_info=exc,
+            extra={"fields": {"child": slot.spec.name, "why": why, "retry_in_s": slot.spec.park_s}},
+        )
+        return True
 
     async def stop(self) -> None:
         """Stop children in reverse start order, each within ``stop_timeout_s``."""

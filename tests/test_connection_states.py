@@ -45,6 +45,8 @@ EXPECTED: dict[tuple[State, Trigger], State] = {
     (S.LIST, T.FAILED): S.BACKOFF,
     (S.STEADY, T.FAILED): S.BACKOFF,
     (S.BACKOFF, T.RETRY): S.RESOLVE,
+    # the replacement of an actor that crashed past the restart intensity starts parked
+    (S.IDLE, T.CRASHED): S.BACKOFF,
     # restart: live connections are torn down first; nothing to tear down otherwise
     (S.RESOLVE, T.RESTART): S.TEARDOWN,
     (S.AUTHENTICATE, T.RESTART): S.TEARDOWN,

@@ -173,6 +173,100 @@ async def test_too_many_crashes_within_the_window_give_up(autojump_clock: trio.t
     assert of(log, "cancelled") == ["steady"]  # giving up takes the tree down
 
 
+class ParkedChild(FakeChild):
+    """A child whose bug is fixed after ``broken_runs`` runs; parked runs wait ``park_s``
+    (as a connection actor waits in backoff) before they try, and crash while broken."""
+
+    def __init__(self, name: str, log: list[Event], *, broken_runs: int, park_s: float) -> None:
+        super().__init__(name, log, startup_s=0.0)
+        self.broken_runs = broken_runs
+        self.park_s = park_s
+        self.runs: list[tuple[str, float]] = []  # ("start" | "parked", when)
+        self.parked_by: list[str] = []
+        self.healthy = trio.CancelScope()
+
+    def spec(self) -> ChildSpec:
+        start = lambda: self.run_normal  # noqa: E731
+        return ChildSpec(self.name, start, self.request_stop, park=self.park, park_s=self.park_s)
+
+    def park(self, crash: Exception) -> Callable[..., Awaitable[None]]:
+        self.parked_by.append(str(crash))
+        return self.run_parked
+
+    async def run_normal(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.runs.append(("start", trio.current_time()))
+        task_status.started()
+        await self.work()
+
+    async def run_parked(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.runs.append(("parked", trio.current_time()))
+        task_status.started()
+        with trio.move_on_after(self.park_s):
+            await self.stop_requested.wait()
+            return
+        await self.work()
+
+    async def work(self) -> None:
+        await trio.sleep(0.5)
+        if len(self.runs) <= self.broken_runs:
+            raise ValueError(f"{self.name} bug in run {len(self.runs)}")
+        with trio.CancelScope() as self.healthy:  # cancelled: a late bug strikes
+            await wait_for_stop(self)
+            return
+        raise ValueError(f"{self.name} late bug")
+
+
+async def test_past_the_intensity_a_child_with_park_is_parked_and_retried_at_its_delay(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log: list[Event] = []
+    steady = FakeChild("steady", log)
+    buggy = ParkedChild("buggy", log, broken_runs=6, park_s=60.0)
+    supervisor = OneForOne(max_restarts=3, within_s=5.0)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, [steady.spec(), buggy.spec()])
+            start = trio.current_time()
+            await trio.sleep(200)
+            runs = [(kind, round(at - start, 3)) for kind, at in buggy.runs]
+            # Four quick runs (the first plus max_restarts), then parked: each parked
+            # run tries after 60 s and, crashing again, is parked again at once.
+            assert runs == [
+                ("start", 0.0),
+                ("start", 0.5),
+                ("start", 1.0),
+                ("start", 1.5),
+                ("parked", 2.0),
+                ("parked", 62.5),
+                ("parked", 123.0),
+            ]
+            assert buggy.parked_by == ["buggy bug in run 4", "buggy bug in run 5", "buggy bug in run 6"]
+            assert of(log, "cancelled") == []  # the other child never noticed
+            await supervisor.stop()
+    assert of(log, "returned") == ["steady"]
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    parked = [r for r in errors if r.getMessage().startswith("child crashed too often; parked")]
+    assert len(parked) == 3 and all(r.exc_info is not None for r in parked)
+
+
+async def test_a_crash_long_after_a_parked_childs_retry_counts_afresh(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[Event] = []
+    child = ParkedChild("child", log, broken_runs=4, park_s=10.0)
+    supervisor = OneForOne(max_restarts=3, within_s=5.0)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, [child.spec()])
+            await trio.sleep(100)  # parked at 2 s, retried at 12 s, fine since
+            assert [kind for kind, _ in child.runs] == ["start"] * 4 + ["parked"]
+            child.healthy.cancel()  # a new bug, long after the retry: restarted at once
+            await trio.sleep(1)
+            assert [kind for kind, _ in child.runs] == ["start"] * 4 + ["parked", "start"]
+            assert supervisor.restart_counts() == {"child": 1}
+            await supervisor.stop()
+
+
 async def test_exactly_max_restarts_within_the_window_is_tolerated(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

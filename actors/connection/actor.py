@@ -80,6 +80,15 @@ class ConnectionFailed(Exception):
     """The server misbehaved in a way that ends this connection (not the actor)."""
 
 
+@attrs.frozen(slots=True)
+class Crashed:
+    """Start parked: the actor this one replaces crashed past the supervisor's restart
+    intensity. The new one waits ``retry_in_s`` in backoff (condition ``crashed``)."""
+
+    reason: str
+    retry_in_s: float
+
+
 @attrs.define(eq=False)
 class _Live:
     """One connection attempt: its transport, protocol session and nursery."""
@@ -122,6 +131,7 @@ class ConnectionActor:
         restart: bool = True,
         client_capabilities: dict[str, Any] | None = None,
         server_requests: ServerRequestHandler | None = None,
+        crashed: Crashed | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -149,6 +159,7 @@ class ConnectionActor:
         self._generation = 0
         self._stopped = False
         self._stderr: tuple[str, ...] = ()  # the last stderr tail seen, kept after a crash
+        self._crashed = crashed
         self.state = State.IDLE
         self.unavailable = f"mcp server {self.name} is unavailable"
 
@@ -158,6 +169,8 @@ class ConnectionActor:
         """Serve until stopped (Command STOP) or cancelled; teardown is always complete."""
         try:
             async with trio.open_nursery() as nursery:
+                if self._crashed is not None:
+                    await self._park(self._crashed)
                 nursery.start_soon(self._lifecycle, nursery.cancel_scope)
                 task_status.started()
                 async for message in self._mailbox:
@@ -246,6 +259,14 @@ class ConnectionActor:
                 await self._connect_and_serve()
             else:  # pragma: no cover - the table makes this unreachable
                 raise RuntimeError(f"lifecycle stuck in {self.state.value}")
+
+    async def _park(self, crashed: Crashed) -> None:
+        """Wait in backoff at the schedule's last delay; a failure after the retry then
+        keeps that delay too."""
+        self._attempt = len(self._schedule.delays)
+        self._next_retry_at = trio.current_time() + crashed.retry_in_s
+        self._condition = "crashed"
+        await self._transition(Trigger.CRASHED, self._redactor.redact(crashed.reason))
 
     async def _apply_control(self, control: Control) -> bool:
         """Carry out an operator command; True when the actor is now stopped."""

@@ -121,7 +121,8 @@ class StateChanged:
     reason: str | None = None
     next_retry_at: float | None = None
     owner: str | None = None
-    # "needs_auth": in backoff with no retry scheduled until someone authorizes again.
+    # "needs_auth": in backoff with no retry scheduled until someone authorizes again;
+    # "crashed": parked in backoff after its actor crashed past the restart intensity.
     condition: str | None = None
 
 

@@ -16,6 +16,10 @@ flowing on the old list. Any failure of a live state (transport closed, crash,
 timeout, protocol error) goes to ``backoff``; when the schedule's delay has passed the
 actor retries from ``resolve``.
 
+An actor that replaces one which crashed past the supervisor's restart intensity
+starts *parked*: ``idle ─crashed─► backoff``, with the condition ``crashed`` and a
+retry at the schedule's last delay.
+
 ``stop``, ``disable`` and ``restart`` pass through ``teardown`` (the process is being
 shut down) and end in ``stopped``, ``disabled`` or ``resolve``. ``enable`` brings a
 disabled server back to ``idle``.
@@ -63,6 +67,7 @@ class Trigger(enum.Enum):
     TORN_DOWN_DISABLE = "torn_down_disable"
     TORN_DOWN_RESTART = "torn_down_restart"
     ENABLE = "enable"
+    CRASHED = "crashed"
 
 
 LIVE_STATES = frozenset({State.RESOLVE, State.AUTHENTICATE, State.HANDSHAKE, State.LIST, State.STEADY})
@@ -86,6 +91,7 @@ def _table() -> dict[tuple[State, Trigger], State]:
         (State.TEARDOWN, Trigger.TORN_DOWN_RESTART): State.RESOLVE,
         (State.DISABLED, Trigger.ENABLE): State.IDLE,
         (State.DISABLED, Trigger.STOP): State.STOPPED,
+        (State.IDLE, Trigger.CRASHED): State.BACKOFF,
     }
     for state in LIVE_STATES:
         table[(state, Trigger.FAILED)] = State.BACKOFF
