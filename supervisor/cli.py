@@ -136,7 +136,8 @@ async def _serve(config: Config, state_dir: str | None) -> None:
     from supervisor.admin import serve_admin
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with Supervisor.open(config, state_dir=state_dir) as sup, trio.open_nursery() as nursery:
+        service = Supervisor.open(config, state_dir=state_dir, instance_kind="serve")
+        async with service as sup, trio.open_nursery() as nursery:
             url = await nursery.start(serve_admin, sup, config.admin.bind)
             log.info("admin api listening", extra={"fields": {"url": url}})
             async for signum in signals:

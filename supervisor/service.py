@@ -1,12 +1,14 @@
 """The Supervisor: the root nursery, the store, the router, one connection actor per server.
 
-``Supervisor.open`` cleans up orphans a crashed earlier run left behind, opens the
-store (last-known tool lists, pins, remembered approvals), starts the store actor,
-the router, then the connection actors in config order under a one-for-one
-supervisor, and yields. Leaving the context stops everything in reverse: sessions
-first (they are nested inside), then connections (each tears its server down: stdin
-closed, SIGTERM, SIGKILL, reaped), then the router, then the store (its queue
-written). Teardown runs shielded under a deadline, also when the host is cancelled.
+``Supervisor.open`` takes this instance's lock in the state directory (several
+instances may share one: see ``actors/transports/instances.py``), cleans up after
+dead instances (their orphaned servers), opens the store (last-known tool lists,
+pins, remembered approvals), starts the store actor, the router, then the connection
+actors in config order under a one-for-one supervisor, and yields. Leaving the
+context stops everything in reverse: sessions first (they are nested inside), then
+connections (each tears its server down: stdin closed, SIGTERM, SIGKILL, reaped),
+then the router, then the store (its queue written), and last releases the lock.
+Teardown runs shielded under a deadline, also when the host is cancelled.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from actors.protocol.messages import Tool
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
+from actors.transports.instances import claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
@@ -42,7 +45,7 @@ from supervisor.policy import Policy
 from supervisor.requests import RequestRegistry
 from supervisor.sessions import Session
 from supervisor.settings.model import Config
-from supervisor.state_dir import open_store, resolve_state_dir, state_errors
+from supervisor.state_dir import lock_instance, open_store, resolve_state_dir, state_errors
 from supervisor.store.vault import StoreVault
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
@@ -52,6 +55,22 @@ from supervisor.store import SaveToolList, Store, StoreActor, StoreMessage
 log = logging.getLogger("supervisor")
 
 SHUTDOWN_GRACE_S = 10.0
+
+
+async def recover_dead_instances(state_path: Path) -> None:
+    """Clean up after the supervisor instances of this state directory that died
+    (SIGKILL, OOM, a power cut): kill the servers they left running.
+
+    One claim covers every recovery, so two instances starting at once never recover
+    the same dead one, and one whose recovery failed is tried again by the next start
+    (``done()`` only after everything succeeded).
+    """
+    with claim_dead_instances(state_path) as dead:
+        reaped = await trio.to_thread.run_sync(reap_orphans, state_path, {d.id for d in dead})
+        if reaped:
+            log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
+        for instance in dead:
+            instance.done()
 
 
 def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
@@ -100,6 +119,7 @@ class Supervisor:
         self.server_requests: ServerRequestHandler | None = None
         self.client_capabilities: dict[str, Any] = {}
         self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
+        self.instance_id: str | None = None  # this instance's lock in the state directory
 
     @classmethod
     @asynccontextmanager
@@ -113,6 +133,7 @@ class Supervisor:
         server_requests: ServerRequestHandler | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
         authorizer: Authorizer | None = None,
+        instance_kind: str = "embedded",
     ) -> AsyncIterator[Supervisor]:
         """Run the supervisor for the duration of the ``async with`` block.
 
@@ -123,26 +144,38 @@ class Supervisor:
         authorization-code flow; without one such a server waits in ``needs_auth``
         until ``mcp-supervisor auth login`` stored its tokens.
 
+        The supervisor holds an instance lock in the state directory for as long as it
+        runs (``instance_id``); ``instance_kind`` says what runs, for a person reading
+        the directory (``serve``, ``stdio``, ``bridge``; an embedding host keeps
+        ``embedded``).
+
         Raises ``StateError`` when the state directory or its database cannot be used.
         """
         for warning in config.warnings:
             fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
             log.warning("config warning", extra={"fields": fields})
         state_path = resolve_state_dir(config, state_dir)
-        reaped = await trio.to_thread.run_sync(reap_orphans, state_path)
-        if reaped:
-            log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
-        store = await trio.to_thread.run_sync(open_store, state_path)
+        lock = lock_instance(state_path, instance_kind)
         try:
-            connector = connector or TransportConnector(
-                state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer
-            )
-            async with cls._running(
-                config, approver, state_path, store, connector, server_requests, client_capabilities
-            ) as supervisor:
-                yield supervisor
+            await recover_dead_instances(state_path)
+            store = await trio.to_thread.run_sync(open_store, state_path)
+            try:
+                connector = connector or TransportConnector(
+                    state_path,
+                    config.secrets,
+                    vault=StoreVault(store),
+                    authorizer=authorizer,
+                    instance=lock.id,
+                )
+                async with cls._running(
+                    config, approver, state_path, store, connector, server_requests, client_capabilities
+                ) as supervisor:
+                    supervisor.instance_id = lock.id
+                    yield supervisor
+            finally:
+                store.close()
         finally:
-            store.close()
+            lock.release()  # last: until here, our servers' pidfiles are ours alone
 
     @classmethod
     @asynccontextmanager

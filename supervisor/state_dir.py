@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+from actors.transports.instances import InstanceLock, instances_dir
 from supervisor.settings.model import Config
 from supervisor.settings.values import visible
 from supervisor.store import DB_FILENAME, Store, StoreError, StoreForeignError, StoreVersionError
@@ -27,6 +28,7 @@ __all__ = [
     "DEFAULT_STATE_DIR",
     "StateError",
     "check_state_dir",
+    "lock_instance",
     "open_store",
     "resolve_state_dir",
     "state_errors",
@@ -80,6 +82,17 @@ def check_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) ->
     finally:
         store.close()
     return path
+
+
+def lock_instance(state_path: Path, kind: str) -> InstanceLock:
+    """This supervisor instance's lock in the state directory (see
+    ``actors/transports/instances.py``); a failure is a StateError."""
+    try:
+        return InstanceLock.acquire(state_path, kind)
+    except OSError as exc:
+        hint = f"make the state directory writable, or {ELSEWHERE}" if exc.errno in _READ_ONLY else ELSEWHERE
+        problem = f"cannot take this supervisor's instance lock ({exc.strerror})"
+        raise StateError(instances_dir(state_path), problem, hint) from None
 
 
 def open_store(state_path: Path) -> Store:

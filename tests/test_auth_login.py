@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from actors.connection.spec import ServerSpec, Start
+from actors.transports.instances import instances_dir
 from supervisor.service import Supervisor
 from supervisor.settings.model import Config, ToolSearchSettings
 from supervisor.store import Store
@@ -73,6 +74,7 @@ async def test_login_in_a_browser_stores_tokens_that_serve_then_uses(tmp_path: P
             while chunk := await process.stderr.receive_some():
                 errors += chunk
             assert await process.wait() == 0, errors
+        assert not instances_dir(state).exists()  # a client of the state directory, not an instance
         out = (printed + rest).decode()
         assert "Authorized mcp server docs" in out
         assert "No supervisor answers at http://127.0.0.1:9" in out

@@ -7,10 +7,19 @@ process) the files remain, and :func:`reap_orphans` kills what they describe.
 PIDs get reused, so a pid alone proves nothing. A record also holds the process's start
 time (field 22 of ``/proc/<pid>/stat``, in clock ticks since boot): a live process
 with the same pid *and* the same start time is the one we spawned, anything else is a
-stranger and is never signalled. The record also names its owner (the supervisor
-process that wrote it, again pid + start time): while the owner lives, its servers are
-not orphans, so two supervisors sharing a state directory cannot kill each other's
-servers.
+stranger and is never signalled.
+
+Whose servers are orphans? A record names the supervisor *instance* that spawned the
+server (``instances.py``: one lock per instance). Several instances share a state
+directory (one ``stdio`` per editor window, ``serve``, embeddings), and only a dead
+instance's servers are orphans: :func:`reap_orphans` reaps exactly the records of the
+dead instances its caller has claimed, and never a record whose instance holds its
+lock. The writing process's pid (+ start time) could not tell: an instance in
+another pid namespace (a container, a sandboxed editor) has pids that mean nothing
+here, so its live servers' records looked orphaned; and an instance may end while its
+process lives on (an embedding host that opens a supervisor again after a stuck
+shutdown), so a dead instance's servers looked owned. Records written before instances
+existed name only that owner process and keep the older check.
 
 Linux only (``/proc``). Everything here is synchronous: ``reap_orphans`` runs once at
 start-up and sleeps (bounded, at most about one second) with ``time.sleep``; call it
@@ -25,11 +34,13 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Literal
 
 import attrs
+
+from actors.transports.instances import instance_is_live
 
 _log = logging.getLogger(__name__)
 
@@ -83,6 +94,7 @@ class PidRecord:
     argv0: str
     owner_pid: int
     owner_start_time: int
+    instance: str | None = None  # None: written before instances existed
 
 
 def pids_dir(state_dir: Path) -> Path:
@@ -97,6 +109,7 @@ def write_pidfile(
     pgid: int,
     server: str,
     argv0: str,
+    instance: str | None = None,
     start_time: int | None = None,
 ) -> Path:
     """Record a freshly spawned server process; return the pidfile's path.
@@ -119,6 +132,7 @@ def write_pidfile(
         argv0=argv0,
         owner_pid=os.getpid(),
         owner_start_time=owner.start_time if owner is not None else 0,
+        instance=instance,
     )
     directory = pids_dir(state_dir)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -147,6 +161,7 @@ def read_pidfile(path: Path) -> PidRecord | None:
             argv0=str(data["argv0"]),
             owner_pid=int(data.get("owner_pid", 0)),
             owner_start_time=int(data.get("owner_start_time", 0)),
+            instance=None if data.get("instance") is None else str(data["instance"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -167,11 +182,19 @@ def is_running(pid: int, start_time: int) -> bool:
 Verdict = Literal["orphan", "stale", "owned"]
 
 
-def classify(record: PidRecord) -> Verdict:
+def classify(record: PidRecord, state_dir: Path, claimed: Collection[str] = ()) -> Verdict:
     """Decide what a pidfile calls for: ``"orphan"`` (kill its group, then delete),
     ``"stale"`` (process gone or pid reused: just delete) or ``"owned"`` (its
-    supervisor still runs: leave it alone)."""
-    if record.owner_pid > 0 and is_running(record.owner_pid, record.owner_start_time):
+    supervisor instance still runs, or another starter is recovering it: leave it).
+
+    ``claimed``: the dead instances the caller holds (``claim_dead_instances``). A
+    record of an instance that is neither claimed nor live (its lock file is gone: it
+    ended, or was recovered, and this record is a leftover) is judged by its process.
+    """
+    if record.instance is not None:
+        if record.instance not in claimed and instance_is_live(state_dir, record.instance):
+            return "owned"
+    elif record.owner_pid > 0 and is_running(record.owner_pid, record.owner_start_time):
         return "owned"
     if record.pid <= 1 or not is_same_process(record.pid, record.start_time):
         return "stale"
@@ -223,14 +246,17 @@ def _any_running_member(pgids: set[int]) -> bool:
     return False
 
 
-def reap_orphans(state_dir: Path, *, grace_s: float = 0.5) -> list[int]:
-    """Kill the process groups an earlier, crashed run left behind; return their pids.
+def reap_orphans(state_dir: Path, claimed: Collection[str] = (), *, grace_s: float = 0.5) -> list[int]:
+    """Kill the process groups dead supervisor instances left behind; return their pids.
+
+    Run it inside ``claim_dead_instances`` and pass the ids it claimed: their servers
+    are reaped, a live instance's are never touched (see :func:`classify`).
 
     SIGTERM to each orphan's group, up to ``grace_s`` (capped at 0.8 s) for the
     leaders to exit, then SIGKILL to each group regardless (members that ignored
     SIGTERM or outlived their leader). Pidfiles of processes that are gone, or whose
-    pid now belongs to another process, are only deleted. Pidfiles whose supervisor
-    is still running are left alone. Takes at most about one second.
+    pid now belongs to another process, are only deleted. Takes at most about one
+    second.
     """
     directory = pids_dir(state_dir)
     if not directory.is_dir():
@@ -242,7 +268,7 @@ def reap_orphans(state_dir: Path, *, grace_s: float = 0.5) -> list[int]:
             _log.warning("removing unreadable pidfile %s", path)
             remove_pidfile(path)
             continue
-        verdict = classify(record)
+        verdict = classify(record, state_dir, claimed)
         if verdict == "orphan":
             orphans.append((path, record, _verified_group(record)))
         elif verdict == "stale":

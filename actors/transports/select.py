@@ -40,12 +40,13 @@ class TransportConnector:
         *,
         vault: TokenVault | None = None,
         authorizer: Authorizer | None = None,
+        instance: str | None = None,
     ) -> None:
         self._extra = extra_secrets
         self._vault = vault
         self._authorizer = authorizer
         self.hub = StdioHub()
-        self._stdio = StdioConnector(state_dir, self._redactor, self.hub)
+        self._stdio = StdioConnector(state_dir, self._redactor, self.hub, instance)
         self._remote: RemoteConnector | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

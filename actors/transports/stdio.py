@@ -452,11 +452,13 @@ async def open_stdio_transport(
     state_dir: Path | None = None,
     redactor: Redactor | None = None,
     hub: StdioHub | None = None,
+    instance: str | None = None,
 ) -> AsyncIterator[StdioTransport]:
     """Spawn ``spec.command`` and yield its transport; leaving the block stops it.
 
     ``hub`` reads the server's stderr and watches its exit; without a running one, the
-    transport runs a hub of its own for as long as it lives.
+    transport runs a hub of its own for as long as it lives. ``instance``: the id of
+    the supervisor instance that runs the server (its pidfile names it).
 
     Raises SpawnError if the server cannot be started. An exception raised in the
     block comes out as itself (not wrapped in an ExceptionGroup).
@@ -464,7 +466,7 @@ async def open_stdio_transport(
     if redactor is None:
         redactor = Redactor(spec.secrets)
     if hub is not None and hub.running:
-        async with _open(spec, state_dir, redactor, hub) as transport:
+        async with _open(spec, state_dir, redactor, hub, instance) as transport:
             yield transport
         return
     body_error: BaseException | None = None
@@ -472,7 +474,7 @@ async def open_stdio_transport(
         own = StdioHub()
         await nursery.start(own.run)
         try:
-            async with _open(spec, state_dir, redactor, own) as transport:
+            async with _open(spec, state_dir, redactor, own, instance) as transport:
                 yield transport
         except BaseException as exc:
             # Re-raised below, outside the nursery, so callers see it unwrapped.
@@ -484,7 +486,7 @@ async def open_stdio_transport(
 
 @asynccontextmanager
 async def _open(
-    spec: ServerSpec, state_dir: Path | None, redactor: Redactor, hub: StdioHub
+    spec: ServerSpec, state_dir: Path | None, redactor: Redactor, hub: StdioHub, instance: str | None
 ) -> AsyncIterator[StdioTransport]:
     launch = _plan_launch(spec, os.environ)
     process = await _spawn(spec, launch)
@@ -495,7 +497,7 @@ async def _open(
     pidfile: Path | None = None
     try:
         if state_dir is not None:
-            pidfile = _try_write_pidfile(spec, process, state_dir)
+            pidfile = _try_write_pidfile(spec, process, state_dir, instance)
         transport = StdioTransport(spec, process, redactor)
         if not hub.running:  # it stopped while we spawned: the supervisor is going away
             raise SpawnError(f"mcp server {spec.name}: not started, the supervisor is stopping")
@@ -516,7 +518,9 @@ async def _open(
             remove_pidfile(pidfile)
 
 
-def _try_write_pidfile(spec: ServerSpec, process: trio.Process, state_dir: Path) -> Path | None:
+def _try_write_pidfile(
+    spec: ServerSpec, process: trio.Process, state_dir: Path, instance: str | None
+) -> Path | None:
     """Write the pidfile; a failure is logged, not fatal (the server still works)."""
     # A tiny local write, done inline so no checkpoint separates it from the spawn.
     try:
@@ -526,6 +530,7 @@ def _try_write_pidfile(spec: ServerSpec, process: trio.Process, state_dir: Path)
             pgid=process.pid,
             server=spec.name,
             argv0=spec.command[0],
+            instance=instance,
         )
     except OSError as exc:
         _log.warning(
@@ -544,6 +549,7 @@ class StdioConnector:
     ``redactor_factory`` builds the redactor for a spec (default: one that knows the
     spec's secrets), e.g. to add secrets known to the supervisor as a whole. ``hub``
     serves every server's stderr and exit while it runs (see ``stdio_hub``).
+    ``instance``: the supervisor instance the servers belong to.
     """
 
     def __init__(
@@ -551,14 +557,18 @@ class StdioConnector:
         state_dir: Path | None = None,
         redactor_factory: Callable[[ServerSpec], Redactor] | None = None,
         hub: StdioHub | None = None,
+        instance: str | None = None,
     ) -> None:
         self._state_dir = state_dir
         self._redactor_factory = redactor_factory
         self._hub = hub
+        self._instance = instance
 
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[StdioTransport]:
         redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
-        return open_stdio_transport(spec, state_dir=self._state_dir, redactor=redactor, hub=self._hub)
+        return open_stdio_transport(
+            spec, state_dir=self._state_dir, redactor=redactor, hub=self._hub, instance=self._instance
+        )
 
 
 if TYPE_CHECKING:  # mypy proves both classes still satisfy the protocols in base.py
