@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors.transports.stdio import read_some
+from actors.transports.stdio import WriterGone, read_some
 
 
 @pytest.fixture
@@ -95,3 +95,32 @@ async def test_other_streams_use_their_own_receive_some() -> None:
     send, receive = trio.testing.memory_stream_pair()
     await send.send_all(b"abc")
     assert await read_some(receive, 1024) == b"abc"
+
+
+async def test_the_writers_exit_ends_a_waiting_read_though_the_pipe_stays_open(
+    pipe: tuple[trio.lowlevel.FdStream, int],
+) -> None:
+    """The write end stays open (a daemonized grandchild holds it): no EOF will come."""
+    stream, _ = pipe
+    gone = WriterGone()
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        got.append(await read_some(stream, 1024, gone))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await trio.testing.wait_all_tasks_blocked()
+        gone.set()
+    assert got == [b""]
+
+
+async def test_what_the_writer_said_before_it_went_is_still_read(
+    pipe: tuple[trio.lowlevel.FdStream, int],
+) -> None:
+    stream, write_fd = pipe
+    os.write(write_fd, b"last words")
+    gone = WriterGone()
+    gone.set()
+    assert await read_some(stream, 1024, gone) == b"last words"
+    assert await read_some(stream, 1024, gone) == b""

@@ -180,7 +180,7 @@ async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_noth
     with trio.fail_after(BOUND_S), pytest.RaisesGroup(pytest.RaisesExc(SpawnError, match=stopping)):
         async with trio.open_nursery() as nursery:
             await nursery.start(run_hub)
-            async with stdio._open(make_spec(mini_server_argv), None, Redactor(()), hub):
+            async with stdio._open(make_spec(mini_server_argv), None, Redactor(()), hub, None):
                 pass  # pragma: no cover - never reached
     # the autouse leak check fails this test if the spawned server outlived it
 

@@ -15,8 +15,10 @@ Lifetime, all inside :func:`open_stdio_transport`:
    SIGTERM the group, wait again, SIGKILL the group, reap the leader, SIGKILL the group
    once more for members that outlived it, delete the pidfile.
 
-A leader that exits on its own (crash) also takes its group along at once: a grandchild
-holding stdout open would otherwise hide the crash from ``receive()`` (no EOF).
+A leader that exits on its own (crash) also takes its group along at once, and its
+exit (seen through its pidfd) ends ``receive()`` once the pipe is drained: a grandchild
+holding stdout open, even one that left the group with ``setsid``, would otherwise
+hide the crash (no EOF) until a call timed out.
 
 A server that leaves grandchildren outside its process group (``setsid`` of its own)
 is beyond reach; nothing short of a cgroup would catch those.
@@ -172,7 +174,38 @@ async def _spawn(spec: ServerSpec, launch: _Launch) -> trio.Process:
         ) from exc
 
 
-async def read_some(stream: trio.abc.ReceiveStream, max_bytes: int) -> bytes | bytearray:
+class WriterGone:
+    """Tells a pipe reader that the writer it cares about has exited.
+
+    EOF on a pipe comes only when *every* process holding its write end has closed it.
+    A server's daemonized grandchild may keep its stdout open forever, so the server's
+    own exit (seen through its pidfd) must end the read: after :meth:`set`, a wait is
+    woken and an empty pipe reads as EOF; what the server wrote before it died is still
+    read first.
+    """
+
+    __slots__ = ("_scope", "is_set")
+
+    def __init__(self) -> None:
+        self.is_set = False
+        self._scope: trio.CancelScope | None = None
+
+    def set(self) -> None:
+        self.is_set = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def wait_readable(self, fd: int) -> None:
+        """Wait until ``fd`` is readable or the writer is gone."""
+        with trio.CancelScope() as self._scope:
+            if not self.is_set:
+                await trio.lowlevel.wait_readable(fd)
+        self._scope = None
+
+
+async def read_some(
+    stream: trio.abc.ReceiveStream, max_bytes: int, writer_gone: WriterGone | None = None
+) -> bytes | bytearray:
     """``stream.receive_some`` for a pipe, leaner: read first, wait only when empty.
 
     trio's ``FdStream.receive_some`` yields before every read and waits for the pipe
@@ -180,7 +213,8 @@ async def read_some(stream: trio.abc.ReceiveStream, max_bytes: int) -> bytes | b
     traceback alive as long as the pipe is quiet (tracemalloc: ~0.35 KB per idle reader).
     Here a read that found data yields after it (every call is a
     checkpoint, so a busy pipe cannot starve other tasks), and a read that waited does
-    not yield again: one scheduling round less per answer.
+    not yield again: one scheduling round less per answer. With ``writer_gone`` set,
+    an empty pipe is the end (``b""``).
     """
     if not isinstance(stream, trio.lowlevel.FdStream):
         return await stream.receive_some(max_bytes)
@@ -199,7 +233,12 @@ async def read_some(stream: trio.abc.ReceiveStream, max_bytes: int) -> bytes | b
             if not waited:
                 await trio.lowlevel.checkpoint()
             return data
-        await trio.lowlevel.wait_readable(fd)
+        if writer_gone is None:
+            await trio.lowlevel.wait_readable(fd)
+        elif writer_gone.is_set:
+            return b""
+        else:
+            await writer_gone.wait_readable(fd)
         waited = True
 
 
@@ -230,6 +269,7 @@ class StdioTransport:
         self._stderr_done = trio.Event()  # EOF (or a read error) on stderr
         self._hub: StdioHub | None = None
         self._stderr_fd = -1
+        self._server_gone = WriterGone()  # set when the server process has exited
 
     @property
     def pid(self) -> int:
@@ -271,7 +311,7 @@ class StdioTransport:
     async def receive(self) -> bytes:
         """The next chunk of the server's stdout, ``b""`` once it is closed."""
         try:
-            data = await read_some(self._stdout, _RECEIVE_CHUNK)
+            data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
         except _IO_ERRORS as exc:
             raise TransportClosed(
                 f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
@@ -501,7 +541,12 @@ async def _open(
         transport = StdioTransport(spec, process, redactor)
         if not hub.running:  # it stopped while we spawned: the supervisor is going away
             raise SpawnError(f"mcp server {spec.name}: not started, the supervisor is stopping")
-        hub.watch_exit(process, group.exited)
+
+        def exited() -> None:
+            group.exited()
+            transport._server_gone.set()  # a daemon holding stdout cannot hide the death
+
+        hub.watch_exit(process, exited)
         transport._read_stderr_with(hub)
         try:
             yield transport

@@ -22,6 +22,10 @@ Flags (to script misbehaviour):
                          (its pid goes to stderr as ``spawned child pid=N``)
   --stderr-lines N       write N lines to stderr at start (``stderr line 0`` …)
   --flaky SECONDS        exit with status 1 at a random time in [0.5, 1.5] x SECONDS
+  --escape               daemonize on the first tools/call, as some servers do: a
+                         grandchild leaves our session, ignores SIGTERM and keeps our
+                         pipes open (``sleep 1000``; its pid goes to stderr as
+                         ``escaped child pid=N``); we exit (status 4) without answering
 """
 
 from __future__ import annotations
@@ -194,6 +198,8 @@ class Server:
     # -- tools ----------------------------------------------------------------------
 
     def call_tool(self, request_id: Any, params: dict[str, Any], cancel: threading.Event) -> None:
+        if self.args.escape:
+            escape()
         name = params.get("name")
         args = params.get("arguments") or {}
         if self.args.calls_log:
@@ -274,6 +280,20 @@ class Server:
         return text_result(f"{name} called with {json.dumps(args, sort_keys=True)}")
 
 
+def escape() -> None:
+    """Leave a daemon holding our stdin, stdout and stderr behind, and exit."""
+    escaped, execed = os.pipe()  # close-on-exec: EOF once the daemon is on its own
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.execvp("sleep", ["sleep", "1000"])
+    os.close(execed)
+    os.read(escaped, 1)  # out of our session before we die, or our group kill takes it
+    log(f"escaped child pid={pid}")
+    os._exit(4)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--page-size", type=int, default=0)
@@ -287,6 +307,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--stderr-lines", type=int, default=0)
     parser.add_argument("--flaky", type=float, default=0.0)
+    parser.add_argument("--escape", action="store_true")
     return parser.parse_args(argv)
 
 
