@@ -22,7 +22,7 @@ import trio
 from supervisor import cli_client, client
 from supervisor.logs import configure
 from supervisor.one_for_one import SupervisorGaveUp
-from supervisor.service import Supervisor
+from supervisor.service import open_service
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
 from supervisor.settings.model import Config
 from supervisor.state_dir import StateError, check_state_dir
@@ -136,8 +136,7 @@ async def _serve(config: Config, state_dir: str | None) -> None:
     from supervisor.admin import serve_admin
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        service = Supervisor.open(config, state_dir=state_dir, instance_kind="serve")
-        async with service as sup, trio.open_nursery() as nursery:
+        async with open_service(config, state_dir, "serve") as sup, trio.open_nursery() as nursery:
             url = await nursery.start(serve_admin, sup, config.admin.bind)
             log.info("admin api listening", extra={"fields": {"url": url}})
             async for signum in signals:

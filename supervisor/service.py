@@ -17,7 +17,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from actors.protocol.messages import Tool
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
+from actors.transports.escapees import acquire_subreaper, kill_marked, release_subreaper, sweep_instance
 from actors.transports.instances import claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
@@ -57,6 +58,14 @@ log = logging.getLogger("supervisor")
 SHUTDOWN_GRACE_S = 10.0
 
 
+def open_service(
+    config: Config, state_dir: str | os.PathLike[str] | None, kind: str
+) -> AbstractAsyncContextManager[Supervisor]:
+    """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``):
+    an instance of that ``kind``, and a child subreaper (the process owns its children)."""
+    return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True)
+
+
 async def recover_dead_instances(state_path: Path) -> None:
     """Clean up after the supervisor instances of this state directory that died
     (SIGKILL, OOM, a power cut): kill the servers they left running.
@@ -66,7 +75,11 @@ async def recover_dead_instances(state_path: Path) -> None:
     (``done()`` only after everything succeeded).
     """
     with claim_dead_instances(state_path) as dead:
-        reaped = await trio.to_thread.run_sync(reap_orphans, state_path, {d.id for d in dead})
+        ids = {d.id for d in dead}
+        reaped = await trio.to_thread.run_sync(reap_orphans, state_path, ids)
+        # Their servers' escapees too (a daemon that left the server's group), found
+        # anywhere by the marker naming a dead instance.
+        reaped += await trio.to_thread.run_sync(kill_marked, ids)
         if reaped:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
         for instance in dead:
@@ -134,6 +147,7 @@ class Supervisor:
         client_capabilities: Mapping[str, Any] | None = None,
         authorizer: Authorizer | None = None,
         instance_kind: str = "embedded",
+        subreaper: bool = False,
     ) -> AsyncIterator[Supervisor]:
         """Run the supervisor for the duration of the ``async with`` block.
 
@@ -149,6 +163,13 @@ class Supervisor:
         the directory (``serve``, ``stdio``, ``bridge``; an embedding host keeps
         ``embedded``).
 
+        ``subreaper=True`` (Linux) makes this process a child subreaper while the
+        supervisor runs, so processes a server leaves outside its process group are
+        killed and reaped at that server's teardown. The setting is process-wide (every
+        orphan below this process comes to it), so an embedding host opts in; the
+        command line (:func:`open_service`) always does. Without it, they are killed
+        when the supervisor closes.
+
         Raises ``StateError`` when the state directory or its database cannot be used.
         """
         for warning in config.warnings:
@@ -156,6 +177,7 @@ class Supervisor:
             log.warning("config warning", extra={"fields": fields})
         state_path = resolve_state_dir(config, state_dir)
         lock = lock_instance(state_path, instance_kind)
+        subreaping = subreaper and acquire_subreaper()
         try:
             await recover_dead_instances(state_path)
             store = await trio.to_thread.run_sync(open_store, state_path)
@@ -175,7 +197,12 @@ class Supervisor:
             finally:
                 store.close()
         finally:
-            lock.release()  # last: until here, our servers' pidfiles are ours alone
+            try:
+                await sweep_instance(lock.id)  # escapees no server teardown caught
+            finally:
+                if subreaping:
+                    release_subreaper()
+                lock.release()  # last: until here, our servers' pidfiles are ours alone
 
     @classmethod
     @asynccontextmanager

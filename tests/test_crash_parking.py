@@ -102,10 +102,10 @@ async def test_the_admin_api_and_status_show_a_parked_server(
 ) -> None:
     plan = stdio._plan_launch
 
-    def buggy_plan(spec: ServerSpec, environ: Any) -> Any:
+    def buggy_plan(spec: ServerSpec, *args: Any) -> Any:
         if spec.name == "buggy":
             raise KeyError("not a transport error")
-        return plan(spec, environ)
+        return plan(spec, *args)
 
     monkeypatch.setattr(stdio, "_plan_launch", buggy_plan)
     config = config_of(mini_spec("good"), mini_spec("buggy", reconnect_schedule_s=(30.0,)))

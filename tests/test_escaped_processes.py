@@ -12,11 +12,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import trio
 
-from actors.connection.spec import ServerSpec
+from actors.connection.spec import Scope, ServerSpec
 from actors.connection.states import State
+from actors.transports.escapees import MARKER_ENV, is_subreaper, read_marker
+from actors.transports.instances import InstanceLock
+from actors.transports.pidfiles import read_proc_stat
 from supervisor import Supervisor
+from supervisor.service import recover_dead_instances
 from supervisor.settings.model import Config
 
 MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
@@ -66,3 +71,111 @@ async def test_the_servers_exit_answers_the_call_in_flight_at_once(tmp_path: Pat
             assert result.error is not None and result.error.code == "unavailable"
             assert result.error.message == "MCP server stopped responding during tools/call echo"
             assert took < 1.0
+
+
+def marked(instance: str) -> list[int]:
+    """Live processes carrying a marker of ``instance`` (zombies have no environment)."""
+    return [
+        pid
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+        if (read_marker(pid) or "").partition(":")[0] == instance
+    ]
+
+
+async def gone(instance: str) -> None:
+    """Wait (bounded) until no live process carries a marker of ``instance``."""
+    with trio.fail_after(BOUND_S):
+        while True:
+            if not marked(instance):
+                return
+            await trio.sleep(0.01)
+
+
+async def escape_in_a_call(sup: Supervisor, server: str, tenant: str = "default") -> int:
+    """Call ``server`` (a mini_server --escape) once; the daemon's pid."""
+    async with sup.session(tenant=tenant) as session:
+        turn = await session.begin_turn()
+        with trio.fail_after(BOUND_S):
+            result = await turn.call(f"{server}_echo", {"text": "hi"})
+    assert result.error is not None and "stopped responding" in result.error.message
+    with trio.fail_after(BOUND_S):
+        await sup.router.cell.wait_until(lambda c: c.servers[server].state is State.BACKOFF)
+    return escaped_pid(sup.servers()[server].last_error)
+
+
+async def test_every_server_carries_the_marker_of_its_instance(tmp_path: Path) -> None:
+    config = Config(servers=(mini_spec("plain"),))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        assert (await turn.call("plain_echo", {"text": "hi"})).ok
+        status = await sup.connection_status("plain")
+        assert status is not None and status.transport is not None
+        pid = int(re.search(r"pid=(\d+)", status.transport)[1])  # type: ignore[index]
+        assert read_marker(pid) == f"{sup.instance_id}:plain"
+
+
+async def test_a_subreaper_kills_and_reaps_the_escapee_at_the_servers_teardown(tmp_path: Path) -> None:
+    escaped: list[int] = []
+    with killed_at_the_end(escaped):
+        config = Config(servers=(mini_spec("esc", "--escape"),))
+        async with Supervisor.open(config, state_dir=tmp_path, subreaper=True) as sup:
+            assert is_subreaper()
+            escaped.append(await escape_in_a_call(sup, "esc"))
+            assert sup.instance_id is not None
+            await gone(sup.instance_id)  # while the supervisor runs: at the teardown
+            assert read_proc_stat(escaped[0]) is None  # reaped, not left a zombie of ours
+        assert not is_subreaper()  # the process-wide setting is put back
+
+
+async def test_without_a_subreaper_the_escapee_dies_when_the_supervisor_closes(tmp_path: Path) -> None:
+    escaped: list[int] = []
+    with killed_at_the_end(escaped):
+        config = Config(servers=(mini_spec("esc", "--escape"),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup:
+            escaped.append(await escape_in_a_call(sup, "esc"))
+            assert sup.instance_id is not None
+            assert marked(sup.instance_id) == escaped  # out of reach while it runs
+        await gone(sup.instance_id)
+
+
+async def test_servers_sharing_a_marker_keep_their_escapees_until_the_last_one_ends(tmp_path: Path) -> None:
+    """Session-scoped servers of one name share a marker: an escapee cannot be told from
+    the other live server's own helpers, so only the last teardown takes it."""
+    escaped: list[int] = []
+    with killed_at_the_end(escaped):
+        spec = attrs.evolve(mini_spec("esc", "--escape"), scope=Scope.SESSION)
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path, subreaper=True) as sup:
+            assert sup.instance_id is not None
+            async with sup.session() as other:
+                await other.begin_turn()  # its own esc, live, with the same marker
+                async with sup.session() as first:
+                    turn = await first.begin_turn()
+                    with trio.fail_after(BOUND_S):
+                        result = await turn.call("esc_echo", {"text": "hi"})
+                    assert result.error is not None and "stopped responding" in result.error.message
+                escaped.extend(marked(sup.instance_id))
+                assert len(escaped) == 2  # the other session's server, and the escapee
+            await gone(sup.instance_id)
+
+
+async def test_a_start_kills_the_escapees_of_a_dead_instance_and_no_others(tmp_path: Path) -> None:
+    dead = InstanceLock.acquire(tmp_path, "serve")
+    os.close(dead._fd)  # it dies without cleaning up
+    dead._fd = -1
+    with InstanceLock.acquire(tmp_path, "serve") as live:
+        procs = {
+            owner: await trio.lowlevel.open_process(
+                ["sleep", "60"], env={**os.environ, MARKER_ENV: f"{owner}:srv"}, start_new_session=True
+            )
+            for owner in (dead.id, live.id)
+        }
+        try:
+            await recover_dead_instances(tmp_path)
+            with trio.fail_after(BOUND_S):
+                assert await procs[dead.id].wait() == -signal.SIGKILL
+            assert procs[live.id].returncode is None
+        finally:
+            for proc in procs.values():
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()

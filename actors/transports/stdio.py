@@ -20,8 +20,9 @@ exit (seen through its pidfd) ends ``receive()`` once the pipe is drained: a gra
 holding stdout open, even one that left the group with ``setsid``, would otherwise
 hide the crash (no EOF) until a call timed out.
 
-A server that leaves grandchildren outside its process group (``setsid`` of its own)
-is beyond reach; nothing short of a cgroup would catch those.
+A server that leaves processes outside its process group (a daemon of its own, with
+``setsid``) is caught by its marker in their environment and, in a child subreaper,
+killed and reaped at its teardown (``escapees.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ import trio
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
+from actors.transports.escapees import MARKER_ENV, is_subreaper, reap_escapees, server_marker
+from actors.transports.instances import new_instance_id
 from actors.transports.pidfiles import remove_pidfile, write_pidfile
 from actors.transports.stdio_hub import StdioHub
 
@@ -71,6 +74,15 @@ def spawned_process_groups() -> tuple[int, ...]:
     return tuple(_recent_groups)
 
 
+# Our servers not yet reaped, and how many live servers carry each marker: a sweep for
+# escapees must never take a live server, nor the escapees of another live server with
+# the same marker (session-scoped servers share a name).
+_unreaped: set[int] = set()
+_live_markers: collections.Counter[str] = collections.Counter()
+# The instance named in the marker of servers started outside a supervisor.
+_STANDALONE = new_instance_id()
+
+
 @attrs.frozen(slots=True)
 class _Launch:
     """Everything needed to start the process, decided before anything is started."""
@@ -81,14 +93,14 @@ class _Launch:
     cwd: str | None
 
 
-def _plan_launch(spec: ServerSpec, environ: Mapping[str, str]) -> _Launch:
+def _plan_launch(spec: ServerSpec, environ: Mapping[str, str], marker: str) -> _Launch:
     """Resolve the command and check the working directory, or raise SpawnError."""
     name = spec.name
     if not spec.command or not spec.command[0]:
         raise SpawnError(f"mcp server {name}: no command configured; set the server's command")
     _check_strings(spec)
     argv0 = spec.command[0]
-    env = {**environ, **spec.env}
+    env = {**environ, **spec.env, MARKER_ENV: marker}
     cwd = spec.cwd
     if cwd is not None and not os.path.isdir(cwd):
         raise SpawnError(
@@ -528,11 +540,14 @@ async def open_stdio_transport(
 async def _open(
     spec: ServerSpec, state_dir: Path | None, redactor: Redactor, hub: StdioHub, instance: str | None
 ) -> AsyncIterator[StdioTransport]:
-    launch = _plan_launch(spec, os.environ)
+    marker = server_marker(instance or _STANDALONE, spec.name)
+    launch = _plan_launch(spec, os.environ, marker)
     process = await _spawn(spec, launch)
     del launch  # its copy of the environment (~5 KB) must not live as long as the server
     # No checkpoint between the spawn and this try: the process cannot be lost.
     _recent_groups.append(process.pid)
+    _unreaped.add(process.pid)
+    _live_markers[marker] += 1
     group = _ProcessGroup(process, spec.name)
     pidfile: Path | None = None
     try:
@@ -553,14 +568,29 @@ async def _open(
         finally:
             try:
                 await group.stop(spec.shutdown_grace_s)
+                await _reap_escapees(process, marker)  # before stderr: they may hold it open
             finally:
                 hub.unwatch_exit(process)
                 await transport._finish_stderr(within=_STDERR_DRAIN_S)
     finally:
         await group.stop(spec.shutdown_grace_s)  # no-op unless it never got that far
+        if process.returncode is not None:
+            _unreaped.discard(process.pid)
+        _live_markers[marker] -= 1
+        if not _live_markers[marker]:
+            del _live_markers[marker]
         await _close_pipes(process)
         if pidfile is not None:
             remove_pidfile(pidfile)
+
+
+async def _reap_escapees(process: trio.Process, marker: str) -> None:
+    """In a child subreaper: kill and reap what the server left outside its group."""
+    if process.returncode is not None:
+        _unreaped.discard(process.pid)
+    if is_subreaper():
+        shared = _live_markers[marker] > 1  # then its escapees cannot be told from the other's
+        await reap_escapees(process.pid, None if shared else marker, _unreaped)
 
 
 def _try_write_pidfile(
