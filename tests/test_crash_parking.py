@@ -100,14 +100,14 @@ async def test_a_crashing_actor_parks_its_server_and_retries_at_the_last_delay(
 async def test_the_admin_api_and_status_show_a_parked_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan = stdio._plan_launch
+    plan = stdio.plan_launch
 
     def buggy_plan(spec: ServerSpec, *args: Any) -> Any:
         if spec.name == "buggy":
             raise KeyError("not a transport error")
         return plan(spec, *args)
 
-    monkeypatch.setattr(stdio, "_plan_launch", buggy_plan)
+    monkeypatch.setattr(stdio, "plan_launch", buggy_plan)
     config = config_of(mini_spec("good"), mini_spec("buggy", reconnect_schedule_s=(30.0,)))
     async with admin_running(config, tmp_path) as running:
         http = running.http()

@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors.transports.stdio import WriterGone, read_some
+from actors.transports.pipes import WriterGone, read_some
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ config loader, as an embedding host (or a loader bug) could hand them over."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,10 +50,14 @@ async def test_what_exec_refuses_is_a_spawn_error_naming_the_entry(entry: str) -
 
 
 async def test_anything_else_the_os_refuses_is_a_spawn_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def refused(*args: object, **kwargs: object) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
         raise ValueError("something the checks did not foresee")
 
-    monkeypatch.setattr(trio.lowlevel, "open_process", refused)
+    async def refused_async(*args: object, **kwargs: object) -> None:
+        refused()
+
+    monkeypatch.setattr(subprocess, "Popen", refused)  # the spawner thread's way (Linux)
+    monkeypatch.setattr(trio.lowlevel, "open_process", refused_async)  # elsewhere
     with pytest.raises(SpawnError, match=r"mcp server bad: could not start .*did not foresee"):
         async with open_stdio_transport(spec("bad")):
             pytest.fail("must not start")

@@ -163,7 +163,7 @@ async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_noth
 
     hub = StdioHub()
     hub_scope = trio.CancelScope()
-    real_spawn = stdio._spawn
+    real_spawn = stdio.spawn
 
     async def spawn_while_the_hub_stops(*args: Any) -> trio.Process:
         process = await real_spawn(*args)
@@ -175,7 +175,7 @@ async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_noth
         with hub_scope:
             await hub.run(task_status=task_status)
 
-    monkeypatch.setattr(stdio, "_spawn", spawn_while_the_hub_stops)
+    monkeypatch.setattr(stdio, "spawn", spawn_while_the_hub_stops)
     stopping = "mini: not started, the supervisor is stopping"
     with trio.fail_after(BOUND_S), pytest.RaisesGroup(pytest.RaisesExc(SpawnError, match=stopping)):
         async with trio.open_nursery() as nursery:

@@ -2,12 +2,11 @@
 
 Lifetime, all inside :func:`open_stdio_transport`:
 
-1. *Plan* (pure apart from two filesystem lookups): merge the environment, find the
-   program on the merged ``PATH``, check ``cwd``. Anything wrong is a
-   :class:`SpawnError` whose text names the server and the fix.
-2. *Spawn* in a new session (so the server and anything it starts share one process
-   group we can kill as a whole), write a pidfile, hand stderr and the exit to the hub
-   (``stdio_hub``: one task for every server's stderr and exit).
+1. *Plan* (pure apart from two filesystem lookups) and *spawn* in a new session, to
+   die with the supervisor (``spawn.py``); anything wrong is a :class:`SpawnError`
+   whose text names the server and the fix.
+2. Write a pidfile, hand stderr and the exit to the hub (``stdio_hub``: one task for
+   every server's stderr and exit).
 3. *Use*: ``send`` / ``receive`` move raw bytes; trio and OS errors become
    :class:`TransportClosed` here and nowhere else.
 4. *Teardown*, always, also under cancellation or while an exception propagates;
@@ -30,23 +29,22 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import shutil
 import signal
-import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
-from actors.transports.escapees import MARKER_ENV, is_subreaper, reap_escapees, server_marker
+from actors.transports.escapees import is_subreaper, reap_escapees, server_marker
 from actors.transports.instances import new_instance_id
 from actors.transports.pidfiles import remove_pidfile, write_pidfile
+from actors.transports.pipes import WriterGone, read_some
+from actors.transports.spawn import plan_launch, spawn
 from actors.transports.stdio_hub import StdioHub
 
 _log = logging.getLogger("actors.transports.stdio")
@@ -83,175 +81,8 @@ _live_markers: collections.Counter[str] = collections.Counter()
 _STANDALONE = new_instance_id()
 
 
-@attrs.frozen(slots=True)
-class _Launch:
-    """Everything needed to start the process, decided before anything is started."""
-
-    argv: tuple[str, ...]
-    executable: str
-    env: Mapping[str, str]
-    cwd: str | None
 
 
-def _plan_launch(spec: ServerSpec, environ: Mapping[str, str], marker: str) -> _Launch:
-    """Resolve the command and check the working directory, or raise SpawnError."""
-    name = spec.name
-    if not spec.command or not spec.command[0]:
-        raise SpawnError(f"mcp server {name}: no command configured; set the server's command")
-    _check_strings(spec)
-    argv0 = spec.command[0]
-    env = {**environ, **spec.env, MARKER_ENV: marker}
-    cwd = spec.cwd
-    if cwd is not None and not os.path.isdir(cwd):
-        raise SpawnError(
-            f"mcp server {name}: working directory {cwd!r} does not exist or is not a "
-            "directory; fix the server's cwd"
-        )
-    if os.sep in argv0:
-        # A path is taken relative to the server's cwd, as exec in the child would.
-        candidate = os.path.join(cwd or os.getcwd(), argv0)
-        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
-            raise SpawnError(
-                f"mcp server {name}: command {argv0!r} does not exist or is not executable; "
-                "check the path in the server's command"
-            )
-        executable = os.path.abspath(candidate)
-    else:
-        found = shutil.which(argv0, path=env.get("PATH", os.defpath))
-        if found is None:
-            raise SpawnError(
-                f"mcp server {name}: command {argv0!r} not found on PATH; install it or "
-                "give its full path in the server's command"
-            )
-        executable = os.path.abspath(found)
-    return _Launch(argv=tuple(spec.command), executable=executable, env=env, cwd=cwd)
-
-
-def _check_strings(spec: ServerSpec) -> None:
-    """What exec would refuse (a NUL byte, ``=`` in a variable name, a non-string) is a
-    SpawnError naming the entry; never the value, which may be a secret."""
-    name = spec.name
-    for index, arg in enumerate(spec.command):
-        where = "the command" if index == 0 else f"argument {index} of the command"
-        if not isinstance(arg, str):
-            raise SpawnError(f"mcp server {name}: {where} is not a string; fix the server's command or args")
-        if "\0" in arg:
-            raise SpawnError(
-                f"mcp server {name}: {where} contains a NUL byte, which no program can receive; "
-                "remove it from the server's command or args"
-            )
-    for key, value in spec.env.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise SpawnError(
-                f"mcp server {name}: env entry {key!r} is not a string pair; fix the server's env"
-            )
-        if "\0" in key or "=" in key:
-            raise SpawnError(
-                f"mcp server {name}: env variable name {key!r} contains a NUL byte or '='; "
-                "rename it in the server's env"
-            )
-        if "\0" in value:
-            raise SpawnError(
-                f"mcp server {name}: the value of env variable {key} contains a NUL byte, which "
-                "no environment can hold; fix the server's env (or the file it is read from)"
-            )
-    if spec.cwd is not None and "\0" in spec.cwd:
-        raise SpawnError(
-            f"mcp server {name}: the working directory contains a NUL byte; fix the server's cwd"
-        )
-
-
-# What Popen raises for an argument the OS or Python refuses, besides OSError.
-_REFUSED = (OSError, ValueError, TypeError, subprocess.SubprocessError)
-
-
-async def _spawn(spec: ServerSpec, launch: _Launch) -> trio.Process:
-    """Start the server in its own session (pgid == pid); OS errors become SpawnError."""
-    try:
-        return await trio.lowlevel.open_process(
-            list(launch.argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            executable=launch.executable,
-            env=dict(launch.env),
-            cwd=launch.cwd,
-            start_new_session=True,
-        )
-    except _REFUSED as exc:  # every failure to start is this server's SpawnError
-        reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-        raise SpawnError(
-            f"mcp server {spec.name}: could not start {launch.argv[0]!r}: {reason}; "
-            "check that the command is an executable program and the cwd is usable"
-        ) from exc
-
-
-class WriterGone:
-    """Tells a pipe reader that the writer it cares about has exited.
-
-    EOF on a pipe comes only when *every* process holding its write end has closed it.
-    A server's daemonized grandchild may keep its stdout open forever, so the server's
-    own exit (seen through its pidfd) must end the read: after :meth:`set`, a wait is
-    woken and an empty pipe reads as EOF; what the server wrote before it died is still
-    read first.
-    """
-
-    __slots__ = ("_scope", "is_set")
-
-    def __init__(self) -> None:
-        self.is_set = False
-        self._scope: trio.CancelScope | None = None
-
-    def set(self) -> None:
-        self.is_set = True
-        if self._scope is not None:
-            self._scope.cancel()
-
-    async def wait_readable(self, fd: int) -> None:
-        """Wait until ``fd`` is readable or the writer is gone."""
-        with trio.CancelScope() as self._scope:
-            if not self.is_set:
-                await trio.lowlevel.wait_readable(fd)
-        self._scope = None
-
-
-async def read_some(
-    stream: trio.abc.ReceiveStream, max_bytes: int, writer_gone: WriterGone | None = None
-) -> bytes | bytearray:
-    """``stream.receive_some`` for a pipe, leaner: read first, wait only when empty.
-
-    trio's ``FdStream.receive_some`` yields before every read and waits for the pipe
-    inside its ``except BlockingIOError`` block, which keeps that exception and its
-    traceback alive as long as the pipe is quiet (tracemalloc: ~0.35 KB per idle reader).
-    Here a read that found data yields after it (every call is a
-    checkpoint, so a busy pipe cannot starve other tasks), and a read that waited does
-    not yield again: one scheduling round less per answer. With ``writer_gone`` set,
-    an empty pipe is the end (``b""``).
-    """
-    if not isinstance(stream, trio.lowlevel.FdStream):
-        return await stream.receive_some(max_bytes)
-    waited = False
-    while True:
-        fd = stream.fileno()  # -1 once closed: never read a reused descriptor
-        if fd < 0:
-            raise trio.ClosedResourceError("the pipe was already closed")
-        try:
-            data: bytes | None = os.read(fd, max_bytes)
-        except BlockingIOError:
-            data = None
-        except OSError as exc:
-            raise trio.BrokenResourceError(f"cannot read the pipe: {exc}") from exc
-        if data is not None:
-            if not waited:
-                await trio.lowlevel.checkpoint()
-            return data
-        if writer_gone is None:
-            await trio.lowlevel.wait_readable(fd)
-        elif writer_gone.is_set:
-            return b""
-        else:
-            await writer_gone.wait_readable(fd)
-        waited = True
 
 
 class StdioTransport:
@@ -541,8 +372,8 @@ async def _open(
     spec: ServerSpec, state_dir: Path | None, redactor: Redactor, hub: StdioHub, instance: str | None
 ) -> AsyncIterator[StdioTransport]:
     marker = server_marker(instance or _STANDALONE, spec.name)
-    launch = _plan_launch(spec, os.environ, marker)
-    process = await _spawn(spec, launch)
+    launch = plan_launch(spec, os.environ, marker)
+    process = await spawn(spec, launch)
     del launch  # its copy of the environment (~5 KB) must not live as long as the server
     # No checkpoint between the spawn and this try: the process cannot be lost.
     _recent_groups.append(process.pid)
