@@ -16,6 +16,8 @@ import trio
 
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import State
+from actors.transports.escapees import read_marker
+from actors.transports.instances import instances_dir
 from actors.transports.pidfiles import is_running, read_proc_stat
 from supervisor import Supervisor
 from supervisor.settings.model import Config
@@ -88,3 +90,54 @@ async def test_servers_do_not_die_with_the_threads_that_started_them(
         async with sup.session() as session:
             turn = await session.begin_turn()
             assert (await turn.call("mini_echo", {"text": "still here"})).ok
+
+
+def test_what_a_sigkilled_serves_servers_left_behind_is_killed_by_the_next_start(tmp_path: Path) -> None:
+    """The server dies with serve (the parent-death signal); a daemon it left outside its
+    group survives both, reparented to init, until a start claims the dead instance."""
+    config = tmp_path / "config.json"
+    daemonizing = ["sh", "-c", "setsid sleep 1000 </dev/null >/dev/null 2>&1 & exec sleep 1000"]
+    config.write_text(json.dumps({"servers": {"d": {"command": daemonizing, "start": "eager"}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_SUPERVISOR")}
+    state = tmp_path / "state"
+    argv = [*CLI, "serve", "--config", str(config), "--bind", "127.0.0.1:0", "--state-dir", str(state)]
+    serve = subprocess.Popen(argv, stderr=subprocess.DEVNULL, env=env)
+    instance = ""
+    try:
+        deadline = time.monotonic() + BOUND_S
+        while not (locks := list(instances_dir(state).glob("*.lock"))) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        instance = locks[0].name.removesuffix(".lock")
+        while len(marked_by(instance)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(marked_by(instance)) == 2  # the server and its daemon
+        os.kill(serve.pid, signal.SIGKILL)
+        serve.wait(BOUND_S)
+        deadline = time.monotonic() + BOUND_S
+        while len(marked_by(instance)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(marked_by(instance)) == 1  # the server died with serve; the daemon lives on
+
+        async def start() -> None:
+            async with Supervisor.open(Config(), state_dir=state):
+                pass
+
+        trio.run(start)
+        deadline = time.monotonic() + BOUND_S
+        while marked_by(instance) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert marked_by(instance) == []
+    finally:
+        serve.kill()
+        serve.wait()
+        for pid in marked_by(instance) if instance else ():
+            os.kill(pid, signal.SIGKILL)
+
+
+def marked_by(instance: str) -> list[int]:
+    """Live processes carrying a marker of ``instance``."""
+    return [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and (read_marker(int(entry)) or "").partition(":")[0] == instance
+    ]
