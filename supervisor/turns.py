@@ -1,9 +1,14 @@
 """A Turn: one agent turn over one immutable catalog epoch, and the path of a call.
 
-A call goes: resolve the id in the turn's catalog → validate the arguments against
-the tool's inputSchema (no server contact when they are wrong) → trust decision
-(allow / ask / deny, asking the host when needed) → the connection actor → one
-result envelope → one audit row.
+A call goes: refuse arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` → resolve
+the id in the turn's catalog → validate the arguments against the tool's inputSchema
+(no server contact when they are wrong) → trust decision (allow / ask / deny, asking
+the host when needed) → the connection actor → one result envelope → one audit row.
+
+Every attempt ends in exactly one envelope and one audit row, refusals included
+(``unknown_tool``, ``invalid_arguments``, ``denied``), and so do calls of
+``tool_search`` through ``call`` (server ``""``, decision ``none``). ``Turn.search``
+itself is a lookup, not a call, and leaves no row.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from actors.connection.messages import CallFailed, CallOutcome, CallTool, Cancel
 from actors.mailbox import try_send
 from actors.protocol.session import ProgressReceived
 from actors.router.catalog import Catalog, ServerView, ToolEntry
+from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action
 from actors.router.validation import validate_arguments
 from supervisor.requests import InFlightRequest
 from supervisor.store import AddAudit, AuditRow, audit_hash
+from supervisor.store.records import bounded_hash, bytes_hash
 
 if TYPE_CHECKING:
     from supervisor.sessions import Session
@@ -116,58 +123,73 @@ class Turn:
     async def call(
         self,
         tool_id: str,
-        arguments: Mapping[str, Any] | None = None,
+        arguments: Any = None,
         *,
         progress: trio.MemorySendChannel[ProgressReceived] | None = None,
         request_id: str | None = None,
+        raw_request: bytes | None = None,
     ) -> Envelope:
-        """Call a tool of this turn; always returns exactly one envelope.
+        """Call a tool of this turn; always returns exactly one envelope and leaves one
+        audit row, whatever ``tool_id`` and ``arguments`` are.
 
         If the calling task is cancelled, the server is told (``notifications/cancelled``)
         and the cancellation propagates. With a ``request_id``, the call can also be
         cancelled by id (``Supervisor.requests.cancel``), which ends it ``cancelled``.
+        ``raw_request`` is the request as it arrived (the admin API passes the HTTP
+        body): the audit row of arguments nested too deep to hash as JSON hashes it.
         """
         if request_id is None:
-            return await self._call(tool_id, arguments, progress, None)
+            return await self._call(tool_id, arguments, progress, None, raw_request)
         requests = self.session.supervisor.requests
         request = requests.open(request_id, self.session.tenant, tool_id)
         try:
-            return await self._call(tool_id, arguments, progress, request)
+            return await self._call(tool_id, arguments, progress, request, raw_request)
         finally:
             requests.close(request_id, self.session.tenant)
 
     async def _call(
         self,
         tool_id: str,
-        arguments: Mapping[str, Any] | None,
+        arguments: Any,
         progress: trio.MemorySendChannel[ProgressReceived] | None,
         request: InFlightRequest | None,
+        raw_request: bytes | None,
     ) -> Envelope:
         if arguments is None:
             arguments = {}
+        if nested_deeper_than(arguments, MAX_ARGUMENT_DEPTH):
+            digest = bytes_hash(raw_request) if raw_request is not None else bounded_hash(arguments)
+            why = f"invalid arguments for {tool_id}: $: nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+            refused = failure(tool_id, "invalid_arguments", why)
+            known = self.catalog.tools.get(tool_id)
+            server = known.server if known is not None else ""
+            return await self._audited(_named(tool_id), server, digest, "none", refused)
         if tool_id == TOOL_SEARCH:
-            return self._call_search(arguments)
+            searched = self._call_search(arguments)
+            return await self._audited(TOOL_SEARCH, "", _digest(arguments), "none", searched)
         entry = self.catalog.tools.get(tool_id)
         if entry is None:
-            return failure(tool_id, "unknown_tool", f"unknown tool {tool_id}")
+            unknown = failure(tool_id, "unknown_tool", f"unknown tool {tool_id}")
+            return await self._audited(_named(tool_id), "", _digest(arguments), "none", unknown)
         if not isinstance(arguments, Mapping):
-            return failure(
-                tool_id, "invalid_arguments", f"invalid arguments for {tool_id}: $: must be an object"
-            )
+            why = f"invalid arguments for {tool_id}: $: must be an object"
+            refused = failure(tool_id, "invalid_arguments", why)
+            return await self._audited(entry.id, entry.server, _digest(arguments), "none", refused)
+        digest = _digest(arguments)
         assert entry.schema is not None
         problem = validate_arguments(tool_id, entry.schema, arguments)
         if problem is not None:
             code = "server_error" if entry.schema.problem else "invalid_arguments"
-            return await self._audited(entry, arguments, "none", failure(tool_id, code, problem))
+            refused = failure(tool_id, code, problem)
+            return await self._audited(entry.id, entry.server, digest, "none", refused)
         view = self.catalog.servers[entry.server]
         verdict = await self.session.authorize(entry, arguments)
         if verdict.action is not Action.ALLOW:
-            return await self._audited(
-                entry, arguments, verdict.decided, failure(tool_id, "denied", verdict.reason)
-            )
+            denied = failure(tool_id, "denied", verdict.reason)
+            return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
         if request is not None and request.cancelled:
             cancelled = failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
-            return await self._audited(entry, arguments, verdict.decided, cancelled)
+            return await self._audited(entry.id, entry.server, digest, verdict.decided, cancelled)
         started = trio.current_time()
         replies = self.session.replies
         # A reply channel whose one answer was received is empty and known to no actor
@@ -183,9 +205,8 @@ class Turn:
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)
-        return await self._audited(
-            entry, arguments, verdict.decided, _envelope(tool_id, view, outcome, duration_ms)
-        )
+        envelope = _envelope(tool_id, view, outcome, duration_ms)
+        return await self._audited(entry.id, entry.server, digest, verdict.decided, envelope)
 
     def _call_search(self, arguments: Any) -> Envelope:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
@@ -200,21 +221,20 @@ class Turn:
         return success(TOOL_SEARCH, [{"type": "text", "text": text}], result, 0, 1 << 20)
 
     async def _audited(
-        self, entry: ToolEntry, arguments: Mapping[str, Any], decision: str, envelope: Envelope
+        self, tool: str, server: str, digest: tuple[str, int], decision: str, envelope: Envelope
     ) -> Envelope:
         session = self.session
-        digest, size = audit_hash(arguments)
         row = AuditRow(
             at=time.time(),
             tenant=session.tenant,
             session=session.id,
-            tool=entry.id,
-            server=entry.server,
+            tool=tool,
+            server=server,
             decision=decision,
             outcome="ok" if envelope.ok else (envelope.error.code if envelope.error else "error"),
             duration_ms=envelope.duration_ms,
-            args_sha256=digest,
-            args_bytes=size,
+            args_sha256=digest[0],
+            args_bytes=digest[1],
             result_bytes=len(envelope.text.encode()),
         )
         supervisor = session.supervisor
@@ -223,8 +243,8 @@ class Turn:
         supervisor.events.publish(
             {
                 "type": "call",
-                "tool": entry.id,
-                "server": entry.server,
+                "tool": tool,
+                "server": server,
                 "outcome": row.outcome,
                 "decision": decision,
                 "duration_ms": row.duration_ms,
@@ -233,6 +253,26 @@ class Turn:
             }
         )
         return envelope
+
+
+MAX_AUDITED_NAME = 200
+"""An unknown tool's name is kept in its audit row and call event cut to this many characters."""
+
+
+def _named(tool_id: str) -> str:
+    """A tool name as given by a caller, fit for the audit: bounded, and valid UTF-8
+    (a host's Python str may hold lone surrogates, which neither SQLite nor JSON take)."""
+    name = tool_id if len(tool_id) <= MAX_AUDITED_NAME else tool_id[: MAX_AUDITED_NAME - 1] + "…"
+    return name.encode("utf-8", "replace").decode("utf-8")
+
+
+def _digest(arguments: Any) -> tuple[str, int]:
+    """The audit's hash of arguments no deeper than the limit: ``audit_hash``, or the
+    bounded encoding for values the standard library cannot write as JSON."""
+    try:
+        return audit_hash(arguments)
+    except (TypeError, ValueError):
+        return bounded_hash(arguments)
 
 
 _KEPT_REPLIES = 64

@@ -180,6 +180,10 @@ async def test_session_turn_call_search_and_delete(tmp_path: Path) -> None:
             failed = await http.call(sid, tid, "mini_nope")
             conforms("call_tool", failed)
             assert failed.status == 200 and failed.json()["error"]["code"] == "unknown_tool"
+            # Arguments that are no object: the call's own refusal (an envelope and an audit row).
+            refused = await http.call(sid, tid, "mini_echo", [1])
+            conforms("call_tool", refused)
+            assert refused.status == 200 and refused.json()["error"]["code"] == "invalid_arguments"
 
             found = await http.request("POST", f"/v1/sessions/{sid}/tool_search", json={"query": "echo text"})
             conforms("tool_search", found)
@@ -192,11 +196,6 @@ async def test_session_turn_call_search_and_delete(tmp_path: Path) -> None:
                 ("/v1/sessions", {"pinned": "mini_echo"}, "pinned"),
                 (f"/v1/sessions/{sid}/turns/{tid}/calls", {"tool": 3}, "tool"),
                 (f"/v1/sessions/{sid}/turns/{tid}/calls", {"arguments": {}}, "tool"),
-                (
-                    f"/v1/sessions/{sid}/turns/{tid}/calls",
-                    {"tool": "mini_echo", "arguments": [1]},
-                    "arguments",
-                ),
                 (f"/v1/sessions/{sid}/turns/{tid}/calls", {"tool": "x", "request_id": "a b"}, "request_id"),
                 (f"/v1/sessions/{sid}/tool_search", {"query": ["x"]}, "query"),
             ):

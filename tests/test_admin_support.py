@@ -17,9 +17,9 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import h11
@@ -34,6 +34,7 @@ from supervisor.service import Supervisor
 from supervisor.settings.model import AdminSettings, Config, TokenGrant, TrustSettings
 
 MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
+T = TypeVar("T")
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
 TOKENS = {ALICE: "alice", BOB: "bob"}
 _READ = 65536
@@ -316,15 +317,20 @@ async def admin_running(config: Config, state_dir: Path) -> AsyncIterator[Runnin
 
 
 @contextmanager
-def admin_in_thread(config: Config, state_dir: Path, timeout_s: float = 20) -> Iterator[str]:
-    """``admin_running`` in a thread of its own (for synchronous tests); yields the URL."""
-    ready: queue.Queue[tuple[str, trio.lowlevel.TrioToken, trio.CancelScope]] = queue.Queue()
+def loop_in_thread(
+    opened: Callable[[], AbstractAsyncContextManager[T]], timeout_s: float = 20, name: str = "trio-loop"
+) -> Iterator[tuple[T, trio.lowlevel.TrioToken]]:
+    """Enter ``opened()`` in a Trio loop of a thread of its own (for synchronous tests,
+    e.g. driven by Hypothesis); yields what it gave and the loop's token, for
+    ``trio.from_thread.run``. Leaving the block leaves the context and ends the loop."""
+    ready: queue.Queue[tuple[T, trio.lowlevel.TrioToken, trio.Event]] = queue.Queue()
     failures: list[BaseException] = []
 
     async def main() -> None:
-        async with admin_running(config, state_dir) as running, trio.open_nursery() as nursery:
-            ready.put((running.url, trio.lowlevel.current_trio_token(), nursery.cancel_scope))
-            await trio.sleep_forever()
+        async with opened() as value:
+            stop = trio.Event()
+            ready.put((value, trio.lowlevel.current_trio_token(), stop))
+            await stop.wait()
 
     def target() -> None:
         try:
@@ -332,21 +338,28 @@ def admin_in_thread(config: Config, state_dir: Path, timeout_s: float = 20) -> I
         except BaseException as exc:
             failures.append(exc)
 
-    thread = threading.Thread(target=target, name="admin-api", daemon=True)
+    thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
     try:
-        url, token, scope = ready.get(timeout=timeout_s)
+        value, token, stop = ready.get(timeout=timeout_s)
     except queue.Empty:
         thread.join(1)
-        raise AssertionError(f"the admin API did not start: {failures}") from None
+        raise AssertionError(f"{name} did not start: {failures}") from None
     try:
-        yield url
+        yield value, token
     finally:
-        trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        trio.from_thread.run_sync(stop.set, trio_token=token)
         thread.join(timeout_s)
-        assert not thread.is_alive(), "the admin API did not stop"
+        assert not thread.is_alive(), f"{name} did not stop"
     if failures:
         raise failures[0]
+
+
+@contextmanager
+def admin_in_thread(config: Config, state_dir: Path, timeout_s: float = 20) -> Iterator[str]:
+    """``admin_running`` in a thread of its own (for synchronous tests); yields the URL."""
+    with loop_in_thread(lambda: admin_running(config, state_dir), timeout_s, "admin-api") as (running, _):
+        yield running.url
 
 
 async def until(predicate: Callable[[], bool], timeout_s: float = 10) -> None:

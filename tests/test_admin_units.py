@@ -241,6 +241,7 @@ class _FakeTurn:
         *,
         progress: trio.MemorySendChannel[ProgressReceived],
         request_id: str,
+        raw_request: bytes | None = None,
     ) -> Envelope:
         progress.send_nowait(ProgressReceived("t", 1, 2, "half"))
         if self.behaviour == "crash":

@@ -41,6 +41,13 @@ class ApiError(Exception):
         return {"error": {"code": self.code, "message": self.message, **self.extra}}
 
 
+class MalformedJson(ApiError):
+    """400: the body is not JSON (or nests deeper than the parser reads)."""
+
+    def __init__(self, problem: object) -> None:
+        super().__init__(400, "bad_request", f"malformed JSON: {problem}")
+
+
 def not_found(what: str) -> ApiError:
     """404 for an object that does not exist *for this tenant*."""
     return ApiError(404, "not_found", f"no {what}")
@@ -51,8 +58,14 @@ def bad_field(field: str, problem: str) -> ApiError:
     return ApiError(400, "bad_request", f"$.{field}: {problem}")
 
 
-def parse_object(raw: bytes, *, optional: bool = False) -> dict[str, Any]:
-    """The request body as a JSON object; an empty optional body is ``{}``."""
+def parse_object(raw: bytes, *, optional: bool = False, prune_depth: int | None = None) -> dict[str, Any]:
+    """The request body as a JSON object; an empty optional body is ``{}``.
+
+    orjson reads at most ``JSON_MAX_DEPTH`` levels. With ``prune_depth``, a body nested
+    deeper is read with every array or object below that depth replaced by ``null``
+    (a call's arguments then stay too deep, and are refused as such, with the raw body
+    hashed for the audit); without it, such a body is a 400 that says so.
+    """
     if not raw.strip():
         if optional:
             return {}
@@ -60,10 +73,57 @@ def parse_object(raw: bytes, *, optional: bool = False) -> dict[str, Any]:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ApiError(400, "bad_request", f"malformed JSON: {exc}") from None
+        pruned = prune_nesting(raw, prune_depth) if prune_depth is not None else raw
+        if pruned is raw:
+            raise MalformedJson(exc) from None
+        try:
+            value = orjson.loads(pruned)
+        except orjson.JSONDecodeError:
+            raise MalformedJson(exc) from None
     if not isinstance(value, dict):
         raise ApiError(400, "bad_request", "$: must be a JSON object")
     return value
+
+
+JSON_MAX_DEPTH = 1024
+"""The deepest nesting orjson reads."""
+
+# A JSON string (escapes included), or a run of opening or of closing brackets.
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
+
+
+def prune_nesting(raw: bytes, depth: int) -> bytes:
+    """``raw`` with each array or object that opens deeper than ``depth`` replaced by
+    ``null``; ``raw`` itself (the same object) when nothing is that deep, or when its
+    brackets do not balance (then it is malformed anyway). Strings are skipped whole,
+    so brackets inside them do not count. Linear in the body: one regular-expression
+    pass in C, and a Python step per string or run of brackets."""
+    level = 0
+    cut = -1  # where the pruned container began
+    pieces: list[bytes] = []
+    kept = 0  # raw[kept:cut] is still to be copied
+    for match in _STRUCTURE.finditer(raw):
+        start, end = match.span()
+        first = raw[start]
+        if first == 0x22:  # a string
+            continue
+        run = end - start
+        if first in (0x5B, 0x7B):  # [ or {
+            if cut < 0 and level + run > depth:
+                cut = start + (depth - level)
+            level += run
+        else:
+            if cut >= 0 and level - run <= depth:
+                close = start + (level - depth - 1)  # the bracket that ends the pruned one
+                pieces += (raw[kept:cut], b"null")
+                kept, cut = close + 1, -1
+            level -= run
+            if level < 0:
+                return raw
+    if not pieces or cut >= 0 or level:
+        return raw
+    pieces.append(raw[kept:])
+    return b"".join(pieces)
 
 
 def string(body: Mapping[str, Any], field: str, *, required: bool = True) -> str | None:
@@ -104,14 +164,12 @@ def strings(body: Mapping[str, Any], field: str) -> list[str]:
     return value
 
 
-def arguments(body: Mapping[str, Any], field: str = "arguments") -> dict[str, Any]:
-    """The tool arguments object (absent or null → ``{}``)."""
+def arguments(body: Mapping[str, Any], field: str = "arguments") -> Any:
+    """The tool arguments as sent (absent or null → ``{}``). Not checked here: a call
+    that names a tool is a call attempt, so wrong arguments get the call's own
+    ``invalid_arguments`` envelope and audit row, not a 400."""
     value = body.get(field)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise bad_field(field, "must be an object")
-    return value
+    return {} if value is None else value
 
 
 def request_id(body: Mapping[str, Any], field: str = "request_id") -> str | None:

@@ -11,6 +11,7 @@ through ``json_response``, which scrubs the config's secret values.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -93,10 +94,28 @@ def _scope() -> str | None:
     return _principal().scope
 
 
-async def _body(*, optional: bool = False) -> dict[str, Any]:
+async def _raw_body() -> bytes:
     data = await request.get_data()
-    raw = data if isinstance(data, bytes) else data.encode()
-    return bodies.parse_object(raw, optional=optional)
+    return data if isinstance(data, bytes) else data.encode()
+
+
+async def _body(*, optional: bool = False) -> dict[str, Any]:
+    return bodies.parse_object(await _raw_body(), optional=optional)
+
+
+# A call body nested deeper than orjson reads is pruned below this depth (in a worker
+# thread: a pathological 1 MiB body takes a fraction of a second) rather than refused,
+# so that its arguments get the call's own ``invalid_arguments`` envelope and audit row.
+CALL_PRUNE_DEPTH = bodies.JSON_MAX_DEPTH - 24
+
+
+async def _call_body(raw: bytes) -> dict[str, Any]:
+    try:
+        return bodies.parse_object(raw)
+    except bodies.MalformedJson:
+        return await trio.to_thread.run_sync(
+            functools.partial(bodies.parse_object, raw, prune_depth=CALL_PRUNE_DEPTH)
+        )
 
 
 def _wants_stream() -> bool:
@@ -264,7 +283,8 @@ class AdminApi:
 
     async def call_tool(self, sid: str, tid: str) -> TrioResponse:
         turn = self._turn(sid, tid)
-        body = await _body()
+        raw = await _raw_body()
+        body = await _call_body(raw)
         tool = bodies.string(body, "tool")
         assert tool is not None
         arguments = bodies.arguments(body)
@@ -279,7 +299,7 @@ class AdminApi:
                 raise conflict from None
             requests.close(rid, _tenant())
             tenant = _tenant()
-            call = StreamedCall(turn, tool, arguments, rid, lambda: requests.cancel(rid, tenant))
+            call = StreamedCall(turn, tool, arguments, rid, lambda: requests.cancel(rid, tenant), raw)
             try:
                 self.hosted.start_background(self._run_streamed, call)
             except HostedClosed:
@@ -288,7 +308,7 @@ class AdminApi:
         key = (_tenant(), rid)
         self._in_flight.add(key)
         try:
-            envelope = await turn.call(tool, arguments, request_id=rid)
+            envelope = await turn.call(tool, arguments, request_id=rid, raw_request=raw)
         except ValueError:
             raise conflict from None
         finally:

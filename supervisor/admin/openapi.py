@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from actors.connection.states import State
+from actors.router.depth import MAX_ARGUMENT_DEPTH
 from supervisor.admin.roles import Action, allowed_roles
 
 JSON = "application/json"
@@ -154,7 +155,11 @@ SCHEMAS: dict[str, Any] = {
         "required": ["tool"],
         "properties": {
             "tool": _STR,
-            "arguments": {"type": "object"},
+            "arguments": {
+                "description": "The tool's arguments: an object nested at most "
+                f"{MAX_ARGUMENT_DEPTH} levels deep. Anything else is answered with the call's "
+                "own invalid_arguments envelope (and audit row), not a 400."
+            },
             "request_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
         },
     },
@@ -368,8 +373,9 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         "/v1/sessions/{sid}/turns/{tid}/calls",
         "call_tool",
-        "Call a tool of the turn; the answer is the result envelope. With 'Accept: "
-        "text/event-stream': request_received first, progress events, result, done last.",
+        "Call a tool of the turn; the answer is the result envelope, also for an unknown "
+        "tool, invalid arguments or a denial (every call attempt leaves one audit row). With "
+        "'Accept: text/event-stream': request_received first, progress events, result, done last.",
         request="CallRequest",
         response="Envelope",
         streams=True,

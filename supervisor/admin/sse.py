@@ -100,11 +100,12 @@ class StreamedCall:
 
     turn: Turn
     tool: str
-    arguments: Mapping[str, Any]
+    arguments: Any
     request_id: str
     # Cancels the call by request id (the registry's way: the server is told, the
     # call ends with a ``cancelled`` envelope, audited like any other).
     cancel_request: Callable[[], object] | None = None
+    raw_request: bytes | None = None  # the HTTP body, for the audit of too-deep arguments
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     envelope: Envelope | None = None
     _send: trio.MemorySendChannel[ProgressReceived] = attrs.field(init=False)
@@ -119,7 +120,11 @@ class StreamedCall:
         try:
             with self.scope:
                 self.envelope = await self.turn.call(
-                    self.tool, self.arguments, progress=self._send, request_id=self.request_id
+                    self.tool,
+                    self.arguments,
+                    progress=self._send,
+                    request_id=self.request_id,
+                    raw_request=self.raw_request,
                 )
         except ValueError as exc:  # the request id was taken between our check and the call
             self.envelope = failure(self.tool, "invalid_arguments", str(exc))

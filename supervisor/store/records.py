@@ -85,6 +85,75 @@ def _encodes_alike(value: Any, depth: int) -> bool:
     return False
 
 
+MAX_HASHED_BYTES = 1 << 20
+"""How much of a value ``bounded_hash`` reads: the admin API's largest request body."""
+
+
+class _Literal:
+    """A piece of JSON syntax on ``bounded_json``'s stack (not a value to encode)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text
+
+
+_OPEN_OBJECT, _CLOSE_OBJECT = _Literal(b"{"), _Literal(b"}")
+_OPEN_ARRAY, _CLOSE_ARRAY = _Literal(b"["), _Literal(b"]")
+_COMMA, _COLON = _Literal(b","), _Literal(b":")
+
+
+def _scalar(value: object) -> bytes:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return json.dumps(f"<{type(value).__name__}>").encode()
+
+
+def bounded_json(value: object, limit: int = MAX_HASHED_BYTES) -> bytes:
+    """The first ``limit`` bytes of ``value`` as compact JSON with sorted keys, written
+    with an explicit stack instead of recursion: any depth, and a cycle ends at the
+    limit. What cannot be JSON is written as a string naming its type."""
+    out = bytearray()
+    stack: list[object] = [value]
+    while stack and len(out) < limit:
+        item = stack.pop()
+        if isinstance(item, _Literal):
+            out += item.text
+        elif isinstance(item, Mapping):
+            try:
+                keys = sorted(item)
+            except TypeError:
+                keys = sorted(item, key=str)
+            stack.append(_CLOSE_OBJECT)
+            for i, key in enumerate(reversed(keys)):
+                if i:
+                    stack.append(_COMMA)
+                stack.extend((item[key], _COLON, _Literal(_scalar(str(key)))))
+            stack.append(_OPEN_OBJECT)
+        elif isinstance(item, list | tuple):
+            stack.append(_CLOSE_ARRAY)
+            for i, element in enumerate(reversed(item)):
+                if i:
+                    stack.append(_COMMA)
+                stack.append(element)
+            stack.append(_OPEN_ARRAY)
+        else:
+            out += _scalar(item)
+    return bytes(out[:limit])
+
+
+def bounded_hash(value: object) -> tuple[str, int]:
+    """SHA-256 and length of ``bounded_json(value)``: the audit's digest of arguments
+    too deep (or too odd) for ``hash_arguments`` when no request bytes came with them."""
+    data = bounded_json(value)
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def bytes_hash(data: bytes) -> tuple[str, int]:
+    """SHA-256 and length of raw bytes (a request body as received)."""
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
 def audit_hash(arguments: Mapping[str, Any]) -> tuple[str, int]:
     """``hash_arguments`` (sha256 and size of the canonical JSON), the same digest, with
     orjson doing the encoding when it writes the very same bytes (a few µs less per
