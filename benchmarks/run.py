@@ -12,6 +12,8 @@ turns, scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on
   asyncio) against the same minimal server: sequential p50/p99 and throughput with 64
   in flight; ``--reps`` repetitions, each in a fresh process, interleaved; medians
   with min-max; ratios to the floor and to the SDK (the better of its two backends).
+  ``--baseline DIR`` adds ``ours-before``, ours from another copy of the project (a
+  before/after comparison in one run).
 * whatif: ours with the patches of benchmarks/what_if.py applied (bounds, candidates).
 * http: ours and the SDK's client against the SDK's own Streamable HTTP server
   (benchmarks/http_server.py): sequential p50/p99, throughput with 16 in flight.
@@ -57,17 +59,23 @@ SECTIONS = [
 ]
 HTTP_INFLIGHT = 16
 CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
+BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, in the same run
 # Patches of benchmarks/what_if.py measured next to ours. The first run's candidates went
-# into the code; what is left are two bounds: the call path without its audit row, and
-# without its call event and metrics (the section is skipped while this is empty).
-WHAT_IFS: list[str] = ["noaudit", "noevents"]
+# into the code; what is left are bounds: the call path without its audit row, without
+# its journal lines, and without its call event and metrics; and the journal's row line
+# written from a worker thread (the section is skipped while this is empty).
+WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "noevents"]
 
 
-def worker(script: str, *args: Any, timeout: float = 900.0) -> dict[str, Any]:
-    """Run one worker in a fresh interpreter; its last stdout line is its JSON answer."""
-    argv = [PY, str(HERE / script), *map(str, args)]
+def worker(script: str, *args: Any, timeout: float = 900.0, root: Path = ROOT) -> dict[str, Any]:
+    """Run one worker in a fresh interpreter; its last stdout line is its JSON answer.
+    ``root``: another copy of the project (``--baseline``), whose code the worker runs."""
+    argv = [PY, str(root / "benchmarks" / script), *map(str, args)]
+    env = None if root == ROOT else {**os.environ, "PYTHONPATH": str(root)}
     try:
-        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            argv, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:g} s: {shlex.join(argv[1:])}"}
     lines = done.stdout.strip().splitlines()
@@ -117,6 +125,9 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
         for client in clients:
             name, _, what_if = client.partition("+")
             extra = ["--what-if", what_if] if what_if else []
+            root = ROOT
+            if name == BEFORE:  # ours, as the code in --baseline has it
+                name, root = "ours", Path(args.baseline)
             result = worker(
                 "bench_calls.py",
                 "--client",
@@ -129,6 +140,7 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
                 args.warmup,
                 *extra,
                 timeout=300,
+                root=root,
             )
             results[client].append(result)
             _progress(f"calls rep {rep + 1}/{args.reps} {client}", result)
@@ -269,6 +281,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--cprofile", action="store_true", help="profile with cProfile even if py-spy is found"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="calls: also run ours from this copy of the project (e.g. `git archive` of an older "
+        "commit), interleaved with the rest, as the row 'ours-before'",
+    )
     parser.add_argument("--json", help="also write every raw result to this file")
     parser.add_argument(
         "--render", metavar="JSON", help="print the report of an earlier --json file, run nothing"
@@ -295,7 +313,7 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     sections = args.sections
     if "calls" in sections:
-        results["calls"] = run_calls(args, CLIENTS)
+        results["calls"] = run_calls(args, [BEFORE, *CLIENTS] if args.baseline else CLIENTS)
     if "whatif" in sections and WHAT_IFS:
         whatif_args = argparse.Namespace(**{**vars(args), "reps": max(1, args.reps - 2)})
         results["whatif"] = run_calls(whatif_args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)])

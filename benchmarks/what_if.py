@@ -8,8 +8,10 @@ and list it in ``run.py``'s ``WHAT_IFS``.
 
 Every candidate of the first full run (linger, policy, validate, drain, nowait, direct,
 reply, turncache) is now in the code itself — see RESULTS.md for what each one measured
-before and after. Registered now are two bounds, not candidates: what the audit row and
-the call event cost on the call path (both are promised per call, so neither can go).
+before and after. Registered now are bounds, not candidates: what the audit row, its
+journal lines and the call event cost on the call path (all are promised per call), and
+``journalthread``, the road not taken for the journal: its row line written from a
+worker thread instead of on the event loop.
 """
 
 from __future__ import annotations
@@ -21,11 +23,38 @@ PREPARE: dict[str, Callable[[], None]] = {}
 
 
 def _no_audit(sup: Any) -> None:
-    """Bound, not candidate: the call path without its audit row reaching the store
-    (no store batches, no SQLite thread competing for the CPU): what the store costs."""
+    """Bound, not candidate: the call path without its audit row (no journal lines, no
+    store batches, no SQLite thread competing for the CPU): what the audit costs."""
 
-    async def audit(message: Any) -> None:
+    async def audit(row: Any) -> None:
         return None
+
+    sup.audit = audit
+    sup.audit_started = lambda row: None
+    sup.audit_now = lambda row: None
+
+
+def _no_journal(sup: Any) -> None:
+    """Bound: the audit rows go to the store as before the journal, with no journal line
+    written: what making rows durable before the answer costs."""
+    sup.journal.started = lambda row: None
+    sup.journal.finished = lambda row: None
+
+
+def _journal_in_a_thread(sup: Any) -> None:
+    """The alternative: the call's row line written from a worker thread (the call
+    waits for that thread) instead of on the event loop. The start line stays on the
+    loop; the round trip to the thread is what is measured."""
+    import trio
+
+    finished = sup.journal.finished
+
+    async def audit(row: Any) -> None:
+        receipt = await trio.to_thread.run_sync(finished, row)
+        from supervisor.store import AddAudit
+
+        if not await sup.store.put(AddAudit(row, receipt)) and receipt is not None:
+            receipt.settle(False)
 
     sup.audit = audit
 
@@ -36,7 +65,12 @@ def _no_events(sup: Any) -> None:
     sup.metrics.observe_call = lambda outcome, duration_ms: None
 
 
-PATCHES: dict[str, Callable[[Any], None]] = {"noaudit": _no_audit, "noevents": _no_events}
+PATCHES: dict[str, Callable[[Any], None]] = {
+    "noaudit": _no_audit,
+    "nojournal": _no_journal,
+    "journalthread": _journal_in_a_thread,
+    "noevents": _no_events,
+}
 NAMES = tuple(PREPARE) + tuple(PATCHES)
 
 

@@ -1,6 +1,7 @@
 """Prometheus metrics: connections by state, reconnects, calls by outcome, call
-latency, approvals pending, catalog epoch. Rendered by hand in the text exposition
-format (no client library: a few counters do not need one)."""
+latency, approvals pending, catalog epoch, audit rows waiting for the disk and dropped.
+Rendered by hand in the text exposition format (no client library: a few counters do
+not need one)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,15 @@ class Metrics:
         self._latency_sum_ms += duration_ms
         self._latency_count += 1
 
-    def render(self, servers: Mapping[str, ServerView], epoch: int, approvals_pending: int) -> str:
+    def render(
+        self,
+        servers: Mapping[str, ServerView],
+        epoch: int,
+        approvals_pending: int,
+        *,
+        audit_rows_pending: int = 0,
+        audit_rows_dropped: int = 0,
+    ) -> str:
         """The text exposition format."""
         lines: list[str] = []
 
@@ -77,4 +86,16 @@ class Metrics:
             [("", approvals_pending)],
         )
         family("mcp_supervisor_catalog_epoch", "gauge", "The current catalog epoch.", [("", epoch)])
+        family(
+            "mcp_supervisor_audit_rows_pending",
+            "gauge",
+            "Audit journal lines waiting in memory because the disk refused them.",
+            [("", audit_rows_pending)],
+        )
+        family(
+            "mcp_supervisor_audit_rows_dropped_total",
+            "counter",
+            "Audit journal lines dropped because the memory queue was full.",
+            [("", audit_rows_dropped)],
+        )
         return "\n".join(lines) + "\n"

@@ -1,18 +1,20 @@
 """The Supervisor: the root nursery, the store, the router, one connection actor per server.
 
 ``Supervisor.open`` takes this instance's lock in the state directory (several
-instances may share one: see ``actors/transports/instances.py``), cleans up after
-dead instances (their orphaned servers), opens the store (last-known tool lists,
-pins, remembered approvals), starts the store actor, the router, then the connection
-actors in config order under a one-for-one supervisor, and yields. Leaving the
-context stops everything in reverse: sessions first (they are nested inside), then
-connections (each tears its server down: stdin closed, SIGTERM, SIGKILL, reaped),
-then the router, then the store (its queue written), and last releases the lock.
-Teardown runs shielded under a deadline, also when the host is cancelled.
+instances may share one: see ``actors/transports/instances.py``), opens the store
+(last-known tool lists, pins, remembered approvals), cleans up after dead instances
+(their orphaned servers; their audit journals, folded into the store), starts the store
+actor, the audit journal, the router, then the connection actors in config order under
+a one-for-one supervisor, and yields. Leaving the context stops everything in reverse:
+sessions first (they are nested inside), then connections (each tears its server down:
+stdin closed, SIGTERM, SIGKILL, reaped), then the router, then the store (its queue
+written), then the journal (deleted once SQLite holds every row), and last releases
+the lock. Teardown runs shielded under a deadline, also when the host is cancelled.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -51,7 +53,9 @@ from supervisor.store.vault import StoreVault
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
     from actors.auth.provider import Authorizer
-from supervisor.store import SaveToolList, Store, StoreActor, StoreMessage
+from supervisor.store import AddAudit, AuditRow, SaveToolList, Store, StoreActor
+from supervisor.store.journal import AuditJournal
+from supervisor.store.replay import fold_journal, recover_audit_journals
 
 log = logging.getLogger("supervisor")
 
@@ -66,9 +70,10 @@ def open_service(
     return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True)
 
 
-async def recover_dead_instances(state_path: Path) -> None:
+async def recover_dead_instances(state_path: Path, store: Store | None = None) -> None:
     """Clean up after the supervisor instances of this state directory that died
-    (SIGKILL, OOM, a power cut): kill the servers they left running.
+    (SIGKILL, OOM, a power cut): kill the servers they left running and, given the
+    ``store``, fold their audit journals into it (``supervisor.store.replay``).
 
     One claim covers every recovery, so two instances starting at once never recover
     the same dead one, and one whose recovery failed is tried again by the next start
@@ -82,7 +87,10 @@ async def recover_dead_instances(state_path: Path) -> None:
         reaped += await trio.to_thread.run_sync(kill_marked, ids)
         if reaped:
             log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
-        for instance in dead:
+        recovered = dead
+        if store is not None:  # a journal that cannot be folded now keeps its claim open
+            recovered = await trio.to_thread.run_sync(recover_audit_journals, store, state_path, dead)
+        for instance in recovered:
             instance.done()
 
 
@@ -117,8 +125,10 @@ class Supervisor:
         policy: Policy,
         approvals: ApprovalDesk,
         events: Broadcast[Mapping[str, Any]],
+        journal: AuditJournal,
     ) -> None:
         self.config = config
+        self.journal = journal
         self.router = router
         self.router_mailbox = router_mailbox
         self.connector = connector
@@ -132,7 +142,7 @@ class Supervisor:
         self.server_requests: ServerRequestHandler | None = None
         self.client_capabilities: dict[str, Any] = {}
         self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
-        self.instance_id: str | None = None  # this instance's lock in the state directory
+        self.instance_id: str = journal.instance_id  # this instance's lock in the state directory
 
     @classmethod
     @asynccontextmanager
@@ -179,9 +189,10 @@ class Supervisor:
         lock = lock_instance(state_path, instance_kind)
         subreaping = subreaper and acquire_subreaper()
         try:
-            await recover_dead_instances(state_path)
             store = await trio.to_thread.run_sync(open_store, state_path)
             try:
+                await recover_dead_instances(state_path, store)
+                journal = AuditJournal(state_path, lock.id)
                 connector = connector or TransportConnector(
                     state_path,
                     config.secrets,
@@ -190,9 +201,15 @@ class Supervisor:
                     instance=lock.id,
                 )
                 async with cls._running(
-                    config, approver, state_path, store, connector, server_requests, client_capabilities
+                    config,
+                    approver,
+                    state_path,
+                    store,
+                    connector,
+                    server_requests,
+                    client_capabilities,
+                    journal,
                 ) as supervisor:
-                    supervisor.instance_id = lock.id
                     yield supervisor
             finally:
                 store.close()
@@ -213,12 +230,20 @@ class Supervisor:
         state_path: Path,
         store: Store,
         connector: Connector | None,
-        server_requests: ServerRequestHandler | None = None,
-        client_capabilities: Mapping[str, Any] | None = None,
+        server_requests: ServerRequestHandler | None,
+        client_capabilities: Mapping[str, Any] | None,
+        journal: AuditJournal,
     ) -> AsyncIterator[Supervisor]:
         connector = connector or TransportConnector(state_path, config.secrets, vault=StoreVault(store))
         shared = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         store_actor = StoreActor(store)
+
+        async def fold(paths: list[Path]) -> None:
+            await store_actor.read(functools.partial(fold_journal, paths=paths, interrupted=False))
+
+        async def fold_all(paths: list[Path]) -> None:
+            await store_actor.read(functools.partial(fold_journal, paths=paths, interrupted=True))
+
         mailboxes: dict[str, Channels[ConnectionMessage]] = {spec.name: open_mailbox() for spec in shared}
         router_pair: Channels[RouterMessage] = open_mailbox(4096)
         router_send, router_receive = router_pair
@@ -253,9 +278,10 @@ class Supervisor:
                 await nursery.start(connector.run)
             await nursery.start(trim_memory_periodically)
             await nursery.start(store_actor.run)
+            await nursery.start(journal.run, fold)
             await nursery.start(router.run)
             supervisor = cls(
-                config, router, router_send, connector, state_path, store_actor, policy, desk, events
+                config, router, router_send, connector, state_path, store_actor, policy, desk, events, journal
             )
             supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
             supervisor.server_requests = server_requests
@@ -270,6 +296,7 @@ class Supervisor:
                     await tree.stop()
                     router_send.close()
                     await store_actor.aclose()
+                    await journal.aclose(fold_all)
                 nursery.cancel_scope.cancel()
                 log.info("supervisor stopped", extra={"fields": {}})
 
@@ -327,10 +354,24 @@ class Supervisor:
                 with trio.CancelScope(shield=True):
                     await session._close(SHUTDOWN_GRACE_S)
 
-    async def audit(self, message: StoreMessage) -> None:
-        """Queue one audit row: at once, unless the store is far behind; then the call
-        waits for room rather than lose its row (README: one audit row per call)."""
-        await self.store.put(message)
+    def audit_started(self, row: AuditRow) -> None:
+        """A call goes out (or waits for an approval): journal the row it leaves if the
+        supervisor dies before it ends (outcome ``interrupted``; same ``record`` id)."""
+        self.journal.started(row)
+
+    async def audit(self, row: AuditRow) -> None:
+        """One call's audit row: journaled at once (one ``write()``, so it survives a
+        kill of this process from here on), then queued for SQLite; when the store is
+        far behind, the call waits for room (README: one audit row per call attempt)."""
+        receipt = self.journal.finished(row)
+        if not await self.store.put(AddAudit(row, receipt)) and receipt is not None:
+            receipt.settle(False)
+
+    def audit_now(self, row: AuditRow) -> None:
+        """``audit`` without waiting (for a call being cancelled)."""
+        receipt = self.journal.finished(row)
+        if not self.store.submit(AddAudit(row, receipt)) and receipt is not None:
+            receipt.settle(False)
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What the server's connection actor alone knows (stderr tail, calls in flight);

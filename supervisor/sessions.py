@@ -24,7 +24,7 @@ from actors.connection.states import DOWN_STATES, State
 from actors.mailbox import Channels, open_mailbox, try_send
 from actors.router.actor import DropOwner, RegisterServer
 from actors.router.catalog import Catalog, ServerView, ToolEntry
-from actors.router.trust import Action, permission_of
+from actors.router.trust import Action, Decision, permission_of
 from supervisor.approvals import ApprovalRequest
 from supervisor.turns import Turn
 
@@ -138,10 +138,18 @@ class Session:
 
     # --------------------------------------------------------------- approvals
 
-    async def authorize(self, entry: ToolEntry, arguments: Any) -> Authorization:
-        """Decide one call; ask the host when policy says ask."""
+    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
+        """What policy says of one call before anyone is asked: allow, ask or deny."""
+        return self.supervisor.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
+
+    async def authorize(
+        self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
+    ) -> Authorization:
+        """Decide one call (``decision``: its ``first_word``, if taken already); ask the
+        host when policy says ask. Allow and deny return without a checkpoint."""
         supervisor = self.supervisor
-        decision = supervisor.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
+        if decision is None:
+            decision = self.first_word(entry, arguments)
         if decision.action is Action.DENY:
             return Authorization(Action.DENY, "deny", f"call to {entry.id} denied: {decision.reason}")
         if decision.action is Action.ALLOW:

@@ -27,11 +27,12 @@ from actors.protocol.session import ProgressReceived
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
-from actors.router.trust import Action
+from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
 from supervisor.requests import InFlightRequest
-from supervisor.store import AddAudit, AuditRow, audit_hash
+from supervisor.store import AuditRow, audit_hash
 from supervisor.store.records import bounded_hash, bytes_hash
+from supervisor.store.replay import INTERRUPTED
 
 if TYPE_CHECKING:
     from supervisor.sessions import Session
@@ -182,14 +183,47 @@ class Turn:
             code = "server_error" if entry.schema.problem else "invalid_arguments"
             refused = failure(tool_id, code, problem)
             return await self._audited(entry.id, entry.server, digest, "none", refused)
-        view = self.catalog.servers[entry.server]
-        verdict = await self.session.authorize(entry, arguments)
-        if verdict.action is not Action.ALLOW:
+        first = self.session.first_word(entry, arguments)
+        if first.action is Action.DENY:
+            verdict = await self.session.authorize(entry, arguments, first)  # no checkpoint
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
+        # From here the call may wait (an approval, the server): a row that says so first.
+        supervisor = self.session.supervisor
+        record = supervisor.journal.new_id()
+        began = trio.current_time()
+        supervisor.audit_started(
+            self._row(entry.id, entry.server, digest, first.action.value, INTERRUPTED, 0, 0, record)
+        )
+        try:
+            decided, envelope = await self._go(entry, arguments, first, progress, request)
+        except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
+            outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
+            duration_ms = round((trio.current_time() - began) * 1000)
+            row = self._row(
+                entry.id, entry.server, digest, first.action.value, outcome, duration_ms, 0, record
+            )
+            supervisor.audit_now(row)
+            self._observe(row)
+            raise
+        return await self._audited(entry.id, entry.server, digest, decided, envelope, record)
+
+    async def _go(
+        self,
+        entry: ToolEntry,
+        arguments: Mapping[str, Any],
+        first: Decision,
+        progress: trio.MemorySendChannel[ProgressReceived] | None,
+        request: InFlightRequest | None,
+    ) -> tuple[str, Envelope]:
+        """Authorize and dispatch an allowed or asked call: (the decision, the envelope)."""
+        tool_id = entry.id
+        verdict = await self.session.authorize(entry, arguments, first)
+        if verdict.action is not Action.ALLOW:
+            return verdict.decided, failure(tool_id, "denied", verdict.reason)
         if request is not None and request.cancelled:
-            cancelled = failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
-            return await self._audited(entry.id, entry.server, digest, verdict.decided, cancelled)
+            return verdict.decided, failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
+        view = self.catalog.servers[entry.server]
         started = trio.current_time()
         replies = self.session.replies
         # A reply channel whose one answer was received is empty and known to no actor
@@ -205,8 +239,7 @@ class Turn:
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)
-        envelope = _envelope(tool_id, view, outcome, duration_ms)
-        return await self._audited(entry.id, entry.server, digest, verdict.decided, envelope)
+        return verdict.decided, _envelope(tool_id, view, outcome, duration_ms)
 
     def _call_search(self, arguments: Any) -> Envelope:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
@@ -221,38 +254,74 @@ class Turn:
         return success(TOOL_SEARCH, [{"type": "text", "text": text}], result, 0, 1 << 20)
 
     async def _audited(
-        self, tool: str, server: str, digest: tuple[str, int], decision: str, envelope: Envelope
+        self,
+        tool: str,
+        server: str,
+        digest: tuple[str, int],
+        decision: str,
+        envelope: Envelope,
+        record: str | None = None,
     ) -> Envelope:
-        session = self.session
-        row = AuditRow(
-            at=time.time(),
-            tenant=session.tenant,
-            session=session.id,
-            tool=tool,
-            server=server,
-            decision=decision,
-            outcome="ok" if envelope.ok else (envelope.error.code if envelope.error else "error"),
-            duration_ms=envelope.duration_ms,
-            args_sha256=digest[0],
-            args_bytes=digest[1],
-            result_bytes=len(envelope.text.encode()),
+        """Leave the call's row (durable before this returns), count it, announce it."""
+        supervisor = self.session.supervisor
+        outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
+        row = self._row(
+            tool,
+            server,
+            digest,
+            decision,
+            outcome,
+            envelope.duration_ms,
+            len(envelope.text.encode()),
+            record or supervisor.journal.new_id(),
         )
-        supervisor = session.supervisor
-        await supervisor.audit(AddAudit(row))
+        await supervisor.audit(row)
+        self._observe(row)
+        return envelope
+
+    def _row(
+        self,
+        tool: str,
+        server: str,
+        digest: tuple[str, int],
+        decision: str,
+        outcome: str,
+        duration_ms: int,
+        result_bytes: int,
+        record: str,
+    ) -> AuditRow:
+        session = self.session
+        return AuditRow(
+            time.time(),
+            session.tenant,
+            session.id,
+            tool,
+            server,
+            decision,
+            outcome,
+            duration_ms,
+            digest[0],
+            digest[1],
+            result_bytes,
+            record,
+        )
+
+    def _observe(self, row: AuditRow) -> None:
+        """Metrics and the call event of one ended call."""
+        supervisor = self.session.supervisor
         supervisor.metrics.observe_call(row.outcome, row.duration_ms)
         supervisor.events.publish(
             {
                 "type": "call",
-                "tool": tool,
-                "server": server,
+                "tool": row.tool,
+                "server": row.server,
                 "outcome": row.outcome,
-                "decision": decision,
+                "decision": row.decision,
                 "duration_ms": row.duration_ms,
-                "session": session.id,
-                "tenant": session.tenant,
+                "session": row.session,
+                "tenant": row.tenant,
             }
         )
-        return envelope
 
 
 MAX_AUDITED_NAME = 200
@@ -276,6 +345,8 @@ def _digest(arguments: Any) -> tuple[str, int]:
 
 
 _KEPT_REPLIES = 64
+
+
 def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms: int) -> Envelope:
     if isinstance(outcome, CallFailed):
         return failure(tool_id, outcome.code, outcome.message)

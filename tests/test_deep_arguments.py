@@ -11,45 +11,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import attrs
 import orjson
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from quart_trio import QuartTrio
 
-from actors.connection.spec import ServerSpec, Start
-from actors.connection.states import State
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import ERROR_CODES
-from supervisor import Supervisor
-from supervisor.admin.app import create_app
 from supervisor.admin.bodies import prune_nesting
-from supervisor.admin.hosted import HostedSessions
-from supervisor.settings.model import Config, TrustRule, TrustSettings
-from supervisor.store import AuditRow
 from supervisor.store.records import bounded_hash, bounded_json, canonical_json
-from supervisor.turns import Turn
-from tests.fakes import FakeServer
+from tests.inprocess import HOST, Running, running
 from tests.test_admin_support import loop_in_thread
 
 T = TypeVar("T")
-HOST = {"Host": "127.0.0.1", "Content-Type": "application/json"}
-TOOLS = [
-    {"name": "echo", "description": "Echo the arguments", "inputSchema": {"type": "object"}},
-    {
-        "name": "note",
-        "description": "Keep a note",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-    },
-    {"name": "wipe", "description": "Wipe everything", "inputSchema": {"type": "object"}},
-]
 
 
 def nest(depth: int, leaf: Any = 1, *, key: str | None = "a") -> Any:
@@ -65,49 +45,6 @@ def nested_json(depth: int, *, key: str | None = "a") -> bytes:
     if key is None:
         return b"[" * depth + b"1" + b"]" * depth
     return b'{"a":' * depth + b"1" + b"}" * depth
-
-
-@attrs.define
-class Running:
-    sup: Supervisor
-    server: FakeServer
-    turn: Turn
-    app: QuartTrio
-    calls_path: str
-
-    async def rows(self) -> list[AuditRow]:
-        await self.sup.store.flush()
-        return await self.sup.store.read(lambda s: s.audit_rows(limit=1_000_000))
-
-    async def post_call(self, body: bytes) -> tuple[int, Any]:
-        reply = await self.app.test_client().post(self.calls_path, data=body, headers=HOST)
-        return reply.status_code, orjson.loads(await reply.get_data())
-
-
-@asynccontextmanager
-async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    server = FakeServer(TOOLS)
-    config = Config(
-        servers=(ServerSpec(name="fake", command=("fake",), start=Start.EAGER, trusted=True),),
-        trust=TrustSettings(rules=(TrustRule("mcp:fake:wipe", "*", "deny"),)),
-    )
-    async with Supervisor.open(config, state_dir=tmp_path, connector=server.connector) as sup:
-        with trio.fail_after(30):
-            await sup.router.cell.wait_until(
-                lambda c: all(v.state is State.STEADY for v in c.servers.values())
-            )
-        hosted = HostedSessions(sup)
-        async with sup.session() as session, trio.open_nursery() as nursery:
-            await nursery.start(hosted.run)
-            app = create_app(sup, hosted, bind_is_loopback=True)
-            client = app.test_client()
-            created = await client.post("/v1/sessions", json={}, headers=HOST)
-            sid = (await created.get_json())["session_id"]
-            begun = await client.post(f"/v1/sessions/{sid}/turns", json={}, headers=HOST)
-            tid = (await begun.get_json())["turn_id"]
-            turn = await session.begin_turn()
-            yield Running(sup, server, turn, app, f"/v1/sessions/{sid}/turns/{tid}/calls")
-            nursery.cancel_scope.cancel()
 
 
 def is_envelope(answer: Any, tool: str) -> bool:

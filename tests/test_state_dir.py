@@ -27,7 +27,7 @@ import pytest
 
 from supervisor import StateError, Supervisor
 from supervisor.settings.model import Config
-from supervisor.store import AuditRow, Store
+from supervisor.store import SCHEMA_VERSION, AuditRow, Store
 
 CLI = [sys.executable, "-m", "supervisor.cli"]
 LINE = re.compile(r"state error: (?P<path>[^:]+): (?P<problem>[^;]+); (?P<hint>.+)")
@@ -108,7 +108,7 @@ CASES: dict[str, tuple[Callable[[Path], Path], str, str, str]] = {
                           "version 2, but without the tables 'approvals', 'audit', 'pins', "
                           "'tool_lists')", "move the file away"),
     "future-version": (future, "supervisor.db", "the store's schema version 99 is newer than this "
-                       "supervisor supports (up to 3)", "run a newer mcp-supervisor"),
+                       f"supervisor supports (up to {SCHEMA_VERSION})", "run a newer mcp-supervisor"),
     "db-is-a-directory": (db_is_a_directory, "supervisor.db", "a directory, not the database file",
                           "move it away"),
     "state-is-a-file": (state_is_a_file, "", "not a directory", "move the file away"),

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -162,7 +163,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 3, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 4, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -177,9 +178,17 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert store.tool_lists() == {"time": ([{"name": "now"}], 1700000000.0)}
         store.add_audit([_row()])
         assert len(store.audit_rows()) == 2
+        # 4: rows carry their journal record's id, and one id is one row.
+        journaled = attrs.evolve(_row(5), record="i-1.1")
+        store.add_audit([journaled, _row(6)])
+        store.add_audit([journaled])
+        assert [row.record for row in store.audit_rows()].count("i-1.1") == 1
+        assert len(store.audit_rows()) == 4
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (3,)
-    assert {"audit_by_time", "audit_by_tenant", "audit_by_session", "oauth"} <= _tables(db_path)
+        assert raw.execute("PRAGMA user_version").fetchone() == (4,)
+    assert {"audit_by_time", "audit_by_tenant", "audit_by_session", "oauth", "audit_by_record"} <= _tables(
+        db_path
+    )
 
 
 def test_refuses_a_newer_version_and_leaves_the_file_alone(db_path: Path) -> None:

@@ -14,8 +14,6 @@ import contextlib
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.store import AuditRow, Store
+from tests.killed import child_to_kill
 
 ROWS = 200
 TOOLS = 100
@@ -57,18 +56,7 @@ while True:
 
 def _kill_writer(db: Path, after_s: float) -> None:
     """Start the writer, wait for its first commit, SIGKILL it ``after_s`` later, reap it."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    child = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(db), str(ROWS), str(TOOLS)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=ROOT,
-    )
-    try:
+    with child_to_kill(WRITER, db, ROWS, TOOLS) as child:
         assert child.stdout is not None
         line = child.stdout.readline()  # blocks until the first commit (or the child dies)
         if line != b"committed\n":
@@ -78,14 +66,6 @@ def _kill_writer(db: Path, after_s: float) -> None:
         time.sleep(after_s)
         assert child.poll() is None, "the writer must still be writing when it is killed"
         os.kill(child.pid, signal.SIGKILL)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            child.kill()
-        child.wait(timeout=5)
-        assert child.stdout is not None and child.stderr is not None
-        child.stdout.close()
-        child.stderr.close()
-    assert child.returncode == -signal.SIGKILL
 
 
 @pytest.mark.parametrize("after_s", [0.0, 0.05, 0.15])

@@ -157,13 +157,22 @@ class AdminApi:
     # ------------------------------------------------------------------ service
 
     async def health(self) -> TrioResponse:
+        # degraded: audit rows wait in memory for the disk (supervisor.store.journal); how
+        # many is in the metrics, which are the operator's.
+        status = "degraded" if self.supervisor.journal.degraded else "ok"
         return self._json(
-            {"status": "ok", "servers": len(self.supervisor.config.servers), "epoch": self._epoch()}
+            {"status": status, "servers": len(self.supervisor.config.servers), "epoch": self._epoch()}
         )
 
     async def metrics(self) -> TrioResponse:
         sup = self.supervisor
-        text = sup.metrics.render(sup.servers(), self._epoch(), len(sup.approvals.pending()))
+        text = sup.metrics.render(
+            sup.servers(),
+            self._epoch(),
+            len(sup.approvals.pending()),
+            audit_rows_pending=sup.journal.pending,
+            audit_rows_dropped=sup.journal.dropped,
+        )
         return TrioResponse(text, status=200, content_type=METRICS)
 
     async def openapi(self) -> TrioResponse:

@@ -56,7 +56,9 @@ SCHEMAS: dict[str, Any] = {
         ),
     ),
     "Role": {"enum": ["operator", "tenant", "peer"]},
-    "Health": _obj(("status", "servers", "epoch"), status={"const": "ok"}, servers=_INT, epoch=_INT),
+    "Health": _obj(
+        ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
+    ),
     "Transition": _obj(
         ("at", "state", "previous", "reason"),
         at=_NUM,
@@ -260,7 +262,9 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/health",
         "health",
-        "Liveness, server count and catalog epoch.",
+        "Liveness, server count and catalog epoch; 'degraded' while audit rows wait in "
+        "memory because the disk refuses them (how many: mcp_supervisor_audit_rows_pending "
+        "and mcp_supervisor_audit_rows_dropped_total in /metrics).",
         response="Health",
         action=Action.PUBLIC,
     ),

@@ -6,6 +6,10 @@
 - ``database``: ``Store``, the synchronous SQLite wrapper (WAL, mode 0600).
 - ``actor``: ``StoreActor``, its async owner: non-blocking submits, batched writes in a
   worker thread, writes survive shutdown.
+- ``journal``: ``AuditJournal``, each audit row appended to this instance's journal file
+  before its call is answered (durable against a kill of the process, not a power loss).
+- ``replay``: folding journals into SQLite, idempotently: closed segments, an instance's
+  journal at its end, and at start the journals of dead instances.
 """
 
 from supervisor.store.actor import (

@@ -1,8 +1,11 @@
 """``StoreActor``: the store's one owner in the service.
 
-Callers on the call path (the router auditing a call, remembering an approval) must
-never wait for a disk, so they ``submit`` a message without blocking; a full mailbox
-drops the message and counts it. The actor takes everything queued, writes it as ONE
+Callers on the call path (the router auditing a call, remembering an approval) never
+wait for SQLite, so they ``submit`` a message without blocking; a full mailbox
+drops the message and counts it. (An audit row is made durable before its call is
+answered by the audit journal, ``supervisor.store.journal``, with one ``write()``;
+this actor folds the rows into SQLite behind the answers and tells the journal, through
+each row's ``receipt``, which ones it committed.) The actor takes everything queued, writes it as ONE
 transaction in a worker thread, and repeats: under load, batches grow and commits
 per row shrink. After the first message of a batch it lingers a moment (``linger_s``,
 5 ms by default; cut short by ``flush``, ``close`` or a full batch) so that calls made
@@ -25,7 +28,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias, TypeVar, assert_never
+from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
 
 import attrs
 import trio
@@ -49,11 +52,18 @@ LINGER_BATCH = 256  # this many waiting messages end the linger at once
 # ------------------------------------------------------------------------ mailbox
 
 
+class Receipt(Protocol):
+    """Told once whether the row it came with was committed (the journal's ``Segment``)."""
+
+    def settle(self, written: bool) -> None: ...
+
+
 @attrs.frozen(slots=True)
 class AddAudit:
-    """Append one audit row."""
+    """Append one audit row; ``receipt`` hears whether it was committed."""
 
     row: AuditRow
+    receipt: Receipt | None = None
 
 
 @attrs.frozen(slots=True)
@@ -322,7 +332,7 @@ class StoreActor:
                 # Not abandonable: a write that started finishes (bounded by busy_timeout),
                 # and if cancellation strikes before it starts, ``batch`` is still ours.
                 outcome = await trio.to_thread.run_sync(_commit, self.store, batch, self._stop)
-                self._settle(len(batch), outcome)
+                self._settle(batch, outcome)
                 batch = []
         finally:
             # Take the rest and close our end in one step (no checkpoint between), so a
@@ -360,9 +370,14 @@ class StoreActor:
                 extra={"fields": {"lost": len(batch), "timeout_s": self._shutdown_timeout_s}},
             )
             outcome = _Outcome(written=0, batches=0, failures=len(batch))
-        self._settle(len(batch), outcome)
+        self._settle(batch, outcome)
 
-    def _settle(self, count: int, outcome: _Outcome) -> None:
+    def _settle(self, batch: Sequence[StoreMessage], outcome: _Outcome) -> None:
+        written = outcome.failures == 0  # else which failed is unknown: tell every receipt no
+        for message in batch:
+            if type(message) is AddAudit and message.receipt is not None:
+                message.receipt.settle(written)
+        count = len(batch)
         self._written += outcome.written
         self._batches += outcome.batches
         self._failures += outcome.failures

@@ -27,7 +27,8 @@ DB_FILENAME = "supervisor.db"
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 
 _AUDIT_COLUMNS = (
-    "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes, result_bytes"
+    "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes,"
+    " result_bytes, record"
 )
 
 
@@ -210,17 +211,20 @@ class Store:
     # ------------------------------------------------------------------ audit
 
     def add_audit(self, rows: Sequence[AuditRow]) -> None:
-        """Append audit rows, all or none (one transaction)."""
+        """Append audit rows, all or none (one transaction). A row whose ``record`` id is
+        in the table already is skipped: folding a journal twice adds nothing."""
         values = [
             (
                 r.at, r.tenant, r.session, r.tool, r.server, r.decision, r.outcome,
-                r.duration_ms, r.args_sha256, r.args_bytes, r.result_bytes,
+                r.duration_ms, r.args_sha256, r.args_bytes, r.result_bytes, r.record,
             )
             for r in rows
         ]  # fmt: skip
         with self.transaction():
             self._connection.executemany(
-                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values
+                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (record) DO NOTHING",
+                values,
             )
 
     def audit_rows(

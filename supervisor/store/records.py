@@ -20,9 +20,11 @@ APPROVAL_DECISIONS = ("allow", "deny")
 
 @attrs.frozen(slots=True)
 class AuditRow:
-    """One call, as audited (DESIGN.md §4 step 6). Arguments appear only as a hash.
+    """One call attempt, as audited (DESIGN.md §4 step 6). Arguments appear only as a hash.
 
-    ``at`` is unix time; ``outcome`` is ``"ok"`` or an envelope error code.
+    ``at`` is unix time; ``outcome`` is ``"ok"``, an envelope error code, or
+    ``"interrupted"`` for a call the supervisor died during. ``record`` is the id of the
+    row's journal record (unique; None for rows written without a journal).
     """
 
     at: float
@@ -36,6 +38,7 @@ class AuditRow:
     args_sha256: str
     args_bytes: int
     result_bytes: int
+    record: str | None = None
 
 
 def _plain(value: object) -> object:

@@ -88,6 +88,13 @@ MIGRATIONS: tuple[Step, ...] = (
         )
         """,
     ),
+    # 4: each audit row carries the id of its journal record (``supervisor.store.journal``),
+    # unique, so that folding a journal into the table twice (a crash during the fold, a
+    # row the store actor wrote already) inserts each row once. Rows from before have none.
+    (
+        "ALTER TABLE audit ADD COLUMN record TEXT",
+        "CREATE UNIQUE INDEX audit_by_record ON audit (record)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
