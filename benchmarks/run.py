@@ -62,9 +62,10 @@ CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
 BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, in the same run
 # Patches of benchmarks/what_if.py measured next to ours. The first run's candidates went
 # into the code; what is left are bounds: the call path without its audit row, without
-# its journal lines, and without its call event and metrics; and the journal's row line
-# written from a worker thread (the section is skipped while this is empty).
-WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "noevents"]
+# its journal lines, and without its call event and metrics; and two ways the journal
+# could write and does not: from a worker thread, and with os.write (the section is
+# skipped while this is empty).
+WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
 
 
 def worker(script: str, *args: Any, timeout: float = 900.0, root: Path = ROOT) -> dict[str, Any]:
