@@ -25,8 +25,10 @@ pages reach the disk within about 30 s), as SQLite in WAL mode with synchronous=
 can lose its last commits.
 
 On the event loop, not in a thread: a write of one ~300-byte line to the page cache
-costs about 1.5 µs, a worker-thread round trip 50-90 µs (benchmarks/RESULTS.md). A disk
-that hangs would stall the loop; the state directory belongs on a local disk anyway.
+costs about 1.5 µs, while handing the row line to a worker thread doubled a sequential
+call and cut the throughput to a fifth (benchmarks/RESULTS.md). The write keeps the GIL
+(``_write_holding_the_gil``). A disk that hangs would stall the loop; the state
+directory belongs on a local disk anyway.
 
 Segments: at ``SEGMENT_BYTES`` (4 MiB) the segment is closed and the next one begins
 with the start lines of the calls still in flight. A closed segment is deleted once the
