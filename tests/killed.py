@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,10 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
-def child_to_kill(code: str, *args: object) -> Iterator[subprocess.Popen[bytes]]:
+def child_to_kill(code: str, *args: object, timeout_s: float = 120) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``python -c code args…`` (the project importable, stdout and stderr piped)
     for the block, which must SIGKILL it; afterwards it is reaped, its pipes closed,
-    and it must have died of that SIGKILL."""
+    and it must have died of that SIGKILL. A child still alive after ``timeout_s`` is
+    killed, so a test reading its output never hangs (its reads then see the end)."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     child = subprocess.Popen(
@@ -27,9 +29,12 @@ def child_to_kill(code: str, *args: object) -> Iterator[subprocess.Popen[bytes]]
         env=env,
         cwd=ROOT,
     )
+    watchdog = threading.Timer(timeout_s, child.kill)
+    watchdog.start()
     try:
         yield child
     finally:
+        watchdog.cancel()
         with contextlib.suppress(ProcessLookupError):
             child.kill()
         child.wait(timeout=10)
