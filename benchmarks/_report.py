@@ -233,7 +233,10 @@ def render(results: dict[str, Any]) -> str:
             "SDK = the better of the SDK's two backends for each column (trio and asyncio rows above)."
         )
     if "whatif" in results:
-        lines += ["", "## What-if: ours with the patches of benchmarks/what_if.py (bounds, candidates), same run"]
+        lines += [
+            "",
+            "## What-if: ours with the patches of benchmarks/what_if.py (bounds, candidates), same run",
+        ]
         lines += calls_table(results["whatif"], base="ours")
     if "http" in results:
         http = results["http"]
@@ -334,8 +337,7 @@ def render(results: dict[str, Any]) -> str:
             "",
             f"## Turns over a real catalog of {t['catalog_tools']} tools (50 servers, search on: {t['search_enabled']})",
             f"- begin_turn(): {_q(t['begin_turn_us'], 'µs', '{:.1f}')}; "
-            f"with a 1-tool catalog {_q(t['begin_turn_us_1_tool'], 'µs', '{:.1f}')}"
-            + _turncache(t),
+            f"with a 1-tool catalog {_q(t['begin_turn_us_1_tool'], 'µs', '{:.1f}')}" + _turncache(t),
             f"- turn.search() (BM25 + allow filter + activation): {_q(t['turn_search_ms'], fmt='{:.3f}')}",
             f"- list_changed of a {t['relisted_tools']}-tool server → new epoch visible: {_q(t['list_changed_to_epoch_ms'], fmt='{:.1f}')}",
             f"- first turn (start 50 lazy servers, list, index): {t['first_turn_s']:.2f} s",
@@ -436,6 +438,7 @@ def collapse(raw: str, limit: int = 28) -> dict[str, Any]:
         own[frames[-1]] += n
         for frame in set(frames):
             incl[frame] += n
+
     def keep(frame: str) -> bool:
         return not frame.startswith(("<module>", "main (bench", "run (trio", "unrolled_run"))
 

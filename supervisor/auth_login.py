@@ -155,4 +155,3 @@ def run(config: Config, args_server: str, state_dir: str | None, url: str | None
         print(f"mcp-supervisor auth login: {exc}", file=sys.stderr)
         return exc.status
     return 0
-

@@ -282,11 +282,15 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
     rows = [
         [
             _cell(server.get("name")),
-            _cell(f"{server.get('state')} ({server['condition']})" if server.get("condition")
-                  else server.get("state")),
+            _cell(
+                f"{server.get('state')} ({server['condition']})"
+                if server.get("condition")
+                else server.get("state")
+            ),
             _cell(server.get("available")),
             _cell(_tool_count(server)),
-            "auth login" if server.get("condition") == "needs_auth"
+            "auth login"
+            if server.get("condition") == "needs_auth"
             else format_retry(server.get("state"), server.get("retry_in_s")),
             _cell(server.get("attempt") or None),
             _cell(server.get("last_error")),

@@ -72,9 +72,7 @@ def test_sixteen_characters_are_enough(tmp_path: Path) -> None:
 )
 def test_a_token_no_header_can_carry_is_refused(tmp_path: Path, token: str) -> None:
     error = _error(tmp_path, {GOOD: "alice", token: "bob"})
-    assert error.problem.startswith(
-        'token #2 (tenant "bob") has a character a bearer token cannot carry'
-    )
+    assert error.problem.startswith('token #2 (tenant "bob") has a character a bearer token cannot carry')
     assert token not in str(error)
 
 

@@ -82,9 +82,7 @@ def test_special_files_are_refused_without_reading_them(tmp_path: Path, target: 
         os.mkfifo(target)  # nobody ever writes: opening it for reading would block
     config = write(tmp_path, with_file_env(target))
     problem = assert_one_config_error(run_cli("check", "--config", str(config)), config, f"{S}.env.K")
-    assert problem == (
-        f"${{file:{target}}} is {kind}, not a regular file ({target}); point it at a file"
-    )
+    assert problem == (f"${{file:{target}}} is {kind}, not a regular file ({target}); point it at a file")
 
 
 def test_symlink_to_a_device_is_refused_and_names_the_target(tmp_path: Path) -> None:
@@ -102,8 +100,7 @@ def test_directory_is_refused(tmp_path: Path) -> None:
     error = fail(tmp_path, with_file_env("secrets"))
     assert (error.json_path, error.problem) == (
         f"{S}.env.K",
-        f"${{file:secrets}} is a directory, not a regular file ({tmp_path / 'secrets'}); "
-        "point it at a file",
+        f"${{file:secrets}} is a directory, not a regular file ({tmp_path / 'secrets'}); point it at a file",
     )
 
 
@@ -141,8 +138,7 @@ def test_newlines_inside_a_file_are_kept_as_text_mode_gave_them(tmp_path: Path) 
 # --- what reaches the OS holds no NUL ------------------------------------------------------
 
 NUL_PROBLEM = (
-    "contains a NUL character, which no program argument, environment variable or path can hold; "
-    "remove it"
+    "contains a NUL character, which no program argument, environment variable or path can hold; remove it"
 )
 NUL_EXPANDED = (
     "contains a NUL character (it comes from a ${…} reference's value), which no program argument, "
@@ -322,7 +318,9 @@ def test_references_in_env_names_are_refused(tmp_path: Path, dialect: str, name:
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-@pytest.mark.parametrize("url", ["https://alice:pw-planted@h/mcp", "https://alice@h/mcp", "wss://a:b@h/v1/bridge"])
+@pytest.mark.parametrize(
+    "url", ["https://alice:pw-planted@h/mcp", "https://alice@h/mcp", "wss://a:b@h/v1/bridge"]
+)
 def test_credentials_in_a_url_are_a_warning(tmp_path: Path, dialect: str, url: str) -> None:
     entry: dict[str, Any] = {"url": url}
     if dialect == "mcp":

@@ -51,9 +51,7 @@ def test_no_path_and_no_env_var_means_no_servers() -> None:
     assert load_config(environ={}) == Config()
 
 
-def test_missing_file_means_no_servers_and_says_so(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_missing_file_means_no_servers_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     missing = tmp_path / "nope.json"
     with caplog.at_level(logging.INFO, logger="supervisor.settings.loader"):
         config = load_config(missing, environ={})
@@ -81,9 +79,7 @@ def test_argument_wins_over_env_var(tmp_path: Path) -> None:
     assert [s.name for s in config.servers] == ["chosen"]
 
 
-def test_process_environment_is_the_default(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_process_environment_is_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, {"servers": {"t": {"command": "${env:SUPERVISOR_TEST_CMD}"}}})
     monkeypatch.setenv("SUPERVISOR_TEST_CMD", "my-server")
     monkeypatch.setenv("MCP_SUPERVISOR_CONFIG", str(path))

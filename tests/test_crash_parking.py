@@ -111,6 +111,7 @@ async def test_the_admin_api_and_status_show_a_parked_server(
     config = config_of(mini_spec("good"), mini_spec("buggy", reconnect_schedule_s=(30.0,)))
     async with admin_running(config, tmp_path) as running:
         http = running.http()
+
         def settled(body: Any) -> bool:
             by_name = {s["name"]: s for s in body["servers"]}
             return by_name["good"]["state"] == "steady" and by_name["buggy"]["condition"] == "crashed"

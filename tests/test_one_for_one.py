@@ -359,9 +359,12 @@ async def test_child_returning_without_reporting_started_fails_the_start(
         await trio.sleep(1.0)
 
     supervisor = OneForOne()
-    with trio.fail_after(WAIT_S), pytest.RaisesGroup(
-        pytest.RaisesExc(RuntimeError, match="silent returned without reporting it started"),
-        flatten_subgroups=True,
+    with (
+        trio.fail_after(WAIT_S),
+        pytest.RaisesGroup(
+            pytest.RaisesExc(RuntimeError, match="silent returned without reporting it started"),
+            flatten_subgroups=True,
+        ),
     ):
         await supervisor.run([ChildSpec("silent", lambda: silent, lambda: True)])
 

@@ -212,4 +212,3 @@ def test_several_processes_write_the_store_at_once_without_error_or_loss(tmp_pat
             for i in range(0, rows, 10):
                 assert store.oauth_record(f"w{n}-{i}", "https://x.example/mcp") == {"token": f"w{n}-{i}"}
         assert set(store.pins()) == {(f"w{n}", "tool") for n in range(writers)}
-

@@ -73,8 +73,10 @@ async def test_bad_entries_back_off_and_the_rest_of_the_supervisor_stays_up(tmp_
     async with Supervisor.open(config, state_dir=tmp_path) as sup:
         with trio.fail_after(BOUND_S):
             await sup.router.cell.wait_until(
-                lambda c: c.servers["good"].state is State.STEADY
-                and all(c.servers[s.name].attempt >= 6 for s in bad)  # retried, again and again
+                lambda c: (
+                    c.servers["good"].state is State.STEADY
+                    and all(c.servers[s.name].attempt >= 6 for s in bad)
+                )  # retried, again and again
             )
         for name, (_, reason) in BAD_ENTRIES.items():
             view = sup.servers()[name]

@@ -278,9 +278,7 @@ class OAuthProvider:
         try:
             await self._vault.save(self.server, self.url, self._record.to_json())
         except Exception as exc:
-            _log.warning(
-                "cannot store tokens", extra={"fields": {"server": self.server, "reason": str(exc)}}
-            )
+            _log.warning("cannot store tokens", extra={"fields": {"server": self.server, "reason": str(exc)}})
 
     async def _full_flow(self, challenge: Challenge | None, scope_hint: str | None) -> None:
         """Discovery, a client, a grant; the record saved. Raises AuthRequired."""

@@ -94,6 +94,7 @@ def _offline() -> Registry[Any]:
 
     return Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
+
 _cache: OrderedDict[bytes | str, SchemaCheck] = OrderedDict()
 _meta_validators: dict[type[Any], Any] = {}
 

@@ -311,6 +311,7 @@ class RemoteLink:
         the token (refresh, or the whole flow) and the request is retried **once** — a
         second 401 is ``authentication failed`` with ``needs_login``; a 403
         ``insufficient_scope`` steps the scope up, also once per request."""
+
         def send(sent: dict[str, str]) -> Awaitable[httpx2.Response]:
             return self.open_once(
                 method, url, sent, doing,

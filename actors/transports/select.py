@@ -66,8 +66,6 @@ class TransportConnector:
                 # supervisor of local servers only would pay for nothing.
                 from actors.transports.legacy_sse import RemoteConnector
 
-                self._remote = RemoteConnector(
-                    self._redactor, vault=self._vault, authorizer=self._authorizer
-                )
+                self._remote = RemoteConnector(self._redactor, vault=self._vault, authorizer=self._authorizer)
             return self._remote(spec)
         return _unsupported(spec)

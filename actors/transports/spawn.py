@@ -158,7 +158,6 @@ async def spawn(spec: ServerSpec, launch: Launch) -> trio.Process:
         ) from exc
 
 
-
 # --------------------------------------------------------------- parent-death signal
 
 _PR_SET_PDEATHSIG = 1

@@ -81,10 +81,6 @@ _live_markers: collections.Counter[str] = collections.Counter()
 _STANDALONE = new_instance_id()
 
 
-
-
-
-
 class StdioTransport:
     """One running server process; implements the Transport protocol.
 

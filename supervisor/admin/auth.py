@@ -178,9 +178,7 @@ def check_request(
     if not tokens.enabled:
         if bind_is_loopback or client_is_loopback:
             return Admitted(LOOPBACK_OPERATOR)
-        return Denial(
-            403, "forbidden", "no admin tokens are configured, so only loopback clients are served"
-        )
+        return Denial(403, "forbidden", "no admin tokens are configured, so only loopback clients are served")
     if any(_MALFORMED_BEARER.match(value) for value in authorizations):
         problem = "the bearer token holds a character no token has (a control character or non-ASCII)"
         return Denial(400, "bad_request", problem)

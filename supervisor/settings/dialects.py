@@ -106,9 +106,7 @@ def find_server_section(doc: Mapping[str, Any], path: str) -> str | None:
     """Which dialect's server map the document uses (None: no servers at all)."""
     present = [key for key in SERVER_SECTIONS if key in doc]
     if len(present) > 1:
-        raise Invalid(
-            path, f"found both {present[0]!r} and {present[1]!r}; keep one map of servers"
-        )
+        raise Invalid(path, f"found both {present[0]!r} and {present[1]!r}; keep one map of servers")
     return present[0] if present else None
 
 
@@ -116,8 +114,7 @@ def read_servers(value: object, path: str, expander: Expander) -> tuple[ServerSp
     """Every server in a dialect's map, in file order."""
     servers = expect_object(value, path, "an object mapping server names to their settings")
     return tuple(
-        read_server(name, entry, child(path, name), expander.fresh())
-        for name, entry in servers.items()
+        read_server(name, entry, child(path, name), expander.fresh()) for name, entry in servers.items()
     )
 
 
@@ -185,9 +182,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     )
 
 
-def _server_type(
-    entry: Mapping[str, Any], url: str | None, path: str, exp: Expander
-) -> tuple[str, str]:
+def _server_type(entry: Mapping[str, Any], url: str | None, path: str, exp: Expander) -> tuple[str, str]:
     """The server's type, and for a remote one its transport (default "auto")."""
     declared: dict[str, str] = {}
     transports: dict[str, str] = {}
@@ -209,8 +204,7 @@ def _server_type(
     if len(set(declared.values())) > 1:
         raise Invalid(
             child(path, "transport"),
-            f"'transport' says {declared['transport']} but 'type' says {declared['type']}; "
-            "keep one of them",
+            f"'transport' says {declared['transport']} but 'type' says {declared['type']}; keep one of them",
         )
     if len(set(transports.values())) > 1:
         raise Invalid(
@@ -231,7 +225,7 @@ def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, .
     if "command" not in entry:
         raise Invalid(
             path,
-            "a local server needs 'command' (a list like [\"python\", \"-m\", \"server\"] "
+            'a local server needs \'command\' (a list like ["python", "-m", "server"] '
             "or a string plus 'args'), or a 'url' for a remote server",
         )
     raw = entry["command"]
@@ -251,9 +245,7 @@ def _command(entry: Mapping[str, Any], path: str, exp: Expander) -> tuple[str, .
     return tuple(argv)
 
 
-def _string_map(
-    entry: Mapping[str, Any], key: str, path: str, exp: Expander
-) -> dict[str, str]:
+def _string_map(entry: Mapping[str, Any], key: str, path: str, exp: Expander) -> dict[str, str]:
     """``env`` / ``headers``: names to string values, values expanded."""
     if key not in entry:
         return {}
@@ -274,7 +266,7 @@ def _string_map(
         if key == "env":
             check_os_string(name, item)
         if isinstance(raw, bool | int | float):
-            raise Invalid(item, f"expected a string, got {show(raw)} (quote it: \"{show(raw)}\")")
+            raise Invalid(item, f'expected a string, got {show(raw)} (quote it: "{show(raw)}")')
         value = exp.os_text(raw, item) if key == "env" else exp.text(raw, item)
         if key == "headers" and ("\r" in value or "\n" in value):
             raise Invalid(item, "header values must not contain line breaks")
@@ -354,14 +346,10 @@ def _schedule(entry: Mapping[str, Any], path: str) -> tuple[float, ...]:
     delays = expect_list(entry["reconnect_schedule_s"], where, what)
     if not delays:
         raise Invalid(where, f"expected {what}, got []")
-    return tuple(
-        expect_number(delay, child(where, i), positive=False) for i, delay in enumerate(delays)
-    )
+    return tuple(expect_number(delay, child(where, i), positive=False) for i, delay in enumerate(delays))
 
 
-def _choice(
-    entry: Mapping[str, Any], key: str, choices: list[str], path: str, exp: Expander
-) -> str | None:
+def _choice(entry: Mapping[str, Any], key: str, choices: list[str], path: str, exp: Expander) -> str | None:
     if key not in entry:
         return None
     where = child(path, key)
@@ -388,9 +376,7 @@ def _cwd(entry: Mapping[str, Any], path: str, exp: Expander) -> str | None:
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(cwd)))
 
 
-def _server_name(
-    name: str, entry: Mapping[str, Any], kind: str, path: str, exp: Expander
-) -> str | None:
+def _server_name(name: str, entry: Mapping[str, Any], kind: str, path: str, exp: Expander) -> str | None:
     """The bridge-side name; defaults to the entry's own name, as desktop clients do."""
     if kind != "websocket":
         return None
@@ -430,8 +416,6 @@ def _oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, A
                 raise Invalid(where, f'the cross_app_access flow needs "{needed}"')
     # A literal client_secret is as secret as an expanded one.
     exp.secrets.extend(
-        value
-        for key, value in frozen.items()
-        if isinstance(value, str) and _SENSITIVE_NAME.search(key)
+        value for key, value in frozen.items() if isinstance(value, str) and _SENSITIVE_NAME.search(key)
     )
     return frozen

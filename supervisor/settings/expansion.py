@@ -87,9 +87,7 @@ class Expander:
         if isinstance(value, list):
             return tuple(self.deep(item, child(path, i)) for i, item in enumerate(value))
         if isinstance(value, dict):
-            return MappingProxyType(
-                {key: self.deep(item, child(path, key)) for key, item in value.items()}
-            )
+            return MappingProxyType({key: self.deep(item, child(path, key)) for key, item in value.items()})
         return value
 
     def _resolve(self, body: str, path: str) -> str:
@@ -108,8 +106,7 @@ class Expander:
         else:
             raise Invalid(
                 path,
-                f"unsupported reference {reference}; only ${{env:NAME}} and ${{file:PATH}} "
-                "are expanded",
+                f"unsupported reference {reference}; only ${{env:NAME}} and ${{file:PATH}} are expanded",
             )
         if value:
             self.secrets.append(value)
@@ -202,6 +199,4 @@ def _kind(mode: int) -> str | None:
 def _not_regular(full: str, kind: str, reference: str, path: str) -> Invalid:
     real = os.path.realpath(full)
     where = full if real == full else f"{full} -> {real}"
-    return Invalid(
-        path, f"{reference} is {kind}, not a regular file ({where}); point it at a file"
-    )
+    return Invalid(path, f"{reference} is {kind}, not a regular file ({where}); point it at a file")

@@ -31,8 +31,7 @@ def check_server_name(name: str, path: str) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise Invalid(
             path,
-            f"server names are at most {MAX_NAME_LENGTH} characters, this one has {len(name)}; "
-            "shorten it",
+            f"server names are at most {MAX_NAME_LENGTH} characters, this one has {len(name)}; shorten it",
         )
     # Printable: no control, bidi, zero-width or other invisible character (space is fine).
     hidden = next((ch for ch in name if not ch.isprintable()), None)

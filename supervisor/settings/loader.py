@@ -143,9 +143,7 @@ def _decode(data: bytes) -> object:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise Invalid(
-            "$", f"not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
-        ) from None
+        raise Invalid("$", f"not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8") from None
     if not text.strip():
         raise Invalid("$", 'the file is empty; write {"servers": {}} for no servers')
     try:
@@ -230,9 +228,7 @@ def _tool_search(value: object, path: str, exp: Expander) -> ToolSearchSettings:
             raise Invalid(where, f'expected "auto", true or false, got {show(raw)}')
     return ToolSearchSettings(
         enabled=enabled,
-        threshold=expect_int(
-            obj.get("threshold", defaults.threshold), child(path, "threshold"), minimum=0
-        ),
+        threshold=expect_int(obj.get("threshold", defaults.threshold), child(path, "threshold"), minimum=0),
         max_matches=expect_int(
             obj.get("max_matches", defaults.max_matches), child(path, "max_matches"), minimum=1
         ),
@@ -282,9 +278,7 @@ def _rule(value: object, path: str, exp: Expander) -> TrustRule:
     where = child(path, "permission")
     permission = exp.text(obj["permission"], where)
     if permission != "*" and not permission.startswith("mcp:"):
-        raise Invalid(
-            where, f'expected "mcp:<server>:<tool>" (globs allowed), got {show(obj["permission"])}'
-        )
+        raise Invalid(where, f'expected "mcp:<server>:<tool>" (globs allowed), got {show(obj["permission"])}')
     where = child(path, "action")
     action = expect_choice(exp.text(obj["action"], where), obj["action"], where, _ACTIONS)
     pattern = exp.text(obj.get("pattern", "*"), child(path, "pattern"))
@@ -302,8 +296,7 @@ def _admin(value: object, path: str, exp: Expander) -> AdminSettings:
         if match is None or int(match["port"]) > 65535:
             raise Invalid(
                 where,
-                f"expected HOST:PORT like 127.0.0.1:8765 ([::1]:8765 for IPv6), "
-                f"got {show(obj['bind'])}",
+                f"expected HOST:PORT like 127.0.0.1:8765 ([::1]:8765 for IPv6), got {show(obj['bind'])}",
             )
     return AdminSettings(bind=bind, tokens=_tokens(obj.get("tokens", {}), exp))
 
