@@ -4,6 +4,7 @@ dead instances, and the database takes several writing processes at once."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -24,7 +26,7 @@ from supervisor import Supervisor
 from supervisor.service import recover_dead_instances
 from supervisor.settings.model import Config
 from supervisor.state_dir import StateError
-from supervisor.store import Store
+from supervisor.store import Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 MINI = str(ROOT / "tests" / "servers" / "mini_server.py")
@@ -212,3 +214,34 @@ def test_several_processes_write_the_store_at_once_without_error_or_loss(tmp_pat
             for i in range(0, rows, 10):
                 assert store.oauth_record(f"w{n}-{i}", "https://x.example/mcp") == {"token": f"w{n}-{i}"}
         assert set(store.pins()) == {(f"w{n}", "tool") for n in range(writers)}
+
+
+def _open_at(path: str, go: Any, failures: Any) -> None:
+    go.wait()
+    try:
+        Store.open(path).close()
+    except StoreError as exc:
+        failures.put(str(exc))
+
+
+def test_processes_that_open_a_new_store_at_the_same_moment_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL needs an exclusive lock, and SQLite answers "locked" at
+    once, without waiting out the busy timeout, to a process that holds a read lock and
+    wants to upgrade while another does the same (it would deadlock). Several instances
+    started together on a fresh state directory hit that."""
+    context = multiprocessing.get_context("fork")
+    failures = context.Queue()
+    for round_ in range(12):
+        path = str(tmp_path / f"round{round_}.db")
+        go = context.Event()
+        openers = [context.Process(target=_open_at, args=(path, go, failures)) for _ in range(6)]
+        for opener in openers:
+            opener.start()
+        go.set()
+        for opener in openers:
+            opener.join(timeout=30)
+            assert opener.exitcode == 0
+    lost = []
+    while not failures.empty():
+        lost.append(failures.get())
+    assert lost == []

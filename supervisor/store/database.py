@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -55,6 +57,34 @@ def _private_file(path: Path) -> None:
     for suffix in ("-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(f"{path}{suffix}", 0o600)
+
+
+def _prepare(connection: sqlite3.Connection, db_path: Path, busy_timeout_ms: int) -> None:
+    """The pragmas and the migration of ``Store.open`` (see there), in that order."""
+    # Version and ownership first: a file from a newer supervisor, or another
+    # program's database, is left exactly as found. Both read one snapshot: between two
+    # separate reads another process may commit its first migration, and its tables
+    # without their version would look like another program's database.
+    connection.execute("BEGIN")
+    try:
+        check_ours(connection, db_path, check_version(connection, db_path))
+    finally:
+        connection.execute("ROLLBACK")
+    (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+    if str(mode).lower() != "wal":
+        raise StoreError(
+            f"{db_path}: SQLite refused WAL mode (journal_mode={mode}); "
+            "put the state directory on a local filesystem"
+        )
+    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute("PRAGMA foreign_keys=ON")
+    connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms):d}")
+    migrate(connection, db_path)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED, any extended code."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 class Store:
@@ -112,19 +142,21 @@ class Store:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{db_path}: cannot open the store: {exc}") from exc
         try:
-            # Version and ownership first: a file from a newer supervisor, or another
-            # program's database, is left exactly as found.
-            check_ours(connection, db_path, check_version(connection, db_path))
-            (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
-            if str(mode).lower() != "wal":
-                raise StoreError(
-                    f"{db_path}: SQLite refused WAL mode (journal_mode={mode}); "
-                    "put the state directory on a local filesystem"
-                )
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute("PRAGMA foreign_keys=ON")
-            connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms):d}")
-            migrate(connection, db_path)
+            deadline = time.monotonic() + busy_timeout_ms / 1000
+            while True:
+                try:
+                    _prepare(connection, db_path, busy_timeout_ms)
+                    break
+                except sqlite3.OperationalError as exc:
+                    # Switching a new file to WAL (and a migration step) upgrades a read
+                    # lock to a write lock. When another process does the same at that
+                    # moment, SQLite answers "locked" at once instead of waiting out the
+                    # busy timeout (waiting could deadlock): several instances started
+                    # together on a fresh state directory. Every step here is safe to
+                    # try again, so try again until the busy timeout is spent.
+                    if not _is_busy(exc) or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(random.uniform(0.002, 0.02))
         except sqlite3.Error as exc:
             connection.close()
             raise StoreError(f"{db_path}: cannot open the store: {exc}") from exc
