@@ -245,7 +245,7 @@ def render(results: dict[str, Any]) -> str:
             lines.append(f"- not measured: {http['error']}")
         else:
             lines += calls_table(
-                {"ours": http["ours"], "sdk": http["sdk"]},
+                {c: http[c] for c in ("ours-before", "ours", "sdk") if c in http},
                 base="sdk",
                 inflight=http["inflight"],
                 sdk_columns=False,
@@ -277,7 +277,7 @@ def render(results: dict[str, Any]) -> str:
                 f"| {v['client']} | {v['connections']} | {v['per_connection_kb']:.1f} | "
                 f"{v['baseline_kb'] / 1024:.1f} → {v['after_kb'] / 1024:.1f} | {v['open_s']:.1f} |"
             )
-        for client in ("floor", "ours", "sdk"):
+        for client in ("ours-before", "floor", "ours", "sdk"):
             pts = sorted(
                 (v["connections"], v["after_kb"] - v["baseline_kb"])
                 for k, v in results["memory"].items()

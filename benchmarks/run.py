@@ -126,9 +126,7 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
         for client in clients:
             name, _, what_if = client.partition("+")
             extra = ["--what-if", what_if] if what_if else []
-            root = ROOT
-            if name == BEFORE:  # ours, as the code in --baseline has it
-                name, root = "ours", Path(args.baseline)
+            name, root = _code_of(name, args)
             result = worker(
                 "bench_calls.py",
                 "--client",
@@ -146,6 +144,14 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
             results[client].append(result)
             _progress(f"calls rep {rep + 1}/{args.reps} {client}", result)
     return results
+
+
+def _code_of(client: str, args: argparse.Namespace) -> tuple[str, Path]:
+    """The client name a worker knows, and the copy of the project whose code it runs:
+    ``ours-before`` is ours as the code in ``--baseline`` has it."""
+    if client == BEFORE:
+        return "ours", Path(args.baseline)
+    return client, ROOT
 
 
 def run_http(args: argparse.Namespace) -> dict[str, Any]:
@@ -171,14 +177,17 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
                     return {"error": f"the SDK's HTTP server did not start: {' | '.join(tail)}"}
                 time.sleep(0.1)
         seq, tput, warmup = (100, 400, 20) if args.quick else (500, 2000, 50)
-        results: dict[str, Any] = {"url": url, "inflight": HTTP_INFLIGHT, "ours": [], "sdk": []}
+        clients = [BEFORE, "ours", "sdk"] if args.baseline else ["ours", "sdk"]
+        results: dict[str, Any] = {"url": url, "inflight": HTTP_INFLIGHT, **{c: [] for c in clients}}
         for rep in range(max(1, args.reps - 2)):
-            for client in ("ours", "sdk"):
+            for client in clients:
+                name, root = _code_of(client, args)
                 result = worker(
                     "bench_http.py",
-                    *("--client", client, "--url", url, "--seq", seq, "--tput", tput),
+                    *("--client", name, "--url", url, "--seq", seq, "--tput", tput),
                     *("--warmup", warmup, "--inflight", HTTP_INFLIGHT),
                     timeout=300,
+                    root=root,
                 )
                 results[client].append(result)
                 _progress(f"http rep {rep + 1} {client}", result)
@@ -192,13 +201,14 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
             server.wait()
 
 
-def run_import(runs: int) -> dict[str, Any]:
-    def timed(code: str) -> list[float]:
-        subprocess.run([PY, "-c", code], cwd=ROOT, check=True)  # warm the bytecode caches
+def run_import(runs: int, baseline: str | None = None) -> dict[str, Any]:
+    def timed(code: str, root: Path = ROOT) -> list[float]:
+        env = None if root == ROOT else {**os.environ, "PYTHONPATH": str(root)}
+        subprocess.run([PY, "-c", code], cwd=root, env=env, check=True)  # warm the bytecode caches
         samples = []
         for _ in range(runs):
             start = time.perf_counter()
-            subprocess.run([PY, "-c", code], cwd=ROOT, check=True)
+            subprocess.run([PY, "-c", code], cwd=root, env=env, check=True)
             samples.append(time.perf_counter() - start)
         return samples
 
@@ -207,6 +217,8 @@ def run_import(runs: int) -> dict[str, Any]:
         "import supervisor": timed("import supervisor"),
         "import mcp.client.session": timed("import mcp.client.session"),
     }
+    if baseline:
+        out[f"import supervisor ({BEFORE})"] = timed("import supervisor", Path(baseline))
     done = subprocess.run(
         [PY, "-X", "importtime", "-c", "import supervisor"], cwd=ROOT, capture_output=True, text=True
     )
@@ -285,8 +297,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--baseline",
         metavar="DIR",
-        help="calls: also run ours from this copy of the project (e.g. `git archive` of an older "
-        "commit), interleaved with the rest, as the row 'ours-before'",
+        help="calls, http, memory, import: also run ours from this copy of the project (e.g. "
+        "`git archive` of an older commit; benchmarks/compare.py makes one), interleaved with "
+        "the rest, as the row 'ours-before'",
     )
     parser.add_argument("--json", help="also write every raw result to this file")
     parser.add_argument(
@@ -325,15 +338,18 @@ def main(argv: list[str]) -> None:
         _progress("breakdown", results["breakdown"])
     if "memory" in sections:
         memory: dict[str, Any] = {}
+        memory_clients = [BEFORE, "floor", "ours", "sdk"] if args.baseline else ["floor", "ours", "sdk"]
         for count in args.memory_at:
-            for client in ("floor", "ours", "sdk"):
-                memory[f"{client}@{count}"] = worker(
-                    "bench_memory.py", "--client", client, "--connections", count
-                )
+            for client in memory_clients:
+                name, root = _code_of(client, args)
+                result = worker("bench_memory.py", "--client", name, "--connections", count, root=root)
+                if "error" not in result:
+                    result["client"] = client  # ours-before, not the worker's "ours"
+                memory[f"{client}@{count}"] = result
                 _progress(f"memory {client} x{count}", memory[f"{client}@{count}"])
         results["memory"] = memory
     if "import" in sections:
-        results["import"] = run_import(5 if args.quick else 9)
+        results["import"] = run_import(5 if args.quick else 9, args.baseline)
         _progress("import", {})
     if "kill" in sections:
         side = max(10, args.kills // 4)
