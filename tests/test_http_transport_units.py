@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
@@ -31,7 +32,6 @@ from actors.transports.http_link import (
     reopen_at_once,
 )
 from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
-from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
 from actors.transports.streamable_http import Outgoing, is_answer
 from supervisor.settings.loader import ConfigError, load_config
 
