@@ -31,6 +31,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from actors.protocol.sse import ServerSentEvent
 from supervisor.client import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_URL,
@@ -39,7 +40,6 @@ from supervisor.client import (
     AdminClient,
     ClientError,
     Reply,
-    SseEvent,
     UsageError,
 )
 
@@ -360,7 +360,7 @@ def cmd_call(client: AdminClient, args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr)
     request_id: list[str] = []
 
-    def on_event(event: SseEvent) -> None:
+    def on_event(event: ServerSentEvent) -> None:
         data: object = None
         with contextlib.suppress(ValueError):
             data = json.loads(event.data)

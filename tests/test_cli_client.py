@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from supervisor import cli, cli_client
-from supervisor.client import SseEvent, SseParser, iter_sse
+from supervisor import cli, cli_client, client
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "tok-planted-4f9a1c"
@@ -783,6 +782,17 @@ def test_a_stream_without_result_is_an_error(fake: FakeAdmin, capsys: pytest.Cap
     assert fake.sessions == set()
 
 
+def test_an_over_long_stream_event_is_an_error_not_unbounded_memory(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client, "MAX_CALL_EVENT_CHARS", 100)
+    fake.call_events = [("progress", {"progress": 1, "message": "m" * 200}), *PROGRESS_EVENTS[3:]]
+    assert run(fake, "call", "time_get_current_time") == 1
+    err = capsys.readouterr().err
+    assert "event stream from" in err and "longer than 100 characters" in err
+    assert fake.sessions == set()
+
+
 def test_an_unknown_session_is_reported(fake: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:
     fake.errors["POST", "/v1/sessions/s-1/turns"] = (
         404,
@@ -859,32 +869,3 @@ def test_a_closed_pipe_ends_quietly(fake: FakeAdmin) -> None:
     assert proc.wait(20) == 1
     assert b"Traceback" not in err
     assert b"BrokenPipe" not in err
-
-
-# ------------------------------------------------------------------ the SSE parser
-
-
-def test_sse_line_endings_comments_and_multiline_data() -> None:
-    stream = b"\xef\xbb\xbfevent: progress\r\n: hello\r\ndata: a\rdata:b\n\nid: 7\ndata: c\n\n"
-    assert list(iter_sse([stream])) == [
-        SseEvent("progress", "a\nb", None),
-        SseEvent("message", "c", "7"),
-    ]
-
-
-def test_sse_split_anywhere_gives_the_same_events() -> None:
-    stream = 'event: result\r\ndata: {"text": "héllo 時"}\r\n\r\nevent: done\rdata: {}\r\r'.encode()
-    whole = list(iter_sse([stream]))
-    assert whole == [SseEvent("result", '{"text": "héllo 時"}'), SseEvent("done", "{}")]
-    for cut_at in range(1, len(stream)):
-        assert list(iter_sse([stream[:cut_at], stream[cut_at:]])) == whole, cut_at
-        assert list(iter_sse([stream[:cut_at], b"", stream[cut_at:]])) == whole, cut_at
-    assert list(iter_sse(bytes([b]) for b in stream)) == whole
-
-
-def test_sse_drops_events_without_data_or_without_a_closing_blank_line() -> None:
-    parser = SseParser()
-    assert parser.feed(b"event: ping\n\nretry: 500\n\n") == []
-    assert parser.retry_ms == 500
-    assert parser.feed(b"event: result\ndata: {}\n") == []
-    assert list(iter_sse([b"event: result\ndata: {}"])) == []
