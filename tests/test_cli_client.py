@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from supervisor import cli, cli_client, client
+from supervisor import cli, cli_client, cli_text, client
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "tok-planted-4f9a1c"
@@ -352,7 +352,7 @@ def test_status_last_error_follows_the_terminal_width(
     ],
 )
 def test_retry_countdown_text(state: str, retry_in_s: object, text: str) -> None:
-    assert cli_client.format_retry(state, retry_in_s) == text
+    assert cli_text.format_retry(state, retry_in_s) == text
 
 
 def test_status_json_prints_the_server_list_as_served_and_nothing_else(
@@ -834,12 +834,12 @@ def test_ctrl_c_cancels_the_request_and_deletes_the_session(
     fake.hold_stream = True
     shown: list[str] = []
 
-    def show(self: cli_client.Progress, line: str) -> None:
+    def show(self: cli_text.Progress, line: str) -> None:
         shown.append(line)
         if line.startswith("progress"):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_client.Progress, "show", show)
+    monkeypatch.setattr(cli_text.Progress, "show", show)
     assert run(fake, "call", "time_get_current_time") == 130
     assert shown == ["calling time_get_current_time ...", "progress 1/5: starting"]
     assert capsys.readouterr().err.endswith("mcp-supervisor: interrupted\n")
