@@ -337,7 +337,8 @@ WITH_TOKENS = Config(admin=AdminSettings(tokens={"a-long-admin-token": "default"
 
 
 @pytest.mark.parametrize(
-    "bind", ["127.0.0.1:8765", "127.0.0.2:80", "[::1]:8765", "localhost:8765", "127.0.0.1:0"]
+    "bind",
+    ["127.0.0.1:8765", "127.0.0.2:80", "[::1]:8765", "localhost:8765", "LOCALHOST:8765", "127.0.0.1:0"],
 )
 @pytest.mark.parametrize("config", [NO_TOKENS, WITH_TOKENS], ids=["no-tokens", "tokens"])
 @pytest.mark.parametrize("allow", [False, True], ids=["default", "allow"])
@@ -345,7 +346,9 @@ def test_loopback_binds_are_accepted(bind: str, config: Config, allow: bool) -> 
     assert check_bind(bind, config, allow) is None
 
 
-@pytest.mark.parametrize("bind", ["0.0.0.0:8765", "[::]:8765", "10.0.0.5:8765", "example.com:443"])
+@pytest.mark.parametrize(
+    "bind", ["0.0.0.0:8765", "[::]:8765", "10.0.0.5:8765", "example.com:443", "127.1:8765", "[::2]:1"]
+)
 def test_non_loopback_bind_needs_the_flag_and_tokens(bind: str) -> None:
     refusal = check_bind(bind, WITH_TOKENS, allow_non_loopback=False)
     assert refusal is not None and "--allow-non-loopback" in refusal
