@@ -1,4 +1,4 @@
-"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]`` (DESIGN §6).
+"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]``.
 
 These commands talk to a *running* service over the admin API (``supervisor.client``);
 they never load a config or start servers, so they answer in milliseconds and work

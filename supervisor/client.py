@@ -1,4 +1,7 @@
-"""A small synchronous client for the admin API (DESIGN §6), used by the CLI commands.
+"""A small synchronous client for the admin API, used by the CLI commands.
+
+The routes it calls are those of ``supervisor/admin/openapi.py``; the CLI never loads a
+config or starts servers, it only talks to a running service.
 
 Why ``http.client`` and synchronous: ``mcp-supervisor status`` and friends are
 short-lived processes that make a handful of loopback requests; the stdlib client
@@ -68,7 +71,8 @@ class Unauthorized(ClientError):
 
 
 class ApiError(ClientError):
-    """The service answered with an error status (and, per §6, ``{"error": {code, message}}``)."""
+    """The service answered with an error status (and its ``Error`` body,
+    ``{"error": {"code", "message"}}``)."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{message} (HTTP {status}, {code})")
@@ -108,7 +112,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class CallResult:
-    """The envelope of a call (DESIGN §4) and its JSON text as the service sent it."""
+    """The result envelope of a call (``actors/router/envelope.py``) and its JSON text as
+    the service sent it."""
 
     envelope: dict[str, Any]
     text: str
@@ -291,7 +296,7 @@ class AdminClient:
             ) from None
         return Reply(response.status, text, data)
 
-    # -- the routes of DESIGN §6
+    # -- the routes (``supervisor/admin/openapi.py`` has them all)
 
     def servers(self) -> Reply:
         """``GET /v1/servers``."""

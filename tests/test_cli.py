@@ -1,10 +1,11 @@
 """``mcp-supervisor check`` and ``serve`` as an operator runs them: real subprocesses.
 
-DESIGN §5 (config file, ``config error: <file>: <json path>: <problem>``, exit 2), §6
-(loopback-only bind unless ``--allow-non-loopback`` *and* tokens) and §7 (structured,
-redacted log lines). The ``serve`` runs start real MCP servers (``mini_server.py``)
-and check that SIGTERM/SIGINT stops them in reverse order and leaves no process of
-the supervisor's tree behind.
+The contracts they check: a bad config file stops with ``config error: <file>: <json
+path>: <problem>`` and exit status 2; the admin API binds loopback only, unless
+``--allow-non-loopback`` *and* admin tokens; log lines are structured (one line per
+event, ``server=`` and ``state=`` on every state line) and redacted. The ``serve`` runs
+start real MCP servers (``mini_server.py``) and check that SIGTERM/SIGINT stops them in
+reverse order and leaves no process of the supervisor's tree behind.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def mini(*flags: str, **extra: Any) -> dict[str, Any]:
 
 
 def parse(line: str) -> tuple[str, str, dict[str, Any]]:
-    """(level, event, fields) of a text log line; fails unless it has the §7 shape."""
+    """(level, event, fields) of a text log line; fails unless it has the structured shape
+    (timestamp, level, event, then key=value fields)."""
     match = LINE.fullmatch(line)
     assert match, f"not a structured log line: {line!r}"
     rest = match["rest"]

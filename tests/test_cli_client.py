@@ -1,10 +1,10 @@
 """``mcp-supervisor status | tools | search | call`` against a fake admin API.
 
-DESIGN §6: the client commands talk to a running service (``--url``, ``--token`` or
+The client commands talk to a running service (``--url``, ``--token`` or
 ``$MCP_SUPERVISOR_TOKEN``, ``--json``); human output is an aligned table with the
 retry countdown; ``call`` streams the call (SSE) and shows progress on a terminal;
 ``--json`` prints machine output only. The fake is a real HTTP server on a loopback
-port (stdlib ``ThreadingHTTPServer``) that answers the §6 routes with canned JSON and
+port (stdlib ``ThreadingHTTPServer``) that answers the admin API's routes with canned JSON and
 chunked SSE and records every request, so the tests see what went over the wire.
 """
 

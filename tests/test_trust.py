@@ -1,4 +1,4 @@
-"""Trust decisions (DESIGN.md §3): rule globs, classification, subjects, pins, listings.
+"""Trust decisions: rule globs, risk classification, subjects, pins, listings.
 
 All pure: no Trio, no I/O. Tool names and descriptions in the tables are the ones the
 reference servers publish (filesystem, fetch, git, time, github, playwright,

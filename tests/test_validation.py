@@ -1,4 +1,4 @@
-"""Argument validation against inputSchema (DESIGN.md §4 step 2)."""
+"""Argument validation against inputSchema (in a call: once the tool is found, before trust)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trust decisions for tool calls (DESIGN §3): pure functions, no Trio, no I/O.
+"""Trust decisions for tool calls: pure functions, no Trio, no I/O.
 
 The router asks one question per call — allow, ask or deny? — and this module answers
 it from data alone, so every branch is a unit test:

@@ -1,12 +1,15 @@
-"""Arguments checked against a tool's ``inputSchema`` before the call leaves (DESIGN.md §4).
+"""Arguments checked against a tool's ``inputSchema`` before the call leaves.
 
-Why here: the server is not trusted to validate its own input (the seed guide's
-registration discipline), and a bad call caught here costs the model one round trip
-with a precise message instead of a vague server error. The router compiles each
-tool's schema when the tool list arrives (``schema_compiler.compile_schema``) and
-checks each call (``validate_arguments``, here); both are pure. The two shortcuts
-live apart: ``plain_schemas`` (a schema valid by inspection skips the meta-schema)
-and ``fast_check`` (a plain predicate answers most calls without jsonschema).
+Why here: the server is not trusted to validate its own input, and a bad call caught
+here costs the model one round trip with a precise message instead of a vague server
+error. In a call it runs once the tool id is found in the turn's catalog, and before
+the trust decision (see "One call's path" in ``docs/architecture.md``).
+
+The router compiles each tool's schema when the tool list arrives
+(``schema_compiler.compile_schema``) and checks each call (``validate_arguments``,
+here); both are pure. The two shortcuts live apart: ``plain_schemas`` (a schema valid
+by inspection skips the meta-schema) and ``fast_check`` (a plain predicate answers
+most calls without jsonschema).
 
 * **Draft.** ``$schema`` picks the validator class; none (or an unknown one) means
   2020-12. server-everything and many SDK servers publish draft-07.

@@ -2,7 +2,8 @@
 
 ``load_config`` is the one entry point (CLI, service, embedders). A missing file means
 no servers, so a fresh install starts; a malformed one raises ``ConfigError`` whose text
-is ``config error: <file>: <json path>: <problem>`` (DESIGN §5) and names the fix.
+is ``config error: <file>: <json path>: <problem>`` and names the fix (the CLI exits
+with status 2; the format is a contract that scripts and the README rely on).
 
 Relative paths in the file (``cwd``, ``state_dir``, ``${file:…}``) are taken from the
 config file's directory, so a config means the same whatever directory the service was
