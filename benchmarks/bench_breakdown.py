@@ -231,7 +231,7 @@ def relist_steps(repeat: int = 20) -> dict[str, float]:
     from search_bench import make_catalog
 
     from actors.protocol.session import parse_tools_page
-    from actors.router import trust
+    from actors.router import risk, trust
     from actors.router.catalog import ServerView, shard_of
 
     server, docs = next(iter(make_catalog(10_000, 50).items()))
@@ -268,8 +268,8 @@ def relist_steps(repeat: int = 20) -> dict[str, float]:
         f"relist {n} tools: make_entry for each": timed(
             lambda: [make_entry(f"{server}_{t.name}", spec, t, 200) for t in tools]
         ),
-        f"relist {n} tools: of which trust.classify": timed(
-            lambda: [trust.classify(t.name, t.description, t.annotations) for t in tools]
+        f"relist {n} tools: of which risk.classify": timed(
+            lambda: [risk.classify(t.name, t.description, t.annotations) for t in tools]
         ),
         f"relist {n} tools: of which trust.fingerprint": timed(
             lambda: [trust.fingerprint(t.description, t.input_schema) for t in tools]

@@ -1,6 +1,7 @@
 """trio-mcp-supervisor: keeps an agent host's MCP server connections alive, honest and safe.
 
-Public surface (DESIGN.md §6)::
+Public surface, the embedding API (a contract; the README's "Embedding" section shows
+it in use)::
 
     from supervisor import Approval, Supervisor, load_config
 """

@@ -7,10 +7,8 @@ state directory cannot be used (``state error: <path>: <problem>; <hint>``).
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,6 +19,7 @@ import trio
 
 from supervisor import cli_client, client
 from supervisor.logs import configure
+from supervisor.net import bind_is_loopback, parse_bind
 from supervisor.one_for_one import SupervisorGaveUp
 from supervisor.service import open_service
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
@@ -30,9 +29,6 @@ from supervisor.state_dir import StateError, check_state_dir
 log = logging.getLogger("supervisor.cli")
 
 E = TypeVar("E", bound=BaseException)
-
-# The rule ``admin.bind`` follows in the config file (IPv6 in brackets, port 0-65535).
-_BIND = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+):(?P<port>[0-9]{1,5})\Z")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,24 +75,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(bind: str, config: Config, allow_non_loopback: bool) -> str | None:
     """Why ``bind`` is refused, or None. Loopback by default; anything else needs both
     ``--allow-non-loopback`` and admin tokens."""
-    match = _BIND.match(bind)
-    if match is None or int(match["port"]) > 65535:
+    parsed = parse_bind(bind)
+    if parsed is None:
         return f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8765 ([::1]:8765 for IPv6)"
-    host = match["host"]
-    if _is_loopback(host):
+    if parsed.loopback:
         return None
     if not allow_non_loopback:
         return (
@@ -157,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if refusal:
         print(f"mcp-supervisor: {refusal}", file=sys.stderr)
         return 2
-    if not _is_loopback(bind.rpartition(":")[0]):
+    if not bind_is_loopback(bind):
         log.warning("binding a non-loopback address", extra={"fields": {"bind": bind}})
     # --bind wins over the config file; _serve reads the address from the config.
     config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))

@@ -1,4 +1,4 @@
-"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]`` (DESIGN §6).
+"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]``.
 
 These commands talk to a *running* service over the admin API (``supervisor.client``);
 they never load a config or start servers, so they answer in milliseconds and work
@@ -12,9 +12,10 @@ terminal (a log file would otherwise fill with redraw sequences). Exit status: 0
 ``ok: false``), 2 bad usage, 130 interrupted.
 
 Text that comes from MCP servers (error messages, descriptions, progress messages) is
-shown with control characters replaced: a server must not be able to move the
-operator's cursor, retitle the terminal or hide lines with escape sequences. The one
-exception is ``call``'s result text on stdout, which is the payload the user asked for.
+shown with control characters replaced (``cli_text.printable``): a server must not be
+able to move the operator's cursor, retitle the terminal or hide lines with escape
+sequences. The one exception is ``call``'s result text on stdout, which is the payload
+the user asked for.
 """
 
 from __future__ import annotations
@@ -24,13 +25,21 @@ import contextlib
 import json
 import math
 import os
-import re
-import shutil
 import sys
-import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TextIO
 
+from actors.protocol.sse import ServerSentEvent
+from supervisor.cli_text import (
+    Progress,
+    cell,
+    format_progress,
+    format_retry,
+    one_line,
+    printable,
+    render_table,
+    terminal_width,
+)
 from supervisor.client import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_URL,
@@ -39,19 +48,13 @@ from supervisor.client import (
     AdminClient,
     ClientError,
     Reply,
-    SseEvent,
     UsageError,
 )
 
 COMMANDS = ("status", "tools", "search", "call")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_GAP = "  "
-_MIN_LAST_COLUMN = 12
-_CUT = "..."
-_CLEAR_LINE = "\r\x1b[K"
 # A short wait for the clean-up requests after Ctrl-C: the user wants their prompt back.
 _CLEANUP_TIMEOUT_S = 3.0
-_SPACE = re.compile(r"\s+")
 
 
 # ---------------------------------------------------------------- argument handling
@@ -112,102 +115,17 @@ def parse_arguments(text: str, stdin: TextIO) -> dict[str, Any]:
         raise UsageError(f"invalid JSON arguments: {exc}") from None
     if not isinstance(value, dict):
         raise UsageError(
-            f"the arguments must be a JSON object, not {type(value).__name__}: {_one_line(text, 60)}"
+            f"the arguments must be a JSON object, not {type(value).__name__}: {one_line(text, 60)}"
         )
     return value
 
 
-# ---------------------------------------------------------------- text helpers
-
-
-def printable(text: str, keep_newlines: bool = False) -> str:
-    """``text`` with control characters (C0, C1, DEL; newlines too unless kept) as ``?``."""
-    return "".join(
-        "?" if unicodedata.category(char) == "Cc" and not (keep_newlines and char == "\n") else char
-        for char in text
-    )
-
-
-def _one_line(text: str, limit: int | None = None) -> str:
-    flat = printable(_SPACE.sub(" ", text).strip())
-    return flat if limit is None else cut(flat, limit)
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, ending in ``...`` when shortened."""
-    if len(text) <= width:
-        return text
-    if width <= len(_CUT):
-        return text[:width]
-    return text[: width - len(_CUT)] + _CUT
-
-
-def terminal_width() -> int:
-    """Columns of the terminal (``$COLUMNS`` first, 80 when there is none)."""
-    return shutil.get_terminal_size().columns
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
-    """Left-aligned columns two spaces apart; the last column gets the room that is left
-    (at least a few characters, so a narrow terminal still shows the start of it)."""
-    widths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in range(len(headers) - 1)]
-    fixed = sum(widths) + len(_GAP) * (len(headers) - 1)
-    room = max(width - fixed, len(headers[-1]), _MIN_LAST_COLUMN)
-    lines = []
-    for cells in [headers, *rows]:
-        parts = [cell.ljust(w) for cell, w in zip(cells[:-1], widths, strict=True)]
-        lines.append(_GAP.join([*parts, cut(cells[-1], room)]).rstrip())
-    return lines
-
-
-def _cell(value: object) -> str:
-    if value is None or value == "":
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return _one_line(str(value))
-
-
-def format_retry(state: object, retry_in_s: object) -> str:
-    """The RETRY column: a countdown (rounded up, so it never says 0 while waiting) for a
-    server in backoff, ``-`` for anyone else."""
-    if state != "backoff" or isinstance(retry_in_s, bool) or not isinstance(retry_in_s, int | float):
-        return "-"
-    seconds = math.ceil(retry_in_s)
-    if seconds <= 0:
-        return "now"
-    if seconds < 60:
-        return f"in {seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"in {minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"in {hours}h{minutes:02d}m"
+# ---------------------------------------------------------------- answers
 
 
 def _tool_count(server: dict[str, Any]) -> object:
     tools = server.get("tools", server.get("tool_count"))
     return len(tools) if isinstance(tools, list) else tools
-
-
-def _number(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def format_progress(data: object) -> str | None:
-    """``progress 2/5: message`` from a ``progress`` event's data (None if unusable)."""
-    if not isinstance(data, dict) or data.get("progress") is None:
-        return None
-    line = f"progress {_number(data['progress'])}"
-    if data.get("total") is not None:
-        line += f"/{_number(data['total'])}"
-    if data.get("message"):
-        line += f": {data['message']}"
-    return _one_line(line)
 
 
 def _items(reply: Reply, key: str, what: str, url: str) -> list[dict[str, Any]]:
@@ -242,30 +160,6 @@ def _raw(reply_text: str) -> None:
     _out(reply_text.strip())
 
 
-class Progress:
-    """One status line on stderr, redrawn in place; silent unless stderr is a terminal."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.enabled = stream.isatty()
-        self._shown = False
-
-    def show(self, line: str) -> None:
-        if not self.enabled:
-            return
-        # One column short of the width: a full line would wrap on some terminals, and
-        # a wrapped line can no longer be redrawn with a carriage return.
-        self._stream.write(_CLEAR_LINE + cut(line, max(terminal_width() - 1, 10)))
-        self._stream.flush()
-        self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write(_CLEAR_LINE)
-            self._stream.flush()
-            self._shown = False
-
-
 # ---------------------------------------------------------------- the commands
 
 
@@ -281,19 +175,19 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
     headers = ["SERVER", "STATE", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
     rows = [
         [
-            _cell(server.get("name")),
-            _cell(
+            cell(server.get("name")),
+            cell(
                 f"{server.get('state')} ({server['condition']})"
                 if server.get("condition")
                 else server.get("state")
             ),
-            _cell(server.get("available")),
-            _cell(_tool_count(server)),
+            cell(server.get("available")),
+            cell(_tool_count(server)),
             "auth login"
             if server.get("condition") == "needs_auth"
             else format_retry(server.get("state"), server.get("retry_in_s")),
-            _cell(server.get("attempt") or None),
-            _cell(server.get("last_error")),
+            cell(server.get("attempt") or None),
+            cell(server.get("last_error")),
         ]
         for server in servers
     ]
@@ -314,10 +208,10 @@ def cmd_tools(client: AdminClient, args: argparse.Namespace) -> int:
     headers = ["ID", "SERVER", "AVAILABLE", "DESCRIPTION"]
     rows = [
         [
-            _cell(tool.get("id")),
-            _cell(tool.get("server")),
-            _with_stale(_cell(tool.get("available")), tool),
-            _cell(tool.get("description")),
+            cell(tool.get("id")),
+            cell(tool.get("server")),
+            _with_stale(cell(tool.get("available")), tool),
+            cell(tool.get("description")),
         ]
         for tool in tools
     ]
@@ -339,14 +233,14 @@ def cmd_search(client: AdminClient, args: argparse.Namespace) -> int:
         return EXIT_OK
     matches = _items(reply, "matches", "matches", client.url)
     if not matches:
-        _out(f"no tools match {_one_line(query)!r}")
+        _out(f"no tools match {one_line(query)!r}")
         return EXIT_OK
     headers = ["ID", "STATE", "DESCRIPTION"]
     rows = [
         [
-            _cell(match.get("id")),
-            _with_stale(_cell(match.get("server_state")), match),
-            _cell(match.get("description")),
+            cell(match.get("id")),
+            _with_stale(cell(match.get("server_state")), match),
+            cell(match.get("description")),
         ]
         for match in matches
     ]
@@ -360,7 +254,7 @@ def cmd_call(client: AdminClient, args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr)
     request_id: list[str] = []
 
-    def on_event(event: SseEvent) -> None:
+    def on_event(event: ServerSentEvent) -> None:
         data: object = None
         with contextlib.suppress(ValueError):
             data = json.loads(event.data)
@@ -368,7 +262,7 @@ def cmd_call(client: AdminClient, args: argparse.Namespace) -> int:
             rid = data.get("request_id") if isinstance(data, dict) else None
             if isinstance(rid, str) and rid:
                 request_id.append(rid)
-            progress.show(f"calling {_one_line(args.tool)} ...")
+            progress.show(f"calling {one_line(args.tool)} ...")
         elif event.event == "progress":
             line = format_progress(data)
             if line is not None:
@@ -407,7 +301,7 @@ def cmd_call(client: AdminClient, args: argparse.Namespace) -> int:
         return EXIT_OK
     error = envelope.get("error")
     error = error if isinstance(error, dict) else {}
-    code = _one_line(str(error.get("code") or "unknown"))
+    code = one_line(str(error.get("code") or "unknown"))
     message = printable(str(error.get("message") or "the call failed"), keep_newlines=True)
     _err(f"error {code}: {message}")
     return EXIT_FAILED

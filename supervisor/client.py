@@ -1,8 +1,12 @@
-"""A small synchronous client for the admin API (DESIGN §6), used by the CLI commands.
+"""A small synchronous client for the admin API, used by the CLI commands.
 
-Why stdlib only and synchronous: ``mcp-supervisor status`` and friends are short-lived
-processes that make a handful of loopback requests; ``http.client`` starts fast, needs
-no event loop, and keeps the client importable without the service's dependencies.
+The routes it calls are those of ``supervisor/admin/openapi.py``; the CLI never loads a
+config or starts servers, it only talks to a running service.
+
+Why ``http.client`` and synchronous: ``mcp-supervisor status`` and friends are
+short-lived processes that make a handful of loopback requests; the stdlib client
+starts fast and needs no event loop. A call's event stream is parsed by the project's
+one SSE parser (``actors/protocol/sse.py``, pure), as the HTTP transports do.
 
 Why one connection per request: the CLI makes at most five requests, and a fresh
 connection is what lets us still delete the session (or cancel the request) after a
@@ -16,16 +20,17 @@ scrubbed of it as a second line of defence), and URLs are shown without user inf
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import http.client
 import json
 import socket
 import ssl
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+from actors.protocol.sse import ServerSentEvent, SSEError, iter_events
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 URL_ENV_VAR = "MCP_SUPERVISOR_URL"
@@ -34,6 +39,12 @@ DEFAULT_TIMEOUT_S = 10.0
 USER_AGENT = "mcp-supervisor-cli/0.1"
 _EVENT_STREAM = "text/event-stream"
 _READ_SIZE = 65536
+# The longest line or event of a call's stream. The service's largest event is a
+# call's result envelope, built from one server message (at most 8 MiB, whose text
+# the envelope carries twice: as "text" and in "content"), so a real answer stays far
+# below this bound; it only stops a stream that is not the service's from growing
+# memory without end.
+MAX_CALL_EVENT_CHARS = 64 * 1024 * 1024
 
 
 class UsageError(ValueError):
@@ -60,7 +71,8 @@ class Unauthorized(ClientError):
 
 
 class ApiError(ClientError):
-    """The service answered with an error status (and, per §6, ``{"error": {code, message}}``)."""
+    """The service answered with an error status (and its ``Error`` body,
+    ``{"error": {"code", "message"}}``)."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{message} (HTTP {status}, {code})")
@@ -100,116 +112,11 @@ class Turn:
 
 @dataclass(frozen=True)
 class CallResult:
-    """The envelope of a call (DESIGN §4) and its JSON text as the service sent it."""
+    """The result envelope of a call (``actors/router/envelope.py``) and its JSON text as
+    the service sent it."""
 
     envelope: dict[str, Any]
     text: str
-
-
-# ---------------------------------------------------------------- Server-Sent Events
-
-
-@dataclass(frozen=True)
-class SseEvent:
-    """One dispatched event. ``event`` defaults to ``message`` as the SSE spec says."""
-
-    event: str
-    data: str
-    id: str | None = None
-
-
-@dataclass
-class SseParser:
-    """Incremental parser for ``text/event-stream`` (WHATWG HTML §9.2.6).
-
-    Why a parser of our own rather than ``readline``: the stream arrives in arbitrary
-    network chunks, a line may end in CRLF, LF *or* a lone CR (and a CRLF may be split
-    across two chunks), and a multi-byte UTF-8 character may be split too. Feeding
-    bytes in and getting whole events out keeps all of that in one tested place.
-    """
-
-    _decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
-    )
-    _buffer: str = ""
-    _pending_cr: bool = False
-    _started: bool = False
-    _event: str = ""
-    _data: list[str] = field(default_factory=list)
-    _has_data: bool = False
-    last_event_id: str | None = None
-    retry_ms: int | None = None
-
-    def feed(self, chunk: bytes) -> list[SseEvent]:
-        """The events completed by ``chunk`` (possibly none)."""
-        text = self._decoder.decode(chunk)
-        if not self._started and text:
-            self._started = True
-            text = text.removeprefix("\ufeff")
-        events: list[SseEvent] = []
-        for line in self._lines(text):
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
-        return events
-
-    def _lines(self, text: str) -> Iterator[str]:
-        if not text:
-            return  # an empty chunk (or half a UTF-8 character) between CR and LF
-        if self._pending_cr and text.startswith("\n"):
-            text = text[1:]  # the LF of a CRLF split across chunks
-        self._pending_cr = False
-        self._buffer += text
-        start = 0
-        buffer = self._buffer
-        index = 0
-        while index < len(buffer):
-            char = buffer[index]
-            if char in "\r\n":
-                yield buffer[start:index]
-                if char == "\r":
-                    if index + 1 == len(buffer):
-                        self._pending_cr = True
-                    elif buffer[index + 1] == "\n":
-                        index += 1
-                start = index + 1
-            index += 1
-        self._buffer = buffer[start:]
-
-    def _line(self, line: str) -> SseEvent | None:
-        if not line:
-            return self._dispatch()
-        if line.startswith(":"):
-            return None  # a comment (servers send these as keep-alives)
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "event":
-            self._event = value
-        elif name == "data":
-            self._data.append(value)
-            self._has_data = True
-        elif name == "id":
-            if "\0" not in value:
-                self.last_event_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
-            self.retry_ms = int(value)
-        return None
-
-    def _dispatch(self) -> SseEvent | None:
-        event, data, has_data = self._event, self._data, self._has_data
-        self._event, self._data, self._has_data = "", [], False
-        if not has_data:
-            return None  # the spec drops an event without data lines
-        return SseEvent(event or "message", "\n".join(data), self.last_event_id)
-
-
-def iter_sse(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
-    """Events of a byte stream. An event not closed by a blank line before the end of
-    the stream is dropped, as the spec requires (it may be cut short)."""
-    parser = SseParser()
-    for chunk in chunks:
-        yield from parser.feed(chunk)
 
 
 # ---------------------------------------------------------------- the client
@@ -389,7 +296,7 @@ class AdminClient:
             ) from None
         return Reply(response.status, text, data)
 
-    # -- the routes of DESIGN §6
+    # -- the routes (``supervisor/admin/openapi.py`` has them all)
 
     def servers(self) -> Reply:
         """``GET /v1/servers``."""
@@ -455,7 +362,7 @@ class AdminClient:
         tid: str,
         tool: str,
         arguments: dict[str, Any],
-        on_event: Callable[[SseEvent], None] | None = None,
+        on_event: Callable[[ServerSentEvent], None] | None = None,
         stream_timeout: float | None = None,
     ) -> CallResult:
         """``POST .../calls`` asking for an event stream; ``on_event`` sees every event
@@ -479,18 +386,21 @@ class AdminClient:
         self,
         response: http.client.HTTPResponse,
         stream_timeout: float | None,
-        on_event: Callable[[SseEvent], None] | None,
+        on_event: Callable[[ServerSentEvent], None] | None,
     ) -> CallResult:
         result: CallResult | None = None
-        for event in iter_sse(self._chunks(response, stream_timeout)):
-            if event.event == "result":
-                result = self._envelope(event.data)
-            elif event.event == "done":
-                break
-            elif event.event == "error":
-                raise self._stream_error(event.data)
-            elif on_event is not None:
-                on_event(event)
+        try:
+            for event in iter_events(self._chunks(response, stream_timeout), MAX_CALL_EVENT_CHARS):
+                if event.event == "result":
+                    result = self._envelope(event.data)
+                elif event.event == "done":
+                    break
+                elif event.event == "error":
+                    raise self._stream_error(event.data)
+                elif on_event is not None:
+                    on_event(event)
+        except SSEError as exc:
+            raise ClientError(f"the call's event stream from {self.url} broke: {exc}") from None
         if result is None:
             raise ClientError(f"the supervisor at {self.url} ended the call's event stream without a result")
         return result

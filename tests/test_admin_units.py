@@ -25,7 +25,6 @@ from supervisor.admin.auth import (
     TokenBook,
     authority_is_loopback,
     check_request,
-    is_loopback_host,
     origin_is_loopback,
 )
 from supervisor.admin.roles import LOOPBACK_OPERATOR, Principal
@@ -85,11 +84,6 @@ def test_loopback_authorities(authority: str, loopback: bool) -> None:
 )
 def test_loopback_origins(origin: str, loopback: bool) -> None:
     assert origin_is_loopback(origin) is loopback
-
-
-def test_bind_hosts() -> None:
-    assert is_loopback_host("127.0.0.1") and is_loopback_host("[::1]") and is_loopback_host("localhost")
-    assert not is_loopback_host("0.0.0.0") and not is_loopback_host("example.com")
 
 
 def test_token_book_maps_tokens_to_principals_and_never_shows_them() -> None:

@@ -1,10 +1,11 @@
 """``mcp-supervisor check`` and ``serve`` as an operator runs them: real subprocesses.
 
-DESIGN §5 (config file, ``config error: <file>: <json path>: <problem>``, exit 2), §6
-(loopback-only bind unless ``--allow-non-loopback`` *and* tokens) and §7 (structured,
-redacted log lines). The ``serve`` runs start real MCP servers (``mini_server.py``)
-and check that SIGTERM/SIGINT stops them in reverse order and leaves no process of
-the supervisor's tree behind.
+The contracts they check: a bad config file stops with ``config error: <file>: <json
+path>: <problem>`` and exit status 2; the admin API binds loopback only, unless
+``--allow-non-loopback`` *and* admin tokens; log lines are structured (one line per
+event, ``server=`` and ``state=`` on every state line) and redacted. The ``serve`` runs
+start real MCP servers (``mini_server.py``) and check that SIGTERM/SIGINT stops them in
+reverse order and leaves no process of the supervisor's tree behind.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def mini(*flags: str, **extra: Any) -> dict[str, Any]:
 
 
 def parse(line: str) -> tuple[str, str, dict[str, Any]]:
-    """(level, event, fields) of a text log line; fails unless it has the §7 shape."""
+    """(level, event, fields) of a text log line; fails unless it has the structured shape
+    (timestamp, level, event, then key=value fields)."""
     match = LINE.fullmatch(line)
     assert match, f"not a structured log line: {line!r}"
     rest = match["rest"]
@@ -337,7 +339,8 @@ WITH_TOKENS = Config(admin=AdminSettings(tokens={"a-long-admin-token": "default"
 
 
 @pytest.mark.parametrize(
-    "bind", ["127.0.0.1:8765", "127.0.0.2:80", "[::1]:8765", "localhost:8765", "127.0.0.1:0"]
+    "bind",
+    ["127.0.0.1:8765", "127.0.0.2:80", "[::1]:8765", "localhost:8765", "LOCALHOST:8765", "127.0.0.1:0"],
 )
 @pytest.mark.parametrize("config", [NO_TOKENS, WITH_TOKENS], ids=["no-tokens", "tokens"])
 @pytest.mark.parametrize("allow", [False, True], ids=["default", "allow"])
@@ -345,7 +348,9 @@ def test_loopback_binds_are_accepted(bind: str, config: Config, allow: bool) -> 
     assert check_bind(bind, config, allow) is None
 
 
-@pytest.mark.parametrize("bind", ["0.0.0.0:8765", "[::]:8765", "10.0.0.5:8765", "example.com:443"])
+@pytest.mark.parametrize(
+    "bind", ["0.0.0.0:8765", "[::]:8765", "10.0.0.5:8765", "example.com:443", "127.1:8765", "[::2]:1"]
+)
 def test_non_loopback_bind_needs_the_flag_and_tokens(bind: str) -> None:
     refusal = check_bind(bind, WITH_TOKENS, allow_non_loopback=False)
     assert refusal is not None and "--allow-non-loopback" in refusal

@@ -1,10 +1,10 @@
 """``mcp-supervisor status | tools | search | call`` against a fake admin API.
 
-DESIGN §6: the client commands talk to a running service (``--url``, ``--token`` or
+The client commands talk to a running service (``--url``, ``--token`` or
 ``$MCP_SUPERVISOR_TOKEN``, ``--json``); human output is an aligned table with the
 retry countdown; ``call`` streams the call (SSE) and shows progress on a terminal;
 ``--json`` prints machine output only. The fake is a real HTTP server on a loopback
-port (stdlib ``ThreadingHTTPServer``) that answers the §6 routes with canned JSON and
+port (stdlib ``ThreadingHTTPServer``) that answers the admin API's routes with canned JSON and
 chunked SSE and records every request, so the tests see what went over the wire.
 """
 
@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from supervisor import cli, cli_client
-from supervisor.client import SseEvent, SseParser, iter_sse
+from supervisor import cli, cli_client, cli_text, client
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "tok-planted-4f9a1c"
@@ -353,7 +352,7 @@ def test_status_last_error_follows_the_terminal_width(
     ],
 )
 def test_retry_countdown_text(state: str, retry_in_s: object, text: str) -> None:
-    assert cli_client.format_retry(state, retry_in_s) == text
+    assert cli_text.format_retry(state, retry_in_s) == text
 
 
 def test_status_json_prints_the_server_list_as_served_and_nothing_else(
@@ -783,6 +782,17 @@ def test_a_stream_without_result_is_an_error(fake: FakeAdmin, capsys: pytest.Cap
     assert fake.sessions == set()
 
 
+def test_an_over_long_stream_event_is_an_error_not_unbounded_memory(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client, "MAX_CALL_EVENT_CHARS", 100)
+    fake.call_events = [("progress", {"progress": 1, "message": "m" * 200}), *PROGRESS_EVENTS[3:]]
+    assert run(fake, "call", "time_get_current_time") == 1
+    err = capsys.readouterr().err
+    assert "event stream from" in err and "longer than 100 characters" in err
+    assert fake.sessions == set()
+
+
 def test_an_unknown_session_is_reported(fake: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:
     fake.errors["POST", "/v1/sessions/s-1/turns"] = (
         404,
@@ -824,12 +834,12 @@ def test_ctrl_c_cancels_the_request_and_deletes_the_session(
     fake.hold_stream = True
     shown: list[str] = []
 
-    def show(self: cli_client.Progress, line: str) -> None:
+    def show(self: cli_text.Progress, line: str) -> None:
         shown.append(line)
         if line.startswith("progress"):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_client.Progress, "show", show)
+    monkeypatch.setattr(cli_text.Progress, "show", show)
     assert run(fake, "call", "time_get_current_time") == 130
     assert shown == ["calling time_get_current_time ...", "progress 1/5: starting"]
     assert capsys.readouterr().err.endswith("mcp-supervisor: interrupted\n")
@@ -859,32 +869,3 @@ def test_a_closed_pipe_ends_quietly(fake: FakeAdmin) -> None:
     assert proc.wait(20) == 1
     assert b"Traceback" not in err
     assert b"BrokenPipe" not in err
-
-
-# ------------------------------------------------------------------ the SSE parser
-
-
-def test_sse_line_endings_comments_and_multiline_data() -> None:
-    stream = b"\xef\xbb\xbfevent: progress\r\n: hello\r\ndata: a\rdata:b\n\nid: 7\ndata: c\n\n"
-    assert list(iter_sse([stream])) == [
-        SseEvent("progress", "a\nb", None),
-        SseEvent("message", "c", "7"),
-    ]
-
-
-def test_sse_split_anywhere_gives_the_same_events() -> None:
-    stream = 'event: result\r\ndata: {"text": "héllo 時"}\r\n\r\nevent: done\rdata: {}\r\r'.encode()
-    whole = list(iter_sse([stream]))
-    assert whole == [SseEvent("result", '{"text": "héllo 時"}'), SseEvent("done", "{}")]
-    for cut_at in range(1, len(stream)):
-        assert list(iter_sse([stream[:cut_at], stream[cut_at:]])) == whole, cut_at
-        assert list(iter_sse([stream[:cut_at], b"", stream[cut_at:]])) == whole, cut_at
-    assert list(iter_sse(bytes([b]) for b in stream)) == whole
-
-
-def test_sse_drops_events_without_data_or_without_a_closing_blank_line() -> None:
-    parser = SseParser()
-    assert parser.feed(b"event: ping\n\nretry: 500\n\n") == []
-    assert parser.retry_ms == 500
-    assert parser.feed(b"event: result\ndata: {}\n") == []
-    assert list(iter_sse([b"event: result\ndata: {}"])) == []

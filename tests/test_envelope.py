@@ -1,4 +1,4 @@
-"""The result envelope (DESIGN.md §4): shapes, text of content items, output bounds."""
+"""The result envelope (a contract with hosts): shapes, text of content items, output bounds."""
 
 from __future__ import annotations
 

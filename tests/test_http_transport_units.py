@@ -1,5 +1,5 @@
-"""The remote transports' pure parts: the SSE parser, status decisions, endpoint rules,
-and how the config loader reads ``transport``."""
+"""The remote transports' pure parts: status decisions, endpoint rules, and how the
+config loader reads ``transport`` (the SSE parser's tests are in test_sse.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
@@ -31,99 +30,8 @@ from actors.transports.http_link import (
     reopen_at_once,
 )
 from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
-from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
 from actors.transports.streamable_http import Outgoing, is_answer
 from supervisor.settings.loader import ConfigError, load_config
-
-# ------------------------------------------------------------------ SSE parser
-
-
-def parse(*chunks: bytes) -> list[ServerSentEvent]:
-    parser = SSEParser()
-    events = [event for chunk in chunks for event in parser.feed(chunk)]
-    return events + parser.close()
-
-
-def test_sse_fields_comments_and_defaults() -> None:
-    events = parse(b": hello\nevent: endpoint\ndata: /messages?x=1\n\nid: 7\ndata: a\ndata:b\n\n")
-    assert events == [
-        ServerSentEvent("/messages?x=1", "endpoint", ""),
-        ServerSentEvent("a\nb", "message", "7"),
-    ]
-
-
-def test_sse_line_endings_bom_and_split_crlf() -> None:
-    expected = [ServerSentEvent("x", "message", "1"), ServerSentEvent("y", "message", "1")]
-    assert parse(b"\xef\xbb\xbfid: 1\r\ndata: x\r\n\r\ndata: y\r\r") == expected
-    assert parse(b"id: 1\r", b"\ndata: x\r", b"\n\r", b"\ndata: y\n\n") == expected
-    assert parse(b"id: 1\rdata: x\r\rdata: y\n\n") == expected
-
-
-def test_sse_id_and_retry_stick_without_data() -> None:
-    parser = SSEParser()
-    assert parser.feed(b"id: prime-1\nretry: 2000\ndata\n\n") == [
-        ServerSentEvent("", "message", "prime-1", 2000)
-    ]
-    assert parser.feed(b"id: 2\nretry: x\n\n") == []  # no data: nothing dispatched, but the id counts
-    assert (parser.last_event_id, parser.retry) == ("2", 2000)
-    assert parser.feed(b"id: a\x00b\ndata: z\n\n") == [ServerSentEvent("z", "message", "2")]
-
-
-def test_sse_unterminated_event_is_dropped_and_limits_hold() -> None:
-    assert parse(b"data: complete\n\ndata: cut") == [ServerSentEvent("complete")]
-    with pytest.raises(SSEError):
-        SSEParser(max_event_chars=10).feed(b"data: " + b"x" * 20)
-    with pytest.raises(SSEError):
-        SSEParser(max_event_chars=10).feed(b"data: 123456\ndata: 123456\n")
-
-
-def test_sse_resumed_parser_keeps_id_and_retry() -> None:
-    parser = SSEParser(last_event_id="41", retry=500)
-    assert parser.feed(b"data: x\n\n") == [ServerSentEvent("x", "message", "41")]
-    assert parser.retry == 500
-
-
-_field_text = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"), max_size=12
-)
-_events = st.lists(
-    st.fixed_dictionaries(
-        {"data": st.lists(_field_text, min_size=1, max_size=3)},
-        optional={"event": _field_text.filter(bool), "id": _field_text, "retry": st.integers(0, 10**6)},
-    ),
-    max_size=5,
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(_events, st.sampled_from(["\n", "\r", "\r\n"]), st.booleans(), st.data())
-def test_sse_any_chunking_gives_the_same_events(
-    events: list[dict[str, object]], eol: str, bom: bool, data: st.DataObject
-) -> None:
-    text = "\ufeff" if bom else ""
-    expected = []
-    last_id = ""
-    for event in events:
-        text += f":comment{eol}"
-        if "event" in event:
-            text += f"event: {event['event']}{eol}"
-        if "id" in event:
-            text += f"id: {event['id']}{eol}"
-            last_id = str(event["id"])
-        if "retry" in event:
-            text += f"retry:{event['retry']}{eol}"
-        lines = event["data"]
-        assert isinstance(lines, list)
-        text += "".join(f"data: {line}{eol}" for line in lines) + eol
-        expected.append(
-            ServerSentEvent("\n".join(lines), str(event.get("event", "message")), last_id, event.get("retry"))  # type: ignore[arg-type]
-        )
-    raw = text.encode()
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=8)))
-    chunks = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-    assert parse(raw) == expected
-    assert parse(*chunks) == expected
-
 
 # ------------------------------------------------------------------ decisions
 

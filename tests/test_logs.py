@@ -1,8 +1,8 @@
 """``StructuredFormatter`` and ``configure``: one line per event, key=value or JSON, redacted.
 
-DESIGN §7: "structured, one line per event, server name and state on every line,
-secrets redacted". The formatter is the last stop before stderr, so everything that
-reaches an operator passes through it.
+The contract: structured, one line per event, the server's name and state on every
+line about a server, secrets redacted. The formatter is the last stop before stderr,
+so everything that reaches an operator passes through it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool ids (DESIGN.md §3): ``<server>_<tool>``, sanitized, at most 64 characters, unique."""
+"""Tool ids (a contract): ``<server>_<tool>``, sanitized, at most 64 characters, unique."""
 
 from __future__ import annotations
 

@@ -25,8 +25,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors.auth.authorizers import FollowRedirectAuthorizer
-from actors.auth.provider import Authorizer
+from actors.auth.authorizers import Authorizer, FollowRedirectAuthorizer
 from actors.connection.messages import Control
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import State

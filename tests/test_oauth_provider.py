@@ -11,16 +11,9 @@ import httpx2
 import pytest
 import trio
 
-from actors.auth.provider import (
-    ID_JAG_TYPE,
-    ID_TOKEN_TYPE,
-    JWT_BEARER_GRANT,
-    MAX_METADATA_BYTES,
-    TOKEN_EXCHANGE,
-    MemoryVault,
-    OAuthProvider,
-    OAuthSettings,
-)
+from actors.auth.flows import ID_JAG_TYPE, ID_TOKEN_TYPE, JWT_BEARER_GRANT, TOKEN_EXCHANGE
+from actors.auth.http import MAX_METADATA_BYTES
+from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
 from actors.transports.base import AuthRequired
 
 MCP = "https://mcp.example/mcp"

@@ -1,4 +1,5 @@
-"""The one-for-one supervisor on the autojump clock (OTP semantics, DESIGN/STYLE)."""
+"""The one-for-one supervisor on the autojump clock (Erlang/OTP semantics: restart the
+child that died, give up past the restart intensity)."""
 
 from __future__ import annotations
 

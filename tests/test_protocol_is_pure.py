@@ -21,6 +21,7 @@ PURE_MODULES = (
     "actors.protocol.messages",
     "actors.protocol.codec",
     "actors.protocol.session",
+    "actors.protocol.sse",
     "actors.connection.states",
     "actors.connection.schedule",
 )

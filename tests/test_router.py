@@ -1,4 +1,5 @@
-"""RouterActor driven directly through its mailbox (DESIGN.md §3, catalog epochs).
+"""RouterActor driven directly through its mailbox (catalog epochs: every change makes a
+new immutable catalog with a larger epoch, and a turn keeps the one it began with).
 
 No connection actors: the test plays them, publishing ``ToolsListed`` and
 ``StateChanged`` as they would, and reads the ``CatalogCell``.

@@ -1,4 +1,4 @@
-"""tool_search (DESIGN.md §3): tokenizer, BM25 scores, sharded incremental updates."""
+"""tool_search: tokenizer, BM25 scores over id and description, sharded incremental updates."""
 
 from __future__ import annotations
 

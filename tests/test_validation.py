@@ -1,4 +1,4 @@
-"""Argument validation against inputSchema (DESIGN.md §4 step 2)."""
+"""Argument validation against inputSchema (in a call: once the tool is found, before trust)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from jsonschema.validators import (  # type: ignore[import-untyped]
     validator_for,
 )
 
-from actors.router import validation
+from actors.router import plain_schemas, schema_compiler
+from actors.router.schema_compiler import compile_schema
 from actors.router.validation import (
     MAX_PROBLEM_CHARS,
     SchemaCheck,
-    compile_schema,
     json_path,
     validate_arguments,
 )
@@ -287,10 +287,10 @@ def test_a_compiled_check_is_detached_from_the_callers_schema() -> None:
 
 
 def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(validation, "CACHE_SIZE", 3)
+    monkeypatch.setattr(schema_compiler, "CACHE_SIZE", 3)
     schemas = [{"type": "object", "properties": {f"bounded{i}": {"type": "string"}}} for i in range(5)]
     checks = [compile_schema(s) for s in schemas]
-    assert len(validation._cache) <= 3
+    assert len(schema_compiler._cache) <= 3
     assert compile_schema(schemas[4]) is checks[4]  # recent: kept
     assert compile_schema(schemas[0]) is not checks[0]  # oldest: evicted, compiled again
 
@@ -398,8 +398,8 @@ def test_common_schemas_skip_the_meta_schema(schema: dict[str, Any], monkeypatch
     def slow(*args: Any) -> str | None:
         raise AssertionError("the meta-schema was consulted")
 
-    monkeypatch.setattr(validation, "_schema_problem", slow)
-    validation._cache.clear()
+    monkeypatch.setattr(schema_compiler, "_schema_problem", slow)
+    schema_compiler._cache.clear()
     assert compile_schema(schema).validator is not None
 
 
@@ -416,7 +416,7 @@ EDGE_VALUES: list[Any] = [
     *([], ["string"], ["string", "string"], ["string", "null"], ["a", "a"], ["a"], [{}], [{"type": "strng"}]),
     *({}, {"type": "string"}, {"type": "strng"}, {"a": {}}, {"a": {"type": 5}}, {"a": True}, DRAFT_2020),
 ]
-PLAIN_KEYWORDS = st.sampled_from(sorted(validation._RULES))
+PLAIN_KEYWORDS = st.sampled_from(sorted(plain_schemas.RULES))
 EDGES = st.sampled_from(EDGE_VALUES)
 edge_schemas = st.recursive(
     st.dictionaries(PLAIN_KEYWORDS, EDGES, max_size=3),
@@ -434,7 +434,7 @@ edge_schemas = st.recursive(
 
 def assert_meta_schemas_agree(schema: dict[str, Any]) -> None:
     """If the fast path calls a schema valid, so does each meta-schema it stands for."""
-    if not validation._plainly_valid(schema, 0):
+    if not plain_schemas.plainly_valid(schema, 0):
         return
     drafts = [schema["$schema"]] if "$schema" in schema else [DRAFT_2020]
     for draft in drafts:
@@ -443,7 +443,7 @@ def assert_meta_schemas_agree(schema: dict[str, Any]) -> None:
 
 
 def test_the_fast_path_rules_one_keyword_at_a_time() -> None:
-    for keyword in validation._RULES:
+    for keyword in plain_schemas.RULES:
         for value in EDGE_VALUES:
             for schema in ({keyword: value}, {"properties": {"p": {keyword: value}}}):
                 assert_meta_schemas_agree(schema)

@@ -4,7 +4,7 @@
 # them without importing the OAuth code.
 FLOWS = ("authorization_code", "client_credentials", "cross_app_access")
 
-# The keys of a server's ``oauth`` block (read by provider.OAuthSettings.from_mapping),
+# The keys of a server's ``oauth`` block (read by settings.OAuthSettings.from_mapping),
 # every value a string.
 SETTING_KEYS = (
     "client_id", "client_secret", "scope", "flow", "client_metadata_url", "private_key",

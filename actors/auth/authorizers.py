@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx2
@@ -26,6 +27,16 @@ _PAGE = (
     b"<!doctype html><title>mcp-supervisor</title>"
     b"<p>Authorization received. You can close this window and return to the terminal.</p>"
 )
+
+
+class Authorizer(Protocol):
+    """Gets a user's consent: opens (or prints) the authorization URL and returns the
+    URL the browser was sent back to (with ``code`` and ``state``)."""
+
+    @property
+    def redirect_uri(self) -> str: ...
+
+    async def authorize(self, server: str, url: str) -> str: ...
 
 
 class CallbackError(Exception):

@@ -1,9 +1,10 @@
 """The reconnect schedule: how long to wait before attempt N, and when to start over.
 
-Default (DESIGN.md §2): 1 s, 2 s, 5 s, 15 s, 60 s, then every 60 s; a connection that
-stayed steady for 60 s starts again from 1 s. Pure: the actor asks, then sleeps on
-Trio's clock (tenacity's own stop conditions read the wall clock, so we count
-attempts ourselves and only borrow its wait strategies).
+Default (a contract: the README promises it): 1 s, 2 s, 5 s, 15 s, 60 s, then every
+60 s; a connection that stayed steady for 60 s starts again from 1 s. Configurable per
+server (``reconnect_schedule_s``). Pure: the actor asks, then sleeps on Trio's clock
+(tenacity's own stop conditions read the wall clock, so we count attempts ourselves
+and only borrow its wait strategies).
 """
 
 from __future__ import annotations

@@ -23,9 +23,11 @@ from actors.connection.messages import ConnectionMessage
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
 from actors.protocol.messages import Tool
+from actors.router.risk import Risk, classify
+from actors.router.schema_compiler import compile_schema
 from actors.router.search import SearchIndex, index_server
-from actors.router.trust import Risk, classify, fingerprint, listing_description
-from actors.router.validation import SchemaCheck, compile_schema
+from actors.router.trust import fingerprint, listing_description
+from actors.router.validation import SchemaCheck
 
 
 @attrs.frozen(slots=True)

@@ -1,7 +1,8 @@
 """The result envelope every call ends in, and output bounds.
 
-One shape for success and failure (DESIGN.md §4), so a host handles a call the same
-way whatever server it went to. Text is cut at a character boundary so that the
+One shape for success and failure (a contract: the README shows it, the admin API's
+``Envelope`` schema describes it), so a host handles a call the same way whatever
+server it went to. Text is cut at a character boundary so that the
 whole text, marker included, fits ``max_output_bytes`` encoded as UTF-8.
 """
 
@@ -51,7 +52,7 @@ class Envelope:
     error: CallError | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of DESIGN.md §4."""
+        """The JSON shape hosts see (see the module docstring)."""
         if not self.ok:
             assert self.error is not None
             return {

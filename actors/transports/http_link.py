@@ -40,9 +40,9 @@ import trio
 
 from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
+from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
-from actors.transports.sse_parser import ServerSentEvent, SSEError, SSEParser
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider

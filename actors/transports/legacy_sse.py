@@ -33,6 +33,7 @@ import httpx2
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
 from actors.transports.http_link import (
@@ -49,7 +50,6 @@ from actors.transports.http_link import (
     new_client,
     one_line,
 )
-from actors.transports.sse_parser import ServerSentEvent, SSEParser
 from actors.transports.streamable_http import Outgoing, StreamableHttpTransport
 
 if TYPE_CHECKING:

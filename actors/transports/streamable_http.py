@@ -44,6 +44,7 @@ import httpx2
 import orjson
 import trio
 
+from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
     ACCEPT_POST,
@@ -65,7 +66,6 @@ from actors.transports.http_link import (
     reconnect_delay,
     reopen_at_once,
 )
-from actors.transports.sse_parser import ServerSentEvent, SSEParser
 
 _log = logging.getLogger("actors.transports.http")
 

@@ -1,4 +1,8 @@
-"""The admin API (DESIGN.md §6): HTTP + SSE on Hypercorn, inside the supervisor's nursery.
+"""The admin API: HTTP + SSE on Hypercorn, inside the supervisor's nursery.
+
+Its routes, bodies and roles are a contract with hosts and scripts: ``openapi.py`` is
+the one route table, served as ``/v1/openapi.json``, and the README's "Admin API"
+section describes it for users.
 
 ``serve_admin`` runs it; ``create_app`` builds the Quart-Trio app; ``HostedSessions``
 keeps the sessions HTTP clients open. Module map: ``auth`` (Host/Origin/token gates),

@@ -25,7 +25,7 @@ from quart_trio.wrappers import TrioResponse
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from actors.redaction import Redactor
-from supervisor.admin.auth import Denial, TokenBook, check_request, is_loopback_host
+from supervisor.admin.auth import Denial, TokenBook, check_request
 from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
@@ -33,6 +33,7 @@ from supervisor.admin.openapi import ROUTES
 from supervisor.admin.roles import Action, Principal, allowed_roles, authorize, denial_message
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
+from supervisor.net import is_loopback_host
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

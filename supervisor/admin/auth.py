@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from supervisor.admin.roles import LOOPBACK_OPERATOR, Principal
+from supervisor.net import MAX_PORT, is_loopback_host
 from supervisor.settings.model import TokenGrant
 
 # host[:port]; a bracketed IPv6 literal or a plain name/IPv4 literal. No userinfo,
@@ -58,34 +59,26 @@ _MALFORMED_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] .*[^\x20-\x7e]", re.DO
 _ABSOLUTE = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?P<authority>[^/?#]*)(?:/[^#]*)?\Z")
 
 
-def is_loopback_host(host: str) -> bool:
-    """A host name or IP literal (IPv6 with or without brackets) that is loopback."""
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if bare.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bare).is_loopback
-    except ValueError:
-        return False
-
-
 def authority_is_loopback(authority: str) -> bool:
-    """Whether a ``Host`` header value (``host[:port]``) names this machine, strictly."""
+    """Whether a ``Host`` header value (``host[:port]``) names this machine, strictly:
+    parsed here (brackets hold an IPv6 address and nothing else, as in RFC 3986), then
+    the project's one loopback check (``net.is_loopback_host``: a non-canonical number
+    like ``127.1`` is not loopback)."""
     match = _AUTHORITY.match(authority)
-    if match is None or (match["port"] is not None and int(match["port"]) > 65535):
+    if match is None or (match["port"] is not None and int(match["port"]) > MAX_PORT):
         return False
     host = match["host"]
-    if host.startswith("["):
-        try:
-            return ipaddress.IPv6Address(host[1:-1]).is_loopback
-        except ValueError:
-            return False
-    if host.lower() == "localhost":
-        return True
+    if host.startswith("[") and not _ipv6_literal(host[1:-1]):
+        return False
+    return is_loopback_host(host)
+
+
+def _ipv6_literal(text: str) -> bool:
     try:
-        return ipaddress.IPv4Address(host).is_loopback
+        ipaddress.IPv6Address(text)
     except ValueError:
-        return False  # a name other than localhost, or a non-canonical number like 127.1
+        return False
+    return True
 
 
 def origin_is_loopback(origin: str) -> bool:

@@ -4,9 +4,9 @@
 serves ``document()`` at ``/v1/openapi.json``, so what is documented is what is
 served, by construction; a test checks both directions against the running app.
 Each route names the ``roles.Action`` it needs; the guard checks it, and the
-document lists the roles that may call each operation (``x-roles``). Schemas are
-JSON Schema 2020-12 (OpenAPI 3.1's dialect) and are also used by the tests to
-validate real responses.
+document lists the roles that may call each operation (``x-roles``). The bodies'
+schemas (``schemas.py``) are JSON Schema 2020-12 (OpenAPI 3.1's dialect) and are also
+used by the tests to validate real responses.
 """
 
 from __future__ import annotations
@@ -17,211 +17,12 @@ from typing import Any
 
 import attrs
 
-from actors.connection.states import State
-from actors.router.depth import MAX_ARGUMENT_DEPTH
 from supervisor.admin.roles import Action, allowed_roles
+from supervisor.admin.schemas import SCHEMAS, STR, ref
 
 JSON = "application/json"
 SSE = "text/event-stream"
 METRICS = "text/plain; version=0.0.4"
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _obj(required: tuple[str, ...], **properties: Any) -> dict[str, Any]:
-    return {"type": "object", "required": list(required), "properties": properties}
-
-
-_STR = {"type": "string"}
-_INT = {"type": "integer"}
-_NUM = {"type": "number"}
-_BOOL = {"type": "boolean"}
-_NULL_STR = {"type": ["string", "null"]}
-_NULL_NUM = {"type": ["number", "null"]}
-
-SCHEMAS: dict[str, Any] = {
-    "Error": _obj(
-        ("error",),
-        error=_obj(
-            ("code", "message"),
-            code=_STR,
-            message=_STR,
-            roles={
-                "type": "array",
-                "items": _ref("Role"),
-                "description": "On a 403 for lack of a role: the roles that may.",
-            },
-        ),
-    ),
-    "Role": {"enum": ["operator", "tenant", "peer"]},
-    "Health": _obj(
-        ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
-    ),
-    "Transition": _obj(
-        ("at", "state", "previous", "reason"),
-        at=_NUM,
-        state=_ref("State"),
-        previous=_ref("State"),
-        reason=_NULL_STR,
-    ),
-    "State": {"type": ["string", "null"], "enum": [*(s.value for s in State), None]},
-    "Server": _obj(
-        (
-            "name",
-            "type",
-            "scope",
-            "trusted",
-            "enabled",
-            "state",
-            "since",
-            "attempt",
-            "next_retry_at",
-            "retry_in_s",
-            "last_error",
-            "condition",
-            "available",
-            "reconnects",
-            "tools",
-            "stale",
-        ),
-        name=_STR,
-        type=_STR,
-        scope={"enum": ["shared", "session"]},
-        trusted=_BOOL,
-        enabled=_BOOL,
-        state=_ref("State"),
-        since=_NULL_NUM,
-        attempt=_INT,
-        next_retry_at=_NULL_NUM,
-        retry_in_s=_NULL_NUM,
-        last_error=_NULL_STR,
-        condition={"type": ["string", "null"], "enum": ["needs_auth", "crashed", None]},
-        available=_BOOL,
-        reconnects=_INT,
-        tools=_INT,
-        stale=_BOOL,
-    ),
-    "ServerDetail": {
-        "allOf": [
-            _ref("Server"),
-            _obj(
-                ("transitions", "stderr_tail", "in_flight", "problems"),
-                transitions={"type": "array", "items": _ref("Transition")},
-                stderr_tail={"type": ["array", "null"], "items": _STR},
-                in_flight={"type": ["integer", "null"]},
-                transport=_NULL_STR,
-                problems={"type": "array", "items": _STR},
-            ),
-        ]
-    },
-    "ServerList": _obj(("servers",), servers={"type": "array", "items": _ref("Server")}),
-    "Command": _obj(("server", "command"), server=_STR, command={"enum": ["restart", "enable", "disable"]}),
-    "Tool": _obj(
-        ("id", "server", "name", "description", "input_schema", "available", "stale"),
-        id=_STR,
-        server=_STR,
-        name=_STR,
-        description=_STR,
-        input_schema={"type": "object"},
-        available=_BOOL,
-        stale=_BOOL,
-    ),
-    "ToolList": _obj(("epoch", "tools"), epoch=_INT, tools={"type": "array", "items": _ref("Tool")}),
-    "NewSession": {
-        "type": "object",
-        "properties": {
-            "host_tools": {"type": "integer", "minimum": 0},
-            "pinned": {"type": "array", "items": _STR},
-        },
-    },
-    "Session": _obj(("session_id",), session_id=_STR),
-    "SessionInfo": _obj(
-        ("session_id", "tenant", "host_tools", "pinned"),
-        session_id=_STR,
-        tenant=_STR,
-        host_tools=_INT,
-        pinned={"type": "array", "items": _STR},
-    ),
-    "SessionList": _obj(("sessions",), sessions={"type": "array", "items": _ref("SessionInfo")}),
-    "Turn": _obj(
-        ("turn_id", "epoch", "tools", "search_enabled"),
-        turn_id=_STR,
-        epoch=_INT,
-        tools={"type": "array", "items": {"type": "object", "required": ["id", "server", "available"]}},
-        search_enabled=_BOOL,
-    ),
-    "CallRequest": {
-        "type": "object",
-        "required": ["tool"],
-        "properties": {
-            "tool": _STR,
-            "arguments": {
-                "description": "The tool's arguments: an object nested at most "
-                f"{MAX_ARGUMENT_DEPTH} levels deep. Anything else is answered with the call's "
-                "own invalid_arguments envelope (and audit row), not a 400."
-            },
-            "request_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
-        },
-    },
-    "Envelope": {
-        "oneOf": [
-            _obj(
-                ("ok", "tool", "text", "content", "structured", "truncated", "duration_ms"),
-                ok={"const": True},
-                tool=_STR,
-                text=_STR,
-                content={"type": "array", "items": {"type": "object"}},
-                structured={},
-                truncated=_BOOL,
-                duration_ms=_INT,
-            ),
-            _obj(
-                ("ok", "tool", "error"),
-                ok={"const": False},
-                tool=_STR,
-                error=_obj(("code", "message"), code=_STR, message=_STR),
-            ),
-        ]
-    },
-    "SearchRequest": {"type": "object", "required": ["query"], "properties": {"query": _STR}},
-    "SearchResult": _obj(
-        ("matches", "turn_id"),
-        turn_id=_STR,
-        matches={
-            "type": "array",
-            "items": _obj(
-                ("id", "description", "server_state", "stale"),
-                id=_STR,
-                description=_STR,
-                server_state=_STR,
-                stale=_BOOL,
-            ),
-        },
-    ),
-    "Approval": _obj(
-        ("id", "tool", "server", "permission", "arguments", "reason", "session", "tenant"),
-        id=_STR,
-        tool=_STR,
-        server=_STR,
-        permission=_STR,
-        arguments={"type": "object"},
-        reason=_STR,
-        session=_STR,
-        tenant=_STR,
-    ),
-    "ApprovalList": _obj(("approvals",), approvals={"type": "array", "items": _ref("Approval")}),
-    "ApprovalAnswer": {
-        "type": "object",
-        "required": ["decision"],
-        "properties": {
-            "decision": {"enum": ["allow", "deny"]},
-            "remember": {"enum": ["once", "session", "always"]},
-        },
-    },
-    "Cancelled": _obj(("request_id", "status"), request_id=_STR, status={"const": "cancelling"}),
-}
 
 
 @attrs.frozen(slots=True)
@@ -449,27 +250,27 @@ def _operation(route: Route) -> dict[str, Any]:
     operation: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
     if route.parameters:
         operation["parameters"] = [
-            {"name": name, "in": "path", "required": True, "schema": _STR} for name in route.parameters
+            {"name": name, "in": "path", "required": True, "schema": STR} for name in route.parameters
         ]
     if route.request is not None:
         operation["requestBody"] = {
             "required": route.request != "NewSession",
-            "content": {JSON: {"schema": _ref(route.request)}},
+            "content": {JSON: {"schema": ref(route.request)}},
         }
     success: dict[str, Any] = {"description": "Success."}
     if route.response is not None:
-        success["content"] = {JSON: {"schema": _ref(route.response)}}
+        success["content"] = {JSON: {"schema": ref(route.response)}}
     elif route.media != JSON:
-        success["content"] = {route.media: {"schema": _STR}}
+        success["content"] = {route.media: {"schema": STR}}
     elif route.operation == "openapi":
         success["content"] = {JSON: {"schema": {"type": "object"}}}
     if route.streams:
-        success.setdefault("content", {})[SSE] = {"schema": _STR}
+        success.setdefault("content", {})[SSE] = {"schema": STR}
     responses: dict[str, Any] = {str(route.status): success}
     for status, description in _ERRORS.items():
         if status == "401" and route.public:
             continue
-        responses[status] = {"description": description, "content": {JSON: {"schema": _ref("Error")}}}
+        responses[status] = {"description": description, "content": {JSON: {"schema": ref("Error")}}}
     operation["responses"] = responses
     operation["security"] = [] if route.public else [{"bearer": []}]
     operation["x-roles"] = [role.value for role in allowed_roles(route.action)]

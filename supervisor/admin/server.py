@@ -29,9 +29,9 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from supervisor.admin.app import admin_api, create_app
-from supervisor.admin.auth import is_loopback_host
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
+from supervisor.net import bind_is_loopback
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -48,11 +48,6 @@ DRAIN_DEADLINE_S = GRACEFUL_TIMEOUT_S + 12.0
 # Hypercorn logs "Running on … (CTRL + C to quit)" at info; we log our own line.
 _hypercorn_log = logging.getLogger("supervisor.admin.hypercorn")
 _hypercorn_log.setLevel(logging.WARNING)
-
-
-def bind_host(bind: str) -> str:
-    """The host part of ``HOST:PORT`` (brackets of an IPv6 literal kept)."""
-    return bind.rpartition(":")[0]
 
 
 def hypercorn_config(bind: str) -> HypercornConfig:
@@ -93,7 +88,7 @@ class _AdminServer:
 
     def __init__(self, supervisor: Supervisor, bind: str) -> None:
         self.hosted = HostedSessions(supervisor)
-        self.app = create_app(supervisor, self.hosted, bind_is_loopback=is_loopback_host(bind_host(bind)))
+        self.app = create_app(supervisor, self.hosted, bind_is_loopback=bind_is_loopback(bind))
         self.config = hypercorn_config(bind)
         self.shutdown = trio.Event()
         self.scope = trio.CancelScope(shield=True)

@@ -8,7 +8,8 @@ that task produces, and cancels it if the client goes away first. Hypercorn lear
 that an HTTP/1.1 client left only when a write fails, so a quiet call stream writes
 a comment every second; the event feed, every 15 s.
 
-Call stream order is a contract (issue 4, the arbiter seed): ``request_received``
+Call stream order is a contract (hosts read it to tie progress to a call; the README
+and the OpenAPI document promise it, test_admin_contract checks it): ``request_received``
 first, ``progress`` for each notification, ``result`` (the envelope), ``done`` last —
 also when the call fails, and also when the call task dies or is cancelled, which
 yields a failure envelope instead of breaking the stream.

@@ -2,7 +2,8 @@
 
 ``load_config`` is the one entry point (CLI, service, embedders). A missing file means
 no servers, so a fresh install starts; a malformed one raises ``ConfigError`` whose text
-is ``config error: <file>: <json path>: <problem>`` (DESIGN §5) and names the fix.
+is ``config error: <file>: <json path>: <problem>`` and names the fix (the CLI exits
+with status 2; the format is a contract that scripts and the README rely on).
 
 Relative paths in the file (``cwd``, ``state_dir``, ``${file:…}``) are taken from the
 config file's directory, so a config means the same whatever directory the service was
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from actors.connection.spec import ServerSpec, redact
+from supervisor.net import parse_bind
 
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers
 from .expansion import Expander
@@ -64,7 +66,6 @@ _TOKENS_PATH = "$.admin.tokens"
 MIN_TOKEN_LENGTH = 16
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+\Z")
 _MAKE_TOKEN = "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-_BIND = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^:\[\]\s]+):(?P<port>[0-9]{1,5})\Z")
 _SENSITIVE_QUERY = re.compile(r"auth|token|secret|key|passw|sig", re.IGNORECASE)
 
 
@@ -292,8 +293,7 @@ def _admin(value: object, path: str, exp: Expander) -> AdminSettings:
     if "bind" in obj:
         where = child(path, "bind")
         bind = exp.text(obj["bind"], where)
-        match = _BIND.match(bind)
-        if match is None or int(match["port"]) > 65535:
+        if parse_bind(bind) is None:
             raise Invalid(
                 where,
                 f"expected HOST:PORT like 127.0.0.1:8765 ([::1]:8765 for IPv6), got {show(obj['bind'])}",

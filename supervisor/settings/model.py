@@ -36,10 +36,13 @@ DEFAULT_ADMIN_BIND = "127.0.0.1:8765"
 
 @attrs.frozen(slots=True)
 class ToolSearchSettings:
-    """When turns list only ``tool_search`` instead of every tool (DESIGN §3).
+    """When turns list only ``tool_search`` instead of every tool.
 
-    ``enabled="auto"`` switches search on once a session's tool count exceeds
-    ``threshold``.
+    ``enabled="auto"`` switches search on once a session's tool count (its MCP tools
+    plus the host's own declared ``host_tools``) exceeds ``threshold``. Then a turn
+    lists the host's pinned tools, the tools this session has activated, and
+    ``tool_search``, whose matches (at most ``max_matches``) are activated for the rest
+    of the session, this turn included.
     """
 
     enabled: Literal["auto"] | bool = "auto"

@@ -1,4 +1,8 @@
-"""The embedded store: SQLite in the state directory (DESIGN.md §7).
+"""The embedded store: SQLite in the state directory (``supervisor.db``, WAL, mode 0600).
+
+It holds the audit rows, OAuth tokens, remembered approvals, tool-definition pins and
+the last-known tool lists (so a search can answer before a lazy server has started);
+writes survive a kill of the process without corruption.
 
 - ``records``: ``AuditRow``, ``hash_arguments`` (the audit keeps arguments only as a hash)
   and ``audit_hash`` (the same digest, faster where orjson writes the same bytes).

@@ -24,7 +24,7 @@ from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_jso
 from supervisor.store.schema import check_ours, check_version, migrate
 
 DB_FILENAME = "supervisor.db"
-"""The store's file name inside the state directory (DESIGN.md §7)."""
+"""The store's file name inside the state directory."""
 
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 
@@ -285,7 +285,7 @@ class Store:
         """Remember an "always" answer for (tenant, permission), replacing an older one.
 
         ``fingerprint`` is the tool definition's pin when the answer was given: a
-        changed tool must be asked about again (DESIGN.md §3).
+        changed tool must be asked about again (pinning, ``trust.apply_pin``).
         """
         if decision not in APPROVAL_DECISIONS:
             raise ValueError(f"a remembered approval is 'allow' or 'deny', not {decision!r}")

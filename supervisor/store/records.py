@@ -11,8 +11,8 @@ import attrs
 import orjson
 
 DECISIONS = ("allow", "ask", "deny", "none")
-"""Trust decisions an audit row may record (DESIGN.md §3); ``none`` when the call was
-refused before any (unknown tool, invalid arguments)."""
+"""Trust decisions an audit row may record (the ``trust.Action`` values); ``none`` when
+the call was refused before any (unknown tool, invalid arguments)."""
 
 APPROVAL_DECISIONS = ("allow", "deny")
 """What a remembered ("always") approval may say: ``ask`` is a question, not an answer."""
@@ -20,7 +20,9 @@ APPROVAL_DECISIONS = ("allow", "deny")
 
 @attrs.frozen(slots=True)
 class AuditRow:
-    """One call attempt, as audited (DESIGN.md §4 step 6). Arguments appear only as a hash.
+    """One call attempt, as audited: every attempt leaves exactly one row, also one refused
+    before the server is asked (see "One call's path" in ``docs/architecture.md``).
+    Arguments appear only as a hash.
 
     ``at`` is unix time; ``outcome`` is ``"ok"``, an envelope error code, or
     ``"interrupted"`` for a call the supervisor died during. ``record`` is the id of the

@@ -17,7 +17,7 @@ from supervisor.store.database import Store
 
 
 class StoreVault:
-    """``actors.auth.provider.TokenVault`` backed by a :class:`Store`."""
+    """``actors.auth.vault.TokenVault`` backed by a :class:`Store`."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

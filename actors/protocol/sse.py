@@ -1,7 +1,9 @@
 """A sans-I/O parser for Server-Sent Events (the WHATWG ``text/event-stream`` format).
 
 Bytes go in with :meth:`SSEParser.feed`; the events they complete come out. No
-sockets, no Trio: the HTTP transports own the I/O, and tests can feed any chunking.
+sockets, no Trio: the callers own the I/O (the HTTP transports, and the CLI's admin
+client through :func:`iter_events`), and tests can feed any chunking. It is the
+project's one SSE parser.
 
 The rules, from the HTML standard's "event stream interpretation":
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -180,3 +183,14 @@ class SSEParser:
         self._data_chars = 0
         self._event = ""
         self._block_retry = None
+
+
+def iter_events(
+    chunks: Iterable[bytes], max_event_chars: int = DEFAULT_MAX_EVENT_CHARS
+) -> Iterator[ServerSentEvent]:
+    """The events of a whole stream given as chunks, in order. An event the end of the
+    stream cuts short is dropped; an over-long one raises :class:`SSEError`."""
+    parser = SSEParser(max_event_chars)
+    for chunk in chunks:
+        yield from parser.feed(chunk)
+    yield from parser.close()

@@ -1,0 +1,86 @@
+"""Requests to authorization servers and identity providers: bounded, and untrusted.
+
+An authorization server is as untrusted as any other peer: an answer past
+``MAX_METADATA_BYTES`` is not read further, redirects are not followed, a 5xx or a
+failed connection is a :class:`~actors.transports.base.TransportClosed` (the
+connection retries later), and a refusal names at most the server's ``error`` code.
+The requests go through httpx2, the client the transports already use (authlib's own
+async client is tied to httpx).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx2
+import orjson
+
+from actors.auth.errors import auth_failed
+from actors.redaction import safe_url
+from actors.transports.base import USER_AGENT, TransportClosed
+
+MAX_METADATA_BYTES = 256 * 1024  # any answer of an authorization server (metadata, tokens)
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
+
+
+class AuthServerHttp:
+    """The HTTP side of one server's OAuth client: ``server`` names it in every error."""
+
+    def __init__(self, server: str, *, timeout_s: float, transport: httpx2.AsyncBaseTransport | None) -> None:
+        self.server = server
+        self._timeout_s = timeout_s
+        self._transport = transport
+
+    def client(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            follow_redirects=False,
+            timeout=self._timeout_s,
+            headers={"User-Agent": USER_AGENT},
+            transport=self._transport,
+        )
+
+    async def get_json(self, http: httpx2.AsyncClient, url: str, what: str) -> Any | None:
+        """A metadata document, or None when it is not there (any 4xx, too big, not JSON)."""
+        status, content = await self.fetch(http, "GET", url, what, headers={"Accept": "application/json"})
+        if status >= 500:
+            where = safe_url(url)
+            raise TransportClosed(f"mcp server {self.server}: {what} at {where} answered HTTP {status}")
+        if status != 200 or content is None:
+            return None
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError:
+            return None
+
+    async def post(self, http: httpx2.AsyncClient, url: str, what: str, **kwargs: Any) -> dict[str, Any]:
+        status, content = await self.fetch(http, "POST", url, what, **kwargs)
+        try:
+            body = None if content is None else orjson.loads(content) if content else {}
+        except orjson.JSONDecodeError:
+            body = None
+        if status >= 500:
+            raise TransportClosed(f"mcp server {self.server}: {what} answered HTTP {status}")
+        if not 200 <= status < 300 or not isinstance(body, dict):
+            code = body.get("error") if isinstance(body, dict) else None
+            reason = code if isinstance(code, str) and _ERROR_CODE.match(code) else "no usable answer"
+            raise auth_failed(self.server, f"{what} was refused: HTTP {status} ({reason})")
+        return body
+
+    async def fetch(
+        self, http: httpx2.AsyncClient, method: str, url: str, what: str, **kwargs: Any
+    ) -> tuple[int, bytes | None]:
+        """Status and body; the body is None past ``MAX_METADATA_BYTES``, and is not read
+        further: an authorization server is as untrusted as any other peer."""
+        try:
+            async with http.stream(method, url, **kwargs) as response:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_METADATA_BYTES:
+                        return response.status_code, None
+                    chunks.append(chunk)
+                return response.status_code, b"".join(chunks)
+        except httpx2.HTTPError as exc:
+            raise TransportClosed(f"mcp server {self.server}: {what} failed: {type(exc).__name__}") from None

@@ -1,0 +1,212 @@
+"""The JSON Schemas of the admin API's bodies: ``components.schemas`` of its OpenAPI document.
+
+JSON Schema 2020-12 (OpenAPI 3.1's dialect). ``openapi.py`` refers to them by name
+from its route table; the tests validate real responses against them. The ``State``
+enum is built from the connection states, so a new state cannot go undocumented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.connection.states import State
+from actors.router.depth import MAX_ARGUMENT_DEPTH
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to the schema ``name``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: tuple[str, ...], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": list(required), "properties": properties}
+
+
+STR = {"type": "string"}
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+_BOOL = {"type": "boolean"}
+_NULL_STR = {"type": ["string", "null"]}
+_NULL_NUM = {"type": ["number", "null"]}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj(
+        ("error",),
+        error=_obj(
+            ("code", "message"),
+            code=STR,
+            message=STR,
+            roles={
+                "type": "array",
+                "items": ref("Role"),
+                "description": "On a 403 for lack of a role: the roles that may.",
+            },
+        ),
+    ),
+    "Role": {"enum": ["operator", "tenant", "peer"]},
+    "Health": _obj(
+        ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
+    ),
+    "Transition": _obj(
+        ("at", "state", "previous", "reason"),
+        at=_NUM,
+        state=ref("State"),
+        previous=ref("State"),
+        reason=_NULL_STR,
+    ),
+    "State": {"type": ["string", "null"], "enum": [*(s.value for s in State), None]},
+    "Server": _obj(
+        (
+            "name",
+            "type",
+            "scope",
+            "trusted",
+            "enabled",
+            "state",
+            "since",
+            "attempt",
+            "next_retry_at",
+            "retry_in_s",
+            "last_error",
+            "condition",
+            "available",
+            "reconnects",
+            "tools",
+            "stale",
+        ),
+        name=STR,
+        type=STR,
+        scope={"enum": ["shared", "session"]},
+        trusted=_BOOL,
+        enabled=_BOOL,
+        state=ref("State"),
+        since=_NULL_NUM,
+        attempt=_INT,
+        next_retry_at=_NULL_NUM,
+        retry_in_s=_NULL_NUM,
+        last_error=_NULL_STR,
+        condition={"type": ["string", "null"], "enum": ["needs_auth", "crashed", None]},
+        available=_BOOL,
+        reconnects=_INT,
+        tools=_INT,
+        stale=_BOOL,
+    ),
+    "ServerDetail": {
+        "allOf": [
+            ref("Server"),
+            _obj(
+                ("transitions", "stderr_tail", "in_flight", "problems"),
+                transitions={"type": "array", "items": ref("Transition")},
+                stderr_tail={"type": ["array", "null"], "items": STR},
+                in_flight={"type": ["integer", "null"]},
+                transport=_NULL_STR,
+                problems={"type": "array", "items": STR},
+            ),
+        ]
+    },
+    "ServerList": _obj(("servers",), servers={"type": "array", "items": ref("Server")}),
+    "Command": _obj(("server", "command"), server=STR, command={"enum": ["restart", "enable", "disable"]}),
+    "Tool": _obj(
+        ("id", "server", "name", "description", "input_schema", "available", "stale"),
+        id=STR,
+        server=STR,
+        name=STR,
+        description=STR,
+        input_schema={"type": "object"},
+        available=_BOOL,
+        stale=_BOOL,
+    ),
+    "ToolList": _obj(("epoch", "tools"), epoch=_INT, tools={"type": "array", "items": ref("Tool")}),
+    "NewSession": {
+        "type": "object",
+        "properties": {
+            "host_tools": {"type": "integer", "minimum": 0},
+            "pinned": {"type": "array", "items": STR},
+        },
+    },
+    "Session": _obj(("session_id",), session_id=STR),
+    "SessionInfo": _obj(
+        ("session_id", "tenant", "host_tools", "pinned"),
+        session_id=STR,
+        tenant=STR,
+        host_tools=_INT,
+        pinned={"type": "array", "items": STR},
+    ),
+    "SessionList": _obj(("sessions",), sessions={"type": "array", "items": ref("SessionInfo")}),
+    "Turn": _obj(
+        ("turn_id", "epoch", "tools", "search_enabled"),
+        turn_id=STR,
+        epoch=_INT,
+        tools={"type": "array", "items": {"type": "object", "required": ["id", "server", "available"]}},
+        search_enabled=_BOOL,
+    ),
+    "CallRequest": {
+        "type": "object",
+        "required": ["tool"],
+        "properties": {
+            "tool": STR,
+            "arguments": {
+                "description": "The tool's arguments: an object nested at most "
+                f"{MAX_ARGUMENT_DEPTH} levels deep. Anything else is answered with the call's "
+                "own invalid_arguments envelope (and audit row), not a 400."
+            },
+            "request_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+        },
+    },
+    "Envelope": {
+        "oneOf": [
+            _obj(
+                ("ok", "tool", "text", "content", "structured", "truncated", "duration_ms"),
+                ok={"const": True},
+                tool=STR,
+                text=STR,
+                content={"type": "array", "items": {"type": "object"}},
+                structured={},
+                truncated=_BOOL,
+                duration_ms=_INT,
+            ),
+            _obj(
+                ("ok", "tool", "error"),
+                ok={"const": False},
+                tool=STR,
+                error=_obj(("code", "message"), code=STR, message=STR),
+            ),
+        ]
+    },
+    "SearchRequest": {"type": "object", "required": ["query"], "properties": {"query": STR}},
+    "SearchResult": _obj(
+        ("matches", "turn_id"),
+        turn_id=STR,
+        matches={
+            "type": "array",
+            "items": _obj(
+                ("id", "description", "server_state", "stale"),
+                id=STR,
+                description=STR,
+                server_state=STR,
+                stale=_BOOL,
+            ),
+        },
+    ),
+    "Approval": _obj(
+        ("id", "tool", "server", "permission", "arguments", "reason", "session", "tenant"),
+        id=STR,
+        tool=STR,
+        server=STR,
+        permission=STR,
+        arguments={"type": "object"},
+        reason=STR,
+        session=STR,
+        tenant=STR,
+    ),
+    "ApprovalList": _obj(("approvals",), approvals={"type": "array", "items": ref("Approval")}),
+    "ApprovalAnswer": {
+        "type": "object",
+        "required": ["decision"],
+        "properties": {
+            "decision": {"enum": ["allow", "deny"]},
+            "remember": {"enum": ["once", "session", "always"]},
+        },
+    },
+    "Cancelled": _obj(("request_id", "status"), request_id=STR, status={"const": "cancelling"}),
+}

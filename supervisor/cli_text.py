@@ -1,0 +1,134 @@
+"""Terminal text for the CLI's client commands: safe, and cut to the width.
+
+Text that comes from MCP servers (error messages, descriptions, progress messages) is
+shown with control characters replaced (``printable``): a server must not be able to
+move the operator's cursor, retitle the terminal or hide lines with escape sequences.
+Tables are aligned and cut to the terminal's width; the progress line on stderr is
+redrawn in place, and only on a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import unicodedata
+from collections.abc import Sequence
+from typing import TextIO
+
+_GAP = "  "
+_MIN_LAST_COLUMN = 12
+_CUT = "..."
+_CLEAR_LINE = "\r\x1b[K"
+_SPACE = re.compile(r"\s+")
+
+
+def printable(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with control characters (C0, C1, DEL; newlines too unless kept) as ``?``."""
+    return "".join(
+        "?" if unicodedata.category(char) == "Cc" and not (keep_newlines and char == "\n") else char
+        for char in text
+    )
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` printable on one line (runs of whitespace as one space), maybe cut."""
+    flat = printable(_SPACE.sub(" ", text).strip())
+    return flat if limit is None else cut(flat, limit)
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, ending in ``...`` when shortened."""
+    if len(text) <= width:
+        return text
+    if width <= len(_CUT):
+        return text[:width]
+    return text[: width - len(_CUT)] + _CUT
+
+
+def terminal_width() -> int:
+    """Columns of the terminal (``$COLUMNS`` first, 80 when there is none)."""
+    return shutil.get_terminal_size().columns
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """Left-aligned columns two spaces apart; the last column gets the room that is left
+    (at least a few characters, so a narrow terminal still shows the start of it)."""
+    widths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in range(len(headers) - 1)]
+    fixed = sum(widths) + len(_GAP) * (len(headers) - 1)
+    room = max(width - fixed, len(headers[-1]), _MIN_LAST_COLUMN)
+    lines = []
+    for cells in [headers, *rows]:
+        parts = [cell.ljust(w) for cell, w in zip(cells[:-1], widths, strict=True)]
+        lines.append(_GAP.join([*parts, cut(cells[-1], room)]).rstrip())
+    return lines
+
+
+def cell(value: object) -> str:
+    """A table cell: ``-`` for nothing, ``yes``/``no``, whole numbers without ``.0``."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return one_line(str(value))
+
+
+def format_retry(state: object, retry_in_s: object) -> str:
+    """The RETRY column: a countdown (rounded up, so it never says 0 while waiting) for a
+    server in backoff, ``-`` for anyone else."""
+    if state != "backoff" or isinstance(retry_in_s, bool) or not isinstance(retry_in_s, int | float):
+        return "-"
+    seconds = math.ceil(retry_in_s)
+    if seconds <= 0:
+        return "now"
+    if seconds < 60:
+        return f"in {seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"in {minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"in {hours}h{minutes:02d}m"
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def format_progress(data: object) -> str | None:
+    """``progress 2/5: message`` from a ``progress`` event's data (None if unusable)."""
+    if not isinstance(data, dict) or data.get("progress") is None:
+        return None
+    line = f"progress {_number(data['progress'])}"
+    if data.get("total") is not None:
+        line += f"/{_number(data['total'])}"
+    if data.get("message"):
+        line += f": {data['message']}"
+    return one_line(line)
+
+
+class Progress:
+    """One status line on stderr, redrawn in place; silent unless stderr is a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.enabled = stream.isatty()
+        self._shown = False
+
+    def show(self, line: str) -> None:
+        if not self.enabled:
+            return
+        # One column short of the width: a full line would wrap on some terminals, and
+        # a wrapped line can no longer be redrawn with a carriage return.
+        self._stream.write(_CLEAR_LINE + cut(line, max(terminal_width() - 1, 10)))
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write(_CLEAR_LINE)
+            self._stream.flush()
+            self._shown = False

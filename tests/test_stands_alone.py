@@ -1,0 +1,59 @@
+"""The repository stands alone: nothing in it cites a document outside it.
+
+Readers get what they need where they need it (a docstring, ``docs/``, the README);
+a pointer to a design note that is not in the repository helps nobody. Section signs
+are for public standards only (``RFC 9112 §3.2.2``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLACES = ("supervisor", "actors", "tests", "benchmarks", "docs", "config", ".ci")
+FILES = ("README.md", "pyproject.toml")
+SUFFIXES = {".py", ".md", ".json", ".toml", ".txt", ""}
+# Documents that live (or lived) outside the repository, and paths that lead there.
+OUTSIDE = re.compile(r"\bDESIGN(?:\.md|/|\s*§)|\bDEVELOPERS\.md|\bSTYLE\.md|\.\./shared\b|\bseed guide\b")
+STANDARD_SECTION = re.compile(r"(?:RFC \d+|HTML) $")
+
+
+def texts() -> list[Path]:
+    paths = [ROOT / name for name in FILES]
+    for place in PLACES:
+        paths.extend(
+            p
+            for p in (ROOT / place).rglob("*")
+            if p.is_file() and p.suffix in SUFFIXES and "__pycache__" not in p.parts
+        )
+    return [p for p in paths if p != Path(__file__).resolve()]
+
+
+def outside_citations(text: str) -> list[str]:
+    found = [m.group(0) for m in OUTSIDE.finditer(text)]
+    for m in re.finditer("§", text):
+        if not STANDARD_SECTION.search(text[max(0, m.start() - 12) : m.start()]):
+            found.append(text[max(0, m.start() - 20) : m.end() + 2])
+    return found
+
+
+def test_nothing_cites_a_document_outside_the_repository() -> None:
+    paths = texts()
+    assert ROOT / "actors" / "router" / "validation.py" in paths  # the walk reads our code
+    offenders = {}
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if found := outside_citations(text):
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_check_sees_what_it_must() -> None:
+    for cited in ("(DESIGN.md §4)", "(DESIGN §6)", "see DESIGN/STYLE", "DEVELOPERS.md says", "../shared/x"):
+        assert outside_citations(cited), cited
+    assert outside_citations("per §6, the body")
+    assert outside_citations("RFC 9112 §3.2.2, RFC 6749 §6 and RFC 9728 §3.1") == []
