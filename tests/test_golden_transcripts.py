@@ -72,9 +72,6 @@ _LINE_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"/tmp/[^\s\"']+"), "<tmp>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<id>"),
-    # Whether a crashed server's last stderr line is read before its EOF is noticed is
-    # a race the product does not pin (both texts are right).
-    (re.compile(r" \(last stderr line: [^)]*\)"), ""),
 )
 
 

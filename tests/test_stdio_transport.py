@@ -258,6 +258,26 @@ async def test_receive_returns_eof_and_send_fails_after_crash(mini_server_argv: 
     assert t.returncode == 3
 
 
+LAST_WORDS = (
+    "import os, sys\n"
+    "sys.stdout.write('{}\\n'); sys.stdout.flush()\n"
+    "sys.stderr.write('some noise\\nlast words %d\\n' % os.getpid()); sys.stderr.flush()\n"
+    "os._exit(3)\n"
+)
+
+
+async def test_a_crashed_servers_last_stderr_line_is_known_by_its_eof() -> None:
+    """The connection's failure reason quotes the last stderr line, read when stdout's EOF
+    is seen: the kernel closes both pipes at the exit, but the hub reads stderr in its
+    own task, so without waiting for it the line was missing now and then (under load,
+    often). Many tries, because it is a race."""
+    for _ in range(25):
+        with trio.fail_after(BOUND_S):
+            async with open_stdio_transport(make_spec([sys.executable, "-c", LAST_WORDS])) as t:
+                assert await read_all(t) == b"{}\n"
+                assert t.stderr_tail()[-1:] == [f"last words {t.pid}"]
+
+
 async def crash_leaving_a_grandchild(t: StdioTransport) -> None:
     """Crash a ``--spawn-child`` server; its grandchild holds stdout open."""
     await initialize(t)

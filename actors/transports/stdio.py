@@ -155,6 +155,14 @@ class StdioTransport:
             raise TransportClosed(
                 f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
             ) from exc
+        if not data:
+            # The server is gone or going. What it wrote to stderr before closing stdout
+            # is in that pipe now; take it (without waiting: a process it left behind
+            # may hold stderr open) rather than leave it to the hub's next turn, so the
+            # failure reason can quote its last line.
+            for _ in range(_DRAIN_READS):
+                if not self._stderr_ready():
+                    break
         # trio's pipes return bytes; the Stream ABC also allows bytearray.
         return data if isinstance(data, bytes) else bytes(data)
 
