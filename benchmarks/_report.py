@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent  # paths in profiles are shown relative to it
+
 Row = dict[str, Any]
 
 
@@ -414,7 +416,7 @@ _LINE = re.compile(r":\d+\)$")
 def _short(frame: str) -> str:
     frame = _LINE.sub(")", frame)
     frame = re.sub(r"\(/[^)]*?site-packages/", "(", frame)
-    return re.sub(r"\(/work/main/", "(", frame)
+    return frame.replace(f"({ROOT}/", "(")
 
 
 def collapse(raw: str, limit: int = 28) -> dict[str, Any]:
@@ -457,7 +459,7 @@ def pstats_top(path: Path, limit: int = 28) -> dict[str, Any]:
     total = sum(v[2] for v in rows.values()) or 1.0
     by_self = sorted(rows.items(), key=lambda kv: kv[1][2], reverse=True)[:limit]
     by_cum = sorted(rows.items(), key=lambda kv: kv[1][3], reverse=True)[:limit]
-    name = lambda k: f"{k[2]} ({k[0].split('/work/main/')[-1].split('site-packages/')[-1]})"  # noqa: E731
+    name = lambda k: f"{k[2]} ({k[0].removeprefix(f'{ROOT}/').split('site-packages/')[-1]})"  # noqa: E731
     return {
         "samples": "cProfile",
         "self": [(100 * v[2] / total, name(k)) for k, v in by_self],

@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any
 
-from _common import emit, ours_config, quiet_logging, raise_fd_limit, rss_kb, server_argv, wait_steady
+from _common import ROOT, emit, ours_config, quiet_logging, raise_fd_limit, rss_kb, server_argv, wait_steady
 
 
 async def ours(count: int, trace: bool = False) -> dict[str, Any]:
@@ -181,11 +181,9 @@ def _trace_top(before: Any, count: int, limit: int = 60) -> list[tuple[str, floa
     for stat in after.compare_to(before, "traceback"):
         total += stat.size_diff
         frames = list(stat.traceback)
-        ours = [
-            f for f in frames if "/work/main/actors/" in f.filename or "/work/main/supervisor/" in f.filename
-        ]
+        ours = [f for f in frames if f.filename.startswith((f"{ROOT}/actors/", f"{ROOT}/supervisor/"))]
         frame = ours[-1] if ours else frames[-1]
-        name = frame.filename.split("site-packages/")[-1].split("/work/main/")[-1]
+        name = frame.filename.split("site-packages/")[-1].removeprefix(f"{ROOT}/")
         sites[f"{name}:{frame.lineno}"] += stat.size_diff
     top = [("(all Python allocations)", total / count)]
     top.extend((where, size / count) for where, size in sites.most_common(limit))

@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from _common import (
+    ROOT,
     child_pids,
     emit,
     heap_kb,
@@ -167,7 +168,7 @@ def _growth(before: Any, limit: int = 15) -> list[tuple[int, str]]:
         frames = list(stat.traceback)
         ours = [f for f in frames if "/actors/" in f.filename or "/supervisor/" in f.filename]
         frame = ours[-1] if ours else frames[-1]
-        where = frame.filename.split("site-packages/")[-1].split("/work/main/")[-1]
+        where = frame.filename.split("site-packages/")[-1].removeprefix(f"{ROOT}/")
         sites[f"{where}:{frame.lineno}"] += stat.size_diff
     return [(total, "(all Python allocations)"), *((size, where) for where, size in sites.most_common(limit))]
 
