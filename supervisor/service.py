@@ -94,6 +94,17 @@ async def recover_dead_instances(state_path: Path, store: Store | None = None) -
             instance.done()
 
 
+def default_connector(
+    config: Config, state_path: Path, store: Store, authorizer: Authorizer | None, instance: str
+) -> TransportConnector:
+    """The connector of a supervisor given none (the one place it is built): local
+    servers spawned as this ``instance``, remote ones with their tokens in the store's
+    vault and their OAuth consent asked of ``authorizer``."""
+    return TransportConnector(
+        state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer, instance=instance
+    )
+
+
 def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
     """Last-known tool lists of configured servers (unreadable entries skipped)."""
     wanted = set(servers)
@@ -193,13 +204,8 @@ class Supervisor:
             try:
                 await recover_dead_instances(state_path, store)
                 journal = AuditJournal(state_path, lock.id)
-                connector = connector or TransportConnector(
-                    state_path,
-                    config.secrets,
-                    vault=StoreVault(store),
-                    authorizer=authorizer,
-                    instance=lock.id,
-                )
+                if connector is None:
+                    connector = default_connector(config, state_path, store, authorizer, lock.id)
                 async with cls._running(
                     config,
                     approver,
@@ -229,12 +235,11 @@ class Supervisor:
         approver: Approver | None,
         state_path: Path,
         store: Store,
-        connector: Connector | None,
+        connector: Connector,
         server_requests: ServerRequestHandler | None,
         client_capabilities: Mapping[str, Any] | None,
         journal: AuditJournal,
     ) -> AsyncIterator[Supervisor]:
-        connector = connector or TransportConnector(state_path, config.secrets, vault=StoreVault(store))
         shared = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         store_actor = StoreActor(store)
 
