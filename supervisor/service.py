@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
+from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionMessage, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope
-from actors.mailbox import Channels, open_mailbox, try_send
+from actors.mailbox import Channels, open_mailbox
 from actors.protocol.codec import structure_tool, tool_to_wire
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
@@ -41,19 +41,22 @@ from actors.transports.instances import claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
+from supervisor.audit_trail import AuditTrail
+from supervisor.connections import ConnectionFactory, shared_child
 from supervisor.memory_trim import trim_memory_periodically
 from supervisor.metrics import Metrics
-from supervisor.one_for_one import ChildSpec, OneForOne
+from supervisor.one_for_one import OneForOne
 from supervisor.policy import Policy
 from supervisor.requests import RequestRegistry
-from supervisor.sessions import Session
+from supervisor.sessions import Session, SessionServices, open_session
 from supervisor.settings.model import Config
 from supervisor.state_dir import lock_instance, open_store, resolve_state_dir, state_errors
 from supervisor.store.vault import StoreVault
+from supervisor.turns import CallServices
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
     from actors.auth.provider import Authorizer
-from supervisor.store import AddAudit, AuditRow, SaveToolList, Store, StoreActor
+from supervisor.store import SaveToolList, Store, StoreActor
 from supervisor.store.journal import AuditJournal
 from supervisor.store.replay import fold_journal, recover_audit_journals
 
@@ -130,19 +133,20 @@ class Supervisor:
         config: Config,
         router: RouterActor,
         router_mailbox: trio.MemorySendChannel[RouterMessage],
-        connector: Connector,
+        connections: ConnectionFactory,
         state_dir: Path,
         store: StoreActor,
         policy: Policy,
         approvals: ApprovalDesk,
         events: Broadcast[Mapping[str, Any]],
         journal: AuditJournal,
+        mailboxes: Mapping[str, trio.MemorySendChannel[ConnectionMessage]],
     ) -> None:
         self.config = config
         self.journal = journal
         self.router = router
         self.router_mailbox = router_mailbox
-        self.connector = connector
+        self.connector = connections.connector
         self.state_dir = state_dir
         self.store = store
         self.policy = policy
@@ -150,10 +154,17 @@ class Supervisor:
         self.events = events
         self.metrics = Metrics()
         self.requests = RequestRegistry()
-        self.server_requests: ServerRequestHandler | None = None
-        self.client_capabilities: dict[str, Any] = {}
-        self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
+        self.server_requests = connections.server_requests
+        self.client_capabilities = connections.client_capabilities
+        self._mailboxes = dict(mailboxes)
         self.instance_id: str = journal.instance_id  # this instance's lock in the state directory
+        calls = CallServices(
+            config.tool_search, self.requests, AuditTrail(journal, store), self.metrics, events
+        )
+        private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
+        self._sessions = SessionServices(
+            router.cell, router_mailbox, connections, private, policy, approvals, calls
+        )
 
     @classmethod
     @asynccontextmanager
@@ -277,6 +288,7 @@ class Supervisor:
             submit=store_actor.submit,
         )
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
+        factory = ConnectionFactory(connector, router_send, client_capabilities or {}, server_requests)
         tree = OneForOne()
         async with trio.open_nursery() as nursery:
             if isinstance(connector, TransportConnector):  # one task for every local server's stderr and exit
@@ -286,12 +298,19 @@ class Supervisor:
             await nursery.start(journal.run, fold)
             await nursery.start(router.run)
             supervisor = cls(
-                config, router, router_send, connector, state_path, store_actor, policy, desk, events, journal
+                config,
+                router,
+                router_send,
+                factory,
+                state_path,
+                store_actor,
+                policy,
+                desk,
+                events,
+                journal,
+                {name: pair[0] for name, pair in mailboxes.items()},
             )
-            supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
-            supervisor.server_requests = server_requests
-            supervisor.client_capabilities = dict(client_capabilities or {})
-            children = [supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared]
+            children = [shared_child(spec, mailboxes[spec.name], factory) for spec in shared]
             await nursery.start(tree.run, children)
             log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
             try:
@@ -305,43 +324,6 @@ class Supervisor:
                 nursery.cancel_scope.cancel()
                 log.info("supervisor stopped", extra={"fields": {}})
 
-    def _child(
-        self,
-        name: str,
-        mailbox: trio.MemoryReceiveChannel[ConnectionMessage],
-        router_send: trio.MemorySendChannel[RouterMessage],
-    ) -> ChildSpec:
-        spec = self.config.server(name)
-        send = self._mailboxes[name]
-        last_delay = spec.reconnect_schedule_s[-1]
-
-        def start(crashed: Crashed | None = None) -> Any:
-            # A fresh actor per (re)start; the mailbox outlives it so senders keep working.
-            return ConnectionActor(
-                spec,
-                self.connector,
-                mailbox,
-                router_send.clone(),
-                client_capabilities=self.client_capabilities,
-                server_requests=self.server_requests,
-                crashed=crashed,
-            ).run
-
-        def park(crash: Exception) -> Any:
-            # A bug of ours fails this server only: it waits in backoff (condition
-            # "crashed") and tries again at its schedule's last delay, forever.
-            what = f"{type(crash).__name__}: {crash}"[:200]
-            reason = (
-                f"mcp server {name}: its connection actor crashed ({what}); next try in "
-                f"{last_delay:g} s (a bug in mcp-supervisor: please report it with the log)"
-            )
-            return start(Crashed(reason, last_delay))
-
-        def request_stop() -> bool:
-            return try_send(send, Command(Control.STOP))
-
-        return ChildSpec(name, start, request_stop, park=park, park_s=last_delay)
-
     @asynccontextmanager
     async def session(
         self, *, tenant: str = "default", host_tools: int = 0, pinned: Iterable[str] = ()
@@ -351,32 +333,10 @@ class Supervisor:
         ``host_tools``: how many tools of its own the host shows the model (they count
         toward the ``tool_search`` threshold); ``pinned``: tool ids always listed.
         """
-        async with trio.open_nursery() as nursery:
-            session = Session(self, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
-            try:
-                yield session
-            finally:
-                with trio.CancelScope(shield=True):
-                    await session._close(SHUTDOWN_GRACE_S)
-
-    def audit_started(self, row: AuditRow) -> None:
-        """A call goes out (or waits for an approval): journal the row it leaves if the
-        supervisor dies before it ends (outcome ``interrupted``; same ``record`` id)."""
-        self.journal.started(row)
-
-    async def audit(self, row: AuditRow) -> None:
-        """One call's audit row: journaled at once (one ``write()``, so it survives a
-        kill of this process from here on), then queued for SQLite; when the store is
-        far behind, the call waits for room (README: one audit row per call attempt)."""
-        receipt = self.journal.finished(row)
-        if not await self.store.put(AddAudit(row, receipt)) and receipt is not None:
-            receipt.settle(False)
-
-    def audit_now(self, row: AuditRow) -> None:
-        """``audit`` without waiting (for a call being cancelled)."""
-        receipt = self.journal.finished(row)
-        if not self.store.submit(AddAudit(row, receipt)) and receipt is not None:
-            receipt.settle(False)
+        async with open_session(
+            self._sessions, SHUTDOWN_GRACE_S, tenant=tenant, host_tools=host_tools, pinned=pinned
+        ) as session:
+            yield session
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What the server's connection actor alone knows (stderr tail, calls in flight);

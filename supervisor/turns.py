@@ -1,5 +1,11 @@
 """A Turn: one agent turn over one immutable catalog epoch, and the path of a call.
 
+A turn sees neither the supervisor nor the session class: it is given what it uses,
+``CallServices`` (the supervisor's parts a call needs) and its session as a
+``TurnSession`` (the session's side of a call: who calls, what was activated, the
+trust decision). So this module imports nothing of ``supervisor.sessions`` or
+``supervisor.service``, which build it.
+
 A call goes: refuse arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` → resolve
 the id in the turn's catalog → validate the arguments against the tool's inputSchema
 (no server contact when they are wrong) → trust decision (allow / ask / deny, asking
@@ -16,26 +22,28 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import attrs
 import orjson
 import trio
 
+from actors.broadcast import Broadcast
 from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
-from actors.mailbox import try_send
+from actors.mailbox import Channels, try_send
 from actors.protocol.session import ProgressReceived
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
-from supervisor.requests import InFlightRequest
+from supervisor.audit_trail import AuditTrail
+from supervisor.metrics import Metrics
+from supervisor.requests import InFlightRequest, RequestRegistry
+from supervisor.settings.model import ToolSearchSettings
 from supervisor.store import AuditRow, audit_hash
 from supervisor.store.records import bounded_hash, bytes_hash
 from supervisor.store.replay import INTERRUPTED
-
-if TYPE_CHECKING:
-    from supervisor.sessions import Session
 
 log = logging.getLogger("supervisor.turns")
 
@@ -57,11 +65,63 @@ TOOL_SEARCH_ENTRY = ToolEntry(
 )
 
 
+@attrs.frozen(slots=True, eq=False)
+class CallServices:
+    """What the calls of a turn may use of the supervisor that runs them (built once,
+    with the supervisor)."""
+
+    tool_search: ToolSearchSettings
+    requests: RequestRegistry
+    """Calls in flight by (tenant, request id), so a client can cancel one."""
+    audit: AuditTrail
+    metrics: Metrics
+    events: Broadcast[Mapping[str, Any]]
+
+
+@attrs.frozen(slots=True)
+class Authorization:
+    """The final word on one call: ``action`` (allow or deny), what policy first said
+    (``decided``: allow, ask or deny, for the audit), and why."""
+
+    action: Action
+    decided: str
+    reason: str
+
+
+class TurnSession(Protocol):
+    """What a turn may use of its session (``supervisor.sessions.Session`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def pinned(self) -> tuple[str, ...]: ...
+    @property
+    def activated(self) -> Mapping[str, None]: ...
+    @property
+    def replies(self) -> list[Channels[CallOutcome]]:
+        """Answered reply channels, for the next calls to reuse."""
+
+    def activate(self, tool_id: str) -> None: ...
+
+    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
+        """What policy says of one call before anyone is asked."""
+
+    async def authorize(
+        self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
+    ) -> Authorization:
+        """The final word on one call, asking the host when policy says ask."""
+
+
 class Turn:
     """One agent turn; everything in it comes from ``catalog`` (its epoch)."""
 
-    def __init__(self, session: Session, turn_id: str, catalog: Catalog, search_enabled: bool) -> None:
+    def __init__(
+        self, session: TurnSession, calls: CallServices, turn_id: str, catalog: Catalog, search_enabled: bool
+    ) -> None:
         self.session = session
+        self._calls = calls
         self.id = turn_id
         self.catalog = catalog
         self.epoch = catalog.epoch
@@ -103,7 +163,7 @@ class Turn:
     def search(self, query: str) -> dict[str, Any]:
         """``tool_search``: BM25 over id + full description in this turn's catalog; the
         matches are activated for the rest of the session, this turn included."""
-        settings = self.session.supervisor.config.tool_search
+        settings = self._calls.tool_search
         tools = self.catalog.tools
         matches = self.catalog.search_index.search(query, settings.max_matches, allow=tools.__contains__)
         found = []
@@ -141,7 +201,7 @@ class Turn:
         """
         if request_id is None:
             return await self._call(tool_id, arguments, progress, None, raw_request)
-        requests = self.session.supervisor.requests
+        requests = self._calls.requests
         request = requests.open(request_id, self.session.tenant, tool_id)
         try:
             return await self._call(tool_id, arguments, progress, request, raw_request)
@@ -189,10 +249,10 @@ class Turn:
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
         # From here the call may wait (an approval, the server): a row that says so first.
-        supervisor = self.session.supervisor
-        record = supervisor.journal.new_id()
+        audit = self._calls.audit
+        record = audit.new_id()
         began = trio.current_time()
-        supervisor.audit_started(
+        audit.started(
             self._row(entry.id, entry.server, digest, first.action.value, INTERRUPTED, 0, 0, record)
         )
         try:
@@ -203,7 +263,7 @@ class Turn:
             row = self._row(
                 entry.id, entry.server, digest, first.action.value, outcome, duration_ms, 0, record
             )
-            supervisor.audit_now(row)
+            audit.finished_now(row)
             self._observe(row)
             raise
         return await self._audited(entry.id, entry.server, digest, decided, envelope, record)
@@ -263,7 +323,7 @@ class Turn:
         record: str | None = None,
     ) -> Envelope:
         """Leave the call's row (durable before this returns), count it, announce it."""
-        supervisor = self.session.supervisor
+        audit = self._calls.audit
         outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
         row = self._row(
             tool,
@@ -273,9 +333,9 @@ class Turn:
             outcome,
             envelope.duration_ms,
             len(envelope.text.encode()),
-            record or supervisor.journal.new_id(),
+            record or audit.new_id(),
         )
-        await supervisor.audit(row)
+        await audit.finished(row)
         self._observe(row)
         return envelope
 
@@ -308,9 +368,9 @@ class Turn:
 
     def _observe(self, row: AuditRow) -> None:
         """Metrics and the call event of one ended call."""
-        supervisor = self.session.supervisor
-        supervisor.metrics.observe_call(row.outcome, row.duration_ms)
-        supervisor.events.publish(
+        calls = self._calls
+        calls.metrics.observe_call(row.outcome, row.duration_ms)
+        calls.events.publish(
             {
                 "type": "call",
                 "tool": row.tool,
