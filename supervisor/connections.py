@@ -1,18 +1,21 @@
-"""How the supervisor builds connection actors, shared and private.
+"""The supervisor's connection actors: how they are built, and the shared ones' lifetime.
 
 ``ConnectionFactory`` holds what every connection actor of one supervisor is given
 (the connector, the router's mailbox, the host's client capabilities and its
 handler of server requests), so a session starts its private servers with the same
 parts as the supervisor its shared ones, without seeing the supervisor.
 
-``shared_child`` is one shared server as a child of the one-for-one supervisor
-(``supervisor.one_for_one``): a fresh actor per (re)start on a mailbox that outlives
-it, a stop request through that mailbox, and the parked start of an actor that
-crashed too often.
+``SharedConnections`` runs the shared servers: each one a child of a one-for-one
+supervisor (``supervisor.one_for_one``) with a mailbox of its own that outlives its
+restarts. Its lifetime holds the stdio hub (the connector's one task for every local
+server's exits), and inside it the children, stopped in reverse when it ends (each
+tears its server down: stdin closed, SIGTERM, SIGKILL, reaped).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -21,10 +24,12 @@ import trio
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
 from actors.connection.messages import Command, ConnectionMessage, Control
 from actors.connection.spec import ServerSpec
-from actors.mailbox import Channels, try_send
+from actors.mailbox import Channels, open_mailbox, try_send
 from actors.router.actor import RouterMessage
 from actors.transports.base import Connector
-from supervisor.one_for_one import ChildSpec, Startable
+from actors.transports.select import TransportConnector
+from supervisor.lifetimes import SHUTDOWN_GRACE_S, lifetime
+from supervisor.one_for_one import ChildSpec, OneForOne, Startable
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -86,3 +91,41 @@ def shared_child(
         return try_send(send, Command(Control.STOP))
 
     return ChildSpec(spec.name, start, request_stop, park=park, park_s=last_delay)
+
+
+class SharedConnections:
+    """The shared servers' connection actors; see the module docstring."""
+
+    def __init__(self, specs: Iterable[ServerSpec], factory: ConnectionFactory) -> None:
+        self.factory = factory
+        self._initial = tuple(specs)
+        self._mailboxes: dict[str, Channels[ConnectionMessage]] = {
+            spec.name: open_mailbox() for spec in self._initial
+        }
+        self._tree = OneForOne(dynamic=True, stop_timeout_s=SHUTDOWN_GRACE_S)
+
+    def registered(self) -> list[tuple[ServerSpec, trio.MemorySendChannel[ConnectionMessage]]]:
+        """The servers to start with, and their mailboxes (for the router's first catalog)."""
+        return [(spec, self._mailboxes[spec.name][0]) for spec in self._initial]
+
+    def mailbox(self, name: str) -> trio.MemorySendChannel[ConnectionMessage]:
+        """The mailbox of a shared server's connection actor."""
+        try:
+            return self._mailboxes[name][0]
+        except KeyError:
+            raise KeyError(f"no server named {name!r}; known: {', '.join(self._mailboxes)}") from None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the stdio hub, and inside it every shared server's actor, for the block;
+        see ``Supervisor.open`` for what ending it does."""
+        connector = self.factory.connector
+        async with lifetime() as hub:  # outlives every connection: they report exits to it
+            if isinstance(connector, TransportConnector):
+                await hub.start(connector.run)
+            async with lifetime(self._tree.stop, grace_s=2 * SHUTDOWN_GRACE_S, transparent=False) as children:
+                initial = [
+                    shared_child(spec, self._mailboxes[spec.name], self.factory) for spec in self._initial
+                ]
+                await children.start(self._tree.run, initial)
+                yield

@@ -31,6 +31,7 @@ from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.trust import Action, Decision, permission_of
 from supervisor.approvals import ApprovalDesk, ApprovalRequest
 from supervisor.connections import ConnectionFactory
+from supervisor.lifetimes import lifetime
 from supervisor.policy import Policy
 from supervisor.turns import Authorization, CallServices, Turn
 
@@ -61,25 +62,46 @@ class SessionServices:
 @asynccontextmanager
 async def open_session(
     services: SessionServices,
-    grace_s: float,
     *,
     tenant: str = "default",
     host_tools: int = 0,
     pinned: Iterable[str] = (),
 ) -> AsyncIterator[Session]:
-    """A session for the ``async with`` block; its private servers stop with it (each
-    within ``grace_s``, then cancelled), also when the host is cancelled."""
-    async with trio.open_nursery() as nursery:
-        session = Session(services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
-        try:
+    """The lifetime of a session: see ``Session``."""
+    session: Session | None = None
+
+    async def stop() -> None:
+        if session is not None:
+            await session._stop_private()
+
+    try:
+        async with lifetime(stop, transparent=False) as nursery:
+            session = Session(services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
             yield session
-        finally:
-            with trio.CancelScope(shield=True):
-                await session._close(grace_s)
+    finally:
+        if session is not None:  # the router forgets its private servers
+            try_send(services.router, DropOwner(session.id))
 
 
 class Session:
-    """One conversation; owns its private connections, activations and approvals."""
+    """One conversation; owns its private connections, activations and approvals.
+
+    Obtain one with ``Supervisor.session()`` (an ``async with``), inside the
+    supervisor's block.
+
+    Error handling:
+      An error of the block comes out in one ``ExceptionGroup``, as from a nursery,
+      after the private connections have stopped. A private connection that fails
+      makes its server unavailable in this session, never an error of the block.
+
+    Resource handling:
+      Its ``scope: session`` servers start at its first turn and run in a nursery of
+      its own, so they end with it: leaving the block, also when the host is
+      cancelled, stops each (its server torn down: stdin closed, SIGTERM, SIGKILL,
+      reaped) within ``SHUTDOWN_GRACE_S``, shielded, then cancels what is left, and the
+      router forgets them. Activations and "for the session" approvals live in memory
+      and go with it.
+    """
 
     def __init__(
         self,
@@ -233,12 +255,9 @@ class Session:
         await self._nursery.start(run)
         await send.send(EnsureStarted())
 
-    async def _close(self, grace_s: float) -> None:
-        """Stop private connections (their processes go with them), forget the session."""
+    async def _stop_private(self) -> None:
+        """Stop the private connections (their processes go with them)."""
         for send, _done in self._private.values():
             try_send(send, Command(Control.STOP))
-        with trio.move_on_after(grace_s):
-            for _send, done in self._private.values():
-                await done.wait()
-        self._nursery.cancel_scope.cancel()
-        try_send(self._services.router, DropOwner(self.id))
+        for _send, done in self._private.values():
+            await done.wait()

@@ -22,7 +22,14 @@ from actors.connection.messages import ConnectionMessage, StateChanged, ToolsLis
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
 from actors.protocol.messages import Tool
-from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterActor, RouterMessage
+from actors.router.actor import (
+    CatalogCell,
+    DropOwner,
+    RegisterServer,
+    RouterActor,
+    RouterMessage,
+    StopRouter,
+)
 from actors.router.catalog import Catalog
 
 WAIT_S = 10.0  # virtual seconds: a hang fails at once on the autojump clock
@@ -164,6 +171,24 @@ async def test_router_ends_when_its_mailbox_closes(autojump_clock: trio.testing.
         async with trio.open_nursery() as nursery:
             await nursery.start(router.run)
             await send.aclose()
+
+
+async def test_stop_router_folds_what_came_before_then_ends(autojump_clock: trio.testing.MockClock) -> None:
+    send, receive = trio.open_memory_channel[RouterMessage](8)
+    router = RouterActor([(ServerSpec("time"), connection_mailbox())], receive)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(router.run)
+            # Sent together with the stop, still folded (one epoch), and nothing after it.
+            send.send_nowait(listed("time", "get"))
+            send.send_nowait(moved("time", State.STOPPED, State.TEARDOWN))
+            send.send_nowait(StopRouter())
+            send.send_nowait(listed("time", "late"))
+        # The nursery exited although our send end is still open: the router ended.
+    assert router.cell.current.servers["time"].state is State.STOPPED
+    assert list(router.cell.current.tools) == ["time_get"]
+    with pytest.raises(trio.BrokenResourceError):  # its mailbox closed with it
+        send.send_nowait(listed("time", "later"))
 
 
 # ---------------------------------------------------------------- snapshots

@@ -8,6 +8,9 @@ shared that anybody can change) and may wait for the next epoch.
 
 A change costs O(the changed server): ids come from an ``IdBook``, the id index is a
 persistent map, and the search index is sharded by server.
+
+The router ends when its mailbox closes, or at ``StopRouter``, after folding
+everything that was sent before it.
 """
 
 from __future__ import annotations
@@ -58,7 +61,13 @@ class DropOwner:
     owner: str
 
 
-RouterMessage = Published | RegisterServer | DropOwner
+@attrs.frozen(slots=True)
+class StopRouter:
+    """Fold and publish what was sent before this, then end."""
+
+
+_Folded = Published | RegisterServer | DropOwner
+RouterMessage = _Folded | StopRouter
 
 
 class CatalogCell:
@@ -176,10 +185,7 @@ class RouterActor:
         catalog = Catalog(0)
         self._tools, self._index = catalog.tools, catalog.search_index
         for spec, channel in servers:
-            self._shared[spec.name] = ServerView(spec.name, spec, channel)
-            cached = (cached_tools or {}).get(spec.name)
-            if cached:
-                self._set_tools(self._shared[spec.name], tuple(cached), (), stale=True)
+            self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
         self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -192,12 +198,32 @@ class RouterActor:
 
     async def _fold(self) -> None:
         async for message in self._mailbox:
+            if isinstance(message, StopRouter):
+                return
             touched_shared = self._apply(message)
+            stop = False
             for more in queued(self._mailbox):  # whatever else is queued joins this epoch
+                if isinstance(more, StopRouter):
+                    stop = True
+                    break
                 touched_shared = self._apply(more) or touched_shared
             self._publish(touched_shared)
+            if stop:
+                return
 
-    def _apply(self, message: RouterMessage) -> bool:
+    def _add(
+        self, spec: ServerSpec, mailbox: trio.MemorySendChannel[ConnectionMessage], cached: tuple[Tool, ...]
+    ) -> bool:
+        """A shared server joins (a name taken already is refused, loudly)."""
+        if spec.name in self._shared:
+            log.warning("server %s is supervised already; adding it again is ignored", spec.name)
+            return False
+        self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
+        if cached:
+            self._set_tools(view, cached, (), stale=True)
+        return True
+
+    def _apply(self, message: _Folded) -> bool:
         """Fold one message in; True when a shared server changed."""
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
