@@ -9,7 +9,8 @@ parts as the supervisor its shared ones, without seeing the supervisor.
 supervisor (``supervisor.one_for_one``) with a mailbox of its own that outlives its
 restarts. Its lifetime holds the stdio hub (the connector's one task for every local
 server's exits), and inside it the children, stopped in reverse when it ends (each
-tears its server down: stdin closed, SIGTERM, SIGKILL, reaped).
+tears its server down: stdin closed, SIGTERM, SIGKILL, reaped). Servers join and
+leave while it runs (``add``, ``remove``); the router learns of each.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
-from actors.connection.messages import Command, ConnectionMessage, Control
-from actors.connection.spec import ServerSpec
-from actors.mailbox import Channels, open_mailbox, try_send
-from actors.router.actor import RouterMessage
+from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control
+from actors.connection.spec import Scope, ServerSpec
+from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
+from actors.protocol.messages import Tool
+from actors.router.actor import AddServer, RemoveServer, RouterMessage
 from actors.transports.base import Connector
 from actors.transports.select import TransportConnector
 from supervisor.lifetimes import SHUTDOWN_GRACE_S, lifetime
@@ -93,6 +95,15 @@ def shared_child(
     return ChildSpec(spec.name, start, request_stop, park=park, park_s=last_delay)
 
 
+def _refuse_queued(mailbox: trio.MemoryReceiveChannel[ConnectionMessage], name: str) -> None:
+    """After an actor was cancelled (it did not stop in time): answer the calls still
+    queued for it, and close its mailbox so later senders fail fast."""
+    for message in queued(mailbox):
+        if isinstance(message, CallTool):
+            answer(message.reply, CallFailed("unavailable", f"mcp server {name} is unavailable"))
+    mailbox.close()
+
+
 class SharedConnections:
     """The shared servers' connection actors; see the module docstring."""
 
@@ -103,6 +114,7 @@ class SharedConnections:
             spec.name: open_mailbox() for spec in self._initial
         }
         self._tree = OneForOne(dynamic=True, stop_timeout_s=SHUTDOWN_GRACE_S)
+        self._changing = trio.Lock()  # one add or remove at a time
 
     def registered(self) -> list[tuple[ServerSpec, trio.MemorySendChannel[ConnectionMessage]]]:
         """The servers to start with, and their mailboxes (for the router's first catalog)."""
@@ -129,3 +141,31 @@ class SharedConnections:
                 ]
                 await children.start(self._tree.run, initial)
                 yield
+
+    async def add(self, spec: ServerSpec, cached: tuple[Tool, ...] = ()) -> None:
+        """Register a shared server with the router, then start its actor (returns once
+        it runs: an eager server starts connecting, a lazy one waits to be needed)."""
+        if spec.scope is not Scope.SHARED:
+            raise ValueError(f"server {spec.name!r} is session-scoped: each session runs its own")
+        async with self._changing:
+            if spec.name in self._mailboxes:
+                raise ValueError(f"a server named {spec.name!r} is supervised already")
+            pair: Channels[ConnectionMessage] = open_mailbox()
+            self._mailboxes[spec.name] = pair
+            try:
+                await self.factory.router.send(AddServer(spec, pair[0], cached))
+                await self._tree.start_child(shared_child(spec, pair, self.factory))
+            except BaseException:
+                del self._mailboxes[spec.name]
+                try_send(self.factory.router, RemoveServer(spec.name))
+                raise
+
+    async def remove(self, name: str) -> None:
+        """Stop a shared server's actor (its calls answered at once, its server torn
+        down), then take it out of the router's catalog."""
+        async with self._changing:
+            self.mailbox(name)  # KeyError naming the known ones
+            await self._tree.stop_child(name)
+            _send, receive = self._mailboxes.pop(name)
+            _refuse_queued(receive, name)
+            await self.factory.router.send(RemoveServer(name))

@@ -8,10 +8,14 @@ and audit journals of dead instances were cleaned up ⊃ the store actor and thi
 instance's audit journal ⊃ the router ⊃ the stdio hub ⊃ the shared servers'
 connection actors, in config order under a one-for-one supervisor ⊃ the host's
 sessions. Leaving the ``async with`` block ends them from the inside out.
+
+Shared servers can be added and removed while it runs (``add_server``,
+``remove_server``: what a config reload needs).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -26,7 +30,7 @@ import trio
 from actors.broadcast import Broadcast
 from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
-from actors.connection.spec import Scope
+from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, open_mailbox
 from actors.protocol.codec import structure_tool, tool_to_wire
 from actors.protocol.errors import ProtocolError
@@ -134,7 +138,8 @@ class Supervisor:
 
     Built in one phase: every field is final. What changes while it runs changes
     inside the part that owns it: the catalog in the router, the shared servers in
-    their ``SharedConnections``, pins and remembered approvals in the policy.
+    their ``SharedConnections`` (``add_server``, ``remove_server``), pins and
+    remembered approvals in the policy.
     """
 
     config: Config
@@ -345,3 +350,38 @@ class Supervisor:
     async def command(self, server: str, control: Control) -> None:
         """Restart, enable, disable or stop one shared server."""
         await self._shared.mailbox(server).send(Command(control))
+
+    async def add_server(self, spec: ServerSpec) -> None:
+        """Supervise one more shared server while running.
+
+        The server joins the catalog (with the tools the store last knew for its name,
+        if any: searchable, listed stale until it lists its own) and its connection
+        actor starts under the one-for-one supervisor, as a configured server's
+        would: an eager one connects at once, a lazy one when a turn needs it. Returns
+        once the catalog holds it, so a turn begun after this sees it; turns begun
+        before keep their epoch.
+
+        Raises:
+          ValueError: ``spec`` is session-scoped, or its name is supervised already.
+        """
+        if any(private.name == spec.name for private in self._sessions.private_servers):
+            raise ValueError(f"a server named {spec.name!r} is supervised already (session-scoped)")
+        cached = await self.store.read(functools.partial(_cached_tools, servers=(spec.name,)))
+        await self._shared.add(spec, cached.get(spec.name, ()))
+        await self.router.cell.wait_until(lambda catalog: spec.name in catalog.servers)
+
+    async def remove_server(self, name: str) -> None:
+        """Stop supervising a shared server while running.
+
+        Its connection actor stops as at shutdown: calls in flight are answered
+        ``unavailable`` at once, and its server is torn down (stdin closed, SIGTERM,
+        SIGKILL, reaped). Then it and its tools leave the catalog; returns once they
+        have, so a turn begun after this does not see it. A turn begun before still
+        lists its tools; a call of one is answered ``unavailable``. The other servers
+        are untouched.
+
+        Raises:
+          KeyError: no shared server has that name (the message names those that do).
+        """
+        await self._shared.remove(name)
+        await self.router.cell.wait_until(lambda catalog: name not in catalog.servers)

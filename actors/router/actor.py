@@ -9,8 +9,10 @@ shared that anybody can change) and may wait for the next epoch.
 A change costs O(the changed server): ids come from an ``IdBook``, the id index is a
 persistent map, and the search index is sharded by server.
 
-The router ends when its mailbox closes, or at ``StopRouter``, after folding
-everything that was sent before it.
+Shared servers can join (``AddServer``) and leave (``RemoveServer``) while the router
+runs; a server that left takes its tools out of the catalog, and a late message of
+its actor is dropped. The router ends when its mailbox closes, or at ``StopRouter``,
+after folding everything that was sent before it.
 """
 
 from __future__ import annotations
@@ -61,12 +63,29 @@ class DropOwner:
     owner: str
 
 
+@attrs.frozen(slots=True, eq=False)
+class AddServer:
+    """A shared server joins while the router runs; ``cached``: its last known tools
+    (from the store), shown stale until it lists its own."""
+
+    spec: ServerSpec
+    mailbox: trio.MemorySendChannel[ConnectionMessage]
+    cached: tuple[Tool, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class RemoveServer:
+    """A shared server leaves (its connection actor has ended): forget it and its tools."""
+
+    name: str
+
+
 @attrs.frozen(slots=True)
 class StopRouter:
     """Fold and publish what was sent before this, then end."""
 
 
-_Folded = Published | RegisterServer | DropOwner
+_Folded = Published | RegisterServer | DropOwner | AddServer | RemoveServer
 RouterMessage = _Folded | StopRouter
 
 
@@ -223,8 +242,24 @@ class RouterActor:
             self._set_tools(view, cached, (), stale=True)
         return True
 
+    def _remove(self, name: str) -> bool:
+        """A shared server leaves: its ids, id-index entries and search shard go."""
+        view = self._shared.pop(name, None)
+        if view is None:
+            return False
+        others = self._book.replace(name, ())
+        self._tools = replace_entries(self._tools, view.entries, ())
+        self._index = self._index.without_server(name)
+        for other in others:  # a collision it caused is gone: their ids change back
+            self._renumber(self._shared[other])
+        return True
+
     def _apply(self, message: _Folded) -> bool:
         """Fold one message in; True when a shared server changed."""
+        if isinstance(message, AddServer):
+            return self._add(message.spec, message.mailbox, message.cached)
+        if isinstance(message, RemoveServer):
+            return self._remove(message.name)
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
             self._overlays.setdefault(message.owner, {})[view.name] = view
