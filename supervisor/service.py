@@ -44,6 +44,7 @@ from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
 from supervisor.audit_trail import AuditTrail
+from supervisor.call_services import CallServices
 from supervisor.connections import ConnectionFactory, SharedConnections
 from supervisor.lifetimes import (
     SHUTDOWN_GRACE_S,
@@ -62,7 +63,6 @@ from supervisor.store import SaveToolList, Store, StoreActor
 from supervisor.store.journal import AuditJournal
 from supervisor.store.replay import recover_audit_journals
 from supervisor.store.vault import StoreVault
-from supervisor.turns import CallServices
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
     from actors.auth.provider import Authorizer

@@ -30,10 +30,11 @@ from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMe
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.trust import Action, Decision, permission_of
 from supervisor.approvals import ApprovalDesk, ApprovalRequest
+from supervisor.call_services import Authorization, CallServices
 from supervisor.connections import ConnectionFactory
 from supervisor.lifetimes import lifetime
 from supervisor.policy import Policy
-from supervisor.turns import Authorization, CallServices, Turn
+from supervisor.turns import Turn
 
 log = logging.getLogger("supervisor.sessions")
 

@@ -1,10 +1,10 @@
 """A Turn: one agent turn over one immutable catalog epoch, and the path of a call.
 
-A turn sees neither the supervisor nor the session class: it is given what it uses,
-``CallServices`` (the supervisor's parts a call needs) and its session as a
-``TurnSession`` (the session's side of a call: who calls, what was activated, the
-trust decision). So this module imports nothing of ``supervisor.sessions`` or
-``supervisor.service``, which build it.
+A turn sees neither the supervisor nor the session class: it is given what it uses
+(``supervisor.call_services``): ``CallServices``, the supervisor's parts a call
+needs, and its session as a ``TurnSession``, the session's side of a call (who calls,
+what was activated, the trust decision). So this module imports nothing of
+``supervisor.sessions`` or ``supervisor.service``, which build it.
 
 A call goes: refuse arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` → resolve
 the id in the turn's catalog → validate the arguments against the tool's inputSchema
@@ -22,25 +22,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
-import attrs
 import orjson
 import trio
 
-from actors.broadcast import Broadcast
 from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
-from actors.mailbox import Channels, try_send
+from actors.mailbox import try_send
 from actors.protocol.session import ProgressReceived
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
-from supervisor.audit_trail import AuditTrail
-from supervisor.metrics import Metrics
-from supervisor.requests import InFlightRequest, RequestRegistry
-from supervisor.settings.model import ToolSearchSettings
+from supervisor.call_services import CallServices, TurnSession
+from supervisor.requests import InFlightRequest
 from supervisor.store import AuditRow, audit_hash
 from supervisor.store.records import bounded_hash, bytes_hash
 from supervisor.store.replay import INTERRUPTED
@@ -63,55 +59,6 @@ TOOL_SEARCH_ENTRY = ToolEntry(
     },
     listed_description=_SEARCH_DESCRIPTION,
 )
-
-
-@attrs.frozen(slots=True, eq=False)
-class CallServices:
-    """What the calls of a turn may use of the supervisor that runs them (built once,
-    with the supervisor)."""
-
-    tool_search: ToolSearchSettings
-    requests: RequestRegistry
-    """Calls in flight by (tenant, request id), so a client can cancel one."""
-    audit: AuditTrail
-    metrics: Metrics
-    events: Broadcast[Mapping[str, Any]]
-
-
-@attrs.frozen(slots=True)
-class Authorization:
-    """The final word on one call: ``action`` (allow or deny), what policy first said
-    (``decided``: allow, ask or deny, for the audit), and why."""
-
-    action: Action
-    decided: str
-    reason: str
-
-
-class TurnSession(Protocol):
-    """What a turn may use of its session (``supervisor.sessions.Session`` is one)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def tenant(self) -> str: ...
-    @property
-    def pinned(self) -> tuple[str, ...]: ...
-    @property
-    def activated(self) -> Mapping[str, None]: ...
-    @property
-    def replies(self) -> list[Channels[CallOutcome]]:
-        """Answered reply channels, for the next calls to reuse."""
-
-    def activate(self, tool_id: str) -> None: ...
-
-    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
-        """What policy says of one call before anyone is asked."""
-
-    async def authorize(
-        self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
-    ) -> Authorization:
-        """The final word on one call, asking the host when policy says ask."""
 
 
 class Turn:
@@ -190,14 +137,43 @@ class Turn:
         request_id: str | None = None,
         raw_request: bytes | None = None,
     ) -> Envelope:
-        """Call a tool of this turn; always returns exactly one envelope and leaves one
-        audit row, whatever ``tool_id`` and ``arguments`` are.
+        """Call a tool of this turn.
 
-        If the calling task is cancelled, the server is told (``notifications/cancelled``)
-        and the cancellation propagates. With a ``request_id``, the call can also be
-        cancelled by id (``Supervisor.requests.cancel``), which ends it ``cancelled``.
-        ``raw_request`` is the request as it arrived (the admin API passes the HTTP
-        body): the audit row of arguments nested too deep to hash as JSON hashes it.
+        Args:
+          tool_id: a tool of this turn's catalog (with ``tool_search`` on, any of them,
+            listed or not).
+          arguments: the tool's arguments, a JSON object (None: ``{}``).
+          progress: where the server's progress notifications for this call go.
+          request_id: lets the call be cancelled by id (``Supervisor.requests.cancel``),
+            which ends it ``cancelled``; unique among the tenant's calls in flight.
+          raw_request: the request as it arrived (the admin API passes the HTTP body):
+            the audit row of arguments nested too deep to hash as JSON hashes it.
+
+        Returns:
+          Exactly one envelope, whatever ``tool_id`` and ``arguments`` are: the result,
+          or an error code (``unknown_tool``, ``invalid_arguments``, ``denied``,
+          ``unavailable``, ``timeout``, ``cancelled``, ``server_error``, ``tool_error``).
+
+        Raises:
+          ValueError: ``request_id`` is in flight already for this tenant (nothing is
+            sent, no row is left).
+
+        Error handling:
+          What goes wrong on the way (refused arguments, a denial, a server that is
+          down, dies, times out or breaks the protocol) is in the envelope, never
+          raised. If the calling task is cancelled, the server is told
+          (``notifications/cancelled``), the audit row says ``cancelled``, and the
+          cancellation propagates; a bug of ours leaves a row that says ``error`` and
+          propagates too.
+
+        Resource handling:
+          In flight, the call holds a place in its server's in-flight table (bounded by
+          the server's call timeout) and a reply channel, which the session reuses for
+          a later call; its ``request_id`` is freed when it ends. It leaves exactly one
+          audit row: a call that may wait (an approval, the server) first journals an
+          ``interrupted`` row, in case the supervisor dies meanwhile; its end journals
+          the real one before the envelope is returned (durable against a kill of the
+          process from then on), and the store writes it to SQLite in a batch.
         """
         if request_id is None:
             return await self._call(tool_id, arguments, progress, None, raw_request)
