@@ -26,13 +26,15 @@ PREPARE: dict[str, Callable[[], None]] = {}
 def _no_audit(sup: Any) -> None:
     """Bound, not candidate: the call path without its audit row (no journal lines, no
     store batches, no SQLite thread competing for the CPU): what the audit costs."""
+    from supervisor.audit_trail import AuditTrail
 
-    async def audit(row: Any) -> None:
+    async def finished(self: Any, row: Any) -> None:
         return None
 
-    sup.audit = audit
-    sup.audit_started = lambda row: None
-    sup.audit_now = lambda row: None
+    trail: Any = AuditTrail  # frozen: patched on the class, in this process only
+    trail.finished = finished
+    trail.started = lambda self, row: None
+    trail.finished_now = lambda self, row: None
 
 
 def _no_journal(sup: Any) -> None:
@@ -51,18 +53,20 @@ def _journal_in_a_thread(sup: Any) -> None:
 
     import trio
 
+    from supervisor.audit_trail import AuditTrail
     from supervisor.store import AddAudit
     from supervisor.store.journal import encode
 
     journal = sup.journal
     fd = os.open(journal.directory / "thread.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
-    async def audit(row: Any) -> None:
+    async def finished(self: Any, row: Any) -> None:
         journal._in_flight.pop(row.record, None)
         await trio.to_thread.run_sync(os.write, fd, encode(row))
         await sup.store.put(AddAudit(row))
 
-    sup.audit = audit
+    trail: Any = AuditTrail  # frozen: patched on the class, in this process only
+    trail.finished = finished
 
 
 def _os_write(sup: Any) -> None:

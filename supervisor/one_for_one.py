@@ -18,6 +18,10 @@ so a bug in our own code cannot turn into a silent restart loop. Past the intens
 A child that returns normally has finished on purpose (it was told to stop) and is
 not restarted.
 
+Children can be added (``start_child``) and removed (``stop_child``) while the
+supervisor runs. A ``dynamic`` supervisor runs until ``stop``, also with no child
+left, so children can come later; otherwise ``run`` returns once every child is done.
+
 A connection failing is not a crash: connection actors handle that themselves with
 their reconnect schedule. A crash here means an exception escaped an actor.
 """
@@ -92,29 +96,66 @@ def _crash_of(exc: Exception) -> Exception:
 class OneForOne:
     """Runs children; see the module docstring."""
 
-    def __init__(self, *, max_restarts: int = 3, within_s: float = 5.0, stop_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_restarts: int = 3,
+        within_s: float = 5.0,
+        stop_timeout_s: float = 10.0,
+        dynamic: bool = False,
+    ) -> None:
         self.max_restarts = max_restarts
         self.within_s = within_s
         self.stop_timeout_s = stop_timeout_s
+        self.dynamic = dynamic
         self._slots: list[_Slot] = []
         self._nursery: trio.Nursery | None = None
+        self._stopping = False
+        self._stopped = trio.Event()
 
     async def run(
         self, children: Sequence[ChildSpec], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Start every child in order, report ready, and supervise until all are done."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for spec in children:
-                await self.start_child(spec)
-            task_status.started()
+        """Start every child in order, report ready, and supervise until all are done
+        (a ``dynamic`` supervisor: until ``stop`` has stopped them)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for spec in children:
+                    await self.start_child(spec)
+                task_status.started()
+                if self.dynamic:
+                    await self._stopped.wait()
+        finally:
+            self._nursery = None
 
     async def start_child(self, spec: ChildSpec) -> None:
-        """Start one more child (after the initial ones) under the same rules."""
-        assert self._nursery is not None, "start_child before run"
+        """Start one more child (after the initial ones) under the same rules; returns
+        when it reported that it started."""
+        if self._nursery is None or self._stopping:
+            raise RuntimeError(f"cannot start {spec.name}: the supervisor is not running")
         slot = _Slot(spec)
         self._slots.append(slot)
-        await self._nursery.start(self._supervise, slot)
+        try:
+            await self._nursery.start(self._supervise, slot)
+        except BaseException:
+            self._slots.remove(slot)
+            raise
+
+    async def stop_child(self, name: str) -> bool:
+        """Stop one child as ``stop`` would (within ``stop_timeout_s``) and forget it;
+        False when there is no child of that name."""
+        for slot in self._slots:
+            if slot.spec.name == name:
+                break
+        else:
+            return False
+        try:
+            await self._stop_slot(slot)
+        finally:
+            if slot.done.is_set():
+                self._slots.remove(slot)
+        return True
 
     def restart_counts(self) -> dict[str, int]:
         """Recent crash-restarts per child (for status pages)."""
@@ -188,15 +229,21 @@ class OneForOne:
         return True
 
     async def stop(self) -> None:
-        """Stop children in reverse start order, each within ``stop_timeout_s``."""
-        for slot in reversed(self._slots):
-            if slot.done.is_set():
-                continue
-            slot.stopping = True
-            delivered = slot.spec.request_stop()
-            if delivered:
-                with trio.move_on_after(self.stop_timeout_s):
-                    await slot.done.wait()
-            if not slot.done.is_set():
-                slot.scope.cancel()
+        """Stop children in reverse start order, each within ``stop_timeout_s``; no
+        child starts after this began."""
+        self._stopping = True
+        for slot in reversed(list(self._slots)):
+            await self._stop_slot(slot)
+        self._stopped.set()
+
+    async def _stop_slot(self, slot: _Slot) -> None:
+        if slot.done.is_set():
+            return
+        slot.stopping = True
+        delivered = slot.spec.request_stop()
+        if delivered:
+            with trio.move_on_after(self.stop_timeout_s):
                 await slot.done.wait()
+        if not slot.done.is_set():
+            slot.scope.cancel()
+            await slot.done.wait()

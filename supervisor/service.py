@@ -1,15 +1,16 @@
-"""The Supervisor: the root nursery, the store, the router, one connection actor per server.
+"""The Supervisor: the service an agent host embeds, and the command line runs.
 
-``Supervisor.open`` takes this instance's lock in the state directory (several
-instances may share one: see ``actors/transports/instances.py``), opens the store
-(last-known tool lists, pins, remembered approvals), cleans up after dead instances
-(their orphaned servers; their audit journals, folded into the store), starts the store
-actor, the audit journal, the router, then the connection actors in config order under
-a one-for-one supervisor, and yields. Leaving the context stops everything in reverse:
-sessions first (they are nested inside), then connections (each tears its server down:
-stdin closed, SIGTERM, SIGKILL, reaped), then the router, then the store (its queue
-written), then the journal (deleted once SQLite holds every row), and last releases
-the lock. Teardown runs shielded under a deadline, also when the host is cancelled.
+``Supervisor.open`` builds it in one phase (every part made and wired before anything
+runs), then runs it as nested lifetimes (``supervisor/lifetimes.py`` has the
+picture): this instance's lock in the state directory (several instances may share
+one: see ``actors/transports/instances.py``) ⊃ the store, opened after the servers
+and audit journals of dead instances were cleaned up ⊃ the store actor and this
+instance's audit journal ⊃ the router ⊃ the stdio hub ⊃ the shared servers'
+connection actors, in config order under a one-for-one supervisor ⊃ the host's
+sessions. Leaving the ``async with`` block ends them from the inside out.
+
+Shared servers can be added and removed while it runs (``add_server``,
+``remove_server``: what a config reload needs).
 """
 
 from __future__ import annotations
@@ -23,43 +24,52 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
-from actors.connection.messages import Command, ConnectionMessage, ConnectionStatus, Control, GetStatus
-from actors.connection.spec import Scope
-from actors.mailbox import Channels, open_mailbox, try_send
+from actors.connection.actor import ServerRequestHandler
+from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
+from actors.connection.spec import Scope, ServerSpec
+from actors.mailbox import Channels, open_mailbox
 from actors.protocol.codec import structure_tool, tool_to_wire
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
-from actors.transports.escapees import acquire_subreaper, kill_marked, release_subreaper, sweep_instance
+from actors.transports.escapees import kill_marked
 from actors.transports.instances import claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
 from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
-from supervisor.memory_trim import trim_memory_periodically
+from supervisor.audit_trail import AuditTrail
+from supervisor.call_services import CallServices
+from supervisor.connections import ConnectionFactory, SharedConnections
+from supervisor.lifetimes import (
+    SHUTDOWN_GRACE_S,
+    instance_claimed,
+    router_running,
+    store_opened,
+    store_running,
+)
 from supervisor.metrics import Metrics
-from supervisor.one_for_one import ChildSpec, OneForOne
 from supervisor.policy import Policy
 from supervisor.requests import RequestRegistry
-from supervisor.sessions import Session
+from supervisor.sessions import Session, SessionServices, open_session
 from supervisor.settings.model import Config
-from supervisor.state_dir import lock_instance, open_store, resolve_state_dir, state_errors
+from supervisor.state_dir import resolve_state_dir, state_errors
+from supervisor.store import SaveToolList, Store, StoreActor
+from supervisor.store.journal import AuditJournal
+from supervisor.store.replay import recover_audit_journals
 from supervisor.store.vault import StoreVault
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
     from actors.auth.provider import Authorizer
-from supervisor.store import AddAudit, AuditRow, SaveToolList, Store, StoreActor
-from supervisor.store.journal import AuditJournal
-from supervisor.store.replay import fold_journal, recover_audit_journals
+
+__all__ = ["SHUTDOWN_GRACE_S", "Supervisor", "default_connector", "open_service", "recover_dead_instances"]
 
 log = logging.getLogger("supervisor")
-
-SHUTDOWN_GRACE_S = 10.0
 
 
 def open_service(
@@ -94,6 +104,17 @@ async def recover_dead_instances(state_path: Path, store: Store | None = None) -
             instance.done()
 
 
+def default_connector(
+    config: Config, state_path: Path, store: Store, authorizer: Authorizer | None, instance: str
+) -> TransportConnector:
+    """The connector of a supervisor given none (the one place it is built): local
+    servers spawned as this ``instance``, remote ones with their tokens in the store's
+    vault and their OAuth consent asked of ``authorizer``."""
+    return TransportConnector(
+        state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer, instance=instance
+    )
+
+
 def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
     """Last-known tool lists of configured servers (unreadable entries skipped)."""
     wanted = set(servers)
@@ -111,38 +132,31 @@ def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool,
     return cached
 
 
+@attrs.frozen(eq=False)
 class Supervisor:
-    """The running service; obtain one with ``Supervisor.open``."""
+    """The running service; obtain one with ``Supervisor.open``.
 
-    def __init__(
-        self,
-        config: Config,
-        router: RouterActor,
-        router_mailbox: trio.MemorySendChannel[RouterMessage],
-        connector: Connector,
-        state_dir: Path,
-        store: StoreActor,
-        policy: Policy,
-        approvals: ApprovalDesk,
-        events: Broadcast[Mapping[str, Any]],
-        journal: AuditJournal,
-    ) -> None:
-        self.config = config
-        self.journal = journal
-        self.router = router
-        self.router_mailbox = router_mailbox
-        self.connector = connector
-        self.state_dir = state_dir
-        self.store = store
-        self.policy = policy
-        self.approvals = approvals
-        self.events = events
-        self.metrics = Metrics()
-        self.requests = RequestRegistry()
-        self.server_requests: ServerRequestHandler | None = None
-        self.client_capabilities: dict[str, Any] = {}
-        self._mailboxes: dict[str, trio.MemorySendChannel[ConnectionMessage]] = {}
-        self.instance_id: str = journal.instance_id  # this instance's lock in the state directory
+    Built in one phase: every field is final. What changes while it runs changes
+    inside the part that owns it: the catalog in the router, the shared servers in
+    their ``SharedConnections`` (``add_server``, ``remove_server``), pins and
+    remembered approvals in the policy.
+    """
+
+    config: Config
+    instance_id: str
+    """This instance's lock in the state directory."""
+    state_dir: Path
+    store: StoreActor
+    journal: AuditJournal
+    router: RouterActor
+    router_mailbox: trio.MemorySendChannel[RouterMessage]
+    policy: Policy
+    approvals: ApprovalDesk
+    events: Broadcast[Mapping[str, Any]]
+    metrics: Metrics
+    requests: RequestRegistry
+    _shared: SharedConnections
+    _sessions: SessionServices
 
     @classmethod
     @asynccontextmanager
@@ -161,102 +175,109 @@ class Supervisor:
     ) -> AsyncIterator[Supervisor]:
         """Run the supervisor for the duration of the ``async with`` block.
 
-        ``server_requests`` answers requests from servers (sampling, elicitation,
-        roots); declare what it handles in ``client_capabilities`` (e.g.
-        ``{"elicitation": {}}``). Without one, such requests get method-not-found.
-        ``authorizer`` gets a person's consent for a remote server's OAuth
-        authorization-code flow; without one such a server waits in ``needs_auth``
-        until ``mcp-supervisor auth login`` stored its tokens.
+        Args:
+          config: what to supervise and how (``supervisor.load_config``).
+          approver: asked when a trust decision is ``ask``; without one such calls are
+            denied, saying so.
+          state_dir: the state directory (default: the config's, else
+            ``~/.local/state/mcp-supervisor``).
+          connector: how to reach a server (tests pass fakes); default: the real
+            transports, with ``authorizer`` for OAuth.
+          server_requests: answers requests from servers (sampling, elicitation,
+            roots); declare what it handles in ``client_capabilities`` (e.g.
+            ``{"elicitation": {}}``). Without one, such requests get method-not-found.
+          authorizer: gets a person's consent for a remote server's OAuth
+            authorization-code flow; without one such a server waits in
+            ``needs_auth`` until ``mcp-supervisor auth login`` stored its tokens.
+          instance_kind: what runs, for a person reading the state directory
+            (``serve``, ``stdio``, ``bridge``; an embedding host keeps ``embedded``).
+          subreaper: (Linux) make this process a child subreaper while the supervisor
+            runs, so processes a server leaves outside its process group are killed
+            and reaped at that server's teardown. The setting is process-wide (every
+            orphan below this process comes to it), so an embedding host opts in; the
+            command line (:func:`open_service`) always does. Without it, they are
+            killed when the supervisor closes.
 
-        The supervisor holds an instance lock in the state directory for as long as it
-        runs (``instance_id``); ``instance_kind`` says what runs, for a person reading
-        the directory (``serve``, ``stdio``, ``bridge``; an embedding host keeps
-        ``embedded``).
+        Raises:
+          StateError: the state directory or its database cannot be used (before the
+            block runs).
 
-        ``subreaper=True`` (Linux) makes this process a child subreaper while the
-        supervisor runs, so processes a server leaves outside its process group are
-        killed and reaped at that server's teardown. The setting is process-wide (every
-        orphan below this process comes to it), so an embedding host opts in; the
-        command line (:func:`open_service`) always does. Without it, they are killed
-        when the supervisor closes.
+        Error handling:
+          An error of the block comes out of the ``async with`` in one
+          ``ExceptionGroup``, as from a nursery, after everything has stopped. A part
+          of the supervisor that fails (a bug: the router, the store actor) stops the
+          whole supervisor the same way, and the block is cancelled; one connection
+          actor that crashes does not (it is restarted, then parked: see
+          ``supervisor.one_for_one``). Errors that stopping itself causes (a channel
+          closed under a task) are expected and removed.
 
-        Raises ``StateError`` when the state directory or its database cannot be used.
+        Resource handling:
+          While it runs the supervisor holds an instance lock in the state directory
+          (``instance_id``), the store (SQLite), the audit journal, and one connection
+          (usually a process) per started server. Leaving the block, also when the host
+          is cancelled, stops its lifetimes from the inside out, each shielded and
+          bounded: the host's sessions first (they are inside the block), then every
+          connection (its server torn down: stdin closed, SIGTERM, SIGKILL, reaped)
+          within twice ``SHUTDOWN_GRACE_S``, then the router (after folding their last
+          messages), then the store (queued writes written) and the journal (folded and
+          deleted) within ``SHUTDOWN_GRACE_S``; last the escapees of this instance are
+          killed and the lock is released.
         """
         for warning in config.warnings:
             fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
             log.warning("config warning", extra={"fields": fields})
         state_path = resolve_state_dir(config, state_dir)
-        lock = lock_instance(state_path, instance_kind)
-        subreaping = subreaper and acquire_subreaper()
-        try:
-            store = await trio.to_thread.run_sync(open_store, state_path)
+        async with (
+            instance_claimed(state_path, instance_kind, subreaper) as lock,
+            store_opened(state_path) as store,
+        ):
+            await recover_dead_instances(state_path, store)
+            if connector is None:
+                connector = default_connector(config, state_path, store, authorizer, lock.id)
+            journal = AuditJournal(state_path, lock.id)
+            supervisor = cls._build(
+                config, approver, state_path, store, journal, connector, server_requests, client_capabilities
+            )
             try:
-                await recover_dead_instances(state_path, store)
-                journal = AuditJournal(state_path, lock.id)
-                connector = connector or TransportConnector(
-                    state_path,
-                    config.secrets,
-                    vault=StoreVault(store),
-                    authorizer=authorizer,
-                    instance=lock.id,
-                )
-                async with cls._running(
-                    config,
-                    approver,
-                    state_path,
-                    store,
-                    connector,
-                    server_requests,
-                    client_capabilities,
-                    journal,
-                ) as supervisor:
+                async with (
+                    store_running(supervisor.store, supervisor.journal),
+                    router_running(supervisor.router, supervisor.router_mailbox),
+                    supervisor._shared.running(),
+                ):
+                    log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
                     yield supervisor
             finally:
-                store.close()
-        finally:
-            try:
-                await sweep_instance(lock.id)  # escapees no server teardown caught
-            finally:
-                if subreaping:
-                    release_subreaper()
-                lock.release()  # last: until here, our servers' pidfiles are ours alone
+                log.info("supervisor stopped", extra={"fields": {}})
 
     @classmethod
-    @asynccontextmanager
-    async def _running(
+    def _build(
         cls,
         config: Config,
         approver: Approver | None,
         state_path: Path,
         store: Store,
-        connector: Connector | None,
+        journal: AuditJournal,
+        connector: Connector,
         server_requests: ServerRequestHandler | None,
         client_capabilities: Mapping[str, Any] | None,
-        journal: AuditJournal,
-    ) -> AsyncIterator[Supervisor]:
-        connector = connector or TransportConnector(state_path, config.secrets, vault=StoreVault(store))
-        shared = [spec for spec in config.servers if spec.scope is Scope.SHARED]
+    ) -> Supervisor:
+        """Every part, wired; nothing runs yet."""
         store_actor = StoreActor(store)
-
-        async def fold(paths: list[Path]) -> None:
-            await store_actor.read(functools.partial(fold_journal, paths=paths, interrupted=False))
-
-        async def fold_all(paths: list[Path]) -> None:
-            await store_actor.read(functools.partial(fold_journal, paths=paths, interrupted=True))
-
-        mailboxes: dict[str, Channels[ConnectionMessage]] = {spec.name: open_mailbox() for spec in shared}
         router_pair: Channels[RouterMessage] = open_mailbox(4096)
         router_send, router_receive = router_pair
+        connections = ConnectionFactory(connector, router_send, client_capabilities or {}, server_requests)
+        events: Broadcast[Mapping[str, Any]] = Broadcast()
+        shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
+        with state_errors(store.path):  # the first reads find damage the open did not
+            cached_tools = _cached_tools(store, (spec.name for spec in shared_specs))
+            pins, approvals = store.pins(), store.approvals()
 
         def save_tool_list(server: str, tools: tuple[Tool, ...]) -> None:
             store_actor.submit(SaveToolList(server, [tool_to_wire(t) for t in tools], time.time()))
 
-        events: Broadcast[Mapping[str, Any]] = Broadcast()
-        with state_errors(store.path):  # the first reads find damage the open did not
-            cached_tools = _cached_tools(store, (spec.name for spec in shared))
-            pins, approvals = store.pins(), store.approvals()
+        shared = SharedConnections(shared_specs, connections)
         router = RouterActor(
-            [(spec, mailboxes[spec.name][0]) for spec in shared],
+            shared.registered(),
             router_receive,
             cached_tools=cached_tools,
             max_description_length=config.trust.max_description_length,
@@ -272,111 +293,47 @@ class Supervisor:
             submit=store_actor.submit,
         )
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
-        tree = OneForOne()
-        async with trio.open_nursery() as nursery:
-            if isinstance(connector, TransportConnector):  # one task for every local server's stderr and exit
-                await nursery.start(connector.run)
-            await nursery.start(trim_memory_periodically)
-            await nursery.start(store_actor.run)
-            await nursery.start(journal.run, fold)
-            await nursery.start(router.run)
-            supervisor = cls(
-                config, router, router_send, connector, state_path, store_actor, policy, desk, events, journal
-            )
-            supervisor._mailboxes = {name: pair[0] for name, pair in mailboxes.items()}
-            supervisor.server_requests = server_requests
-            supervisor.client_capabilities = dict(client_capabilities or {})
-            children = [supervisor._child(spec.name, mailboxes[spec.name][1], router_send) for spec in shared]
-            await nursery.start(tree.run, children)
-            log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
-            try:
-                yield supervisor
-            finally:
-                with trio.CancelScope(shield=True), trio.move_on_after(SHUTDOWN_GRACE_S * 2):
-                    await tree.stop()
-                    router_send.close()
-                    await store_actor.aclose()
-                    await journal.aclose(fold_all)
-                nursery.cancel_scope.cancel()
-                log.info("supervisor stopped", extra={"fields": {}})
+        metrics, requests = Metrics(), RequestRegistry()
+        calls = CallServices(config.tool_search, requests, AuditTrail(journal, store_actor), metrics, events)
+        private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
+        sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls)
+        return cls(
+            config,
+            journal.instance_id,
+            state_path,
+            store_actor,
+            journal,
+            router,
+            router_send,
+            policy,
+            desk,
+            events,
+            metrics,
+            requests,
+            shared,
+            sessions,
+        )
 
-    def _child(
-        self,
-        name: str,
-        mailbox: trio.MemoryReceiveChannel[ConnectionMessage],
-        router_send: trio.MemorySendChannel[RouterMessage],
-    ) -> ChildSpec:
-        spec = self.config.server(name)
-        send = self._mailboxes[name]
-        last_delay = spec.reconnect_schedule_s[-1]
+    @property
+    def connector(self) -> Connector:
+        """How the supervisor reaches its servers."""
+        return self._shared.factory.connector
 
-        def start(crashed: Crashed | None = None) -> Any:
-            # A fresh actor per (re)start; the mailbox outlives it so senders keep working.
-            return ConnectionActor(
-                spec,
-                self.connector,
-                mailbox,
-                router_send.clone(),
-                client_capabilities=self.client_capabilities,
-                server_requests=self.server_requests,
-                crashed=crashed,
-            ).run
-
-        def park(crash: Exception) -> Any:
-            # A bug of ours fails this server only: it waits in backoff (condition
-            # "crashed") and tries again at its schedule's last delay, forever.
-            what = f"{type(crash).__name__}: {crash}"[:200]
-            reason = (
-                f"mcp server {name}: its connection actor crashed ({what}); next try in "
-                f"{last_delay:g} s (a bug in mcp-supervisor: please report it with the log)"
-            )
-            return start(Crashed(reason, last_delay))
-
-        def request_stop() -> bool:
-            return try_send(send, Command(Control.STOP))
-
-        return ChildSpec(name, start, request_stop, park=park, park_s=last_delay)
-
-    @asynccontextmanager
-    async def session(
+    def session(
         self, *, tenant: str = "default", host_tools: int = 0, pinned: Iterable[str] = ()
-    ) -> AsyncIterator[Session]:
-        """One conversation; its private connections end with it.
+    ) -> AbstractAsyncContextManager[Session]:
+        """One conversation (``async with sup.session() as session``); its private
+        connections end with it. Open it inside the supervisor's block.
 
         ``host_tools``: how many tools of its own the host shows the model (they count
         toward the ``tool_search`` threshold); ``pinned``: tool ids always listed.
         """
-        async with trio.open_nursery() as nursery:
-            session = Session(self, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
-            try:
-                yield session
-            finally:
-                with trio.CancelScope(shield=True):
-                    await session._close(SHUTDOWN_GRACE_S)
-
-    def audit_started(self, row: AuditRow) -> None:
-        """A call goes out (or waits for an approval): journal the row it leaves if the
-        supervisor dies before it ends (outcome ``interrupted``; same ``record`` id)."""
-        self.journal.started(row)
-
-    async def audit(self, row: AuditRow) -> None:
-        """One call's audit row: journaled at once (one ``write()``, so it survives a
-        kill of this process from here on), then queued for SQLite; when the store is
-        far behind, the call waits for room (README: one audit row per call attempt)."""
-        receipt = self.journal.finished(row)
-        if not await self.store.put(AddAudit(row, receipt)) and receipt is not None:
-            receipt.settle(False)
-
-    def audit_now(self, row: AuditRow) -> None:
-        """``audit`` without waiting (for a call being cancelled)."""
-        receipt = self.journal.finished(row)
-        if not self.store.submit(AddAudit(row, receipt)) and receipt is not None:
-            receipt.settle(False)
+        return open_session(self._sessions, tenant=tenant, host_tools=host_tools, pinned=pinned)
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What the server's connection actor alone knows (stderr tail, calls in flight);
         None when it does not answer within ``timeout_s``."""
-        mailbox = self._mailboxes[server]
+        mailbox = self._shared.mailbox(server)
         reply, answers = trio.open_memory_channel[ConnectionStatus](1)
         with trio.move_on_after(timeout_s):
             try:
@@ -392,8 +349,39 @@ class Supervisor:
 
     async def command(self, server: str, control: Control) -> None:
         """Restart, enable, disable or stop one shared server."""
-        try:
-            mailbox = self._mailboxes[server]
-        except KeyError:
-            raise KeyError(f"no server named {server!r}; known: {', '.join(self._mailboxes)}") from None
-        await mailbox.send(Command(control))
+        await self._shared.mailbox(server).send(Command(control))
+
+    async def add_server(self, spec: ServerSpec) -> None:
+        """Supervise one more shared server while running.
+
+        The server joins the catalog (with the tools the store last knew for its name,
+        if any: searchable, listed stale until it lists its own) and its connection
+        actor starts under the one-for-one supervisor, as a configured server's
+        would: an eager one connects at once, a lazy one when a turn needs it. Returns
+        once the catalog holds it, so a turn begun after this sees it; turns begun
+        before keep their epoch.
+
+        Raises:
+          ValueError: ``spec`` is session-scoped, or its name is supervised already.
+        """
+        if any(private.name == spec.name for private in self._sessions.private_servers):
+            raise ValueError(f"a server named {spec.name!r} is supervised already (session-scoped)")
+        cached = await self.store.read(functools.partial(_cached_tools, servers=(spec.name,)))
+        await self._shared.add(spec, cached.get(spec.name, ()))
+        await self.router.cell.wait_until(lambda catalog: spec.name in catalog.servers)
+
+    async def remove_server(self, name: str) -> None:
+        """Stop supervising a shared server while running.
+
+        Its connection actor stops as at shutdown: calls in flight are answered
+        ``unavailable`` at once, and its server is torn down (stdin closed, SIGTERM,
+        SIGKILL, reaped). Then it and its tools leave the catalog; returns once they
+        have, so a turn begun after this does not see it. A turn begun before still
+        lists its tools; a call of one is answered ``unavailable``. The other servers
+        are untouched.
+
+        Raises:
+          KeyError: no shared server has that name (the message names those that do).
+        """
+        await self._shared.remove(name)
+        await self.router.cell.wait_until(lambda catalog: name not in catalog.servers)

@@ -4,6 +4,10 @@ A ``Session`` owns a nursery for its private (``scope: session``) connections, w
 end with it; it remembers which tools ``tool_search`` activated and which approvals
 were given "for the session". ``begin_turn`` freezes the current catalog epoch into
 a ``Turn`` (supervisor/turns.py).
+
+A session never sees the supervisor: it is given ``SessionServices``, what it may
+use of it, built once by ``Supervisor.open``. Imports go one way, service →
+sessions → turns.
 """
 
 from __future__ import annotations
@@ -11,25 +15,26 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
 import trio
 
-from actors.connection.actor import ConnectionActor
 from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
-from actors.connection.spec import Scope, ServerSpec
+from actors.connection.spec import ServerSpec
 from actors.connection.states import DOWN_STATES, State
 from actors.mailbox import Channels, open_mailbox, try_send
-from actors.router.actor import DropOwner, RegisterServer
+from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMessage
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.trust import Action, Decision, permission_of
-from supervisor.approvals import ApprovalRequest
+from supervisor.approvals import ApprovalDesk, ApprovalRequest
+from supervisor.call_services import Authorization, CallServices
+from supervisor.connections import ConnectionFactory
+from supervisor.lifetimes import lifetime
+from supervisor.policy import Policy
 from supervisor.turns import Turn
-
-if TYPE_CHECKING:
-    from supervisor.service import Supervisor
 
 log = logging.getLogger("supervisor.sessions")
 
@@ -39,22 +44,69 @@ def _settled(view: ServerView) -> bool:
     return view.available or view.state in DOWN_STATES
 
 
-@attrs.frozen(slots=True)
-class Authorization:
-    """The final word on one call: ``action`` (allow or deny), what policy first said
-    (``decided``: allow, ask or deny, for the audit), and why."""
+@attrs.frozen(slots=True, eq=False)
+class SessionServices:
+    """What a session may use of the supervisor that runs it (built once, with it)."""
 
-    action: Action
-    decided: str
-    reason: str
+    catalog: CatalogCell
+    """The router's current catalog (shared servers, and each session's private ones)."""
+    router: trio.MemorySendChannel[RouterMessage]
+    """To register the session's private servers and to forget them at its end."""
+    connections: ConnectionFactory
+    private_servers: tuple[ServerSpec, ...]
+    """The enabled ``scope: session`` servers: each session runs its own."""
+    policy: Policy
+    approvals: ApprovalDesk
+    calls: CallServices
+
+
+@asynccontextmanager
+async def open_session(
+    services: SessionServices,
+    *,
+    tenant: str = "default",
+    host_tools: int = 0,
+    pinned: Iterable[str] = (),
+) -> AsyncIterator[Session]:
+    """The lifetime of a session: see ``Session``."""
+    session: Session | None = None
+
+    async def stop() -> None:
+        if session is not None:
+            await session._stop_private()
+
+    try:
+        async with lifetime(stop, transparent=False) as nursery:
+            session = Session(services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
+            yield session
+    finally:
+        if session is not None:  # the router forgets its private servers
+            try_send(services.router, DropOwner(session.id))
 
 
 class Session:
-    """One conversation; owns its private connections, activations and approvals."""
+    """One conversation; owns its private connections, activations and approvals.
+
+    Obtain one with ``Supervisor.session()`` (an ``async with``), inside the
+    supervisor's block.
+
+    Error handling:
+      An error of the block comes out in one ``ExceptionGroup``, as from a nursery,
+      after the private connections have stopped. A private connection that fails
+      makes its server unavailable in this session, never an error of the block.
+
+    Resource handling:
+      Its ``scope: session`` servers start at its first turn and run in a nursery of
+      its own, so they end with it: leaving the block, also when the host is
+      cancelled, stops each (its server torn down: stdin closed, SIGTERM, SIGKILL,
+      reaped) within ``SHUTDOWN_GRACE_S``, shielded, then cancels what is left, and the
+      router forgets them. Activations and "for the session" approvals live in memory
+      and go with it.
+    """
 
     def __init__(
         self,
-        supervisor: Supervisor,
+        services: SessionServices,
         nursery: trio.Nursery,
         *,
         tenant: str = "default",
@@ -62,7 +114,7 @@ class Session:
         pinned: Iterable[str] = (),
     ) -> None:
         self.id = secrets.token_hex(8)
-        self.supervisor = supervisor
+        self._services = services
         self.tenant = tenant
         self.host_tools = host_tools
         self.pinned = tuple(pinned)
@@ -73,10 +125,9 @@ class Session:
         self._private: dict[str, tuple[trio.MemorySendChannel[ConnectionMessage], trio.Event]] = {}
         # Answered reply channels, reused by the next calls (see ``Turn._call``).
         self.replies: list[Channels[CallOutcome]] = []
-        # Per-epoch and per-config caches that keep begin_turn O(1) over a settled
-        # catalog (catalogs and configs are immutable: identity is the key).
+        # A per-epoch cache that keeps begin_turn O(1) over a settled catalog
+        # (catalogs are immutable: identity is the key).
         self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
-        self._session_specs: tuple[object, tuple[ServerSpec, ...]] = (None, ())
 
     # ------------------------------------------------------------------- turns
 
@@ -96,11 +147,11 @@ class Session:
         if not search:
             await self._start_and_wait(catalog, lambda view: True)
             catalog = self._current()
-        return Turn(self, f"{self.id}-{next(self._turns)}", catalog, search)
+        return Turn(self, self._services.calls, f"{self.id}-{next(self._turns)}", catalog, search)
 
     def search_enabled(self, catalog: Catalog) -> bool:
         """``tool_search`` on or off for a turn over ``catalog``."""
-        settings = self.supervisor.config.tool_search
+        settings = self._services.calls.tool_search
         if settings.enabled == "auto":
             return len(catalog.tools) + self.host_tools > settings.threshold
         return bool(settings.enabled)
@@ -110,7 +161,7 @@ class Session:
         self.activated[tool_id] = None
 
     def _current(self) -> Catalog:
-        return self.supervisor.router.cell.current.view_for(self.id)
+        return self._services.catalog.current.view_for(self.id)
 
     async def _start_and_wait(self, catalog: Catalog, wanted: Callable[[ServerView], bool]) -> None:
         """Start the wanted idle servers; wait (bounded) until every wanted one settled."""
@@ -132,7 +183,7 @@ class Session:
             return
         limit = max(catalog.servers[name].spec.init_timeout_s for name in waiting)
         with trio.move_on_after(limit):
-            await self.supervisor.router.cell.wait_until(
+            await self._services.catalog.wait_until(
                 lambda c: all(_settled(c.view_for(self.id).servers[name]) for name in waiting)
             )
 
@@ -140,22 +191,22 @@ class Session:
 
     def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
         """What policy says of one call before anyone is asked: allow, ask or deny."""
-        return self.supervisor.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
+        return self._services.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
 
     async def authorize(
         self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
     ) -> Authorization:
         """Decide one call (``decision``: its ``first_word``, if taken already); ask the
         host when policy says ask. Allow and deny return without a checkpoint."""
-        supervisor = self.supervisor
+        policy = self._services.policy
         if decision is None:
             decision = self.first_word(entry, arguments)
         if decision.action is Action.DENY:
             return Authorization(Action.DENY, "deny", f"call to {entry.id} denied: {decision.reason}")
         if decision.action is Action.ALLOW:
-            supervisor.policy.allowed(entry)
+            policy.allowed(entry)
             return Authorization(Action.ALLOW, "allow", decision.reason)
-        desk = supervisor.approvals
+        desk = self._services.approvals
         permission = permission_of(entry.server, entry.name)
         request = ApprovalRequest(
             desk.next_id(),
@@ -173,9 +224,9 @@ class Session:
             if verdict.approval.remember == "session":
                 self.memory[(permission, entry.fingerprint)] = action
             elif verdict.approval.remember == "always":
-                supervisor.policy.remember_always(self.tenant, entry, action)
+                policy.remember_always(self.tenant, entry, action)
         if action is Action.ALLOW:
-            supervisor.policy.allowed(entry)
+            policy.allowed(entry)
             return Authorization(Action.ALLOW, "ask", "approved")
         return Authorization(
             Action.DENY, "ask", verdict.denial or f"call to {entry.id} denied by the approver"
@@ -184,12 +235,7 @@ class Session:
     # ---------------------------------------------------------- private servers
 
     async def _spawn_private_servers(self) -> None:
-        config = self.supervisor.config
-        cached, specs = self._session_specs
-        if cached is not config:
-            specs = tuple(s for s in config.servers if s.scope is Scope.SESSION and s.enabled)
-            self._session_specs = (config, specs)
-        for spec in specs:
+        for spec in self._services.private_servers:
             if spec.name not in self._private:
                 await self._spawn_private(spec)
 
@@ -198,18 +244,8 @@ class Session:
         send, receive = pair
         done = trio.Event()
         self._private[spec.name] = (send, done)
-        router = self.supervisor.router_mailbox
-        await router.send(RegisterServer(spec, send, owner=self.id))
-        actor = ConnectionActor(
-            spec,
-            self.supervisor.connector,
-            receive,
-            router.clone(),
-            owner=self.id,
-            restart=False,
-            client_capabilities=self.supervisor.client_capabilities,
-            server_requests=self.supervisor.server_requests,
-        )
+        await self._services.router.send(RegisterServer(spec, send, owner=self.id))
+        actor = self._services.connections.actor(spec, receive, owner=self.id, restart=False)
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             try:
@@ -220,12 +256,9 @@ class Session:
         await self._nursery.start(run)
         await send.send(EnsureStarted())
 
-    async def _close(self, grace_s: float) -> None:
-        """Stop private connections (their processes go with them), forget the session."""
+    async def _stop_private(self) -> None:
+        """Stop the private connections (their processes go with them)."""
         for send, _done in self._private.values():
             try_send(send, Command(Control.STOP))
-        with trio.move_on_after(grace_s):
-            for _send, done in self._private.values():
-                await done.wait()
-        self._nursery.cancel_scope.cancel()
-        try_send(self.supervisor.router_mailbox, DropOwner(self.id))
+        for _send, done in self._private.values():
+            await done.wait()

@@ -1,5 +1,11 @@
 """A Turn: one agent turn over one immutable catalog epoch, and the path of a call.
 
+A turn sees neither the supervisor nor the session class: it is given what it uses
+(``supervisor.call_services``): ``CallServices``, the supervisor's parts a call
+needs, and its session as a ``TurnSession``, the session's side of a call (who calls,
+what was activated, the trust decision). So this module imports nothing of
+``supervisor.sessions`` or ``supervisor.service``, which build it.
+
 A call goes: refuse arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` → resolve
 the id in the turn's catalog → validate the arguments against the tool's inputSchema
 (no server contact when they are wrong) → trust decision (allow / ask / deny, asking
@@ -16,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import trio
@@ -29,13 +35,11 @@ from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
+from supervisor.call_services import CallServices, TurnSession
 from supervisor.requests import InFlightRequest
 from supervisor.store import AuditRow, audit_hash
 from supervisor.store.records import bounded_hash, bytes_hash
 from supervisor.store.replay import INTERRUPTED
-
-if TYPE_CHECKING:
-    from supervisor.sessions import Session
 
 log = logging.getLogger("supervisor.turns")
 
@@ -60,8 +64,11 @@ TOOL_SEARCH_ENTRY = ToolEntry(
 class Turn:
     """One agent turn; everything in it comes from ``catalog`` (its epoch)."""
 
-    def __init__(self, session: Session, turn_id: str, catalog: Catalog, search_enabled: bool) -> None:
+    def __init__(
+        self, session: TurnSession, calls: CallServices, turn_id: str, catalog: Catalog, search_enabled: bool
+    ) -> None:
         self.session = session
+        self._calls = calls
         self.id = turn_id
         self.catalog = catalog
         self.epoch = catalog.epoch
@@ -103,7 +110,7 @@ class Turn:
     def search(self, query: str) -> dict[str, Any]:
         """``tool_search``: BM25 over id + full description in this turn's catalog; the
         matches are activated for the rest of the session, this turn included."""
-        settings = self.session.supervisor.config.tool_search
+        settings = self._calls.tool_search
         tools = self.catalog.tools
         matches = self.catalog.search_index.search(query, settings.max_matches, allow=tools.__contains__)
         found = []
@@ -130,18 +137,47 @@ class Turn:
         request_id: str | None = None,
         raw_request: bytes | None = None,
     ) -> Envelope:
-        """Call a tool of this turn; always returns exactly one envelope and leaves one
-        audit row, whatever ``tool_id`` and ``arguments`` are.
+        """Call a tool of this turn.
 
-        If the calling task is cancelled, the server is told (``notifications/cancelled``)
-        and the cancellation propagates. With a ``request_id``, the call can also be
-        cancelled by id (``Supervisor.requests.cancel``), which ends it ``cancelled``.
-        ``raw_request`` is the request as it arrived (the admin API passes the HTTP
-        body): the audit row of arguments nested too deep to hash as JSON hashes it.
+        Args:
+          tool_id: a tool of this turn's catalog (with ``tool_search`` on, any of them,
+            listed or not).
+          arguments: the tool's arguments, a JSON object (None: ``{}``).
+          progress: where the server's progress notifications for this call go.
+          request_id: lets the call be cancelled by id (``Supervisor.requests.cancel``),
+            which ends it ``cancelled``; unique among the tenant's calls in flight.
+          raw_request: the request as it arrived (the admin API passes the HTTP body):
+            the audit row of arguments nested too deep to hash as JSON hashes it.
+
+        Returns:
+          Exactly one envelope, whatever ``tool_id`` and ``arguments`` are: the result,
+          or an error code (``unknown_tool``, ``invalid_arguments``, ``denied``,
+          ``unavailable``, ``timeout``, ``cancelled``, ``server_error``, ``tool_error``).
+
+        Raises:
+          ValueError: ``request_id`` is in flight already for this tenant (nothing is
+            sent, no row is left).
+
+        Error handling:
+          What goes wrong on the way (refused arguments, a denial, a server that is
+          down, dies, times out or breaks the protocol) is in the envelope, never
+          raised. If the calling task is cancelled, the server is told
+          (``notifications/cancelled``), the audit row says ``cancelled``, and the
+          cancellation propagates; a bug of ours leaves a row that says ``error`` and
+          propagates too.
+
+        Resource handling:
+          In flight, the call holds a place in its server's in-flight table (bounded by
+          the server's call timeout) and a reply channel, which the session reuses for
+          a later call; its ``request_id`` is freed when it ends. It leaves exactly one
+          audit row: a call that may wait (an approval, the server) first journals an
+          ``interrupted`` row, in case the supervisor dies meanwhile; its end journals
+          the real one before the envelope is returned (durable against a kill of the
+          process from then on), and the store writes it to SQLite in a batch.
         """
         if request_id is None:
             return await self._call(tool_id, arguments, progress, None, raw_request)
-        requests = self.session.supervisor.requests
+        requests = self._calls.requests
         request = requests.open(request_id, self.session.tenant, tool_id)
         try:
             return await self._call(tool_id, arguments, progress, request, raw_request)
@@ -189,10 +225,10 @@ class Turn:
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
         # From here the call may wait (an approval, the server): a row that says so first.
-        supervisor = self.session.supervisor
-        record = supervisor.journal.new_id()
+        audit = self._calls.audit
+        record = audit.new_id()
         began = trio.current_time()
-        supervisor.audit_started(
+        audit.started(
             self._row(entry.id, entry.server, digest, first.action.value, INTERRUPTED, 0, 0, record)
         )
         try:
@@ -203,7 +239,7 @@ class Turn:
             row = self._row(
                 entry.id, entry.server, digest, first.action.value, outcome, duration_ms, 0, record
             )
-            supervisor.audit_now(row)
+            audit.finished_now(row)
             self._observe(row)
             raise
         return await self._audited(entry.id, entry.server, digest, decided, envelope, record)
@@ -263,7 +299,7 @@ class Turn:
         record: str | None = None,
     ) -> Envelope:
         """Leave the call's row (durable before this returns), count it, announce it."""
-        supervisor = self.session.supervisor
+        audit = self._calls.audit
         outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
         row = self._row(
             tool,
@@ -273,9 +309,9 @@ class Turn:
             outcome,
             envelope.duration_ms,
             len(envelope.text.encode()),
-            record or supervisor.journal.new_id(),
+            record or audit.new_id(),
         )
-        await supervisor.audit(row)
+        await audit.finished(row)
         self._observe(row)
         return envelope
 
@@ -308,9 +344,9 @@ class Turn:
 
     def _observe(self, row: AuditRow) -> None:
         """Metrics and the call event of one ended call."""
-        supervisor = self.session.supervisor
-        supervisor.metrics.observe_call(row.outcome, row.duration_ms)
-        supervisor.events.publish(
+        calls = self._calls
+        calls.metrics.observe_call(row.outcome, row.duration_ms)
+        calls.events.publish(
             {
                 "type": "call",
                 "tool": row.tool,

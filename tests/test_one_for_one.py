@@ -137,6 +137,71 @@ async def test_start_child_later_follows_the_same_rules(autojump_clock: trio.tes
     assert of(log, "stop requested") == ["late", "first"]
 
 
+async def test_a_dynamic_supervisor_runs_with_no_child_until_stopped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[Event] = []
+    supervisor = OneForOne(dynamic=True)
+    returned = trio.Event()
+
+    async def run() -> None:
+        await supervisor.run([])
+        returned.set()
+
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await trio.sleep(60)
+            assert not returned.is_set()  # no child, yet still running: one may come
+            late = FakeChild("late", log)
+            await supervisor.start_child(late.spec())
+            assert ("started", "late") in log
+            await supervisor.stop()
+            await returned.wait()
+            with pytest.raises(RuntimeError, match="cannot start x: the supervisor is not running"):
+                await supervisor.start_child(FakeChild("x", log).spec())
+    assert of(log, "returned") == ["late"]
+
+
+async def test_stop_child_stops_that_child_alone_and_forgets_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[Event] = []
+    children = [FakeChild(name, log, shutdown_s=2.0) for name in ("a", "b", "c")]
+    supervisor = OneForOne(dynamic=True, stop_timeout_s=7.0)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, [c.spec() for c in children])
+            log.clear()
+            began = trio.current_time()
+            assert await supervisor.stop_child("b")
+            assert trio.current_time() - began == pytest.approx(2.0)  # its own graceful exit
+            assert log == [("stop requested", "b"), ("returned", "b")]
+            assert supervisor.restart_counts() == {"a": 0, "c": 0}
+            assert not await supervisor.stop_child("b")  # gone
+            await supervisor.stop()
+    assert of(log, "stop requested") == ["b", "c", "a"]
+    assert [c.starts for c in children] == [1, 1, 1]
+
+
+async def test_stop_child_cancels_a_child_that_ignores_the_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[Event] = []
+    stubborn, other = FakeChild("stubborn", log, obeys_stop=False), FakeChild("other", log)
+    supervisor = OneForOne(stop_timeout_s=7.0)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, [stubborn.spec(), other.spec()])
+            began = trio.current_time()
+            assert await supervisor.stop_child("stubborn")
+            assert trio.current_time() - began == pytest.approx(7.0)
+            assert of(log, "cancelled") == ["stubborn"]
+            assert stubborn.starts == 1  # a stopped child is not restarted
+            await supervisor.stop()
+    assert of(log, "returned") == ["other"]
+
+
 # ---------------------------------------------------------------- restarts
 
 

@@ -22,7 +22,16 @@ from actors.connection.messages import ConnectionMessage, StateChanged, ToolsLis
 from actors.connection.spec import ServerSpec
 from actors.connection.states import State
 from actors.protocol.messages import Tool
-from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterActor, RouterMessage
+from actors.router.actor import (
+    AddServer,
+    CatalogCell,
+    DropOwner,
+    RegisterServer,
+    RemoveServer,
+    RouterActor,
+    RouterMessage,
+    StopRouter,
+)
 from actors.router.catalog import Catalog
 
 WAIT_S = 10.0  # virtual seconds: a hang fails at once on the autojump clock
@@ -164,6 +173,59 @@ async def test_router_ends_when_its_mailbox_closes(autojump_clock: trio.testing.
         async with trio.open_nursery() as nursery:
             await nursery.start(router.run)
             await send.aclose()
+
+
+async def test_stop_router_folds_what_came_before_then_ends(autojump_clock: trio.testing.MockClock) -> None:
+    send, receive = trio.open_memory_channel[RouterMessage](8)
+    router = RouterActor([(ServerSpec("time"), connection_mailbox())], receive)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(router.run)
+            # Sent together with the stop, still folded (one epoch), and nothing after it.
+            send.send_nowait(listed("time", "get"))
+            send.send_nowait(moved("time", State.STOPPED, State.TEARDOWN))
+            send.send_nowait(StopRouter())
+            send.send_nowait(listed("time", "late"))
+        # The nursery exited although our send end is still open: the router ended.
+    assert router.cell.current.servers["time"].state is State.STOPPED
+    assert list(router.cell.current.tools) == ["time_get"]
+    with pytest.raises(trio.BrokenResourceError):  # its mailbox closed with it
+        send.send_nowait(listed("time", "later"))
+
+
+async def test_a_server_added_while_running_joins_with_its_cached_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with running_router("time") as h:
+        cached = (Tool("find", description="find documents"),)
+        catalog = await h.feed(AddServer(ServerSpec("docs"), connection_mailbox(), cached))
+        assert list(catalog.servers) == ["time", "docs"]
+        view = catalog.servers["docs"]
+        assert (view.state, view.stale, view.available) == (State.IDLE, True, False)
+        assert [m.id for m in catalog.search_index.search("documents")] == ["docs_find"]
+        catalog = await h.feed(listed("docs", "find", "read"))
+        assert set(catalog.tools) == {"docs_find", "docs_read"}
+        assert not catalog.servers["docs"].stale
+        same = await h.feed(AddServer(ServerSpec("docs"), connection_mailbox()))  # taken: ignored
+        assert same.servers["docs"] is catalog.servers["docs"]
+
+
+async def test_a_server_removed_while_running_takes_its_tools_along(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with running_router("a_b", "a") as h:
+        collided = await h.feed(listed("a_b", "c"), listed("a", "b_c"))
+        assert "a_b_c" not in collided.tools  # both ids hashed: they collide
+        catalog = await h.feed(RemoveServer("a"))
+        assert list(catalog.servers) == ["a_b"]
+        assert list(catalog.tools) == ["a_b_c"]  # no collision left: the plain id again
+        assert catalog.search_index.servers == ("a_b",)
+        assert [e.id for e in catalog.listing] == ["a_b_c"]
+        late = await h.feed(moved("a", State.STOPPED, State.TEARDOWN))  # dropped
+        assert list(late.servers) == ["a_b"]
+        again = await h.feed(RemoveServer("a"))
+        assert again.servers == catalog.servers
+        assert collided.servers["a"].entries  # an old epoch keeps what it had
 
 
 # ---------------------------------------------------------------- snapshots

@@ -1,5 +1,6 @@
-"""begin_turn over a settled catalog is O(1): what it derives from a catalog epoch or
-from the config is found once per epoch / config, not once per turn."""
+"""begin_turn over a settled catalog is O(1): what it derives from a catalog epoch is
+found once per epoch, and the session-scoped servers once per supervisor (in its
+``SessionServices``), not once per turn."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from actors.connection.spec import Scope, ServerSpec
 from actors.connection.states import State
 from actors.router.catalog import Catalog, ServerView
 from supervisor import sessions
-from supervisor.sessions import Session
-from supervisor.settings.model import Config, ToolSearchSettings
+from supervisor.sessions import Session, SessionServices
+from supervisor.settings.model import ToolSearchSettings
 
 
 def _catalog(epoch: int, states: dict[str, State]) -> Catalog:
@@ -27,11 +28,12 @@ def _catalog(epoch: int, states: dict[str, State]) -> Catalog:
     return Catalog(epoch, servers)
 
 
-def _session(catalog: Catalog, config: Config) -> tuple[Session, Any]:
-    cell = SimpleNamespace(current=catalog)
-    supervisor: Any = SimpleNamespace(config=config, router=SimpleNamespace(cell=cell))
-    nursery: Any = None  # no private server is ever spawned here
-    return Session(supervisor, nursery), cell
+def _session(catalog: Catalog, private: tuple[ServerSpec, ...] = ()) -> tuple[Session, Any]:
+    cell: Any = SimpleNamespace(current=catalog)
+    calls: Any = SimpleNamespace(tool_search=ToolSearchSettings(enabled=False))
+    unused: Any = None  # no private server is ever spawned, no call made, here
+    services = SessionServices(cell, unused, unused, private, unused, unused, calls)
+    return Session(services, unused), cell
 
 
 async def test_a_turn_over_an_unchanged_catalog_walks_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,8 +46,7 @@ async def test_a_turn_over_an_unchanged_catalog_walks_no_server(monkeypatch: pyt
 
     monkeypatch.setattr(sessions, "_settled", counting)
     names = {f"s{i}": State.STEADY for i in range(50)}
-    config = Config(tool_search=ToolSearchSettings(enabled=False))
-    session, cell = _session(_catalog(1, names), config)
+    session, cell = _session(_catalog(1, names))
     first = await session.begin_turn()
     assert len(checked) == 50
     checked.clear()
@@ -59,7 +60,7 @@ async def test_a_turn_over_an_unchanged_catalog_walks_no_server(monkeypatch: pyt
     assert third.epoch == 2
 
 
-async def test_session_scoped_specs_are_found_once_per_config(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_session_scoped_servers_are_spawned_once_per_session(monkeypatch: pytest.MonkeyPatch) -> None:
     spawned: list[str] = []
 
     async def spawn(self: Session, spec: ServerSpec) -> None:
@@ -67,12 +68,8 @@ async def test_session_scoped_specs_are_found_once_per_config(monkeypatch: pytes
         self._private[spec.name] = (trio.open_memory_channel[ConnectionMessage](1)[0], trio.Event())
 
     monkeypatch.setattr(Session, "_spawn_private", spawn)
-    config = Config(
-        servers=(ServerSpec("shared"), ServerSpec("mine", scope=Scope.SESSION)),
-        tool_search=ToolSearchSettings(enabled=False),
-    )
-    session, _cell = _session(_catalog(1, {"shared": State.STEADY}), config)
+    mine = ServerSpec("mine", scope=Scope.SESSION)
+    session, _cell = _session(_catalog(1, {"shared": State.STEADY}), (mine,))
     await session.begin_turn()
     await session.begin_turn()
     assert spawned == ["mine"]
-    assert session._session_specs == (config, (config.servers[1],))

@@ -8,6 +8,11 @@ shared that anybody can change) and may wait for the next epoch.
 
 A change costs O(the changed server): ids come from an ``IdBook``, the id index is a
 persistent map, and the search index is sharded by server.
+
+Shared servers can join (``AddServer``) and leave (``RemoveServer``) while the router
+runs; a server that left takes its tools out of the catalog, and a late message of
+its actor is dropped. The router ends when its mailbox closes, or at ``StopRouter``,
+after folding everything that was sent before it.
 """
 
 from __future__ import annotations
@@ -58,7 +63,30 @@ class DropOwner:
     owner: str
 
 
-RouterMessage = Published | RegisterServer | DropOwner
+@attrs.frozen(slots=True, eq=False)
+class AddServer:
+    """A shared server joins while the router runs; ``cached``: its last known tools
+    (from the store), shown stale until it lists its own."""
+
+    spec: ServerSpec
+    mailbox: trio.MemorySendChannel[ConnectionMessage]
+    cached: tuple[Tool, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class RemoveServer:
+    """A shared server leaves (its connection actor has ended): forget it and its tools."""
+
+    name: str
+
+
+@attrs.frozen(slots=True)
+class StopRouter:
+    """Fold and publish what was sent before this, then end."""
+
+
+_Folded = Published | RegisterServer | DropOwner | AddServer | RemoveServer
+RouterMessage = _Folded | StopRouter
 
 
 class CatalogCell:
@@ -176,10 +204,7 @@ class RouterActor:
         catalog = Catalog(0)
         self._tools, self._index = catalog.tools, catalog.search_index
         for spec, channel in servers:
-            self._shared[spec.name] = ServerView(spec.name, spec, channel)
-            cached = (cached_tools or {}).get(spec.name)
-            if cached:
-                self._set_tools(self._shared[spec.name], tuple(cached), (), stale=True)
+            self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
         self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -192,13 +217,49 @@ class RouterActor:
 
     async def _fold(self) -> None:
         async for message in self._mailbox:
+            if isinstance(message, StopRouter):
+                return
             touched_shared = self._apply(message)
+            stop = False
             for more in queued(self._mailbox):  # whatever else is queued joins this epoch
+                if isinstance(more, StopRouter):
+                    stop = True
+                    break
                 touched_shared = self._apply(more) or touched_shared
             self._publish(touched_shared)
+            if stop:
+                return
 
-    def _apply(self, message: RouterMessage) -> bool:
+    def _add(
+        self, spec: ServerSpec, mailbox: trio.MemorySendChannel[ConnectionMessage], cached: tuple[Tool, ...]
+    ) -> bool:
+        """A shared server joins (a name taken already is refused, loudly)."""
+        if spec.name in self._shared:
+            log.warning("server %s is supervised already; adding it again is ignored", spec.name)
+            return False
+        self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
+        if cached:
+            self._set_tools(view, cached, (), stale=True)
+        return True
+
+    def _remove(self, name: str) -> bool:
+        """A shared server leaves: its ids, id-index entries and search shard go."""
+        view = self._shared.pop(name, None)
+        if view is None:
+            return False
+        others = self._book.replace(name, ())
+        self._tools = replace_entries(self._tools, view.entries, ())
+        self._index = self._index.without_server(name)
+        for other in others:  # a collision it caused is gone: their ids change back
+            self._renumber(self._shared[other])
+        return True
+
+    def _apply(self, message: _Folded) -> bool:
         """Fold one message in; True when a shared server changed."""
+        if isinstance(message, AddServer):
+            return self._add(message.spec, message.mailbox, message.cached)
+        if isinstance(message, RemoveServer):
+            return self._remove(message.name)
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
             self._overlays.setdefault(message.owner, {})[view.name] = view

@@ -1,0 +1,73 @@
+"""What a turn's calls may use: the supervisor's parts, and their session's side.
+
+A ``Turn`` (``supervisor.turns``) is given both: ``CallServices``, built once with
+the supervisor, and its session as a ``TurnSession`` (``supervisor.sessions.Session``
+is one). The turn declares what it needs here, and the session and the service
+provide it, so imports go one way: service → sessions → turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from actors.broadcast import Broadcast
+from actors.connection.messages import CallOutcome
+from actors.mailbox import Channels
+from actors.router.catalog import ToolEntry
+from actors.router.trust import Action, Decision
+from supervisor.audit_trail import AuditTrail
+from supervisor.metrics import Metrics
+from supervisor.requests import RequestRegistry
+from supervisor.settings.model import ToolSearchSettings
+
+
+@attrs.frozen(slots=True, eq=False)
+class CallServices:
+    """What the calls of a turn may use of the supervisor that runs them (built once,
+    with the supervisor)."""
+
+    tool_search: ToolSearchSettings
+    requests: RequestRegistry
+    """Calls in flight by (tenant, request id), so a client can cancel one."""
+    audit: AuditTrail
+    metrics: Metrics
+    events: Broadcast[Mapping[str, Any]]
+
+
+@attrs.frozen(slots=True)
+class Authorization:
+    """The final word on one call: ``action`` (allow or deny), what policy first said
+    (``decided``: allow, ask or deny, for the audit), and why."""
+
+    action: Action
+    decided: str
+    reason: str
+
+
+class TurnSession(Protocol):
+    """What a turn may use of its session (``supervisor.sessions.Session`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def pinned(self) -> tuple[str, ...]: ...
+    @property
+    def activated(self) -> Mapping[str, None]: ...
+    @property
+    def replies(self) -> list[Channels[CallOutcome]]:
+        """Answered reply channels, for the next calls to reuse."""
+
+    def activate(self, tool_id: str) -> None: ...
+
+    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
+        """What policy says of one call before anyone is asked."""
+
+    async def authorize(
+        self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
+    ) -> Authorization:
+        """The final word on one call, asking the host when policy says ask."""
