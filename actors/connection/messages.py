@@ -9,7 +9,7 @@ import attrs
 import trio
 
 from actors.connection.vocabulary import Control as Control  # an operator command's kind
-from actors.connection.vocabulary import State
+from actors.connection.vocabulary import Phase, State
 from actors.protocol.messages import CallResult, Tool
 from actors.protocol.session import ProgressReceived
 
@@ -115,6 +115,9 @@ class StateChanged:
     # "needs_auth": in backoff with no retry scheduled until someone authorizes again;
     # "crashed": parked in backoff after its actor crashed past the restart intensity.
     condition: str | None = None
+    # resolve … list: "starting" (calls wait), "reconnecting" (calls are refused) or
+    # "relisting" (calls flow on the old list); see states.py.
+    phase: Phase | None = None
 
 
 Published: TypeAlias = ToolsListed | StateChanged

@@ -79,7 +79,6 @@ with no attempt open are bugs.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -129,7 +128,7 @@ from actors.connection.vocabulary import (
 __all__ = ["RULES", "Condition", "ConnectionState", "Control", "Crashed", "InvalidTransition", "Phase"]
 __all__ += ["Policy", "Route", "State", "Why", "initial", "is_available", "is_down", "is_reconnect"]
 __all__ += ["is_settled", "log_fields", "message_fields", "needs_start", "public_condition", "step"]
-__all__ += ["DOWN_STATES", "LIVE_STATES", "STARTING_STATES", "TRANSITIONS", "Trigger", "transition"]
+__all__ += ["DOWN_STATES"]
 
 
 class InvalidTransition(RuntimeError):
@@ -501,70 +500,6 @@ def initial(policy: Policy) -> ConnectionState:
     return ConnectionState(policy)
 
 
-# -------------------------------------------------- the old table, until the actor moves
-# (The connection actor still walks this table; the next commit moves it onto ``step``
-# and this block goes.)
-
-
-class Trigger(enum.Enum):
-    """What happened (the old table's events)."""
-
-    NEEDED = "needed"
-    RESOLVED = "resolved"
-    AUTHENTICATED = "authenticated"
-    INITIALIZED = "initialized"
-    LISTED = "listed"
-    LIST_CHANGED = "list_changed"
-    FAILED = "failed"
-    RETRY = "retry"
-    STOP = "stop"
-    DISABLE = "disable"
-    RESTART = "restart"
-    TORN_DOWN_STOP = "torn_down_stop"
-    TORN_DOWN_DISABLE = "torn_down_disable"
-    TORN_DOWN_RESTART = "torn_down_restart"
-    ENABLE = "enable"
-    CRASHED = "crashed"
-
-
-LIVE_STATES = _LIVE
-STARTING_STATES = _STARTING
+# Still read by supervisor/sessions.py and conformance_client.py until they ask is_down
+# and is_settled (next commit).
 DOWN_STATES = _DOWN
-
-
-def _old_table() -> dict[tuple[State, Trigger], State]:
-    table = {
-        (State.IDLE, Trigger.NEEDED): State.RESOLVE,
-        (State.RESOLVE, Trigger.RESOLVED): State.AUTHENTICATE,
-        (State.AUTHENTICATE, Trigger.AUTHENTICATED): State.HANDSHAKE,
-        (State.HANDSHAKE, Trigger.INITIALIZED): State.LIST,
-        (State.LIST, Trigger.LISTED): State.STEADY,
-        (State.STEADY, Trigger.LIST_CHANGED): State.LIST,
-        (State.BACKOFF, Trigger.RETRY): State.RESOLVE,
-        (State.BACKOFF, Trigger.RESTART): State.RESOLVE,
-        (State.IDLE, Trigger.RESTART): State.RESOLVE,
-        (State.TEARDOWN, Trigger.TORN_DOWN_STOP): State.STOPPED,
-        (State.TEARDOWN, Trigger.TORN_DOWN_DISABLE): State.DISABLED,
-        (State.TEARDOWN, Trigger.TORN_DOWN_RESTART): State.RESOLVE,
-        (State.DISABLED, Trigger.ENABLE): State.IDLE,
-        (State.DISABLED, Trigger.STOP): State.STOPPED,
-        (State.IDLE, Trigger.CRASHED): State.BACKOFF,
-    }
-    for state in LIVE_STATES:
-        table[(state, Trigger.FAILED)] = State.BACKOFF
-        table[(state, Trigger.RESTART)] = State.TEARDOWN
-    for state in LIVE_STATES | {State.IDLE, State.BACKOFF}:
-        table[(state, Trigger.STOP)] = State.TEARDOWN
-        table[(state, Trigger.DISABLE)] = State.TEARDOWN
-    return table
-
-
-TRANSITIONS: dict[tuple[State, Trigger], State] = _old_table()
-
-
-def transition(state: State, trigger: Trigger) -> State:
-    """The next state, or InvalidTransition (fail closed, like h2)."""
-    try:
-        return TRANSITIONS[(state, trigger)]
-    except KeyError:
-        raise InvalidTransition(f"no transition from {state.value} on {trigger.value}") from None
