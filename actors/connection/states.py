@@ -128,7 +128,6 @@ from actors.connection.vocabulary import (
 __all__ = ["RULES", "Condition", "ConnectionState", "Control", "Crashed", "InvalidTransition", "Phase"]
 __all__ += ["Policy", "Route", "State", "Why", "initial", "is_available", "is_down", "is_reconnect"]
 __all__ += ["is_settled", "log_fields", "message_fields", "needs_start", "public_condition", "step"]
-__all__ += ["DOWN_STATES"]
 
 
 class InvalidTransition(RuntimeError):
@@ -498,8 +497,3 @@ def step(machine: ConnectionState, event: Event) -> Result:
 def initial(policy: Policy) -> ConnectionState:
     """A new connection: idle, nothing tried yet."""
     return ConnectionState(policy)
-
-
-# Still read by supervisor/sessions.py and conformance_client.py until they ask is_down
-# and is_settled (next commit).
-DOWN_STATES = _DOWN

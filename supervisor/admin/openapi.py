@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from actors.connection.states import State
+from actors.connection.states import Phase, State
 from actors.router.depth import MAX_ARGUMENT_DEPTH
 from supervisor.admin.roles import Action, allowed_roles
 
@@ -60,13 +60,15 @@ SCHEMAS: dict[str, Any] = {
         ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
     ),
     "Transition": _obj(
-        ("at", "state", "previous", "reason"),
+        ("at", "state", "previous", "reason", "phase"),
         at=_NUM,
         state=_ref("State"),
         previous=_ref("State"),
         reason=_NULL_STR,
+        phase=_ref("Phase"),
     ),
     "State": {"type": ["string", "null"], "enum": [*(s.value for s in State), None]},
+    "Phase": {"type": ["string", "null"], "enum": [*(p.value for p in Phase), None]},
     "Server": _obj(
         (
             "name",
@@ -81,6 +83,7 @@ SCHEMAS: dict[str, Any] = {
             "retry_in_s",
             "last_error",
             "condition",
+            "phase",
             "available",
             "reconnects",
             "tools",
@@ -98,6 +101,7 @@ SCHEMAS: dict[str, Any] = {
         retry_in_s=_NULL_NUM,
         last_error=_NULL_STR,
         condition={"type": ["string", "null"], "enum": ["needs_auth", "crashed", None]},
+        phase=_ref("Phase"),
         available=_BOOL,
         reconnects=_INT,
         tools=_INT,
