@@ -143,7 +143,7 @@ def _count_io() -> dict[str, int]:
 
     def counted_send_nowait(self: Any, data: bytes) -> int:
         written = send_nowait(self, data)
-        if written:  # a lone call written at once by its caller (see ConnectionActor._write_now)
+        if written:  # a lone call written at once by its caller (see WritePath.write_now)
             counts["writes"] += 1
             counts["writes_by_caller"] += 1
         return written

@@ -44,7 +44,7 @@ import trio
 
 from actors.auth.authorizers import FollowRedirectAuthorizer
 from actors.connection.spec import ServerSpec, Start
-from actors.connection.states import DOWN_STATES
+from actors.connection.states import is_down
 from actors.router.catalog import ToolEntry
 from supervisor.service import Supervisor
 from supervisor.sessions import Session
@@ -176,7 +176,7 @@ async def _wait_ready(supervisor: Supervisor) -> None:
     if not view.available:
         reason = view.last_error or f"not serving after {INIT_TIMEOUT_S:g} s (state {view.state.value})"
         raise ScenarioFailed(f"connect failed: {reason}")
-    if view.state in DOWN_STATES:
+    if is_down(view.state):
         raise ScenarioFailed(f"connect failed: server is {view.state.value}")
 
 

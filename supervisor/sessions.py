@@ -24,7 +24,7 @@ import trio
 
 from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
 from actors.connection.spec import ServerSpec
-from actors.connection.states import DOWN_STATES, State
+from actors.connection.states import is_settled, needs_start
 from actors.mailbox import Channels, open_mailbox, try_send
 from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMessage
 from actors.router.catalog import Catalog, ServerView, ToolEntry
@@ -41,7 +41,7 @@ log = logging.getLogger("supervisor.sessions")
 
 def _settled(view: ServerView) -> bool:
     """Done starting: serving, or down (a turn stops waiting for it either way)."""
-    return view.available or view.state in DOWN_STATES
+    return is_settled(view.state, view.phase)
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -174,7 +174,7 @@ class Session:
         waiting = {v.name for v in starting if wanted(v)}
         for name in waiting:
             view = catalog.servers[name]
-            if view.state is State.IDLE:
+            if needs_start(view.state):
                 try:
                     await view.mailbox.send(EnsureStarted())
                 except (trio.BrokenResourceError, trio.ClosedResourceError):

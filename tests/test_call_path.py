@@ -14,7 +14,6 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
-from actors.mailbox import open_mailbox
 from actors.transports.stdio import StdioTransport
 from supervisor import Supervisor
 from supervisor.settings.model import Config
@@ -134,31 +133,30 @@ class _SlowPipe:
 
 
 async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
-    from actors.connection.actor import ConnectionActor, _Live
+    from actors.connection.writing import WritePath
     from actors.protocol.session import ClientSession
 
-    send, receive = open_mailbox(4)
-    publish, _published = open_mailbox(4)
-    actor = ConnectionActor(ServerSpec(name="x", command=("x",)), None, receive, publish)  # type: ignore[arg-type]
     pipe = _SlowPipe(room=10)
+    session = ClientSession()
+    errors: list[Exception] = []
     async with trio.open_nursery() as nursery:
-        live = _Live(pipe, ClientSession(), nursery)  # type: ignore[arg-type]
-        assert live.send_now is not None
-        live.session.send_notification("first")
-        assert not actor._write_now(live)  # 10 bytes went, the rest waits for the writer
-        assert len(pipe.wire) == 10 and live.backlog
-        live.session.send_notification("second")
-        assert not actor._write_now(live)  # never ahead of the backlog
-        actor._kick(live)
-        actor._kick(live)  # a second kick while the writer is on its way starts no second one
-        assert live.writer_running
+        writes = WritePath(pipe, session, nursery, errors.append)  # type: ignore[arg-type]
+        assert writes.send_now is not None
+        session.send_notification("first")
+        assert not writes.write_now()  # 10 bytes went, the rest waits for the writer
+        assert len(pipe.wire) == 10 and writes.backlog
+        session.send_notification("second")
+        assert not writes.write_now()  # never ahead of the backlog
+        writes.kick()
+        writes.kick()  # a second kick while the writer is on its way starts no second one
+        assert writes.writer_running
         await trio.testing.wait_all_tasks_blocked()
         assert [json.loads(line)["method"] for line in bytes(pipe.wire).splitlines()] == ["first", "second"]
-        assert not live.backlog
-        assert not live.writer_running  # nothing left: the writer is gone until the next kick
+        assert not writes.backlog
+        assert not writes.writer_running  # nothing left: the writer is gone until the next kick
         pipe.room = 1 << 20
-        live.session.send_notification("third")
-        assert actor._write_now(live)  # all of it, no writer needed
+        session.send_notification("third")
+        assert writes.write_now()  # all of it, no writer needed
         assert bytes(pipe.wire).endswith(b"\n") and b"third" in bytes(pipe.wire)
         nursery.cancel_scope.cancel()
-    del send
+    assert not errors

@@ -377,6 +377,34 @@ async def test_stop_goes_through_teardown_and_closes_the_mailbox(
             await h.mailbox.send(Command(Control.STOP))
 
 
+async def test_a_stop_that_comes_with_the_first_call_ends_the_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The call orders an attempt, the stop ends it before it began: the actor stops.
+    server = FakeServer()
+    async with running(server, start=Start.LAZY) as h:
+        reply, answers = trio.open_memory_channel[CallOutcome](1)
+        h.mailbox.send_nowait(CallTool("echo", {}, reply))
+        h.mailbox.send_nowait(Command(Control.STOP))
+        with trio.fail_after(1):
+            await h.wait_state(State.STOPPED)
+            assert await answers.receive() == CallFailed("unavailable", "mcp server fake is unavailable")
+        assert h.states() == [State.RESOLVE, State.TEARDOWN, State.STOPPED]
+
+
+async def test_a_call_after_a_start_was_disabled_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+    server = FakeServer()
+    server.init_delay = 1000
+    async with running(server, start=Start.LAZY, init_timeout_s=60.0) as h:
+        first = await h.send_call()
+        await h.wait_state(State.HANDSHAKE)
+        await h.mailbox.send(Command(Control.DISABLE))
+        await h.wait_state(State.DISABLED)
+        assert await first.receive() == CallFailed("unavailable", "mcp server fake is unavailable")
+        with trio.fail_after(1):  # it used to wait, parked, until the next start
+            assert await h.call() == CallFailed("unavailable", "mcp server fake is unavailable")
+
+
 async def test_disable_then_enable_then_restart(autojump_clock: trio.testing.MockClock) -> None:
     server = FakeServer()
     async with running(server) as h:

@@ -20,7 +20,7 @@ import trio.testing
 
 from actors.connection.messages import ConnectionMessage, StateChanged, ToolsListed
 from actors.connection.spec import ServerSpec
-from actors.connection.states import State
+from actors.connection.states import Phase, State
 from actors.protocol.messages import Tool
 from actors.router.actor import (
     AddServer,
@@ -70,9 +70,22 @@ class Harness:
         """Move ``server`` through ``states``, one epoch per step."""
         catalogs = []
         for state in states:
-            previous = self.current.view_for(owner).servers[server].state
-            catalogs.append(await self.feed(moved(server, state, previous, owner=owner)))
+            view = self.current.view_for(owner).servers[server]
+            phase = phase_after(view.state, view.phase, state)
+            catalogs.append(await self.feed(moved(server, state, view.state, owner=owner, phase=phase)))
         return catalogs
+
+
+def phase_after(previous: State, phase: Phase | None, state: State) -> Phase | None:
+    """The phase a connection actor announces with ``state`` (see states.py): the
+    router's availability rule reads it."""
+    if state not in (State.RESOLVE, State.AUTHENTICATE, State.HANDSHAKE, State.LIST):
+        return None
+    if state is State.LIST and previous is State.STEADY:
+        return Phase.RELISTING
+    if state is State.RESOLVE:
+        return Phase.STARTING if previous is State.IDLE else Phase.RECONNECTING
+    return phase
 
 
 @asynccontextmanager
@@ -95,8 +108,9 @@ def moved(
     reason: str | None = None,
     next_retry_at: float | None = None,
     owner: str | None = None,
+    phase: Phase | None = None,
 ) -> StateChanged:
-    return StateChanged(server, state, previous, at, attempt, reason, next_retry_at, owner)
+    return StateChanged(server, state, previous, at, attempt, reason, next_retry_at, owner, phase=phase)
 
 
 def listed(server: str, *tools: str, generation: int = 1, owner: str | None = None) -> ToolsListed:
@@ -287,11 +301,25 @@ async def test_available_only_when_calls_can_flow(autojump_clock: trio.testing.M
 
 
 async def test_list_straight_after_backoff_is_unavailable(autojump_clock: trio.testing.MockClock) -> None:
-    # Even if a (buggy) actor skipped states, only steady → list keeps a server available.
+    # Even if a (buggy) actor skipped states, only a relist (steady → list) keeps a server available.
     async with running_router("time") as h:
         await h.walk("time", *UP, State.BACKOFF)
         (catalog,) = await h.walk("time", State.LIST)
         assert catalog.servers["time"].available is False
+
+
+@pytest.mark.parametrize("phase", [Phase.STARTING, Phase.RECONNECTING, None])
+async def test_only_a_relist_keeps_a_list_available(
+    autojump_clock: trio.testing.MockClock, phase: Phase
+) -> None:
+    async with running_router("time") as h:
+        await h.walk("time", *UP)
+        catalog = await h.feed(moved("time", State.LIST, State.STEADY, phase=phase))
+        assert catalog.servers["time"].available is False
+        catalog = await h.feed(moved("time", State.LIST, State.STEADY, phase=Phase.RELISTING))
+        view = catalog.servers["time"]
+        assert view.available is True and view.phase is Phase.RELISTING
+        assert view.transitions[-1].phase is Phase.RELISTING
 
 
 async def test_tools_stay_listed_while_the_server_is_down(autojump_clock: trio.testing.MockClock) -> None:

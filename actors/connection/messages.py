@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
 import attrs
 import trio
 
-from actors.connection.states import State
+from actors.connection.vocabulary import Control as Control  # an operator command's kind
+from actors.connection.vocabulary import Phase, State
 from actors.protocol.messages import CallResult, Tool
 from actors.protocol.session import ProgressReceived
 
@@ -58,15 +58,6 @@ class CancelCall:
 @attrs.frozen(slots=True)
 class EnsureStarted:
     """Someone needs this server's tools: leave ``idle`` now."""
-
-
-class Control(enum.Enum):
-    """Operator commands."""
-
-    STOP = "stop"
-    DISABLE = "disable"
-    ENABLE = "enable"
-    RESTART = "restart"
 
 
 @attrs.frozen(slots=True)
@@ -124,6 +115,9 @@ class StateChanged:
     # "needs_auth": in backoff with no retry scheduled until someone authorizes again;
     # "crashed": parked in backoff after its actor crashed past the restart intensity.
     condition: str | None = None
+    # resolve … list: "starting" (calls wait), "reconnecting" (calls are refused) or
+    # "relisting" (calls flow on the old list); see states.py.
+    phase: Phase | None = None
 
 
 Published: TypeAlias = ToolsListed | StateChanged

@@ -25,9 +25,9 @@ import attrs
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.messages import ConnectionMessage, Published, StateChanged, ToolsListed
+from actors.connection.messages import ConnectionMessage, Published, ToolsListed
 from actors.connection.spec import ServerSpec
-from actors.connection.states import State
+from actors.connection.states import is_available, is_reconnect
 from actors.mailbox import queued
 from actors.protocol.messages import Tool
 from actors.router.catalog import (
@@ -111,13 +111,6 @@ class CatalogCell:
         while not predicate(self._catalog):
             await self._changed.wait()
         return self._catalog
-
-
-def _available(previous: ServerView, message: StateChanged) -> bool:
-    if message.state is State.STEADY:
-        return True
-    # A relist after list_changed (steady → list) keeps calls flowing on the old list.
-    return message.state is State.LIST and previous.state is State.STEADY and previous.available
 
 
 def _unique(server: str, tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple[str, ...]]:
@@ -290,12 +283,12 @@ class RouterActor:
             last_error=message.reason if message.reason else previous.last_error,
             next_retry_at=message.next_retry_at,
             condition=message.condition,
-            available=_available(previous, message),
-            reconnects=previous.reconnects
-            + (message.previous is State.BACKOFF and message.state is State.RESOLVE),
+            phase=message.phase,
+            available=is_available(message.state, message.phase),
+            reconnects=previous.reconnects + is_reconnect(message.previous, message.state),
             transitions=(
                 *previous.transitions[-(MAX_TRANSITIONS - 1) :],
-                Transition(message.at, message.state, message.previous, message.reason),
+                Transition(message.at, message.state, message.previous, message.reason, message.phase),
             ),
         )
         views[message.server] = view
@@ -309,6 +302,7 @@ class RouterActor:
                     "attempt": message.attempt,
                     "reason": message.reason,
                     "condition": message.condition,
+                    "phase": None if message.phase is None else message.phase.value,
                     "next_retry_in_s": None
                     if message.next_retry_at is None
                     else round(max(0.0, message.next_retry_at - message.at), 3),

@@ -21,7 +21,7 @@ import trio
 
 from actors.connection.messages import ConnectionMessage
 from actors.connection.spec import ServerSpec
-from actors.connection.states import State
+from actors.connection.states import Phase, State
 from actors.protocol.messages import Tool
 from actors.router.risk import Risk, classify
 from actors.router.schema_compiler import compile_schema
@@ -72,6 +72,7 @@ class Transition:
     state: State
     previous: State
     reason: str | None = None
+    phase: Phase | None = None  # resolve … list: starting, reconnecting or relisting
 
 
 MAX_TRANSITIONS = 20
@@ -93,7 +94,8 @@ class ServerView:
     attempt: int = 0
     last_error: str | None = None
     next_retry_at: float | None = None
-    condition: str | None = None  # "needs_auth" (see StateChanged)
+    condition: str | None = None  # "needs_auth" or "crashed" (see StateChanged)
+    phase: Phase | None = None  # "starting", "reconnecting" or "relisting" (see StateChanged)
     available: bool = False
     generation: int = 0
     entries: tuple[ToolEntry, ...] = attrs.field(default=(), repr=False)

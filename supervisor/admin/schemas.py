@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.connection.states import State
+from actors.connection.states import Phase, State
 from actors.router.depth import MAX_ARGUMENT_DEPTH
 
 
@@ -48,13 +48,15 @@ SCHEMAS: dict[str, Any] = {
         ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
     ),
     "Transition": _obj(
-        ("at", "state", "previous", "reason"),
+        ("at", "state", "previous", "reason", "phase"),
         at=_NUM,
         state=ref("State"),
         previous=ref("State"),
         reason=_NULL_STR,
+        phase=ref("Phase"),
     ),
     "State": {"type": ["string", "null"], "enum": [*(s.value for s in State), None]},
+    "Phase": {"type": ["string", "null"], "enum": [*(p.value for p in Phase), None]},
     "Server": _obj(
         (
             "name",
@@ -69,6 +71,7 @@ SCHEMAS: dict[str, Any] = {
             "retry_in_s",
             "last_error",
             "condition",
+            "phase",
             "available",
             "reconnects",
             "tools",
@@ -86,6 +89,7 @@ SCHEMAS: dict[str, Any] = {
         retry_in_s=_NULL_NUM,
         last_error=_NULL_STR,
         condition={"type": ["string", "null"], "enum": ["needs_auth", "crashed", None]},
+        phase=ref("Phase"),
         available=_BOOL,
         reconnects=_INT,
         tools=_INT,

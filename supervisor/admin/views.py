@@ -105,6 +105,7 @@ def server_summary(view: ServerView, clock: Clock, redactor: Redactor) -> dict[s
         "retry_in_s": retry_in,
         "last_error": None if view.last_error is None else redactor.redact(view.last_error),
         "condition": view.condition,
+        "phase": None if view.phase is None else view.phase.value,
         "available": view.available,
         "reconnects": view.reconnects,
         "tools": len(view.entries),
@@ -123,6 +124,7 @@ def unsupervised_summary(spec: ServerSpec) -> dict[str, Any]:
         "retry_in_s": None,
         "last_error": None,
         "condition": None,
+        "phase": None,
         "available": False,
         "reconnects": 0,
         "tools": 0,
@@ -141,6 +143,7 @@ def server_detail(
             "state": t.state.value,
             "previous": t.previous.value,
             "reason": None if t.reason is None else redactor.redact(t.reason),
+            "phase": None if t.phase is None else t.phase.value,
         }
         for t in view.transitions
     ]

@@ -1,0 +1,45 @@
+"""Reading a server's whole tool list: every page of ``tools/list``, bounded.
+
+A server that refuses ``tools/list``, repeats a cursor or pages on without end fails
+its connection (``ConnectionFailed``), never the actor. Whether to read the list again
+(``list_changed`` arrived meanwhile) is the state machine's call, not this module's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from actors.protocol.messages import Tool
+from actors.protocol.session import ErrorReceived, ResponseReceived, parse_tools_page
+
+MAX_TOOLS_PAGES = 1000
+
+Request = Callable[[str, dict[str, Any] | None], Awaitable[ResponseReceived | ErrorReceived]]
+"""Send one request on the connection and wait for its answer."""
+
+
+class ConnectionFailed(Exception):
+    """The server misbehaved in a way that ends this connection (not the actor)."""
+
+
+async def read_tools(request: Request, server: str) -> tuple[list[Tool], list[str]]:
+    """Every tool of every page, and the problems of the tools that were dropped."""
+    tools: list[Tool] = []
+    problems: list[str] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOLS_PAGES):
+        event = await request("tools/list", {"cursor": cursor} if cursor else None)
+        if isinstance(event, ErrorReceived):
+            raise ConnectionFailed(f"mcp server {server} refused tools/list: {event.error.message}")
+        page = parse_tools_page(event.result)
+        tools.extend(page.tools)
+        problems.extend(page.problems)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools, problems
+        if cursor in seen:
+            raise ConnectionFailed(f"mcp server {server} repeated tools/list cursor {cursor!r}")
+        seen.add(cursor)
+    raise ConnectionFailed(f"mcp server {server}: tools/list has over {MAX_TOOLS_PAGES} pages")

@@ -1,0 +1,271 @@
+"""One open connection: its reader, its calls and their deadlines, its write path.
+
+A ``Live`` exists from ``authenticate`` until the connection attempt ends; its tasks
+(the reader, a writer while something is queued, server requests, a ping after a
+timeout, a relist) run in a nursery owned by that attempt. It reports what it sees to
+the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``,
+``Alive``) and decides nothing about the connection's state itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import trio
+
+from actors.connection.calls import InFlight, InFlightTable
+from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
+from actors.connection.spec import ServerSpec
+from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
+from actors.connection.writing import WritePath
+from actors.mailbox import answer, try_send
+from actors.protocol.codec import structure_call_result
+from actors.protocol.errors import ProtocolError
+from actors.protocol.messages import INTERNAL_ERROR, RequestId
+from actors.protocol.session import (
+    ClientSession,
+    ErrorReceived,
+    Initialized,
+    ProgressReceived,
+    ResponseReceived,
+    ServerRequest,
+    ToolsListChanged,
+    method_not_found,
+)
+from actors.redaction import Redactor
+from actors.transports.base import AuthRequired, Transport, TransportClosed, TransportError
+
+log = logging.getLogger("actors.connection")
+
+ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
+"""``(server, method, params) -> result``, or None when the host does not handle ``method``."""
+
+
+class Live:
+    """One connection while it is up (see the module docstring)."""
+
+    __slots__ = (
+        "_inflight",
+        "_internal",
+        "_redactor",
+        "_report",
+        "_server_requests",
+        "deadline_scope",
+        "initialized",
+        "name",
+        "nursery",
+        "session",
+        "spec",
+        "transport",
+        "writes",
+    )
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        transport: Transport,
+        nursery: trio.Nursery,
+        inflight: InFlightTable,
+        report: Callable[[Event], Effects],
+        *,
+        capabilities: dict[str, Any],
+        redactor: Redactor,
+        server_requests: ServerRequestHandler | None,
+    ) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.transport = transport
+        self.nursery = nursery
+        self.session = ClientSession(capabilities=capabilities)
+        self.writes = WritePath(transport, self.session, nursery, self._write_failed)
+        self.initialized = trio.Event()
+        self.deadline_scope = trio.CancelScope()
+        self._inflight = inflight
+        self._report = report
+        self._redactor = redactor
+        self._server_requests = server_requests
+        self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
+
+    def start(self) -> None:
+        """Start reading, and send ``initialize``."""
+        self.nursery.start_soon(self._reader)
+        self.session.start_initialize()
+        self.writes.kick()
+
+    def fail(self, reason: str, *, auth: bool = False, needs_login: bool = False) -> None:
+        """The connection is dead: report it (the machine says what follows)."""
+        tail = self.transport.stderr_tail()
+        if tail:
+            reason = f"{reason} (last stderr line: {tail[-1][:200]})"
+        self._report(Failed(self._redactor.redact(reason), trio.current_time(), auth, needs_login))
+
+    def _write_failed(self, exc: TransportError) -> None:
+        if isinstance(exc, AuthRequired):  # e.g. the initialize POST was refused
+            self.fail(str(exc), auth=True, needs_login=exc.needs_login)
+        else:
+            self.fail(f"mcp server {self.name}: cannot write: {exc}")
+
+    # ------------------------------------------------------------------ reading
+
+    async def _reader(self) -> None:
+        try:
+            while True:
+                data = await self.transport.receive()
+                if not data:
+                    raise TransportClosed(f"mcp server {self.name} closed the connection")
+                self.session.receive_data(data)
+                self._handle_events()
+        except AuthRequired as exc:
+            self.fail(str(exc), auth=True, needs_login=exc.needs_login)
+        except TransportError as exc:
+            self.fail(str(exc))
+        except ProtocolError as exc:
+            self.fail(f"mcp server {self.name} broke the protocol: {exc}")
+
+    def _handle_events(self) -> None:
+        session = self.session
+        answered = 0
+        while (event := session.next_event()) is not None:
+            if isinstance(event, ResponseReceived | ErrorReceived):
+                waiter = self._internal.pop(event.id, None)
+                if waiter is not None:
+                    answer(waiter, event)
+                else:
+                    self._finish_call(event)
+                    answered += 1
+            elif isinstance(event, ProgressReceived):
+                self._progress(event)
+            elif isinstance(event, ToolsListChanged):
+                self._report(LIST_CHANGED)
+            elif isinstance(event, Initialized):
+                self.initialized.set()
+            elif isinstance(event, ServerRequest):
+                if self._server_requests is None:
+                    method_not_found(session, event)
+                else:
+                    self.nursery.start_soon(self._answer_server_request, self._server_requests, event)
+            else:
+                log.debug("ignored %s", type(event).__name__, extra={"server": self.name})
+        self.writes.answered_last = answered
+        # Wake the writer only for something to write (a ping answer, an error for an
+        # unhandled request …), not after every answer read: one task switch less a call.
+        data = session.data_to_send()
+        if data:
+            self.writes.queue(data)
+
+    async def _answer_server_request(self, handler: ServerRequestHandler, request: ServerRequest) -> None:
+        """Sampling, elicitation, roots …: the host's handler answers; None means it does
+        not handle that method. Its failure is the server's error answer, never ours."""
+        try:
+            result = await handler(self.name, request.method, request.params)
+        except Exception as exc:
+            log.warning(
+                "server request handler failed",
+                exc_info=exc,
+                extra={"fields": {"server": self.name, "method": request.method}},
+            )
+            self.session.send_error(request.id, INTERNAL_ERROR, f"client failed to handle {request.method}")
+        else:
+            if result is None:
+                method_not_found(self.session, request)
+            else:
+                self.session.send_response(request.id, result)
+        self.writes.kick()
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None
+    ) -> ResponseReceived | ErrorReceived:
+        """One request of our own (``tools/list``, ``ping``), answered to this task."""
+        reply, answers = trio.open_memory_channel[ResponseReceived | ErrorReceived](1)
+        request_id = self.session.send_request(method, params)
+        self._internal[request_id] = reply
+        self.writes.kick()
+        try:
+            return await answers.receive()
+        finally:
+            if self._internal.pop(request_id, None) is not None:
+                self.session.forget(request_id)
+
+    # -------------------------------------------------------------------- calls
+
+    def send_call(self, call: CallTool) -> None:
+        """Send one ``tools/call`` (the machine said calls are sent)."""
+        params = {"name": call.tool, "arguments": dict(call.arguments)}
+        try:
+            request_id = self.session.send_request("tools/call", params, progress=True)
+        except ValueError as exc:
+            answer(call.reply, CallFailed("invalid_arguments", f"invalid arguments for {call.tool}: {exc}"))
+            return
+        entry = self._inflight.add(request_id, call, trio.current_time())
+        if entry.deadline < self.deadline_scope.deadline:
+            self.deadline_scope.deadline = entry.deadline
+        # A lone call (the only one in flight, after a read that answered at most one)
+        # goes out now, from this task: no writer wake-up. Calls made together, or by
+        # many callers whose answers came together, are left to the writer, which
+        # sends them in one write.
+        writes = self.writes
+        if len(self._inflight) > 1 or writes.answered_last > 1 or not writes.write_now():
+            writes.kick()
+
+    def cancel(self, entry: InFlight, reason: str) -> None:
+        """The caller gave up: tell the server, answer ``cancelled``."""
+        self._inflight.pop(entry.request_id)
+        self.session.send_cancelled(entry.request_id, reason)
+        self.writes.kick()
+        answer(entry.call.reply, CallFailed("cancelled", f"tools/call {entry.call.tool} was cancelled"))
+
+    def _finish_call(self, event: ResponseReceived | ErrorReceived) -> None:
+        entry = self._inflight.pop(event.id)
+        if entry is None:
+            return  # answered already (timed out or cancelled): drop the late answer
+        outcome: CallOutcome
+        if isinstance(event, ErrorReceived):
+            outcome = CallFailed(
+                "server_error",
+                f"mcp server {self.name} answered tools/call {entry.call.tool} with error "
+                f"{event.error.code}: {self._redactor.redact(event.error.message)}",
+            )
+        else:
+            try:
+                outcome = CallSucceeded(structure_call_result(event.result))
+            except ProtocolError as exc:
+                outcome = CallFailed("server_error", f"mcp server {self.name}: {exc}")
+        answer(entry.call.reply, outcome)
+
+    def _progress(self, event: ProgressReceived) -> None:
+        entry = self._inflight.get(event.token)
+        if entry is None:
+            return
+        self._inflight.touch(event.token, trio.current_time())
+        if entry.call.progress is not None:
+            # A slow or departed listener loses progress, never the call.
+            try_send(entry.call.progress, event)
+
+    async def watch_deadlines(self) -> None:
+        """Answer calls past their deadline with a timeout (and tell the server)."""
+        while True:
+            with trio.CancelScope(deadline=self._inflight.next_deadline()) as self.deadline_scope:
+                await trio.sleep_forever()
+            for entry in self._inflight.expired(trio.current_time()):
+                capped = entry.deadline >= entry.hard_deadline
+                limit = self.spec.max_call_timeout_s if capped else self.spec.call_timeout_s
+                self.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
+                text = (
+                    f"mcp server {self.name} did not answer tools/call {entry.call.tool} within {limit:g} s"
+                )
+                answer(entry.call.reply, CallFailed("timeout", text))
+                self._report(CallTimedOut(entry.call.tool))
+            self.writes.kick()
+
+    async def check_alive(self, tool: str) -> None:
+        """After a timeout, a hung server (one that answers not even ping) is restarted."""
+        with trio.move_on_after(self.spec.ping_timeout_s):
+            await self.request("ping")
+            self._report(ALIVE)
+            return
+        self.fail(
+            f"mcp server {self.name} did not answer ping within {self.spec.ping_timeout_s:g} s "
+            f"after tools/call {tool} timed out"
+        )

@@ -1,0 +1,94 @@
+"""The write path of one connection: the backlog, the writer task, and write-at-once.
+
+What the protocol session queued leaves in one of two ways. A lone call on a
+transport that can write without waiting (stdio's ``send_nowait``) is written at once
+by the task that made it: no task switch. Everything else is left to a writer task,
+which exists only while something is queued (an idle connection keeps none, ~2.6 KB
+each) and runs after the current task yields, so what is queued meanwhile (calls made
+together) leaves in the same write. None of this is connection state: whether to send
+at all is the state machine's call (``states.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from actors.protocol.session import ClientSession
+from actors.transports.base import Transport, TransportError
+
+
+class WritePath:
+    """Moves what one session queued onto one transport, in order."""
+
+    __slots__ = (
+        "_nursery",
+        "_on_error",
+        "_session",
+        "_transport",
+        "answered_last",
+        "backlog",
+        "send_now",
+        "writer_running",
+        "writing",
+    )
+
+    def __init__(
+        self,
+        transport: Transport,
+        session: ClientSession,
+        nursery: trio.Nursery,
+        on_error: Callable[[TransportError], None],
+    ) -> None:
+        self._transport = transport
+        self._session = session
+        self._nursery = nursery
+        self._on_error = on_error
+        self.backlog: list[bytes] = []  # taken from the session, not yet written
+        self.writer_running = False  # a writer task exists (it ends when nothing is left)
+        self.writing = False  # the writer is inside transport.send
+        self.answered_last = 0  # calls answered by the last read: more than one, callers are many
+        # A transport that can write without waiting (stdio's send_nowait), else None.
+        self.send_now: Callable[[bytes], int] | None = getattr(transport, "send_nowait", None)
+
+    def kick(self) -> None:
+        """Something is queued: start a writer unless one is on its way. It runs after
+        the current task yields, so what is queued meanwhile leaves with it."""
+        if not self.writer_running:
+            self.writer_running = True
+            self._nursery.start_soon(self._writer)
+
+    def queue(self, data: bytes) -> None:
+        """Bytes already taken from the session (after a read) go out next."""
+        self.backlog.append(data)
+        self.kick()
+
+    def write_now(self) -> bool:
+        """Write what the session queued without waiting, if the transport can and the
+        writer is idle; False when something is left for the writer."""
+        if self.send_now is None or self.writing or self.backlog:
+            return False
+        data = self._session.data_to_send()
+        written = self.send_now(data)
+        if written < len(data):
+            self.backlog.append(data[written:])
+            return False
+        return True
+
+    async def _writer(self) -> None:
+        try:
+            while True:
+                data = self._session.data_to_send()
+                if self.backlog:  # taken from the session earlier: it goes first
+                    data = b"".join((*self.backlog, data))
+                    self.backlog.clear()
+                if not data:
+                    return
+                self.writing = True
+                await self._transport.send(data)
+                self.writing = False
+        except TransportError as exc:
+            self._on_error(exc)
+        finally:
+            self.writer_running = False
