@@ -29,12 +29,20 @@ BOUND_S = 20.0  # for the test; the server dies within milliseconds of the super
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux")
 
 
-def children_of(pid: int) -> list[int]:
-    return [
-        int(entry)
-        for entry in os.listdir("/proc")
-        if entry.isdigit() and (stat := read_proc_stat(int(entry))) is not None and stat.ppid == pid
-    ]
+def children_of(pid: int, program: str) -> list[int]:
+    """Children of ``pid`` that run ``program`` (others come and go: ``serve`` may start
+    short-lived helpers, and a child between fork and exec is not the server yet)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or (stat := read_proc_stat(int(entry))) is None or stat.ppid != pid:
+            continue
+        try:
+            argv0 = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if os.path.basename(argv0) == program.encode():
+            found.append(int(entry))
+    return found
 
 
 def test_a_sigkilled_serve_leaves_no_server_running(tmp_path: Path) -> None:
@@ -50,7 +58,7 @@ def test_a_sigkilled_serve_leaves_no_server_running(tmp_path: Path) -> None:
     servers: list[tuple[int, int]] = []
     try:
         deadline = time.monotonic() + BOUND_S
-        while not (found := children_of(serve.pid)) and time.monotonic() < deadline:
+        while not (found := children_of(serve.pid, "sleep")) and time.monotonic() < deadline:
             time.sleep(0.01)
         (pid,) = found
         stat = read_proc_stat(pid)
