@@ -28,8 +28,8 @@ from _common import emit
 from actors.connection.calls import InFlightTable
 from actors.connection.messages import CallSucceeded, CallTool
 from actors.connection.spec import ServerSpec
-from actors.protocol.codec import structure_call_result
 from actors.protocol.messages import Tool
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import ClientSession
 from actors.router import actor as router_actor
 from actors.router.catalog import make_entry

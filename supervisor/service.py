@@ -32,9 +32,9 @@ from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, open_mailbox
-from actors.protocol.codec import structure_tool, tool_to_wire
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
+from actors.protocol.payloads import structure_tool, tool_to_wire
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector

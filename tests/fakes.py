@@ -16,8 +16,9 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
-from actors.protocol.codec import LineDecoder, encode
 from actors.protocol.messages import Message, Notification, Request, Response
+from actors.protocol.ndjson import LineDecoder
+from actors.protocol.ndjson import encode_line as encode
 from actors.transports.base import SpawnError, TransportClosed
 
 CallHandler = Callable[["FakeSession", Request], Awaitable[dict[str, Any] | None]]

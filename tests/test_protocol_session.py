@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.protocol.codec import LineDecoder, encode, structure_call_result
 from actors.protocol.errors import FramingError, ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
@@ -31,6 +30,9 @@ from actors.protocol.messages import (
     Response,
     Tool,
 )
+from actors.protocol.ndjson import LineDecoder
+from actors.protocol.ndjson import encode_line as encode
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
     ErrorReceived,

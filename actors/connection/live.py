@@ -21,9 +21,9 @@ from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
 from actors.mailbox import answer, try_send
-from actors.protocol.codec import structure_call_result
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import INTERNAL_ERROR, RequestId
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
     ErrorReceived,

@@ -19,13 +19,6 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
-from actors.protocol.codec import (
-    DEFAULT_MAX_LINE_BYTES,
-    LineDecoder,
-    encode,
-    structure_initialize_result,
-    structure_tool,
-)
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
@@ -42,6 +35,9 @@ from actors.protocol.messages import (
     Response,
     Tool,
 )
+from actors.protocol.ndjson import DEFAULT_MAX_LINE_BYTES, LineDecoder
+from actors.protocol.ndjson import encode_line as encode
+from actors.protocol.payloads import structure_initialize_result, structure_tool
 
 
 class Phase(enum.Enum):

@@ -56,7 +56,7 @@ PROTOCOL_VERSION_HEADER = "MCP-Protocol-Version"
 LAST_EVENT_ID = "Last-Event-ID"
 TRANSPORT_CHOICES = ("auto", "streamable-http", "sse")
 
-MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio codec's longest line
+MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio framing's longest line
 _REFUSAL_BODY_BYTES = 64 * 1024
 _CLOSE_S = 2.0
 _INBOX_SIZE = 64
