@@ -140,7 +140,7 @@ async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
     session = ClientSession()
     errors: list[Exception] = []
     async with trio.open_nursery() as nursery:
-        writes = WritePath(pipe, session, nursery, errors.append)  # type: ignore[arg-type]
+        writes = WritePath(pipe, session, nursery, errors.append, errors.append)  # type: ignore[arg-type]
         assert writes.send_now is not None
         session.send_notification("first")
         assert not writes.write_now()  # 10 bytes went, the rest waits for the writer

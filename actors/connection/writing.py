@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import trio
 
+from actors.protocol.errors import Unencodable
+from actors.protocol.ndjson import encode_lines
 from actors.protocol.session import ClientSession
 from actors.transports.base import Transport, TransportError
 
@@ -25,6 +27,7 @@ class WritePath:
     __slots__ = (
         "_nursery",
         "_on_error",
+        "_on_unencodable",
         "_session",
         "_transport",
         "answered_last",
@@ -40,11 +43,13 @@ class WritePath:
         session: ClientSession,
         nursery: trio.Nursery,
         on_error: Callable[[TransportError], None],
+        on_unencodable: Callable[[Unencodable], None],
     ) -> None:
         self._transport = transport
         self._session = session
         self._nursery = nursery
         self._on_error = on_error
+        self._on_unencodable = on_unencodable
         self.backlog: list[bytes] = []  # taken from the session, not yet written
         self.writer_running = False  # a writer task exists (it ends when nothing is left)
         self.writing = False  # the writer is inside transport.send
@@ -59,27 +64,33 @@ class WritePath:
             self.writer_running = True
             self._nursery.start_soon(self._writer)
 
-    def queue(self, data: bytes) -> None:
-        """Bytes already taken from the session (after a read) go out next."""
-        self.backlog.append(data)
-        self.kick()
-
     def write_now(self) -> bool:
         """Write what the session queued without waiting, if the transport can and the
         writer is idle; False when something is left for the writer."""
         if self.send_now is None or self.writing or self.backlog:
             return False
-        data = self._session.data_to_send()
+        data = self._encoded()
         written = self.send_now(data)
         if written < len(data):
             self.backlog.append(data[written:])
             return False
         return True
 
+    def _encoded(self) -> bytes:
+        """What the session queued, as lines; a message JSON cannot carry is left out
+        and reported (its caller is answered), the others go."""
+        messages = self._session.messages_to_send()
+        while True:
+            try:
+                return encode_lines(messages)
+            except Unencodable as exc:
+                messages = [m for m in messages if m is not exc.message]
+                self._on_unencodable(exc)
+
     async def _writer(self) -> None:
         try:
             while True:
-                data = self._session.data_to_send()
+                data = self._encoded()
                 if self.backlog:  # taken from the session earlier: it goes first
                     data = b"".join((*self.backlog, data))
                     self.backlog.clear()
