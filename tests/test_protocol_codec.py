@@ -256,6 +256,18 @@ def test_unfinished_line_after_a_good_message_counts_only_its_own_bytes() -> Non
     assert decoder.pending_bytes == 0
 
 
+def test_take_hands_out_the_good_lines_and_holds_the_error_for_once() -> None:
+    decoder = LineDecoder()
+    decoder.raise_held()  # nothing held: nothing raised
+    assert decoder.take(WIRE + b"not json\n" + encode(REQUEST)) == SAMPLE
+    with pytest.raises(FramingError, match="not JSON"):
+        decoder.raise_held()
+    decoder.raise_held()  # once
+    assert decoder.take(encode(NOTIFICATION)) == [NOTIFICATION]
+    with pytest.raises(FramingError):  # nothing good before it: raised at once
+        decoder.take(b"not json either\n")
+
+
 # -------------------------------------------------------------------- validation
 
 

@@ -23,7 +23,6 @@ from actors.connection.writing import WritePath
 from actors.mailbox import answer, try_send
 from actors.protocol.errors import ProtocolError, Unencodable
 from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId
-from actors.protocol.ndjson import LineDecoder
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
@@ -125,18 +124,11 @@ class Live:
     # ------------------------------------------------------------------ reading
 
     async def _reader(self) -> None:
-        decoder = LineDecoder()
         try:
             while True:
-                data = await self.transport.receive()
-                if not data:
+                messages = await self.transport.receive()
+                if not messages:
                     raise TransportClosed(f"mcp server {self.name} closed the connection")
-                try:
-                    messages = decoder.feed(data)
-                except ProtocolError as exc:
-                    self.session.receive_messages(exc.decoded)  # what came before the bad line counts
-                    self._handle_events()
-                    raise
                 self.session.receive_messages(messages)
                 self._handle_events()
         except AuthRequired as exc:

@@ -22,14 +22,15 @@ DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 class LineDecoder:
     """Turns a byte stream into JSON-RPC messages, one per line."""
 
-    __slots__ = ("_buffer", "_max_line_bytes", "_scan_from")
+    __slots__ = ("_buffer", "_held", "_max_line_bytes", "_scan_from")
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self._buffer = bytearray()
         self._max_line_bytes = max_line_bytes
         self._scan_from = 0
+        self._held: ProtocolError | None = None
 
-    def feed(self, data: bytes) -> list[Message]:
+    def feed(self, data: bytes | bytearray) -> list[Message]:
         """Add bytes; return every message completed by them (maybe none).
 
         On a bad line the decoder is emptied and the ProtocolError carries, in
@@ -61,6 +62,24 @@ class LineDecoder:
             raise
         self._scan_from = len(buffer)
         return messages
+
+    def take(self, data: bytes | bytearray) -> list[Message]:
+        """``feed`` for a reader that hands out messages before it fails: when a bad
+        line follows good messages in ``data``, those are returned and the error is
+        held for :meth:`raise_held`."""
+        try:
+            return self.feed(data)
+        except ProtocolError as exc:
+            if not exc.decoded:
+                raise
+            self._held = exc
+            return list(exc.decoded)
+
+    def raise_held(self) -> None:
+        """Raise the error :meth:`take` held back, once; nothing if there is none."""
+        held, self._held = self._held, None
+        if held is not None:
+            raise held
 
     @property
     def pending_bytes(self) -> int:

@@ -1,8 +1,12 @@
 """The transport contract and the transport error tree.
 
-A transport moves bytes between a connection actor and one MCP server; it knows
-nothing of JSON-RPC. Low-level errors (OSError, trio's resource errors, a process
-exit) are mapped here, at the edge, into this tree and nowhere else:
+A transport moves JSON-RPC messages (the frozen classes of
+``actors/protocol/messages.py``) between a connection actor and one MCP server. It
+owns the framing: it turns the wire's frames into messages and back with a pure codec
+(``actors/protocol/ndjson.py`` for stdio), decoding each frame once. A frame that does
+not decode is the codec's ProtocolError, which ends the connection. Low-level errors
+(OSError, trio's resource errors, a process exit) are mapped here, at the edge, into
+this tree and nowhere else:
 
     TransportError                 the connection is unusable; the actor goes to backoff
     ├── SpawnError                 a local server could not be started (command missing, cwd, exec)
@@ -19,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import Message
 
 USER_AGENT = "trio-mcp-supervisor"  # how we name ourselves to remote servers and OAuth servers
 
@@ -50,18 +55,18 @@ class AuthRequired(TransportError):
 
 
 class Transport(Protocol):
-    """A bidirectional byte pipe to one MCP server.
+    """Messages to and from one MCP server.
 
     ``send`` and ``receive`` may be called from different tasks, but each from one
-    task at a time. ``receive`` returns ``b""`` at a clean end of stream.
+    task at a time. ``receive`` returns ``[]`` at a clean end of stream.
     """
 
-    async def send(self, data: bytes) -> None:
-        """Write all of ``data``; raise TransportClosed if the peer is gone."""
+    async def send(self, messages: Sequence[Message]) -> None:
+        """Send ``messages`` in order; raise TransportClosed if the peer is gone."""
         ...
 
-    async def receive(self) -> bytes:
-        """Return the next chunk of bytes, or ``b""`` at end of stream."""
+    async def receive(self) -> Sequence[Message]:
+        """Return the next messages (at least one), or ``[]`` at end of stream."""
         ...
 
     def stderr_tail(self) -> Sequence[str]:

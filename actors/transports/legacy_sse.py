@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urljoin, urlsplit
@@ -33,6 +33,8 @@ import httpx2
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import Message
+from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
@@ -221,12 +223,14 @@ class RemoteTransport:
         self._link = link
         self._current = current
         self._authenticated = authenticated  # the credentials were readied before connecting
+        self._decoder = LineDecoder()
 
     @property
     def current(self) -> StreamableHttpTransport | LegacySseTransport:
         return self._current
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, messages: Sequence[Message]) -> None:
+        data = encode_lines(messages)
         current = self._current
         if isinstance(current, LegacySseTransport):
             await current.send(data)
@@ -251,9 +255,11 @@ class RemoteTransport:
         self._current = legacy
         await legacy.send(b"".join(line + b"\n" for line in fallback.lines))
 
-    async def receive(self) -> bytes:
-        """The next message line; raises the first failure (never returns ``b""``)."""
-        return await self._link.inbox.get()
+    async def receive(self) -> list[Message]:
+        """The next messages; raises the first failure (never returns ``[]``)."""
+        while not (messages := self._decoder.feed(await self._link.inbox.get())):
+            pass
+        return messages
 
     async def authenticate(self) -> None:
         """The actor's ``authenticate`` state: have an OAuth token ready (stored,

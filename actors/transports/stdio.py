@@ -7,8 +7,10 @@ Lifetime, all inside :func:`open_stdio_transport`:
    whose text names the server and the fix.
 2. Write a pidfile, hand stderr and the exit to the hub (``stdio_hub``: one task for
    every server's stderr and exit).
-3. *Use*: ``send`` / ``receive`` move raw bytes; trio and OS errors become
-   :class:`TransportClosed` here and nowhere else.
+3. *Use*: ``send`` / ``receive`` move JSON-RPC messages, one per line on the pipes
+   (``actors/protocol/ndjson.py`` frames them); trio and OS errors become
+   :class:`TransportClosed` here and nowhere else, a line that does not decode is
+   the codec's ProtocolError.
 4. *Teardown*, always, also under cancellation or while an exception propagates;
    shielded and under its own deadline: close stdin, wait ``shutdown_grace_s``,
    SIGTERM the group, wait again, SIGKILL the group, reap the leader, SIGKILL the group
@@ -27,10 +29,11 @@ killed and reaped at its teardown (``escapees.py``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +41,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import Message
+from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
 from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
 from actors.transports.escapees import is_subreaper, reap_escapees, server_marker
@@ -109,6 +114,8 @@ class StdioTransport:
         self._hub: StdioHub | None = None
         self._stderr_fd = -1
         self._server_gone = WriterGone()  # set when the server process has exited
+        self._decoder = LineDecoder()
+        self._unsent = bytearray()  # what send_nowait could not write; the next write starts with it
 
     @property
     def pid(self) -> int:
@@ -120,8 +127,15 @@ class StdioTransport:
         """Exit status once the process has exited (negative: killed by that signal)."""
         return self._process.returncode
 
-    async def send(self, data: bytes) -> None:
-        """Write all of ``data`` to the server's stdin."""
+    async def send(self, messages: Sequence[Message]) -> None:
+        """Write ``messages`` to the server's stdin, one line each, after what an earlier
+        ``send_nowait`` left; Unencodable (nothing written) if one cannot be encoded."""
+        data = encode_lines(messages)
+        if self._unsent:
+            data = bytes(self._unsent) + data
+            self._unsent.clear()
+        if not data:
+            return
         try:
             await self._stdin.send_all(data)
         except _IO_ERRORS as exc:
@@ -129,42 +143,53 @@ class StdioTransport:
                 f"mcp server {self._name}: cannot write to the server, its stdin is closed{self._exit_note()}"
             ) from exc
 
-    def send_nowait(self, data: bytes) -> int:
-        """Write what the pipe takes at once, without waiting; how many bytes that was.
+    def send_nowait(self, messages: Sequence[Message]) -> bool:
+        """Write what the pipe takes at once, without waiting; True when all of it went.
 
-        Never raises: a full, closed or broken pipe writes 0 and the caller leaves the
-        rest to ``send``, which waits or reports the failure. Not while a ``send`` is
-        under way (the bytes would interleave): the caller keeps to one writer.
+        False: the rest is kept, and the next ``send`` writes it first (``send([])``
+        just that). Never raises for I/O: a full, closed or broken pipe writes nothing
+        here and leaves ``send`` to wait or to report the failure. Unencodable (nothing
+        written) if a message cannot be encoded. Not while a ``send`` is under way (the
+        bytes would interleave): the caller keeps to one writer.
         """
+        data = encode_lines(messages)
+        if self._unsent:  # never ahead of an earlier rest
+            self._unsent += data
+            return False
+        written = 0
         stdin = self._stdin
-        if not isinstance(stdin, trio.lowlevel.FdStream):
-            return 0
-        fd = stdin.fileno()
-        if fd < 0:  # closed (trio marks a closed stream's descriptor -1, so no reuse)
-            return 0
-        try:
-            return os.write(fd, data)
-        except OSError:
-            return 0
+        fd = stdin.fileno() if isinstance(stdin, trio.lowlevel.FdStream) else -1
+        if fd >= 0:  # -1: closed (trio marks a closed stream's descriptor -1, so no reuse)
+            with contextlib.suppress(OSError):
+                written = os.write(fd, data)
+        if written < len(data):
+            self._unsent += data[written:]
+            return False
+        return True
 
-    async def receive(self) -> bytes:
-        """The next chunk of the server's stdout, ``b""`` once it is closed."""
-        try:
-            data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
-        except _IO_ERRORS as exc:
-            raise TransportClosed(
-                f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
-            ) from exc
-        if not data:
-            # The server is gone or going. What it wrote to stderr before closing stdout
-            # is in that pipe now; take it (without waiting: a process it left behind
-            # may hold stderr open) rather than leave it to the hub's next turn, so the
-            # failure reason can quote its last line.
-            for _ in range(_DRAIN_READS):
-                if not self._stderr_ready():
-                    break
-        # trio's pipes return bytes; the Stream ABC also allows bytearray.
-        return data if isinstance(data, bytes) else bytes(data)
+    async def receive(self) -> list[Message]:
+        """The next messages from the server's stdout (at least one), or ``[]`` once it
+        is closed. A line that does not decode raises the codec's ProtocolError, after
+        the messages that came before it were returned."""
+        self._decoder.raise_held()
+        while True:
+            try:
+                data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
+            except _IO_ERRORS as exc:
+                raise TransportClosed(
+                    f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
+                ) from exc
+            if not data:
+                # The server is gone or going. What it wrote to stderr before closing
+                # stdout is in that pipe now; take it (without waiting: a process it left
+                # behind may hold stderr open) rather than leave it to the hub's next
+                # turn, so the failure reason can quote its last line.
+                for _ in range(_DRAIN_READS):
+                    if not self._stderr_ready():
+                        break
+                return []
+            if messages := self._decoder.take(data):
+                return messages
 
     def stderr_tail(self) -> list[str]:
         """The last lines of the server's stderr, redacted and cut (a copy)."""
