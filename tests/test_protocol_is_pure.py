@@ -19,6 +19,7 @@ PURE_MODULES = (
     "actors.protocol",
     "actors.protocol.errors",
     "actors.protocol.messages",
+    "actors.protocol.http_framing",
     "actors.protocol.jsonrpc",
     "actors.protocol.ndjson",
     "actors.protocol.payloads",

@@ -2,7 +2,7 @@
 
 Both remote transports (Streamable HTTP and legacy HTTP+SSE) talk through a
 :class:`RemoteLink`: one pooled ``httpx2.AsyncClient`` per connection, the nursery its
-stream tasks run in, and the :class:`Inbox` the actor reads. Everything httpx raises
+stream tasks run in, and the :class:`Inbox` of decoded messages the actor reads. Everything httpx raises
 is mapped here, in :meth:`RemoteLink.mapped`, and nowhere else (httpcore's habit).
 
 What a status code means is decided by pure functions (:func:`decide_post`,
@@ -40,6 +40,8 @@ import trio
 
 from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
+from actors.protocol.errors import ProtocolError
+from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, ErrorResponse, Message, RequestId
 from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
@@ -62,7 +64,6 @@ _CLOSE_S = 2.0
 _INBOX_SIZE = 64
 _DEFAULT_RETRY_S = 1.0
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+\Z")  # visible ASCII, as the spec requires of session ids
-_INTERNAL_ERROR = -32603
 
 
 class Unreachable(TransportClosed):
@@ -72,12 +73,12 @@ class Unreachable(TransportClosed):
 
 class FallBack(Exception):
     """Internal signal: an ``auto`` initialize POST was answered the way servers of
-    the old HTTP+SSE transport answer; ``lines`` are the messages to replay there."""
+    the old HTTP+SSE transport answer; ``messages`` are the ones to replay there."""
 
     def __init__(self, status: int) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
-        self.lines: list[bytes] = []
+        self.messages: list[Message] = []
 
 
 class Next(enum.Enum):
@@ -177,52 +178,54 @@ def content_type(response: httpx2.Response) -> str:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-def error_line(request_id: int | str | None, message: str, code: int = _INTERNAL_ERROR) -> bytes:
+def error_answer(request_id: RequestId | None, message: str, code: int = INTERNAL_ERROR) -> ErrorResponse:
     """A JSON-RPC error answering one of our requests that the server refused at the
     HTTP level, so the caller gets an answer instead of a wait."""
-    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    return orjson.dumps(body) + b"\n"
-
-
-def one_line(data: bytes) -> bytes:
-    """A message as one line for the actor's line decoder. JSON cannot hold a raw line
-    break inside a string, so replacing them with spaces keeps valid JSON valid."""
-    return data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n"
+    return ErrorResponse(request_id, ErrorObject(code, message))
 
 
 class Inbox:
-    """Server messages (one JSON line each) for the actor's reader, then the first failure.
+    """Decoded server messages for the actor's reader, then the first failure.
 
-    Every task of a remote transport puts into it; ``get`` hands the buffered lines out
-    first and then raises the failure, so nothing the server said is lost and nothing
-    waits for a timeout once the connection is known to be dead.
+    Every task of a remote transport puts into it what one body or one event held;
+    ``get`` hands the buffered messages out first and then raises the failure (an
+    I/O error, or the ProtocolError of a frame that did not decode), so nothing the
+    server said is lost and nothing waits for a timeout once the connection is known
+    to be dead.
     """
 
     def __init__(self, size: int = _INBOX_SIZE) -> None:
-        self._send, self._receive = trio.open_memory_channel[bytes](size)
-        self._failure: TransportError | None = None
+        self._send, self._receive = trio.open_memory_channel[list[Message]](size)
+        self._failure: TransportError | ProtocolError | None = None
 
     @property
     def failed(self) -> bool:
         return self._failure is not None
 
-    async def put(self, line: bytes) -> None:
-        """Queue one line; dropped silently once the inbox failed (nobody will read it)."""
+    async def put(self, messages: list[Message]) -> None:
+        """Queue messages; dropped silently once the inbox failed (nobody will read them)."""
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            await self._send.send(line)
+            await self._send.send(messages)
 
-    def fail(self, error: TransportError) -> None:
-        """Record the first failure; the reader raises it after the buffered lines."""
+    def fail(self, error: TransportError | ProtocolError) -> None:
+        """Record the first failure; the reader raises it after the buffered messages."""
         if self._failure is None:
             self._failure = error
             self._send.close()
 
-    async def get(self) -> bytes:
+    async def get(self) -> list[Message]:
+        """The next messages: what one body or event held, and whatever else is
+        queued already (read together, as one read of a pipe)."""
         try:
-            return await self._receive.receive()
+            messages = await self._receive.receive()
         except trio.EndOfChannel:
             assert self._failure is not None
             raise self._failure from None
+        while True:
+            try:
+                messages = messages + self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return messages
 
 
 def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
@@ -467,8 +470,8 @@ class RemoteLink:
         return f"mcp server {self.name} answered {doing} with HTTP {status} ({detail})"
 
     async def refused_answer(
-        self, response: httpx2.Response, request_id: int | str | None, doing: str
-    ) -> bytes:
+        self, response: httpx2.Response, request_id: RequestId | None, doing: str
+    ) -> ErrorResponse:
         """The answer for a request refused with a 4xx: the JSON-RPC error in the body
         if there is one (given this request's id), else one made from the status."""
         status = response.status_code
@@ -477,6 +480,6 @@ class RemoteLink:
             error = body.get("error") if isinstance(body, dict) else None
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 code = error.get("code")
-                code = code if isinstance(code, int) and not isinstance(code, bool) else _INTERNAL_ERROR
-                return error_line(request_id, self.redactor.redact(error["message"]), code)
-        return error_line(request_id, self.refusal(status, doing, "refused"))
+                code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
+                return error_answer(request_id, self.redactor.redact(error["message"]), code)
+        return error_answer(request_id, self.refusal(status, doing, "refused"))

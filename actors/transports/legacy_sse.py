@@ -33,8 +33,9 @@ import httpx2
 import trio
 
 from actors.connection.spec import ServerSpec
-from actors.protocol.messages import Message
-from actors.protocol.ndjson import LineDecoder, encode_lines
+from actors.protocol.errors import ProtocolError
+from actors.protocol.http_framing import decode_event, encode_body
+from actors.protocol.messages import Message, Request
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
@@ -50,9 +51,8 @@ from actors.transports.http_link import (
     decide_get,
     decide_post,
     new_client,
-    one_line,
 )
-from actors.transports.streamable_http import Outgoing, StreamableHttpTransport
+from actors.transports.streamable_http import StreamableHttpTransport, what
 
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, OAuthProvider, TokenVault
@@ -85,7 +85,6 @@ class LegacySseTransport:
     def __init__(self, link: RemoteLink, endpoint: str) -> None:
         self._link = link
         self.endpoint = endpoint
-        self._partial = bytearray()
 
     @classmethod
     async def connect(cls, link: RemoteLink, *, after_status: int | None = None) -> LegacySseTransport:
@@ -100,39 +99,34 @@ class LegacySseTransport:
     def describe(self) -> str:
         return f"sse {safe_url(self._link.url)}"
 
-    async def send(self, data: bytes) -> None:
-        """POST each message to the endpoint; answers arrive on the GET stream."""
-        self._partial += data
-        if b"\n" not in data:
-            return
-        *lines, rest = bytes(self._partial).split(b"\n")
-        self._partial = bytearray(rest)
-        for line in (line.strip() for line in lines):
-            if not line:
-                continue
+    async def send(self, messages: Sequence[Message]) -> None:
+        """POST each message to the endpoint; answers arrive on the GET stream.
+        Unencodable (nothing sent) if a message cannot be encoded."""
+        bodies = [encode_body(message) for message in messages]
+        for message, body in zip(messages, bodies, strict=True):
             if self._link.inbox.failed:
                 return
             try:
-                await self._post(line)
+                await self._post(message, body)
             except TransportError as exc:
                 self._link.inbox.fail(exc)
                 return
 
-    async def _post(self, line: bytes) -> None:
+    async def _post(self, message: Message, body: bytes) -> None:
         link = self._link
-        message = Outgoing.read(line)
+        doing = what(message)
         response = await link.open(
-            "POST", self.endpoint, {"Content-Type": "application/json"}, message.what, content=line,
+            "POST", self.endpoint, {"Content-Type": "application/json"}, doing, content=body,
             read_timeout=link.spec.call_timeout_s,
         )  # fmt: skip
         try:
             status = response.status_code
             step = decide_post(status, initialize=False, has_session=True)
             if step is Next.REFUSED:
-                if message.is_request:
-                    await link.inbox.put(await link.refused_answer(response, message.id, message.what))
+                if isinstance(message, Request):
+                    await link.inbox.put([await link.refused_answer(response, message.id, doing)])
             elif step not in (Next.ACCEPTED, Next.READ_BODY):
-                raise link.status_error(step, status, message.what)
+                raise link.status_error(step, status, doing)
         finally:
             await link.close(response)
 
@@ -165,8 +159,9 @@ async def _run_stream(
                 waiting.deadline = math.inf
                 task_status.started(endpoint)
             return False
-        if event.event == "message" and event.data.strip():
-            await link.inbox.put(one_line(event.data.encode()))
+        messages = decode_event(event)
+        if messages:
+            await link.inbox.put(messages)
         return False
 
     try:
@@ -180,7 +175,7 @@ async def _run_stream(
                 + (f" within {link.spec.init_timeout_s:g} s" if waiting.cancelled_caught else "")
             )
         raise TransportClosed(f"mcp server {link.name} closed its HTTP+SSE stream")
-    except TransportError as exc:
+    except (TransportError, ProtocolError) as exc:
         if endpoint is None:
             raise
         link.inbox.fail(exc)
@@ -223,20 +218,18 @@ class RemoteTransport:
         self._link = link
         self._current = current
         self._authenticated = authenticated  # the credentials were readied before connecting
-        self._decoder = LineDecoder()
 
     @property
     def current(self) -> StreamableHttpTransport | LegacySseTransport:
         return self._current
 
     async def send(self, messages: Sequence[Message]) -> None:
-        data = encode_lines(messages)
         current = self._current
         if isinstance(current, LegacySseTransport):
-            await current.send(data)
+            await current.send(messages)
             return
         try:
-            await current.send(data)
+            await current.send(messages)
         except FallBack as fallback:
             await self._fall_back(fallback)
 
@@ -253,13 +246,11 @@ class RemoteTransport:
             link.inbox.fail(exc)
             return
         self._current = legacy
-        await legacy.send(b"".join(line + b"\n" for line in fallback.lines))
+        await legacy.send(fallback.messages)
 
     async def receive(self) -> list[Message]:
         """The next messages; raises the first failure (never returns ``[]``)."""
-        while not (messages := self._decoder.feed(await self._link.inbox.get())):
-            pass
-        return messages
+        return await self._link.inbox.get()
 
     async def authenticate(self) -> None:
         """The actor's ``authenticate`` state: have an OAuth token ready (stored,
