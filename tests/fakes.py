@@ -19,7 +19,7 @@ from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Message, Notification, Request, Response
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.ndjson import encode_line as encode
-from actors.transports.base import SpawnError, TransportClosed
+from actors.transports.base import SpawnError, Transport, TransportClosed
 
 CallHandler = Callable[["FakeSession", Request], Awaitable[dict[str, Any] | None]]
 
@@ -31,7 +31,7 @@ async def echo_handler(session: FakeSession, request: Request) -> dict[str, Any]
     return {"content": [{"type": "text", "text": orjson.dumps(args).decode()}]}
 
 
-class MemoryTransport:
+class MemoryTransport(Transport):
     """Transport over a trio memory stream, framed as stdio frames (one line a message)."""
 
     def __init__(self, stream: trio.abc.Stream) -> None:

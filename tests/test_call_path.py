@@ -17,6 +17,7 @@ import trio.testing
 from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Message, Request
 from actors.protocol.ndjson import encode_lines
+from actors.transports.base import Abilities
 from actors.transports.stdio import StdioTransport
 from supervisor import Supervisor
 from supervisor.settings.model import Config
@@ -128,6 +129,8 @@ class _SlowPipe:
     """A transport whose pipe takes only ``room`` bytes without waiting, keeping the
     rest for the next send as the stdio transport does."""
 
+    abilities = Abilities(writes_at_once=True)
+
     def __init__(self, room: int) -> None:
         self.room = room
         self.wire = bytearray()
@@ -175,5 +178,33 @@ async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
         session.send_notification("third")
         assert writes.write_now()  # all of it, no writer needed
         assert bytes(pipe.wire).endswith(b"\n") and b"third" in bytes(pipe.wire)
+        nursery.cancel_scope.cancel()
+    assert not errors
+
+
+class _Undeclared(_SlowPipe):
+    """Has a send_nowait, but does not declare the ability."""
+
+    abilities = Abilities()
+
+    def send_nowait(self, messages: Sequence[Message]) -> bool:
+        raise AssertionError("an undeclared ability was used")
+
+
+async def test_only_a_declared_ability_is_used() -> None:
+    from actors.connection.writing import WritePath
+    from actors.protocol.session import ClientSession
+
+    pipe = _Undeclared(room=1 << 20)
+    session = ClientSession()
+    errors: list[Exception] = []
+    async with trio.open_nursery() as nursery:
+        writes = WritePath(pipe, session, nursery, errors.append, errors.append)  # type: ignore[arg-type]
+        assert writes.send_now is None
+        session.send_notification("only")
+        assert not writes.write_now()  # left to the writer
+        writes.kick()
+        await trio.testing.wait_all_tasks_blocked()
+        assert b'"method":"only"' in bytes(pipe.wire)
         nursery.cancel_scope.cancel()
     assert not errors

@@ -1,7 +1,8 @@
 """The write path of one connection: the writer task and write-at-once, in one object.
 
 What the protocol session queued leaves in one of two ways. A lone call on a
-transport that can write without waiting (stdio's ``send_nowait``) is written at once
+transport that can write without waiting (it declares ``writes_at_once``: stdio's
+``send_nowait``) is written at once
 by the task that made it: no task switch. Everything else is left to a writer task,
 which exists only while something is queued (an idle connection keeps none, ~2.6 KB
 each) and runs after the current task yields, so what is queued meanwhile (calls made
@@ -58,7 +59,9 @@ class WritePath:
         self.flush = False  # the transport keeps a rest that send_nowait could not write
         self.answered_last = 0  # calls answered by the last read: more than one, callers are many
         # A transport that can write without waiting (stdio's send_nowait), else None.
-        self.send_now: Callable[[Sequence[Message]], bool] | None = getattr(transport, "send_nowait", None)
+        self.send_now: Callable[[Sequence[Message]], bool] | None = (
+            transport.send_nowait if transport.abilities.writes_at_once else None
+        )
 
     def kick(self) -> None:
         """Something is queued: start a writer unless one is on its way. It runs after

@@ -204,9 +204,10 @@ def _check_stream(link: RemoteLink, response: httpx2.Response, after_status: int
     )
 
 
-class RemoteTransport:
+class RemoteTransport(Transport):
     """The Transport the actor holds for a remote server: the chosen transport, swapped
-    once for legacy HTTP+SSE if ``auto`` finds an old server."""
+    once for legacy HTTP+SSE if ``auto`` finds an old server. No abilities beyond the
+    contract: requests are tasks of their own, so nothing is written at once."""
 
     def __init__(
         self,
@@ -367,6 +368,5 @@ class RemoteConnector:
         return open_remote_transport(spec, redactor=redactor, auth=self.provider(spec))
 
 
-if TYPE_CHECKING:  # mypy proves the connector and transport satisfy base.py's protocols
+if TYPE_CHECKING:  # mypy proves the connector satisfies the protocol in base.py
     _connector: Connector = RemoteConnector()
-    _transport: Callable[[RemoteTransport], Transport] = lambda t: t  # noqa: E731

@@ -44,7 +44,7 @@ from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Message
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
-from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
+from actors.transports.base import Abilities, Connector, SpawnError, Transport, TransportClosed
 from actors.transports.escapees import is_subreaper, reap_escapees, server_marker
 from actors.transports.instances import new_instance_id
 from actors.transports.pidfiles import remove_pidfile, write_pidfile
@@ -86,11 +86,13 @@ _live_markers: collections.Counter[str] = collections.Counter()
 _STANDALONE = new_instance_id()
 
 
-class StdioTransport:
-    """One running server process; implements the Transport protocol.
+class StdioTransport(Transport):
+    """One running server process.
 
     Made only by :func:`open_stdio_transport`, which owns the process and tears it down.
     """
+
+    abilities = Abilities(writes_at_once=True)
 
     def __init__(self, spec: ServerSpec, process: trio.Process, redactor: Redactor) -> None:
         assert process.stdin is not None
@@ -506,6 +508,5 @@ class StdioConnector:
         )
 
 
-if TYPE_CHECKING:  # mypy proves both classes still satisfy the protocols in base.py
+if TYPE_CHECKING:  # mypy proves the connector satisfies the protocol in base.py
     _connector: Connector = StdioConnector()
-    _transport: Callable[[StdioTransport], Transport] = lambda t: t  # noqa: E731
