@@ -210,13 +210,7 @@ class Live:
         entry = self._inflight.add(request_id, call, trio.current_time())
         if entry.deadline < self.deadline_scope.deadline:
             self.deadline_scope.deadline = entry.deadline
-        # A lone call (the only one in flight, after a read that answered at most one)
-        # goes out now, from this task: no writer wake-up. Calls made together, or by
-        # many callers whose answers came together, are left to the writer, which
-        # sends them in one write.
-        writes = self.writes
-        if len(self._inflight) > 1 or writes.answered_last > 1 or not writes.write_now():
-            writes.kick()
+        self.writes.call_queued(len(self._inflight))
 
     def cancel(self, entry: InFlight, reason: str) -> None:
         """The caller gave up: tell the server, answer ``cancelled``."""

@@ -1,16 +1,17 @@
-"""The write path of one connection: the writer task and write-at-once, in one object.
+"""The write path of one connection: the backlog, the writer task and write-at-once,
+in one object.
 
 What the protocol session queued leaves in one of two ways. A lone call on a
 transport that can write without waiting (it declares ``writes_at_once``: stdio's
-``send_nowait``) is written at once
-by the task that made it: no task switch. Everything else is left to a writer task,
-which exists only while something is queued (an idle connection keeps none, ~2.6 KB
-each) and runs after the current task yields, so what is queued meanwhile (calls made
-together) leaves in the same write. The backlog is the session's queue of messages,
-plus, on stdio, the bytes of a line the pipe took only in part, which the transport
-keeps and writes first (``flush``). A message JSON cannot carry is left out and
-reported; the others go. None of this is connection state: whether to send at all is
-the state machine's call (``states.py``).
+``send_nowait``) is written at once by the task that made it: no task switch
+(``call_queued`` decides). Everything else is left to a writer task, which exists
+only while something is queued (an idle connection keeps none, ~2.6 KB each) and
+runs after the current task yields, so what is queued meanwhile (calls made together)
+leaves in the same write. The backlog is the session's queue of messages, plus, on
+stdio, the bytes of a line the pipe took only in part, which the transport keeps and
+writes first (``flush``). A message JSON cannot carry is left out and reported; the
+others go. None of this is connection state: whether to send at all is the state
+machine's call (``states.py``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ class WritePath:
         if not self.writer_running:
             self.writer_running = True
             self._nursery.start_soon(self._writer)
+
+    def call_queued(self, in_flight: int) -> None:
+        """A call was queued (``in_flight`` calls are now). A lone call (the only one in
+        flight, after a read that answered at most one) goes out now, from this task:
+        no writer wake-up. Calls made together, or by many callers whose answers came
+        together, are left to the writer, which sends them in one write."""
+        if in_flight > 1 or self.answered_last > 1 or not self.write_now():
+            self.kick()
 
     def write_now(self) -> bool:
         """Write what the session queued without waiting, if the transport can and the
