@@ -208,3 +208,71 @@ async def test_only_a_declared_ability_is_used() -> None:
         assert b'"method":"only"' in bytes(pipe.wire)
         nursery.cancel_scope.cancel()
     assert not errors
+
+
+def _count_mailbox_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tools of the calls that reach a connection actor through its mailbox."""
+    from actors.connection.actor import ConnectionActor
+    from actors.connection.messages import CallTool
+
+    through_mailbox: list[str] = []
+    real_dispatch = ConnectionActor._dispatch
+
+    def dispatch(self: ConnectionActor, message: Any) -> None:
+        if isinstance(message, CallTool):
+            through_mailbox.append(message.tool)
+        real_dispatch(self, message)
+
+    monkeypatch.setattr(ConnectionActor, "_dispatch", dispatch)
+    return through_mailbox
+
+
+async def test_a_callers_call_skips_the_mailbox_only_while_the_link_sends_calls(
+    tmp_path: Path, python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actors.connection.messages import Control
+    from actors.connection.states import State
+
+    through_mailbox = _count_mailbox_calls(monkeypatch)
+    async with Supervisor.open(_config(python), state_dir=tmp_path) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        with trio.fail_after(10):
+            for n in range(5):
+                assert (await turn.call("mini_echo", {"text": str(n)})).text == str(n)
+            assert through_mailbox == []  # sent from the callers' task, answered as always
+            await sup.command("mini", Control.DISABLE)
+            refused = await turn.call("mini_echo", {"text": "x"})
+            # The machine refuses it: the lane says so and the mailbox answers.
+            assert refused.error is not None and refused.error.code == "unavailable"
+            assert through_mailbox == ["echo"]
+            await sup.router.cell.wait_until(lambda c: c.servers["mini"].state is State.DISABLED)
+            await sup.command("mini", Control.ENABLE)  # sent before the next call: it goes first
+            back = await turn.call("mini_echo", {"text": "back"})
+            assert back.text == "back", back  # parked by the machine until the start, so the mailbox
+            assert through_mailbox == ["echo", "echo"]
+            assert (await turn.call("mini_echo", {"text": "direct"})).text == "direct"
+        assert through_mailbox == ["echo", "echo"]
+
+
+def test_a_lane_is_served_by_the_actor_that_attached_last() -> None:
+    from actors.connection.lane import CallLane
+    from actors.connection.messages import CallTool
+
+    class Actor:
+        def __init__(self) -> None:
+            self.calls: list[CallTool] = []
+
+        def call_directly(self, call: CallTool) -> bool:
+            self.calls.append(call)
+            return True
+
+    lane, old, new = CallLane(), Actor(), Actor()
+    reply, _answers = trio.open_memory_channel[Any](1)
+    call = CallTool("echo", {}, reply)
+    assert not lane.call(call)  # nobody serves it yet: the mailbox
+    lane.attach(old)
+    lane.attach(new)  # a restarted actor starts before the old one's last word
+    lane.detach(old)
+    assert lane.call(call) and new.calls == [call] and old.calls == []
+    lane.detach(new)
+    assert not lane.call(call)
