@@ -27,7 +27,7 @@ import trio
 import trio.testing
 
 from actors.transports.pidfiles import ProcStat, read_proc_stat
-from actors.transports.stdio import spawned_process_groups
+from actors.transports.process_group import spawned_process_groups
 
 MINI_SERVER = Path(__file__).parent / "servers" / "mini_server.py"
 _SETTLE_S = 0.5

@@ -32,14 +32,9 @@ from actors.transports.pidfiles import (
     reap_orphans,
     write_pidfile,
 )
-from actors.transports.stdio import (
-    CUT_MARKER,
-    STDERR_LINE_MAX,
-    StdioConnector,
-    StdioTransport,
-    open_stdio_transport,
-    spawned_process_groups,
-)
+from actors.transports.process_group import spawned_process_groups
+from actors.transports.stderr_tail import CUT_MARKER, STDERR_LINE_MAX
+from actors.transports.stdio import StdioConnector, StdioTransport, open_stdio_transport
 
 BOUND_S = 5.0  # generous upper bound per wait; the tests take far less
 
@@ -541,14 +536,14 @@ def test_reap_orphans_without_a_state_dir_is_a_no_op(tmp_path: Path) -> None:
 
 LEAKY_TEST = r"""
 import subprocess
-from actors.transports import stdio
+from actors.transports import process_group
 
 def test_leaks():
     subprocess.Popen(["sleep", "30"], stdout=subprocess.DEVNULL)  # a child nobody waits for
     script = "setsid sleep 31 </dev/null >/dev/null 2>&1 & echo $!"
     out = subprocess.run(["sh", "-c", script], capture_output=True, check=True)
     orphan = int(out.stdout)  # not our child; only its process group gives it away
-    stdio._recent_groups.append(orphan)
+    process_group._recent_groups.append(orphan)
     print("ORPHAN", orphan)
 """
 

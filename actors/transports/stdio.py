@@ -6,15 +6,16 @@ Lifetime, all inside :func:`open_stdio_transport`:
    die with the supervisor (``spawn.py``); anything wrong is a :class:`SpawnError`
    whose text names the server and the fix.
 2. Write a pidfile, hand stderr and the exit to the hub (``stdio_hub``: one task for
-   every server's stderr and exit).
+   every server's stderr and exit); the redacted, bounded tail of stderr is kept by
+   ``stderr_tail.py``.
 3. *Use*: ``send`` / ``receive`` move JSON-RPC messages, one per line on the pipes
    (``actors/protocol/ndjson.py`` frames them); trio and OS errors become
    :class:`TransportClosed` here and nowhere else, a line that does not decode is
    the codec's ProtocolError.
-4. *Teardown*, always, also under cancellation or while an exception propagates;
-   shielded and under its own deadline: close stdin, wait ``shutdown_grace_s``,
-   SIGTERM the group, wait again, SIGKILL the group, reap the leader, SIGKILL the group
-   once more for members that outlived it, delete the pidfile.
+4. *Teardown* (``process_group.py``), always, also under cancellation or while an
+   exception propagates; shielded and under its own deadline: close stdin, wait
+   ``shutdown_grace_s``, SIGTERM the group, wait again, SIGKILL the group, reap the
+   leader, SIGKILL the group once more for members that outlived it, delete the pidfile.
 
 A leader that exits on its own (crash) also takes its group along at once, and its
 exit (seen through its pidfd) ends ``receive()`` once the pipe is drained: a grandchild
@@ -28,11 +29,9 @@ killed and reaped at its teardown (``escapees.py``).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import os
-import signal
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -45,43 +44,30 @@ from actors.protocol.messages import Message
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
 from actors.transports.base import Abilities, Connector, SpawnError, Transport, TransportClosed
-from actors.transports.escapees import is_subreaper, reap_escapees, server_marker
+from actors.transports.escapees import server_marker
 from actors.transports.instances import new_instance_id
 from actors.transports.pidfiles import remove_pidfile, write_pidfile
 from actors.transports.pipes import WriterGone, read_some
+from actors.transports.process_group import (
+    ProcessGroup,
+    adopt,
+    close_pipes,
+    reap_escapees_of,
+    release,
+)
 from actors.transports.spawn import plan_launch, spawn
+from actors.transports.stderr_tail import StderrTail
 from actors.transports.stdio_hub import StdioHub
 
 _log = logging.getLogger("actors.transports.stdio")
 
-STDERR_TAIL_LINES = 200
-# A line longer than this is cut: one 10 MB line must not become 10 MB of memory.
-STDERR_LINE_MAX = 4096
-CUT_MARKER = " …[cut]"
 _RECEIVE_CHUNK = 65536
-# After SIGKILL a process dies at once unless stuck in the kernel (D state).
-_KILL_REAP_S = 5.0
 # How long teardown waits for a dead server's last words on stderr (EOF).
 _STDERR_DRAIN_S = 0.25
 _DRAIN_READS = 16  # at teardown, at most this many chunks (1 MB) still in the pipe
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
-# Process groups created here, newest last. Bounded: a long-lived supervisor restarts
-# servers for months. Tests diff it around each test to find leaked groups.
-_recent_groups: collections.deque[int] = collections.deque(maxlen=1024)
-
-
-def spawned_process_groups() -> tuple[int, ...]:
-    """Process groups this module spawned recently (oldest first), for leak checks."""
-    return tuple(_recent_groups)
-
-
-# Our servers not yet reaped, and how many live servers carry each marker: a sweep for
-# escapees must never take a live server, nor the escapees of another live server with
-# the same marker (session-scoped servers share a name).
-_unreaped: set[int] = set()
-_live_markers: collections.Counter[str] = collections.Counter()
 # The instance named in the marker of servers started outside a supervisor.
 _STANDALONE = new_instance_id()
 
@@ -106,12 +92,7 @@ class StdioTransport(Transport):
         # A pipe on every POSIX system: the hub reads it by its descriptor.
         assert isinstance(process.stderr, trio.lowlevel.FdStream)
         self._stderr_stream = process.stderr
-        self._redactor = redactor
-        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        # Enough bytes past the cut that a secret straddling it is still seen whole.
-        self._keep = STDERR_LINE_MAX + redactor.longest_secret
-        self._partial = bytearray()
-        self._skipping = False  # inside an over-long line whose head was already kept
+        self._tail = StderrTail(spec.name, redactor)
         self._stderr_done = trio.Event()  # EOF (or a read error) on stderr
         self._hub: StdioHub | None = None
         self._stderr_fd = -1
@@ -195,7 +176,7 @@ class StdioTransport(Transport):
 
     def stderr_tail(self) -> list[str]:
         """The last lines of the server's stderr, redacted and cut (a copy)."""
-        return list(self._tail)
+        return self._tail.lines()
 
     def describe(self) -> str:
         """``pid=1234 cmd=python``."""
@@ -226,7 +207,7 @@ class StdioTransport(Transport):
         except OSError:
             chunk = b""
         if chunk:
-            self._feed_stderr(chunk)
+            self._tail.feed(chunk)
             return True
         self._end_stderr()
         return False
@@ -236,9 +217,7 @@ class StdioTransport(Transport):
             return
         if self._hub is not None:
             self._hub.unwatch(self._stderr_fd)
-        if self._partial and not self._skipping:
-            self._keep_line(bytes(self._partial), cut=False)
-        self._partial.clear()
+        self._tail.end()
         self._stderr_done.set()
 
     async def _finish_stderr(self, within: float) -> None:
@@ -250,113 +229,6 @@ class StdioTransport(Transport):
             if not self._stderr_ready():  # empty for now, at EOF, or closed
                 break
         self._end_stderr()
-
-    def _feed_stderr(self, chunk: bytes | bytearray) -> None:
-        """Split a chunk into lines; never hold more than ``_keep`` bytes of one line."""
-        start = 0
-        while start < len(chunk):
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            if not self._skipping:
-                room = self._keep - len(self._partial)
-                self._partial += chunk[start : min(end, start + room)]
-                if end - start > room:
-                    self._keep_line(bytes(self._partial), cut=True)
-                    self._partial.clear()
-                    self._skipping = True
-            if newline < 0:
-                return
-            if self._skipping:
-                self._skipping = False
-            else:
-                self._keep_line(bytes(self._partial), cut=False)
-                self._partial.clear()
-            start = newline + 1
-
-    def _keep_line(self, raw: bytes, *, cut: bool) -> None:
-        text = self._redactor.redact(raw.decode("utf-8", "replace").rstrip("\r"))
-        if cut or len(text) > STDERR_LINE_MAX:
-            text = text[:STDERR_LINE_MAX] + CUT_MARKER
-        self._tail.append(text)
-        _log.debug("stderr", extra={"fields": {"server": self._name, "line": text}})
-
-
-class _ProcessGroup:
-    """The server's process group: signals, reaping, and the last SIGKILL.
-
-    Once the leader is reaped and the leftovers SIGKILLed, the group id is never
-    signalled again: when the group empties, the kernel may hand the number to a
-    stranger.
-    """
-
-    def __init__(self, process: trio.Process, name: str) -> None:
-        self.process = process
-        self.pgid = process.pid  # start_new_session=True: the leader's pid is the group id
-        self.name = name
-        self._finished = False
-        self._stopped = False
-
-    def signal(self, sig: int) -> None:
-        if self._finished:
-            return
-        try:
-            os.killpg(self.pgid, sig)
-        except ProcessLookupError:
-            pass
-        except PermissionError:  # cannot happen while the group is ours; log, not crash
-            _log.warning("mcp server %s: not allowed to signal group %d", self.name, self.pgid)
-
-    def _leader_reaped(self) -> None:
-        # Called with no checkpoint since the reap. Members that outlived the leader
-        # (grandchildren) would keep the pipes open and live on as orphans.
-        self.signal(signal.SIGKILL)
-        self._finished = True
-
-    async def _exited_within(self, seconds: float) -> bool:
-        with trio.move_on_after(max(seconds, 0.0)):
-            await self.process.wait()
-            self._leader_reaped()
-        return self.process.returncode is not None
-
-    def exited(self) -> None:
-        """Hub callback: a leader that exits by itself takes its group along, so the
-        reader sees EOF even when a grandchild held stdout open."""
-        self._leader_reaped()
-
-    async def stop(self, grace_s: float) -> None:
-        """Close stdin, grace, SIGTERM, grace, SIGKILL, reap, SIGKILL leftovers.
-
-        Shielded with its own deadline, so it finishes even when the caller is
-        cancelled. Calling it again costs nothing.
-        """
-        if self._stopped:
-            return
-        self._stopped = True
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + 2 * max(grace_s, 0.0) + _KILL_REAP_S
-            if self.process.stdin is not None:
-                # EOF on stdin is how an MCP stdio server is asked to leave politely.
-                await self.process.stdin.aclose()
-            if not await self._exited_within(grace_s):
-                self.signal(signal.SIGTERM)
-                if not await self._exited_within(grace_s):
-                    self.signal(signal.SIGKILL)
-                    await self._exited_within(_KILL_REAP_S)
-        if self.process.returncode is None:
-            _log.error(
-                "mcp server %s: pid %d survived SIGKILL for %.0f s (stuck in the kernel?); "
-                "it will be reaped when it finally exits",
-                self.name,
-                self.process.pid,
-                _KILL_REAP_S,
-            )
-
-
-async def _close_pipes(process: trio.Process) -> None:
-    with trio.CancelScope(shield=True):
-        for stream in (process.stdin, process.stdout, process.stderr):
-            if stream is not None:
-                await stream.aclose()
 
 
 @asynccontextmanager
@@ -407,10 +279,8 @@ async def _open(
     process = await spawn(spec, launch)
     del launch  # its copy of the environment (~5 KB) must not live as long as the server
     # No checkpoint between the spawn and this try: the process cannot be lost.
-    _recent_groups.append(process.pid)
-    _unreaped.add(process.pid)
-    _live_markers[marker] += 1
-    group = _ProcessGroup(process, spec.name)
+    adopt(process, marker)
+    group = ProcessGroup(process, spec.name)
     pidfile: Path | None = None
     try:
         if state_dir is not None:
@@ -430,29 +300,16 @@ async def _open(
         finally:
             try:
                 await group.stop(spec.shutdown_grace_s)
-                await _reap_escapees(process, marker)  # before stderr: they may hold it open
+                await reap_escapees_of(process, marker)  # before stderr: they may hold it open
             finally:
                 hub.unwatch_exit(process)
                 await transport._finish_stderr(within=_STDERR_DRAIN_S)
     finally:
         await group.stop(spec.shutdown_grace_s)  # no-op unless it never got that far
-        if process.returncode is not None:
-            _unreaped.discard(process.pid)
-        _live_markers[marker] -= 1
-        if not _live_markers[marker]:
-            del _live_markers[marker]
-        await _close_pipes(process)
+        release(process, marker)
+        await close_pipes(process)
         if pidfile is not None:
             remove_pidfile(pidfile)
-
-
-async def _reap_escapees(process: trio.Process, marker: str) -> None:
-    """In a child subreaper: kill and reap what the server left outside its group."""
-    if process.returncode is not None:
-        _unreaped.discard(process.pid)
-    if is_subreaper():
-        shared = _live_markers[marker] > 1  # then its escapees cannot be told from the other's
-        await reap_escapees(process.pid, None if shared else marker, _unreaped)
 
 
 def _try_write_pidfile(
