@@ -38,10 +38,10 @@ from actors.protocol.payloads import structure_tool, tool_to_wire
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
+from actors.transports.connector import TransportConnector
 from actors.transports.escapees import kill_marked
 from actors.transports.instances import claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
-from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
 from supervisor.audit_trail import AuditTrail
 from supervisor.call_services import CallServices

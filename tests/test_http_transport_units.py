@@ -21,18 +21,21 @@ from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
-    GetNext,
     Inbox,
-    Next,
     RemoteLink,
+    error_answer,
+)
+from actors.transports.http_status import (
+    GetNext,
+    Next,
     decide_get,
     decide_post,
-    error_answer,
     header_safe,
     reconnect_delay,
     reopen_at_once,
 )
-from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
+from actors.transports.legacy_sse import resolve_endpoint
+from actors.transports.remote import open_remote_transport
 from actors.transports.streamable_http import is_answer, what
 from supervisor.settings.loader import ConfigError, load_config
 

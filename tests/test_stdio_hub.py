@@ -15,7 +15,7 @@ from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Notification
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError
-from actors.transports.select import TransportConnector
+from actors.transports.connector import TransportConnector
 from actors.transports.stdio import open_stdio_transport
 from actors.transports.stdio_hub import StdioHub
 from supervisor import Supervisor
