@@ -65,7 +65,7 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 # its journal lines, and without its call event and metrics; and two ways the journal
 # could write and does not: from a worker thread, and with os.write (the section is
 # skipped while this is empty).
-WHAT_IFS: list[str] = ["mailbox", "noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
+WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
 
 
 def worker(script: str, *args: Any, timeout: float = 900.0, root: Path = ROOT) -> dict[str, Any]:

@@ -10,8 +10,6 @@ Every candidate of the first full run (linger, policy, validate, drain, nowait, 
 reply, turncache) is now in the code itself — see RESULTS.md for what each one measured
 before and after. Registered now are bounds, not candidates: what the audit row, its
 journal lines and the call event cost on the call path (all are promised per call), and
-``mailbox``, every stdio call through the connection actor's mailbox instead of
-sent from the caller's task (docs/architecture.md, "The stdio write path"), and
 the roads not taken for the journal: ``journalthread``, its row line written from a
 worker thread instead of on the event loop, and ``oswrite``, its lines written with
 ``os.write`` (which releases the GIL) instead of a write(2) that keeps it.
@@ -87,17 +85,7 @@ def _no_events(sup: Any) -> None:
     sup.metrics.observe_call = lambda outcome, duration_ms: None
 
 
-def _mailbox(sup: Any) -> None:
-    """The road not taken on stdio: every call through the connection actor's mailbox
-    (the caller's task hands it over and the actor's task writes it), as on HTTP."""
-    from actors.connection.lane import CallLane
-
-    lane: Any = CallLane
-    lane.call = lambda self, call: False
-
-
 PATCHES: dict[str, Callable[[Any], None]] = {
-    "mailbox": _mailbox,
     "noaudit": _no_audit,
     "nojournal": _no_journal,
     "journalthread": _journal_in_a_thread,

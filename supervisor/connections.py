@@ -7,8 +7,7 @@ parts as the supervisor its shared ones, without seeing the supervisor.
 
 ``SharedConnections`` runs the shared servers: each one a child of a one-for-one
 supervisor (``supervisor.one_for_one``) with a mailbox of its own that outlives its
-restarts, and a lane (``actors/connection/lane.py``) that each of its actors serves
-while it runs. Its lifetime holds the stdio hub (the connector's one task for every local
+restarts. Its lifetime holds the stdio hub (the connector's one task for every local
 server's exits), and inside it the children, stopped in reverse when it ends (each
 tears its server down: stdin closed, SIGTERM, SIGKILL, reaped). Servers join and
 leave while it runs (``add``, ``remove``); the router learns of each.
@@ -24,7 +23,6 @@ import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
-from actors.connection.lane import CallLane
 from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
@@ -54,11 +52,9 @@ class ConnectionFactory:
         owner: str | None = None,
         restart: bool = True,
         crashed: Crashed | None = None,
-        lane: CallLane | None = None,
     ) -> ConnectionActor:
-        """A connection actor for ``spec`` that reads ``mailbox``, serves ``lane`` and
-        publishes to the router (a private one: ``owner`` is its session, and it is
-        never restarted)."""
+        """A connection actor for ``spec`` that reads ``mailbox`` and publishes to the
+        router (a private one: ``owner`` is its session, and it is never restarted)."""
         return ConnectionActor(
             spec,
             self.connector,
@@ -69,21 +65,19 @@ class ConnectionFactory:
             client_capabilities=self.client_capabilities,
             server_requests=self.server_requests,
             crashed=crashed,
-            lane=lane,
         )
 
 
 def shared_child(
-    spec: ServerSpec, mailbox: Channels[ConnectionMessage], lane: CallLane, factory: ConnectionFactory
+    spec: ServerSpec, mailbox: Channels[ConnectionMessage], factory: ConnectionFactory
 ) -> ChildSpec:
     """One shared server as a child of the one-for-one supervisor."""
     send, receive = mailbox
     last_delay = spec.reconnect_schedule_s[-1]
 
     def start(crashed: Crashed | None = None) -> Startable:
-        # A fresh actor per (re)start; the mailbox and the lane outlive it, so senders
-        # keep working.
-        return factory.actor(spec, receive, crashed=crashed, lane=lane).run
+        # A fresh actor per (re)start; the mailbox outlives it so senders keep working.
+        return factory.actor(spec, receive, crashed=crashed).run
 
     def park(crash: Exception) -> Startable:
         # A bug of ours fails this server only: it waits in backoff (condition
@@ -119,8 +113,6 @@ class SharedConnections:
         self._mailboxes: dict[str, Channels[ConnectionMessage]] = {
             spec.name: open_mailbox() for spec in self._initial
         }
-        self.lanes: dict[str, CallLane] = {spec.name: CallLane() for spec in self._initial}
-        """Each shared server's lane (the router puts it in the server's views)."""
         self._tree = OneForOne(dynamic=True, stop_timeout_s=SHUTDOWN_GRACE_S)
         self._changing = trio.Lock()  # one add or remove at a time
 
@@ -145,8 +137,7 @@ class SharedConnections:
                 await hub.start(connector.run)
             async with lifetime(self._tree.stop, grace_s=2 * SHUTDOWN_GRACE_S, transparent=False) as children:
                 initial = [
-                    shared_child(spec, self._mailboxes[spec.name], self.lanes[spec.name], self.factory)
-                    for spec in self._initial
+                    shared_child(spec, self._mailboxes[spec.name], self.factory) for spec in self._initial
                 ]
                 await children.start(self._tree.run, initial)
                 yield
@@ -161,12 +152,11 @@ class SharedConnections:
                 raise ValueError(f"a server named {spec.name!r} is supervised already")
             pair: Channels[ConnectionMessage] = open_mailbox()
             self._mailboxes[spec.name] = pair
-            self.lanes[spec.name] = lane = CallLane()
             try:
-                await self.factory.router.send(AddServer(spec, pair[0], cached, lane))
-                await self._tree.start_child(shared_child(spec, pair, lane, self.factory))
+                await self.factory.router.send(AddServer(spec, pair[0], cached))
+                await self._tree.start_child(shared_child(spec, pair, self.factory))
             except BaseException:
-                del self._mailboxes[spec.name], self.lanes[spec.name]
+                del self._mailboxes[spec.name]
                 try_send(self.factory.router, RemoveServer(spec.name))
                 raise
 
@@ -177,6 +167,5 @@ class SharedConnections:
             self.mailbox(name)  # KeyError naming the known ones
             await self._tree.stop_child(name)
             _send, receive = self._mailboxes.pop(name)
-            del self.lanes[name]
             _refuse_queued(receive, name)
             await self.factory.router.send(RemoveServer(name))

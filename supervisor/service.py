@@ -280,7 +280,6 @@ class Supervisor:
             shared.registered(),
             router_receive,
             cached_tools=cached_tools,
-            lanes=shared.lanes,
             max_description_length=config.trust.max_description_length,
             tool_list_sink=save_tool_list,
             events=events,

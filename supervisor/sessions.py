@@ -22,7 +22,6 @@ from typing import Any
 import attrs
 import trio
 
-from actors.connection.lane import CallLane
 from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_settled, needs_start
@@ -243,11 +242,10 @@ class Session:
     async def _spawn_private(self, spec: ServerSpec) -> None:
         pair: Channels[ConnectionMessage] = open_mailbox()
         send, receive = pair
-        lane = CallLane()
         done = trio.Event()
         self._private[spec.name] = (send, done)
-        await self._services.router.send(RegisterServer(spec, send, owner=self.id, lane=lane))
-        actor = self._services.connections.actor(spec, receive, owner=self.id, restart=False, lane=lane)
+        await self._services.router.send(RegisterServer(spec, send, owner=self.id))
+        actor = self._services.connections.actor(spec, receive, owner=self.id, restart=False)
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             try:

@@ -398,15 +398,12 @@ def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms:
 async def _dispatch(
     view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
 ) -> CallOutcome:
-    """Send one call and wait for the one answer: on a stdio link, from this task
-    through the server's lane when the connection sends calls (no hop through the
-    actor's task; see actors/connection/lane.py); else through its connection actor's
-    mailbox (without a yield unless the mailbox is full)."""
+    """Send one call to its connection actor's mailbox (without a yield unless the
+    mailbox is full) and wait for the one answer."""
     mailbox = view.mailbox
-    lane = view.lane
     try:
-        if (lane is None or not lane.call(call)) and not try_send(mailbox, call):
-            await mailbox.send(call)  # full (or gone: then send says which)
+        if not try_send(mailbox, call):  # full (or gone: then send says which)
+            await mailbox.send(call)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return CallFailed("unavailable", f"mcp server {view.name} is unavailable")
     try:

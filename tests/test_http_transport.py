@@ -24,8 +24,6 @@ from supervisor.settings.model import Config
 sys.path.insert(0, str(Path(__file__).parent / "servers"))
 from http_fault_server import FaultOptions, FaultServer, serve_fault_server
 
-from tests.test_call_path import _count_mailbox_calls
-
 WAIT_S = 10.0
 STOPPED_RESPONDING = "MCP server stopped responding during tools/call {}"
 
@@ -83,19 +81,6 @@ async def test_handshake_list_and_call_with_session_and_version_headers(tmp_path
         assert gets and gets[0].headers["accept"] == "text/event-stream"
         assert gets[0].headers["mcp-session-id"] == session_id
         assert server.deleted == [session_id]  # DELETE on teardown
-
-
-async def test_http_requests_stay_the_actors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # No lane around the mailbox for a remote server (its transport does not write at
-    # once): every call goes through the connection actor.
-    through_mailbox = _count_mailbox_calls(monkeypatch)
-    async with fault_server() as server:
-        config = Config(servers=(remote(server.url),))
-        async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
-            turn = await session.begin_turn()
-            for n in range(3):
-                assert (await turn.call("far_echo", {"text": str(n)})).text == str(n)
-    assert through_mailbox == ["echo"] * 3
 
 
 async def test_concurrent_calls_do_not_wait_for_each_other(tmp_path: Path) -> None:

@@ -6,9 +6,7 @@ nothing about the connection's state itself (a test holds it to that).
 
 It owns one nursery. Its main task reads the mailbox, taking everything queued before
 it yields, and answers at once: a call is sent, parked or refused, as the machine's
-``call_route`` says, without waiting. On a stdio link a caller's call may skip the
-mailbox (``call_directly``, through the server's ``CallLane``): the same code sends
-it from the caller's task when the route is "send". A lifecycle task follows the machine's orders:
+``call_route`` says, without waiting. A lifecycle task follows the machine's orders:
 run a connection attempt (connect, handshake, list, then watch call deadlines), sleep
 until a retry, or finish. While a connection is up, its reader and writer live in a
 nursery owned by that attempt (``live.py``). When the connection dies, every call in
@@ -25,7 +23,6 @@ from typing import Any
 import trio
 
 from actors.connection.calls import InFlightTable
-from actors.connection.lane import CallLane
 from actors.connection.listing import ConnectionFailed, read_tools
 from actors.connection.live import Live, ServerRequestHandler
 from actors.connection.messages import (
@@ -104,7 +101,6 @@ class ConnectionActor:
         client_capabilities: dict[str, Any] | None = None,
         server_requests: ServerRequestHandler | None = None,
         crashed: Crashed | None = None,
-        lane: CallLane | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -125,7 +121,6 @@ class ConnectionActor:
             )
         )
         self._crashed = crashed
-        self._lane = lane
         self._parked: list[CallTool] = []
         self._live: Live | None = None
         self._outbox: Outbox | None = None
@@ -149,8 +144,6 @@ class ConnectionActor:
         try:
             async with trio.open_nursery() as nursery:
                 self._outbox = Outbox(self._publish, nursery)
-                if self._lane is not None:
-                    self._lane.attach(self)
                 self._fire(Launched(trio.current_time(), self._crashed))
                 nursery.start_soon(self._lifecycle, nursery.cancel_scope)
                 task_status.started()
@@ -160,30 +153,9 @@ class ConnectionActor:
                     for more in queued(self._mailbox):
                         self._dispatch(more)
         finally:
-            if self._lane is not None:  # first: no direct call may come after the last answers
-                self._lane.detach(self)
             self._fail_calls(FailCalls(Why.UNAVAILABLE, Why.UNAVAILABLE))
             if self._stopped:
                 self._close_mailbox()
-
-    def call_directly(self, call: CallTool) -> bool:
-        """A caller's call, sent from its own task (``CallLane``): True when it was
-        sent as the mailbox would have; False when it must go through the mailbox
-        (the machine parks or refuses it, the transport does not write at once, or
-        the main task is not idle: a message sent before this call, a command say,
-        waits in the mailbox or was handed to the main task, and goes first)."""
-        if self._machine.call_route is not _SEND or not self._idle():
-            return False
-        live = self._live
-        if live is None or not live.direct_calls:
-            return False
-        live.send_call(call)
-        return True
-
-    def _idle(self) -> bool:
-        """Is the main task waiting on an empty mailbox (nothing in hand, nothing queued)?"""
-        mailbox = self._mailbox.statistics()
-        return mailbox.tasks_waiting_receive > 0 and not mailbox.current_buffer_used
 
     def _dispatch(self, message: ConnectionMessage) -> None:
         if isinstance(message, CallTool):

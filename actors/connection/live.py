@@ -53,7 +53,6 @@ class Live:
         "_report",
         "_server_requests",
         "deadline_scope",
-        "direct_calls",
         "initialized",
         "name",
         "nursery",
@@ -81,9 +80,6 @@ class Live:
         self.nursery = nursery
         self.session = ClientSession(capabilities=capabilities)
         self.writes = WritePath(transport, self.session, nursery, self._write_failed, self._unencodable)
-        # A caller may have its call sent from its own task (CallLane): on a link that
-        # writes at once only.
-        self.direct_calls = transport.abilities.writes_at_once
         self.initialized = trio.Event()
         self.deadline_scope = trio.CancelScope()
         self._inflight = inflight

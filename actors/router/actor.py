@@ -25,7 +25,6 @@ import attrs
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.lane import CallLane
 from actors.connection.messages import ConnectionMessage, Published, ToolsListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_available, is_reconnect
@@ -55,7 +54,6 @@ class RegisterServer:
     spec: ServerSpec
     mailbox: trio.MemorySendChannel[ConnectionMessage]
     owner: str
-    lane: CallLane | None = None
 
 
 @attrs.frozen(slots=True)
@@ -73,7 +71,6 @@ class AddServer:
     spec: ServerSpec
     mailbox: trio.MemorySendChannel[ConnectionMessage]
     cached: tuple[Tool, ...] = ()
-    lane: CallLane | None = None
 
 
 @attrs.frozen(slots=True)
@@ -186,7 +183,6 @@ class RouterActor:
         mailbox: trio.MemoryReceiveChannel[RouterMessage],
         *,
         cached_tools: Mapping[str, Sequence[Tool]] | None = None,
-        lanes: Mapping[str, CallLane] | None = None,
         max_description_length: int = 200,
         tool_list_sink: ToolListSink | None = None,
         events: Broadcast[Mapping[str, Any]] | None = None,
@@ -200,9 +196,8 @@ class RouterActor:
         self._overlays: dict[str, dict[str, ServerView]] = {}
         catalog = Catalog(0)
         self._tools, self._index = catalog.tools, catalog.search_index
-        lanes = lanes or {}
         for spec, channel in servers:
-            self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())), lanes.get(spec.name))
+            self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
         self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -229,17 +224,13 @@ class RouterActor:
                 return
 
     def _add(
-        self,
-        spec: ServerSpec,
-        mailbox: trio.MemorySendChannel[ConnectionMessage],
-        cached: tuple[Tool, ...],
-        lane: CallLane | None,
+        self, spec: ServerSpec, mailbox: trio.MemorySendChannel[ConnectionMessage], cached: tuple[Tool, ...]
     ) -> bool:
         """A shared server joins (a name taken already is refused, loudly)."""
         if spec.name in self._shared:
             log.warning("server %s is supervised already; adding it again is ignored", spec.name)
             return False
-        self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox, lane=lane)
+        self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
         if cached:
             self._set_tools(view, cached, (), stale=True)
         return True
@@ -259,13 +250,11 @@ class RouterActor:
     def _apply(self, message: _Folded) -> bool:
         """Fold one message in; True when a shared server changed."""
         if isinstance(message, AddServer):
-            return self._add(message.spec, message.mailbox, message.cached, message.lane)
+            return self._add(message.spec, message.mailbox, message.cached)
         if isinstance(message, RemoveServer):
             return self._remove(message.name)
         if isinstance(message, RegisterServer):
-            view = ServerView(
-                message.spec.name, message.spec, message.mailbox, owner=message.owner, lane=message.lane
-            )
+            view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
             self._overlays.setdefault(message.owner, {})[view.name] = view
             return False
         if isinstance(message, DropOwner):

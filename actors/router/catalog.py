@@ -19,7 +19,6 @@ import attrs
 import rpds
 import trio
 
-from actors.connection.lane import CallLane
 from actors.connection.messages import ConnectionMessage
 from actors.connection.spec import ServerSpec
 from actors.connection.states import Phase, State
@@ -90,8 +89,6 @@ class ServerView:
     name: str
     spec: ServerSpec
     mailbox: trio.MemorySendChannel[ConnectionMessage] = attrs.field(eq=False, repr=False)
-    lane: CallLane | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
-    """A caller's way around the mailbox for its own calls (stdio only; see lane.py)."""
     state: State = State.IDLE
     since: float = 0.0
     attempt: int = 0
