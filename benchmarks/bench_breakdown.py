@@ -28,8 +28,9 @@ from _common import emit
 from actors.connection.calls import InFlightTable
 from actors.connection.messages import CallSucceeded, CallTool
 from actors.connection.spec import ServerSpec
-from actors.protocol.codec import structure_call_result
 from actors.protocol.messages import Tool
+from actors.protocol.ndjson import LineDecoder, encode_lines
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import ClientSession
 from actors.router import actor as router_actor
 from actors.router.catalog import make_entry
@@ -64,13 +65,15 @@ def per_op_us(fn: Callable[[], Any], rounds: int) -> float:
 def _ready_session() -> ClientSession:
     session = ClientSession()
     session.start_initialize()
-    session.data_to_send()
-    session.receive_data(
-        b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},'
-        b'"serverInfo":{"name":"m","version":"0"}}}\n'
+    session.messages_to_send()
+    session.receive_messages(
+        LineDecoder().feed(
+            b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},'
+            b'"serverInfo":{"name":"m","version":"0"}}}\n'
+        )
     )
     session.next_event()
-    session.data_to_send()
+    session.messages_to_send()
     return session
 
 
@@ -84,6 +87,7 @@ def pure_steps(rounds: int) -> dict[str, float]:
     policy = Policy(TrustSettings(), trusted=lambda server: True)
     arguments = {"text": "hi"}
     session = _ready_session()
+    decoder = LineDecoder()  # the stdio framing, as the transport runs it
     table = InFlightTable(30.0, 300.0)
     reply_send, _reply_receive = trio.open_memory_channel[Any](1)
     call = CallTool("echo", arguments, reply_send, None)
@@ -120,14 +124,14 @@ def pure_steps(rounds: int) -> dict[str, float]:
         request_id = session.send_request(
             "tools/call", {"name": "echo", "arguments": dict(arguments)}, progress=True
         )
-        session.data_to_send()
+        encode_lines(session.messages_to_send())
         table.add(request_id, call, 0.0)
-        session.receive_data(RESPONSE % request_id)
+        session.receive_messages(decoder.feed(RESPONSE % request_id))
         event = session.next_event()
         table.pop(request_id)
         CallSucceeded(structure_call_result(event.result))  # type: ignore[union-attr]
 
-    out["protocol: send_request+encode, receive_data+decode, in-flight table, result"] = per_op_us(
+    out["protocol: send_request+encode, decode+receive_messages, in-flight table, result"] = per_op_us(
         send, rounds
     )
     outcome = CallSucceeded(structure_call_result({"content": [{"type": "text", "text": "hi"}]}))

@@ -137,18 +137,19 @@ def _count_io() -> dict[str, int]:
     send, receive = stdio.StdioTransport.send, stdio.StdioTransport.receive
     send_nowait = stdio.StdioTransport.send_nowait
 
-    async def counted_send(self: Any, data: bytes) -> None:
+    async def counted_send(self: Any, messages: Any) -> None:
         counts["writes"] += 1
-        await send(self, data)
+        await send(self, messages)
 
-    def counted_send_nowait(self: Any, data: bytes) -> int:
-        written = send_nowait(self, data)
-        if written:  # a lone call written at once by its caller (see WritePath.write_now)
-            counts["writes"] += 1
-            counts["writes_by_caller"] += 1
-        return written
+    def counted_send_nowait(self: Any, messages: Any) -> bool:
+        done = send_nowait(self, messages)
+        # A lone call written at once by its caller (see WritePath.write_now); a write
+        # the pipe took only in part is counted too (its rest goes with the next send).
+        counts["writes"] += 1
+        counts["writes_by_caller"] += 1
+        return done
 
-    async def counted_receive(self: Any) -> bytes:
+    async def counted_receive(self: Any) -> Any:
         counts["reads"] += 1
         return await receive(self)
 

@@ -29,7 +29,7 @@ from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
 from actors.protocol.messages import Tool
 from actors.router.actor import AddServer, RemoveServer, RouterMessage
 from actors.transports.base import Connector
-from actors.transports.select import TransportConnector
+from actors.transports.connector import TransportConnector
 from supervisor.lifetimes import SHUTDOWN_GRACE_S, lifetime
 from supervisor.one_for_one import ChildSpec, OneForOne, Startable
 

@@ -32,16 +32,16 @@ from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, open_mailbox
-from actors.protocol.codec import structure_tool, tool_to_wire
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
+from actors.protocol.payloads import structure_tool, tool_to_wire
 from actors.router.actor import RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
+from actors.transports.connector import TransportConnector
 from actors.transports.escapees import kill_marked
 from actors.transports.instances import claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
-from actors.transports.select import TransportConnector
 from supervisor.approvals import ApprovalDesk, Approver
 from supervisor.audit_trail import AuditTrail
 from supervisor.call_services import CallServices

@@ -16,9 +16,10 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
-from actors.protocol.codec import LineDecoder, encode
 from actors.protocol.messages import Message, Notification, Request, Response
-from actors.transports.base import SpawnError, TransportClosed
+from actors.protocol.ndjson import LineDecoder, encode_lines
+from actors.protocol.ndjson import encode_line as encode
+from actors.transports.base import SpawnError, Transport, TransportClosed
 
 CallHandler = Callable[["FakeSession", Request], Awaitable[dict[str, Any] | None]]
 
@@ -30,23 +31,31 @@ async def echo_handler(session: FakeSession, request: Request) -> dict[str, Any]
     return {"content": [{"type": "text", "text": orjson.dumps(args).decode()}]}
 
 
-class MemoryTransport:
-    """Transport over a trio memory stream."""
+class MemoryTransport(Transport):
+    """Transport over a trio memory stream, framed as stdio frames (one line a message)."""
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self._stream = stream
+        self._decoder = LineDecoder()
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, messages: Sequence[Message]) -> None:
+        data = encode_lines(messages)
         try:
             await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise TransportClosed(f"fake server gone: {exc!r}") from None
 
-    async def receive(self) -> bytes:
-        try:
-            return bytes(await self._stream.receive_some(65536))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return b""
+    async def receive(self) -> list[Message]:
+        self._decoder.raise_held()
+        while True:
+            try:
+                data = await self._stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return []
+            if not data:
+                return []
+            if messages := self._decoder.take(data):
+                return messages
 
     def stderr_tail(self) -> Sequence[str]:
         return []

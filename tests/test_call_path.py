@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import Message, Request
+from actors.protocol.ndjson import encode_lines
+from actors.transports.base import Abilities
 from actors.transports.stdio import StdioTransport
 from supervisor import Supervisor
 from supervisor.settings.model import Config
@@ -31,23 +35,28 @@ def _config(python: str) -> Config:
     return Config(servers=(spec,))
 
 
+def _calls(messages: Sequence[Message]) -> int:
+    return sum(isinstance(m, Request) and m.method == "tools/call" for m in messages)
+
+
 async def test_calls_made_together_leave_in_one_write(
     tmp_path: Path, python: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes: list[int] = []
     real_send = StdioTransport.send
 
-    async def counting_send(self: StdioTransport, data: bytes) -> None:
-        writes.append(data.count(b"tools/call"))
-        await real_send(self, data)
+    async def counting_send(self: StdioTransport, messages: Sequence[Message]) -> None:
+        writes.append(_calls(messages))
+        await real_send(self, messages)
 
     monkeypatch.setattr(StdioTransport, "send", counting_send)
     real_send_nowait = StdioTransport.send_nowait
 
-    def counting_send_nowait(self: StdioTransport, data: bytes) -> int:
-        written = real_send_nowait(self, data)
-        writes.append(data[:written].count(b"tools/call"))
-        return written
+    def counting_send_nowait(self: StdioTransport, messages: Sequence[Message]) -> bool:
+        done = real_send_nowait(self, messages)
+        assert done, "the pipe took all of it (a test machine's pipe holds 64 KB)"
+        writes.append(_calls(messages))
+        return done
 
     monkeypatch.setattr(StdioTransport, "send_nowait", counting_send_nowait)
     async with Supervisor.open(_config(python), state_dir=tmp_path) as sup, sup.session() as session:
@@ -95,14 +104,15 @@ async def test_a_lone_call_is_written_at_once_not_by_the_writer(
     how: list[str] = []
     real_send, real_send_nowait = StdioTransport.send, StdioTransport.send_nowait
 
-    async def send(self: StdioTransport, data: bytes) -> None:
-        how.extend("writer" for _ in range(data.count(b"tools/call")))
-        await real_send(self, data)
+    async def send(self: StdioTransport, messages: Sequence[Message]) -> None:
+        how.extend("writer" for _ in range(_calls(messages)))
+        await real_send(self, messages)
 
-    def send_nowait(self: StdioTransport, data: bytes) -> int:
-        written = real_send_nowait(self, data)
-        how.extend("at once" for _ in range(data[:written].count(b"tools/call")))
-        return written
+    def send_nowait(self: StdioTransport, messages: Sequence[Message]) -> bool:
+        done = real_send_nowait(self, messages)
+        assert done, "the pipe took all of it"
+        how.extend("at once" for _ in range(_calls(messages)))
+        return done
 
     monkeypatch.setattr(StdioTransport, "send", send)
     monkeypatch.setattr(StdioTransport, "send_nowait", send_nowait)
@@ -116,20 +126,29 @@ async def test_a_lone_call_is_written_at_once_not_by_the_writer(
 
 
 class _SlowPipe:
-    """A transport whose pipe takes only ``room`` bytes without waiting."""
+    """A transport whose pipe takes only ``room`` bytes without waiting, keeping the
+    rest for the next send as the stdio transport does."""
+
+    abilities = Abilities(writes_at_once=True)
 
     def __init__(self, room: int) -> None:
         self.room = room
         self.wire = bytearray()
+        self.unsent = bytearray()
 
-    def send_nowait(self, data: bytes) -> int:
-        taken = data[: self.room]
-        self.wire += taken
-        return len(taken)
+    def send_nowait(self, messages: Sequence[Message]) -> bool:
+        data = encode_lines(messages)
+        if self.unsent:
+            self.unsent += data
+            return False
+        self.wire += data[: self.room]
+        self.unsent += data[self.room :]
+        return not self.unsent
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, messages: Sequence[Message]) -> None:
         await trio.lowlevel.checkpoint()
-        self.wire += data
+        self.wire += self.unsent + encode_lines(messages)
+        self.unsent.clear()
 
 
 async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
@@ -140,23 +159,52 @@ async def test_what_the_pipe_did_not_take_is_written_next_in_order() -> None:
     session = ClientSession()
     errors: list[Exception] = []
     async with trio.open_nursery() as nursery:
-        writes = WritePath(pipe, session, nursery, errors.append)  # type: ignore[arg-type]
+        writes = WritePath(pipe, session, nursery, errors.append, errors.append)  # type: ignore[arg-type]
         assert writes.send_now is not None
         session.send_notification("first")
         assert not writes.write_now()  # 10 bytes went, the rest waits for the writer
-        assert len(pipe.wire) == 10 and writes.backlog
+        assert len(pipe.wire) == 10 and writes.flush
         session.send_notification("second")
-        assert not writes.write_now()  # never ahead of the backlog
+        assert not writes.write_now()  # never ahead of the rest
+        assert session.wants_to_send  # "second" waits in the session's queue
         writes.kick()
         writes.kick()  # a second kick while the writer is on its way starts no second one
         assert writes.writer_running
         await trio.testing.wait_all_tasks_blocked()
         assert [json.loads(line)["method"] for line in bytes(pipe.wire).splitlines()] == ["first", "second"]
-        assert not writes.backlog
+        assert not writes.flush and not pipe.unsent
         assert not writes.writer_running  # nothing left: the writer is gone until the next kick
         pipe.room = 1 << 20
         session.send_notification("third")
         assert writes.write_now()  # all of it, no writer needed
         assert bytes(pipe.wire).endswith(b"\n") and b"third" in bytes(pipe.wire)
+        nursery.cancel_scope.cancel()
+    assert not errors
+
+
+class _Undeclared(_SlowPipe):
+    """Has a send_nowait, but does not declare the ability."""
+
+    abilities = Abilities()
+
+    def send_nowait(self, messages: Sequence[Message]) -> bool:
+        raise AssertionError("an undeclared ability was used")
+
+
+async def test_only_a_declared_ability_is_used() -> None:
+    from actors.connection.writing import WritePath
+    from actors.protocol.session import ClientSession
+
+    pipe = _Undeclared(room=1 << 20)
+    session = ClientSession()
+    errors: list[Exception] = []
+    async with trio.open_nursery() as nursery:
+        writes = WritePath(pipe, session, nursery, errors.append, errors.append)  # type: ignore[arg-type]
+        assert writes.send_now is None
+        session.send_notification("only")
+        assert not writes.write_now()  # left to the writer
+        writes.kick()
+        await trio.testing.wait_all_tasks_blocked()
+        assert b'"method":"only"' in bytes(pipe.wire)
         nursery.cancel_scope.cancel()
     assert not errors

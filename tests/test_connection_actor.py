@@ -28,6 +28,7 @@ from actors.connection.messages import (
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import State
 from actors.protocol.messages import Request, Response
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import ProgressReceived
 from tests.fakes import FakeServer, FakeSession
 
@@ -347,6 +348,30 @@ async def test_garbage_from_the_server_fails_the_connection_not_the_actor(
         backoff = await h.wait_state(State.BACKOFF)
         assert backoff.reason is not None and "broke the protocol" in backoff.reason
         await h.wait_state(State.STEADY, 2)
+
+
+async def test_arguments_json_cannot_carry_fail_that_call_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Messages are encoded by the write path: the one that cannot be is left out and its
+    # caller answered; a call sent in the same write still reaches the server.
+    server = FakeServer()
+    async with running(server) as h:
+        await h.wait_state(State.STEADY)
+        bad = await h.send_call("echo", {1: "a key that is not a string"})  # type: ignore[dict-item]
+        outcome = await bad.receive()
+        assert isinstance(outcome, CallFailed) and outcome.code == "invalid_arguments"
+        assert outcome.message.startswith("invalid arguments for echo: message cannot be encoded as JSON")
+        reply, answers = trio.open_memory_channel[CallOutcome](1)
+        bad_reply, bad_answers = trio.open_memory_channel[CallOutcome](1)
+        h.mailbox.send_nowait(CallTool("echo", {"n": 2**70}, bad_reply))  # past 64 bits
+        h.mailbox.send_nowait(CallTool("echo", {"text": "fine"}, reply))
+        assert isinstance(await bad_answers.receive(), CallFailed)
+        assert await answers.receive() == CallSucceeded(
+            structure_call_result({"content": [{"type": "text", "text": '{"text":"fine"}'}]})
+        )
+        assert [c.params["arguments"] for c in server.calls()] == [{"text": "fine"}]  # type: ignore[index, call-overload]
+        assert h.states()[-1] is State.STEADY
 
 
 async def test_cancel_call_tells_the_server(autojump_clock: trio.testing.MockClock) -> None:

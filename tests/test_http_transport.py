@@ -122,6 +122,33 @@ async def test_dropped_stream_fails_the_call_at_once_then_reconnects(tmp_path: P
         assert len([s for s in server.seen if s.rpc == "initialize"]) == 2
 
 
+@pytest.mark.parametrize("mode", ["json", "sse", "legacy"])
+async def test_an_answer_that_is_not_json_breaks_the_protocol_and_reconnects(
+    tmp_path: Path, mode: str
+) -> None:
+    # A body or an event is decoded once, by the transport: one that does not decode is
+    # the codec's ProtocolError, which ends the connection, as a bad line does on stdio.
+    options = {"legacy": True} if mode == "legacy" else {"mode": mode}
+    transport = "sse" if mode == "legacy" else "streamable-http"
+    async with fault_server(**options) as server:
+        config = Config(servers=(remote(server.url, call_timeout_s=30.0, transport=transport),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+            turn = await session.begin_turn()
+            start = trio.current_time()
+            broken = await turn.call("far_garbage", {})
+            assert trio.current_time() - start < 2.0  # not the 30 s call timeout
+            assert broken.error is not None
+            assert broken.error.message == STOPPED_RESPONDING.format("garbage")
+            await wait_reconnected(sup, server)
+            reasons = [t.reason or "" for t in sup.servers()["far"].transitions if t.state is State.BACKOFF]
+            what = "event" if mode != "json" else "body"
+            assert len(reasons) == 1, reasons
+            assert reasons[0].startswith(f"mcp server far broke the protocol: {what} is not JSON (")
+            assert reasons[0].endswith("): '<html>not json</html>'")
+            again = await (await session.begin_turn()).call("far_echo", {"text": "back"})
+            assert again.ok and again.text == "back", again
+
+
 async def test_expired_session_leads_to_a_new_session(tmp_path: Path) -> None:
     # initialized, tools/list and one call fit in a session; the next request gets 404
     async with fault_server(expire_after=3) as server:

@@ -1,5 +1,6 @@
-"""The remote transports' pure parts: status decisions, endpoint rules, and how the
-config loader reads ``transport`` (the SSE parser's tests are in test_sse.py)."""
+"""The remote transports' pure parts: status decisions, endpoint rules, the HTTP
+framings, and how the config loader reads ``transport`` (the SSE parser's tests are
+in test_sse.py)."""
 
 from __future__ import annotations
 
@@ -13,24 +14,29 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.errors import FramingError, ProtocolError, Unencodable
+from actors.protocol.http_framing import decode_body, decode_event, encode_body
+from actors.protocol.messages import ErrorObject, ErrorResponse, Notification, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
-    GetNext,
     Inbox,
-    Next,
     RemoteLink,
+    error_answer,
+)
+from actors.transports.http_status import (
+    GetNext,
+    Next,
     decide_get,
     decide_post,
-    error_line,
     header_safe,
-    one_line,
     reconnect_delay,
     reopen_at_once,
 )
-from actors.transports.legacy_sse import open_remote_transport, resolve_endpoint
-from actors.transports.streamable_http import Outgoing, is_answer
+from actors.transports.legacy_sse import resolve_endpoint
+from actors.transports.remote import open_remote_transport
+from actors.transports.streamable_http import is_answer, what
 from supervisor.settings.loader import ConfigError, load_config
 
 # ------------------------------------------------------------------ decisions
@@ -115,24 +121,53 @@ def test_safe_url_and_header_values() -> None:
 
 
 def test_outgoing_messages_and_answers() -> None:
-    assert Outgoing.read(b'{"jsonrpc":"2.0","id":3,"method":"tools/call"}') == Outgoing("tools/call", 3)
-    assert not Outgoing.read(b'{"jsonrpc":"2.0","method":"notifications/initialized"}').is_request
-    assert Outgoing.read(b'{"jsonrpc":"2.0","id":true,"method":"x"}').id is None
-    assert Outgoing.read(b"not json").what == "a response"
-    assert is_answer({"id": 3, "result": {}}, 3) and is_answer({"id": "a", "error": {}}, "a")
-    assert not is_answer({"id": True, "result": {}}, 1) and not is_answer({"id": 3, "method": "x"}, 3)
-    assert json.loads(error_line(3, "no"))["error"] == {"code": -32603, "message": "no"}
-    assert one_line(b'{\n "a": 1\r\n}') == b'{  "a": 1  }\n'
+    call = Request(3, "tools/call", {"name": "x"})
+    assert what(call) == "tools/call" and what(Notification("notifications/initialized")) == (
+        "notifications/initialized"
+    )
+    assert what(Response("srv", {})) == "a response"
+    assert is_answer(Response(3, {}), call) and is_answer(
+        ErrorResponse("a", ErrorObject(1, "no")), Request("a", "m")
+    )
+    assert not is_answer(Response("3", {}), call)  # 3 and "3" are different requests
+    assert not is_answer(Request(3, "x"), call) and not is_answer(
+        ErrorResponse(None, ErrorObject(1, "?")), call
+    )
+    assert error_answer(3, "no") == ErrorResponse(3, ErrorObject(-32603, "no"))
 
 
-async def test_inbox_hands_out_buffered_lines_before_the_failure() -> None:
+def test_http_framings_decode_once_into_messages() -> None:
+    assert json.loads(encode_body(Request(1, "ping"))) == {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert b"\n" not in encode_body(Request(1, "tools/call", {"text": "a\nb"}))
+    with pytest.raises(Unencodable):
+        encode_body(Request(1, "tools/call", {"n": 2**70}))
+    assert decode_body(b'{"jsonrpc":"2.0","id":1,"result":{}}') == [Response(1, {})]
+    assert decode_body(b'[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"n"}]') == [
+        Response(1, {}),
+        Notification("n"),
+    ]
+    with pytest.raises(FramingError, match="body is not JSON"):
+        decode_body(b"<html>oops</html>")
+    with pytest.raises(ProtocolError, match="jsonrpc"):
+        decode_body(b'{"id": 1, "result": {}}')
+    message = ServerSentEvent('{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}')
+    assert decode_event(message) == [Notification("notifications/tools/list_changed")]
+    assert decode_event(ServerSentEvent("", id="prime-1")) == []  # a priming event
+    assert decode_event(ServerSentEvent("/messages?s=1", event="endpoint")) == []
+    with pytest.raises(FramingError, match="event is not JSON"):
+        decode_event(ServerSentEvent("not json"))
+
+
+async def test_inbox_hands_out_buffered_messages_before_the_failure() -> None:
     inbox = Inbox()
-    await inbox.put(b"one\n")
+    await inbox.put([Notification("one")])
+    await inbox.put([Notification("two"), Notification("three")])
     inbox.fail(TransportClosed("gone"))
     inbox.fail(TransportClosed("second failures are ignored"))
-    await inbox.put(b"dropped\n")
+    await inbox.put([Notification("dropped")])
     with trio.fail_after(1):
-        assert await inbox.get() == b"one\n"
+        # What was queued is handed out together, as one read of a pipe would.
+        assert await inbox.get() == [Notification("one"), Notification("two"), Notification("three")]
         with pytest.raises(TransportClosed, match="gone"):
             await inbox.get()
 

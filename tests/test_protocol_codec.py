@@ -1,4 +1,5 @@
-"""The newline-delimited JSON-RPC codec: framing, validation, and the encode round trip.
+"""JSON-RPC over newline-delimited JSON (``jsonrpc.py``, ``ndjson.py``): framing,
+validation, and the encode round trip.
 
 Everything here is pure: bytes go into a ``LineDecoder``, messages come out. The
 property tests at the end check the two promises the transports rely on: whatever
@@ -17,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.protocol.codec import LineDecoder, decode_line, encode
-from actors.protocol.errors import FramingError, ProtocolError
+from actors.protocol.errors import FramingError, ProtocolError, Unencodable
+from actors.protocol.jsonrpc import decode_json as decode_line
 from actors.protocol.messages import (
     ErrorObject,
     ErrorResponse,
@@ -27,6 +28,8 @@ from actors.protocol.messages import (
     Request,
     Response,
 )
+from actors.protocol.ndjson import LineDecoder, encode_lines
+from actors.protocol.ndjson import encode_line as encode
 
 REQUEST = Request(1, "tools/list", {"cursor": "abc"})
 NOTIFICATION = Notification("notifications/tools/list_changed")
@@ -91,9 +94,20 @@ def test_encode_keeps_newlines_inside_strings_escaped() -> None:
     assert LineDecoder().feed(data) == [Request(1, "tools/call", {"text": "one\ntwo\r\nthree"})]
 
 
-def test_encode_refuses_what_json_cannot_carry() -> None:
-    with pytest.raises(ValueError, match="cannot be encoded"):
-        encode(Request(1, "tools/call", {"arguments": object()}))
+def test_encode_refuses_what_json_cannot_carry_and_names_the_message() -> None:
+    bad = Request(1, "tools/call", {"arguments": object()})
+    with pytest.raises(Unencodable, match="cannot be encoded") as info:
+        encode(bad)
+    assert info.value.message is bad
+    with pytest.raises(Unencodable) as info:
+        encode_lines([REQUEST, Request(2, "tools/call", {"arguments": {1: "key not a string"}})])
+    assert info.value.message.id == 2  # type: ignore[union-attr]
+    assert isinstance(info.value, ValueError)
+
+
+def test_encode_lines_is_the_lines_of_its_messages() -> None:
+    assert encode_lines(SAMPLE) == WIRE
+    assert encode_lines([]) == b""
 
 
 @pytest.mark.parametrize(
@@ -240,6 +254,18 @@ def test_unfinished_line_after_a_good_message_counts_only_its_own_bytes() -> Non
     with pytest.raises(FramingError):
         decoder.feed(b"y" * 41)
     assert decoder.pending_bytes == 0
+
+
+def test_take_hands_out_the_good_lines_and_holds_the_error_for_once() -> None:
+    decoder = LineDecoder()
+    decoder.raise_held()  # nothing held: nothing raised
+    assert decoder.take(WIRE + b"not json\n" + encode(REQUEST)) == SAMPLE
+    with pytest.raises(FramingError, match="not JSON"):
+        decoder.raise_held()
+    decoder.raise_held()  # once
+    assert decoder.take(encode(NOTIFICATION)) == [NOTIFICATION]
+    with pytest.raises(FramingError):  # nothing good before it: raised at once
+        decoder.take(b"not json either\n")
 
 
 # -------------------------------------------------------------------- validation

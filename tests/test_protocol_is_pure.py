@@ -19,7 +19,10 @@ PURE_MODULES = (
     "actors.protocol",
     "actors.protocol.errors",
     "actors.protocol.messages",
-    "actors.protocol.codec",
+    "actors.protocol.http_framing",
+    "actors.protocol.jsonrpc",
+    "actors.protocol.ndjson",
+    "actors.protocol.payloads",
     "actors.protocol.session",
     "actors.protocol.sse",
     "actors.connection.states",
@@ -83,7 +86,7 @@ def test_probe_would_notice_trio() -> None:
 
 def test_core_source_imports_no_io() -> None:
     assert ROOT / "actors" / "protocol" / "session.py" in PURE_FILES
-    assert ROOT / "actors" / "protocol" / "codec.py" in PURE_FILES
+    assert ROOT / "actors" / "protocol" / "ndjson.py" in PURE_FILES
     for path in PURE_FILES:
         bad = forbidden_imports(path.read_text(encoding="utf-8"))
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"

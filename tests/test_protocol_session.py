@@ -1,9 +1,11 @@
-"""ClientSession back to back with a scripted server: bytes in, bytes out, no I/O.
+"""ClientSession back to back with a scripted server through the NDJSON codec, no I/O.
 
-``Peer`` is the server's end of the pipe, built from the codec alone: it decodes what
-the session wrote and encodes what the test wants the server to say. Every test
-drives the session through its public surface (``data_to_send``, ``receive_data``,
-``next_event``) exactly as the connection actor does.
+``Peer`` is the server's end of the pipe, built from the codec alone: what the
+session queued is encoded as lines and decoded on the server's side; what the test
+wants the server to say is encoded and decoded the same way before the session
+takes it, so every message crosses the wire format as it would on a pipe. Every
+test drives the session through its public surface (``messages_to_send``,
+``receive_messages``, ``next_event``) exactly as the connection actor does.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.protocol.codec import LineDecoder, encode, structure_call_result
-from actors.protocol.errors import FramingError, ProtocolError, VersionMismatch
+from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
@@ -31,6 +32,8 @@ from actors.protocol.messages import (
     Response,
     Tool,
 )
+from actors.protocol.ndjson import LineDecoder, encode_lines
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
     ErrorReceived,
@@ -59,18 +62,19 @@ class Peer:
 
     def __init__(self, session: ClientSession) -> None:
         self.session = session
-        self._decoder = LineDecoder()
+        self._decoder = LineDecoder()  # the server's end of the pipe
+        self._client_decoder = LineDecoder()  # the session's end
 
     def read(self) -> list[Message]:
         """Everything the session has queued for the wire, decoded."""
-        data = self.session.data_to_send()
+        data = encode_lines(self.session.messages_to_send())
         messages = self._decoder.feed(data)
         assert self._decoder.pending_bytes == 0, "the session wrote a partial line"
         return messages
 
     def say(self, *messages: Message) -> list[Event]:
         """Send messages to the session; return the events they produced."""
-        self.session.receive_data(b"".join(encode(m) for m in messages))
+        self.session.receive_messages(self._client_decoder.feed(encode_lines(messages)))
         return drain(self.session)
 
 
@@ -167,7 +171,7 @@ def test_initialized_notification_is_queued_right_after_the_answer() -> None:
     peer = Peer(session)
     request_id = session.start_initialize()
     peer.read()
-    assert session.data_to_send() == b""  # nothing before the server answers
+    assert session.messages_to_send() == []  # nothing before the server answers
     peer.say(Response(request_id, INIT_RESULT))
     assert peer.read() == [Notification("notifications/initialized")]
 
@@ -181,7 +185,7 @@ def test_unknown_version_is_a_version_mismatch() -> None:
         peer.say(Response(request_id, {**INIT_RESULT, "protocolVersion": "2099-01-01"}))
     assert session.phase is Phase.CLOSED
     assert session.negotiated is None
-    assert session.data_to_send() == b""  # no notifications/initialized for a failed handshake
+    assert session.messages_to_send() == []  # no notifications/initialized for a failed handshake
 
 
 def test_refused_initialize_is_a_protocol_error() -> None:
@@ -307,9 +311,11 @@ def test_error_response_with_null_id_closes_the_session() -> None:
 def test_server_ping_is_answered_automatically() -> None:
     session, peer = ready()
     assert peer.say(Request("srv-1", "ping")) == []
-    assert session.data_to_send() == b'{"jsonrpc":"2.0","id":"srv-1","result":{}}\n'
+    assert session.wants_to_send
+    assert encode_lines(session.messages_to_send()) == b'{"jsonrpc":"2.0","id":"srv-1","result":{}}\n'
     assert peer.say(Request(41, "ping", {})) == []
-    assert session.data_to_send() == b'{"jsonrpc":"2.0","id":41,"result":{}}\n'
+    assert encode_lines(session.messages_to_send()) == b'{"jsonrpc":"2.0","id":41,"result":{}}\n'
+    assert not session.wants_to_send
 
 
 def test_server_ping_is_answered_even_mid_handshake() -> None:
@@ -456,7 +462,7 @@ def test_forget_is_silent_but_also_strays_the_late_answer() -> None:
     request_id = session.send_request("tools/list")
     peer.read()
     session.forget(request_id)
-    assert session.data_to_send() == b""
+    assert session.messages_to_send() == []
     assert peer.say(Response(request_id, {"tools": []})) == [StrayResponse(request_id)]
 
 
@@ -465,21 +471,14 @@ def test_forget_is_silent_but_also_strays_the_late_answer() -> None:
 
 def test_after_a_protocol_error_the_session_is_closed() -> None:
     session, _ = ready()
-    with pytest.raises(FramingError):
-        session.receive_data(b"this is not json\n")
+    with pytest.raises(ProtocolError, match="unreadable request"):
+        session.receive_message(ErrorResponse(None, ErrorObject(-32700, "Parse error")))
     assert session.phase is Phase.CLOSED
     with pytest.raises(ProtocolError, match="closed"):
-        session.receive_data(encode(Notification("notifications/tools/list_changed")))
+        session.receive_message(Notification("notifications/tools/list_changed"))
     assert drain(session) == []
     with pytest.raises(RuntimeError):
         session.send_request("tools/list")
-
-
-def test_line_limit_reaches_the_decoder() -> None:
-    session, _ = ready(max_line_bytes=200)
-    with pytest.raises(FramingError, match="longer than 200 bytes"):
-        session.receive_data(b"x" * 201)
-    assert session.phase is Phase.CLOSED
 
 
 def test_events_keep_arrival_order_across_partial_reads() -> None:
@@ -490,9 +489,10 @@ def test_events_keep_arrival_order_across_partial_reads() -> None:
         Response(request_id, {"tools": []}),
         Notification("notifications/message", {"level": "info"}),
     ]
-    wire = b"".join(encode(m) for m in messages)
+    wire = encode_lines(messages)
+    decoder = LineDecoder()
     for i in range(0, len(wire), 5):
-        session.receive_data(wire[i : i + 5])
+        session.receive_messages(decoder.feed(wire[i : i + 5]))
     assert drain(session) == [
         ToolsListChanged(),
         ResponseReceived(request_id, "tools/list", {"tools": []}),
@@ -665,23 +665,18 @@ def test_a_whole_conversation_back_to_back() -> None:
     assert events[1] == ToolsListChanged()
     assert isinstance(events[2], ResponseReceived)
     assert structure_call_result(events[2].result).content == ({"type": "text", "text": "done"},)
-    assert orjson.loads(session.data_to_send()) == {"jsonrpc": "2.0", "id": "srv", "result": {}}
+    assert orjson.loads(encode_lines(session.messages_to_send())) == {
+        "jsonrpc": "2.0",
+        "id": "srv",
+        "result": {},
+    }
     assert session.pending_requests == 0
 
 
-def test_messages_before_a_bad_line_in_the_same_chunk_are_not_lost() -> None:
-    from actors.protocol.session import ClientSession, ResponseReceived
-
-    session = ClientSession()
-    session.start_initialize()
-    session.receive_data(
-        b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}\n'
-    )
-    while session.next_event() is not None:
-        pass
+def test_messages_before_the_one_that_breaks_the_protocol_are_not_lost() -> None:
+    session, _ = ready()
     request_id = session.send_request("tools/call", {"name": "x", "arguments": {}})
-    good = b'{"jsonrpc":"2.0","id":%d,"result":{"content":[]}}\n' % request_id
+    good = Response(request_id, {"content": []})
     with pytest.raises(ProtocolError):
-        session.receive_data(good + b"garbage\n")
-    event = session.next_event()
-    assert isinstance(event, ResponseReceived) and event.id == request_id
+        session.receive_messages([good, ErrorResponse(None, ErrorObject(-32700, "Parse error"))])
+    assert drain(session) == [ResponseReceived(request_id, "tools/call", {"content": []})]

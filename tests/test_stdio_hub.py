@@ -12,9 +12,10 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import Notification
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError
-from actors.transports.select import TransportConnector
+from actors.transports.connector import TransportConnector
 from actors.transports.stdio import open_stdio_transport
 from actors.transports.stdio_hub import StdioHub
 from supervisor import Supervisor
@@ -123,8 +124,8 @@ async def test_a_transport_outlives_a_stopped_hub_and_keeps_the_last_stderr_word
                 hub_scope.cancel()  # the hub goes first
                 await trio.testing.wait_all_tasks_blocked()
                 assert not hub.running
-                await t.send(b"go\n")
-                assert await read_all(t) == b""
+                await t.send([Notification("go")])
+                assert await read_all(t) == []
             # Nobody read stderr since the hub stopped: the teardown took what the pipe held.
             assert t.stderr_tail() == ["before", "last words"]
 

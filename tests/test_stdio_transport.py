@@ -21,6 +21,9 @@ import pytest
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.errors import FramingError
+from actors.protocol.jsonrpc import parse_message, to_wire
+from actors.protocol.messages import Message, Notification
 from actors.transports.base import SpawnError, TransportClosed
 from actors.transports.pidfiles import (
     pids_dir,
@@ -29,14 +32,9 @@ from actors.transports.pidfiles import (
     reap_orphans,
     write_pidfile,
 )
-from actors.transports.stdio import (
-    CUT_MARKER,
-    STDERR_LINE_MAX,
-    StdioConnector,
-    StdioTransport,
-    open_stdio_transport,
-    spawned_process_groups,
-)
+from actors.transports.process_group import spawned_process_groups
+from actors.transports.stderr_tail import CUT_MARKER, STDERR_LINE_MAX
+from actors.transports.stdio import StdioConnector, StdioTransport, open_stdio_transport
 
 BOUND_S = 5.0  # generous upper bound per wait; the tests take far less
 
@@ -46,24 +44,21 @@ def make_spec(argv: list[str], **kwargs: Any) -> ServerSpec:
 
 
 class Lines:
-    """Newline-delimited JSON over a transport, for the tests."""
+    """JSON-RPC messages as plain dicts over a transport, for the tests."""
 
     def __init__(self, transport: StdioTransport) -> None:
         self.transport = transport
-        self.buffer = b""
+        self.pending: list[Message] = []
 
     async def next(self) -> dict[str, Any]:
-        while b"\n" not in self.buffer:
-            chunk = await self.transport.receive()
-            if not chunk:
+        while not self.pending:
+            self.pending = list(await self.transport.receive())
+            if not self.pending:
                 raise EOFError
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        message: dict[str, Any] = json.loads(line)
-        return message
+        return to_wire(self.pending.pop(0))
 
     async def send(self, message: dict[str, Any]) -> None:
-        await self.transport.send(json.dumps(message).encode() + b"\n")
+        await self.transport.send([parse_message(message)])
 
 
 async def initialize(transport: StdioTransport, version: str = "2025-06-18") -> dict[str, Any]:
@@ -79,11 +74,21 @@ async def initialize(transport: StdioTransport, version: str = "2025-06-18") -> 
     return await lines.next()
 
 
-async def read_all(transport: StdioTransport) -> bytes:
-    data = b""
-    while chunk := await transport.receive():
-        data += chunk
-    return data
+async def read_all(transport: StdioTransport) -> list[Message]:
+    """Every message until the end of stdout."""
+    received: list[Message] = []
+    while messages := await transport.receive():
+        received.extend(messages)
+    return received
+
+
+def say(*words: str) -> str:
+    """Shell lines that print each word as a JSON-RPC notification (its method)."""
+    return "".join(f'echo \'{{"jsonrpc": "2.0", "method": "{word}"}}\'\n' for word in words)
+
+
+def methods(messages: list[Message]) -> list[str]:
+    return [m.method for m in messages if isinstance(m, Notification)]
 
 
 async def wait_for_stderr(transport: StdioTransport, needle: str) -> str:
@@ -166,34 +171,71 @@ async def test_command_is_found_on_the_spec_path(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "my-mcp-server"
-    script.write_text("#!/bin/sh\necho found-me\n")
+    script.write_text("#!/bin/sh\n" + say("found-me"))
     script.chmod(0o755)
     spec = make_spec(["my-mcp-server"], env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
     with trio.fail_after(BOUND_S):
         async with open_stdio_transport(spec) as t:
-            assert await read_all(t) == b"found-me\n"
+            assert methods(await read_all(t)) == ["found-me"]
 
 
 async def test_env_and_cwd_reach_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_TEST_INHERITED", "from-parent")
     code = (
-        "import os; print(os.environ['MCP_TEST_INHERITED']); "
-        "print(os.environ['MCP_TEST_OWN']); print(os.getcwd())"
+        "import json, os; e = os.environ; "
+        "print(json.dumps({'jsonrpc': '2.0', 'method': 'env', "
+        "'params': [e['MCP_TEST_INHERITED'], e['MCP_TEST_OWN'], os.getcwd()]}))"
     )
     spec = make_spec([sys.executable, "-c", code], env={"MCP_TEST_OWN": "from-spec"}, cwd=str(tmp_path))
     with trio.fail_after(BOUND_S):
         async with open_stdio_transport(spec) as t:
-            out = (await read_all(t)).decode().splitlines()
-    assert out == ["from-parent", "from-spec", str(tmp_path)]
+            out = await read_all(t)
+    assert out == [Notification("env", ["from-parent", "from-spec", str(tmp_path)])]
 
 
 async def test_relative_command_path_is_taken_from_cwd(tmp_path: Path) -> None:
     script = tmp_path / "server.sh"
-    script.write_text("#!/bin/sh\necho relative-ok\n")
+    script.write_text("#!/bin/sh\n" + say("relative-ok"))
     script.chmod(0o755)
     with trio.fail_after(BOUND_S):
         async with open_stdio_transport(make_spec(["./server.sh"], cwd=str(tmp_path))) as t:
-            assert await read_all(t) == b"relative-ok\n"
+            assert methods(await read_all(t)) == ["relative-ok"]
+
+
+# -- framing ------------------------------------------------------------------------------
+
+ECHO_LINES = (
+    "import sys\nfor line in sys.stdin.buffer:\n    sys.stdout.buffer.write(line)\n    sys.stdout.flush()\n"
+)
+
+
+async def test_messages_before_a_bad_line_come_first_then_the_error() -> None:
+    code = (
+        'import sys; sys.stdout.write(\'{"jsonrpc": "2.0", "method": "a"}\\n'
+        '{"jsonrpc": "2.0", "method": "b"}\\nnot json\\n\'); sys.stdout.flush()'
+    )
+    with trio.fail_after(BOUND_S):
+        async with open_stdio_transport(make_spec([sys.executable, "-c", code])) as t:
+            received: list[Message] = []
+            with pytest.raises(FramingError, match="line is not JSON"):
+                while True:
+                    received.extend(await t.receive())
+            assert received == [Notification("a"), Notification("b")]
+
+
+async def test_what_the_pipe_did_not_take_at_once_is_written_first_by_the_next_send() -> None:
+    big = Notification("big", {"text": "x" * 1_000_000})  # more than a pipe holds (64 KB)
+    with trio.fail_after(BOUND_S):
+        async with open_stdio_transport(make_spec([sys.executable, "-c", ECHO_LINES])) as t:
+            assert not t.send_nowait([big])  # a part went; the rest is kept
+            assert not t.send_nowait([Notification("after")])  # never ahead of that rest
+            await t.send([])  # writes what was kept
+            await t.send([Notification("last")])
+            lines = Lines(t)
+            assert await lines.next() == to_wire(big)
+            assert [(await lines.next())["method"] for _ in range(2)] == ["after", "last"]
+            assert t.send_nowait([Notification("small")])  # room again: all of it at once
+            assert (await lines.next())["method"] == "small"
 
 
 # -- stderr ------------------------------------------------------------------------------
@@ -248,19 +290,19 @@ async def test_receive_returns_eof_and_send_fails_after_crash(mini_server_argv: 
             await Lines(t).send(
                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "crash"}}
             )
-            assert await read_all(t) == b""
-            assert await t.receive() == b""  # still EOF, not an error
+            assert await read_all(t) == []
+            assert await t.receive() == []  # still EOF, not an error
             # EOF on stdout can come a moment before the kernel drops the stdin pipe's
             # read end; once the process is a zombie, every one of its fds is closed.
             await eventually(lambda: t.returncode is not None)
             with pytest.raises(TransportClosed, match="mcp server mini: cannot write"):
-                await t.send(b"{}\n")
+                await t.send([Notification("anyone there?")])
     assert t.returncode == 3
 
 
 LAST_WORDS = (
     "import os, sys\n"
-    "sys.stdout.write('{}\\n'); sys.stdout.flush()\n"
+    'sys.stdout.write(\'{"jsonrpc": "2.0", "method": "bye"}\\n\'); sys.stdout.flush()\n'
     "sys.stderr.write('some noise\\nlast words %d\\n' % os.getpid()); sys.stderr.flush()\n"
     "os._exit(3)\n"
 )
@@ -274,7 +316,7 @@ async def test_a_crashed_servers_last_stderr_line_is_known_by_its_eof() -> None:
     for _ in range(25):
         with trio.fail_after(BOUND_S):
             async with open_stdio_transport(make_spec([sys.executable, "-c", LAST_WORDS])) as t:
-                assert await read_all(t) == b"{}\n"
+                assert await read_all(t) == [Notification("bye")]
                 assert t.stderr_tail()[-1:] == [f"last words {t.pid}"]
 
 
@@ -286,7 +328,7 @@ async def crash_leaving_a_grandchild(t: StdioTransport) -> None:
     await Lines(t).send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "crash"}})
     # The grandchild inherited stdout; EOF comes because the group went down with its
     # leader (the exit was noticed), not at teardown.
-    assert await read_all(t) == b""
+    assert await read_all(t) == []
     assert t.returncode == 3
     await eventually(lambda: gone(grandchild))
 
@@ -494,14 +536,14 @@ def test_reap_orphans_without_a_state_dir_is_a_no_op(tmp_path: Path) -> None:
 
 LEAKY_TEST = r"""
 import subprocess
-from actors.transports import stdio
+from actors.transports import process_group
 
 def test_leaks():
     subprocess.Popen(["sleep", "30"], stdout=subprocess.DEVNULL)  # a child nobody waits for
     script = "setsid sleep 31 </dev/null >/dev/null 2>&1 & echo $!"
     out = subprocess.run(["sh", "-c", script], capture_output=True, check=True)
     orphan = int(out.stdout)  # not our child; only its process group gives it away
-    stdio._recent_groups.append(orphan)
+    process_group._recent_groups.append(orphan)
     print("ORPHAN", orphan)
 """
 

@@ -302,9 +302,7 @@ class ConnectionActor:
                         async with self._connector(self.spec) as transport:
                             try:
                                 self._fire(RESOLVED)
-                                authenticate = getattr(transport, "authenticate", None)
-                                if authenticate is not None:  # remote: stored token, refresh, …
-                                    await authenticate()
+                                await transport.authenticate()  # remote: stored token, refresh, …
                                 self._fire(AUTHENTICATED)
                                 async with trio.open_nursery() as nursery:
                                     self._live = Live(

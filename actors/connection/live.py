@@ -21,9 +21,9 @@ from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
 from actors.mailbox import answer, try_send
-from actors.protocol.codec import structure_call_result
-from actors.protocol.errors import ProtocolError
-from actors.protocol.messages import INTERNAL_ERROR, RequestId
+from actors.protocol.errors import ProtocolError, Unencodable
+from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId
+from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
     ErrorReceived,
@@ -79,7 +79,7 @@ class Live:
         self.transport = transport
         self.nursery = nursery
         self.session = ClientSession(capabilities=capabilities)
-        self.writes = WritePath(transport, self.session, nursery, self._write_failed)
+        self.writes = WritePath(transport, self.session, nursery, self._write_failed, self._unencodable)
         self.initialized = trio.Event()
         self.deadline_scope = trio.CancelScope()
         self._inflight = inflight
@@ -107,15 +107,29 @@ class Live:
         else:
             self.fail(f"mcp server {self.name}: cannot write: {exc}")
 
+    def _unencodable(self, exc: Unencodable) -> None:
+        """A message JSON cannot carry was left unsent: a call's arguments (its caller
+        is answered); anything else of ours is a bug, logged."""
+        message = exc.message
+        entry = self._inflight.pop(message.id) if isinstance(message, Request) else None
+        if entry is None:
+            log.error("cannot send %s", exc, extra={"server": self.name})
+            return
+        self.session.forget(entry.request_id)
+        answer(
+            entry.call.reply,
+            CallFailed("invalid_arguments", f"invalid arguments for {entry.call.tool}: {exc}"),
+        )
+
     # ------------------------------------------------------------------ reading
 
     async def _reader(self) -> None:
         try:
             while True:
-                data = await self.transport.receive()
-                if not data:
+                messages = await self.transport.receive()
+                if not messages:
                     raise TransportClosed(f"mcp server {self.name} closed the connection")
-                self.session.receive_data(data)
+                self.session.receive_messages(messages)
                 self._handle_events()
         except AuthRequired as exc:
             self.fail(str(exc), auth=True, needs_login=exc.needs_login)
@@ -151,9 +165,8 @@ class Live:
         self.writes.answered_last = answered
         # Wake the writer only for something to write (a ping answer, an error for an
         # unhandled request …), not after every answer read: one task switch less a call.
-        data = session.data_to_send()
-        if data:
-            self.writes.queue(data)
+        if session.wants_to_send:
+            self.writes.kick()
 
     async def _answer_server_request(self, handler: ServerRequestHandler, request: ServerRequest) -> None:
         """Sampling, elicitation, roots …: the host's handler answers; None means it does
@@ -193,21 +206,11 @@ class Live:
     def send_call(self, call: CallTool) -> None:
         """Send one ``tools/call`` (the machine said calls are sent)."""
         params = {"name": call.tool, "arguments": dict(call.arguments)}
-        try:
-            request_id = self.session.send_request("tools/call", params, progress=True)
-        except ValueError as exc:
-            answer(call.reply, CallFailed("invalid_arguments", f"invalid arguments for {call.tool}: {exc}"))
-            return
+        request_id = self.session.send_request("tools/call", params, progress=True)
         entry = self._inflight.add(request_id, call, trio.current_time())
         if entry.deadline < self.deadline_scope.deadline:
             self.deadline_scope.deadline = entry.deadline
-        # A lone call (the only one in flight, after a read that answered at most one)
-        # goes out now, from this task: no writer wake-up. Calls made together, or by
-        # many callers whose answers came together, are left to the writer, which
-        # sends them in one write.
-        writes = self.writes
-        if len(self._inflight) > 1 or writes.answered_last > 1 or not writes.write_now():
-            writes.kick()
+        self.writes.call_queued(len(self._inflight))
 
     def cancel(self, entry: InFlight, reason: str) -> None:
         """The caller gave up: tell the server, answer ``cancelled``."""

@@ -1,5 +1,7 @@
-"""Sans-I/O MCP core: JSON-RPC 2.0 messages, newline framing, the client session.
+"""Sans-I/O MCP core: JSON-RPC 2.0 messages, their framings, the client session.
 
-Nothing in this package imports Trio or does I/O; transports feed it bytes and send
-the bytes it produces. A test enforces that.
+Nothing in this package imports Trio or does I/O. The session takes and gives
+messages (``messages.py``); the transports turn bytes into messages and back with the
+framing codecs here (``ndjson.py`` for stdio, ``http_framing.py`` and ``sse.py`` for
+HTTP), once per frame. A test enforces that the package stays pure.
 """

@@ -4,6 +4,8 @@
     ├── FramingError       a line that cannot be a message (too long, not JSON, not an object)
     └── VersionMismatch    the server answered a protocol version we do not speak
 
+    Unencodable            a message of ours that JSON cannot carry (our caller's data, not the peer)
+
 Messages are meant for operators: they say what arrived and what was expected, and
 quote at most a short, printable prefix of the offending bytes.
 """
@@ -11,7 +13,10 @@ quote at most a short, printable prefix of the offending bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.protocol.messages import Message
 
 
 class ProtocolError(Exception):
@@ -29,6 +34,15 @@ class FramingError(ProtocolError):
 
 class VersionMismatch(ProtocolError):
     """Version negotiation failed."""
+
+
+class Unencodable(ValueError):
+    """A message we were to send cannot be encoded as JSON (e.g. a dict with a key
+    that is not a string, an integer past 64 bits); ``message`` is that message."""
+
+    def __init__(self, message: Message, reason: str) -> None:
+        super().__init__(reason)
+        self.message = message
 
 
 def snippet(data: bytes | str, limit: int = 60) -> str:

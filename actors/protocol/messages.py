@@ -2,7 +2,7 @@
 
 Envelope classes mirror the wire one to one. Payload classes (``Tool``,
 ``InitializeResult``, ``CallResult``) hold only what the supervisor uses; unknown
-fields are dropped at the edge by the codec's converter.
+fields are dropped at the edge by the payload converter (``payloads.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The client side of one MCP session, without I/O (h2-style).
 
-Feed it bytes with ``receive_data``; take events with ``next_event``; everything it
-wants written is queued and drained with ``data_to_send``. It correlates responses
+Feed it the server's messages with ``receive_messages``; take events with
+``next_event``; every message it wants sent is queued and taken with
+``messages_to_send``. Messages are the frozen classes of ``messages.py``: turning
+them into bytes and back is the framing's work, done by the transport (``ndjson.py``
+for stdio, ``http_framing.py`` for HTTP), once. The session correlates responses
 with the requests it sent, negotiates the protocol version, answers ``ping`` by
 itself, and turns server notifications into typed events.
 
@@ -14,18 +17,11 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
-from actors.protocol.codec import (
-    DEFAULT_MAX_LINE_BYTES,
-    LineDecoder,
-    encode,
-    structure_initialize_result,
-    structure_tool,
-)
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
@@ -42,6 +38,7 @@ from actors.protocol.messages import (
     Response,
     Tool,
 )
+from actors.protocol.payloads import structure_initialize_result, structure_tool
 
 
 class Phase(enum.Enum):
@@ -144,28 +141,32 @@ class ClientSession:
         client_info: Mapping[str, Any] | None = None,
         capabilities: Mapping[str, Any] | None = None,
         protocol_version: str = LATEST_PROTOCOL_VERSION,
-        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         self.client_info = dict(client_info or {"name": "trio-mcp-supervisor", "version": "0.1.0"})
         self.capabilities = dict(capabilities or {})
         self.offered_version = protocol_version
         self.phase = Phase.NEW
         self.negotiated: InitializeResult | None = None
-        self._decoder = LineDecoder(max_line_bytes)
-        self._outbox: list[bytes] = []
+        self._outbox: list[Message] = []
         self._events: deque[Event] = deque()
         self._pending: dict[RequestId, str] = {}
         self._next_id = 0
 
     # --------------------------------------------------------------- outgoing
 
-    def data_to_send(self) -> bytes:
-        """Everything queued for the wire, in order; empties the queue."""
-        if not self._outbox:
-            return b""
-        data = b"".join(self._outbox)
-        self._outbox.clear()
-        return data
+    def messages_to_send(self) -> list[Message]:
+        """Every message queued for the server, in order; empties the queue."""
+        outbox = self._outbox
+        if outbox:
+            self._outbox = []
+        else:
+            outbox = []  # never hand out the queue itself
+        return outbox
+
+    @property
+    def wants_to_send(self) -> bool:
+        """Is something queued for the server?"""
+        return bool(self._outbox)
 
     def start_initialize(self) -> RequestId:
         """Queue ``initialize``; the answer arrives as an ``Initialized`` event."""
@@ -191,7 +192,7 @@ class ClientSession:
 
     def send_notification(self, method: str, params: Params = None) -> None:
         """Queue a notification."""
-        self._outbox.append(encode(Notification(method, params)))
+        self._outbox.append(Notification(method, params))
 
     def send_cancelled(self, request_id: RequestId, reason: str) -> None:
         """Tell the server we gave up on a request, and stop waiting for its answer."""
@@ -204,11 +205,11 @@ class ClientSession:
 
     def send_response(self, request_id: RequestId, result: Mapping[str, Any]) -> None:
         """Answer a ServerRequest."""
-        self._outbox.append(encode(Response(request_id, result)))
+        self._outbox.append(Response(request_id, result))
 
     def send_error(self, request_id: RequestId, code: int, message: str) -> None:
         """Answer a ServerRequest with an error."""
-        self._outbox.append(encode(ErrorResponse(request_id, ErrorObject(code, message))))
+        self._outbox.append(ErrorResponse(request_id, ErrorObject(code, message)))
 
     def _queue_request(self, method: str, params: Params, *, progress: bool = False) -> RequestId:
         request_id = self._next_id
@@ -217,7 +218,7 @@ class ClientSession:
             base: Mapping[str, Any] = params or {}
             meta = {**(base.get("_meta") or {}), "progressToken": request_id}
             params = {**base, "_meta": meta}
-        self._outbox.append(encode(Request(request_id, method, params)))
+        self._outbox.append(Request(request_id, method, params))
         self._pending[request_id] = method
         return request_id
 
@@ -228,22 +229,21 @@ class ClientSession:
 
     # --------------------------------------------------------------- incoming
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the server. A ProtocolError closes the session."""
+    def receive_messages(self, messages: Iterable[Message]) -> None:
+        """Take messages from the server, in order. A ProtocolError closes the session
+        (the messages before the one that raised were handled)."""
         if self.phase is Phase.CLOSED:
             raise ProtocolError("session is closed")
         try:
-            try:
-                messages = self._decoder.feed(data)
-            except ProtocolError as exc:
-                for message in exc.decoded:  # what came before the bad line still counts
-                    self._handle(message)
-                raise
             for message in messages:
                 self._handle(message)
         except ProtocolError:
             self.phase = Phase.CLOSED
             raise
+
+    def receive_message(self, message: Message) -> None:
+        """Take one message from the server (``receive_messages`` of one)."""
+        self.receive_messages((message,))
 
     def next_event(self) -> Event | None:
         """The next event, or None when there is none."""

@@ -2,19 +2,12 @@
 
 Both remote transports (Streamable HTTP and legacy HTTP+SSE) talk through a
 :class:`RemoteLink`: one pooled ``httpx2.AsyncClient`` per connection, the nursery its
-stream tasks run in, and the :class:`Inbox` the actor reads. Everything httpx raises
+stream tasks run in, and the :class:`Inbox` of decoded messages the actor reads. Everything httpx raises
 is mapped here, in :meth:`RemoteLink.mapped`, and nowhere else (httpcore's habit).
 
-What a status code means is decided by pure functions (:func:`decide_post`,
-:func:`decide_get`) before any I/O acts on it, so the rules are tested as a table:
-
-    POST 2xx      202/204 → ACCEPTED, else READ_BODY (JSON or an SSE stream)
-    401, 403      AUTH_FAILED → :class:`AuthRequired` ("authentication failed")
-    400/404/405   on initialize, transport ``auto`` → FALL_BACK to legacy HTTP+SSE
-    404           with a session → SESSION_EXPIRED (a fresh connection re-initializes)
-    3xx           REDIRECTED (not followed: credentials must not travel elsewhere)
-    5xx           SERVER_ERROR → the connection backs off
-    other 4xx     REFUSED → the request is answered with a JSON-RPC error
+What a status code means is decided apart from the I/O, by the pure functions in
+``http_status.py`` (a table, tested as one); this module carries the decisions out
+and words the errors.
 
 Error texts name the server and never carry a header value, a session id or a URL's
 query string; they pass the spec's redactor as a last guard.
@@ -26,10 +19,8 @@ connection that could not even be opened (refused, unknown host, no route).
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import math
-import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +31,12 @@ import trio
 
 from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
+from actors.protocol.errors import ProtocolError
+from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, ErrorResponse, Message, RequestId
 from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
+from actors.transports.http_status import Next
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider
@@ -56,13 +50,10 @@ PROTOCOL_VERSION_HEADER = "MCP-Protocol-Version"
 LAST_EVENT_ID = "Last-Event-ID"
 TRANSPORT_CHOICES = ("auto", "streamable-http", "sse")
 
-MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio codec's longest line
+MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio framing's longest line
 _REFUSAL_BODY_BYTES = 64 * 1024
 _CLOSE_S = 2.0
 _INBOX_SIZE = 64
-_DEFAULT_RETRY_S = 1.0
-_HEADER_SAFE = re.compile(r"[\x21-\x7e]+\Z")  # visible ASCII, as the spec requires of session ids
-_INTERNAL_ERROR = -32603
 
 
 class Unreachable(TransportClosed):
@@ -72,104 +63,12 @@ class Unreachable(TransportClosed):
 
 class FallBack(Exception):
     """Internal signal: an ``auto`` initialize POST was answered the way servers of
-    the old HTTP+SSE transport answer; ``lines`` are the messages to replay there."""
+    the old HTTP+SSE transport answer; ``messages`` are the ones to replay there."""
 
     def __init__(self, status: int) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
-        self.lines: list[bytes] = []
-
-
-class Next(enum.Enum):
-    """What to do with the answer to a POST."""
-
-    ACCEPTED = "accepted"
-    READ_BODY = "read_body"
-    FALL_BACK = "fall_back"
-    SESSION_EXPIRED = "session_expired"
-    AUTH_FAILED = "auth_failed"
-    REDIRECTED = "redirected"
-    SERVER_ERROR = "server_error"
-    REFUSED = "refused"
-
-
-def decide_post(status: int, *, initialize: bool, has_session: bool, may_fall_back: bool = False) -> Next:
-    """Map a POST's status to the next step (the table in the module docstring)."""
-    if status in (202, 204):
-        return Next.ACCEPTED
-    if 200 <= status < 300:
-        return Next.READ_BODY
-    if status in (401, 403):
-        return Next.AUTH_FAILED
-    if initialize and may_fall_back and status in (400, 404, 405):
-        return Next.FALL_BACK
-    if status == 404 and has_session:
-        return Next.SESSION_EXPIRED
-    if 300 <= status < 400:
-        return Next.REDIRECTED
-    if status >= 500:
-        return Next.SERVER_ERROR
-    return Next.REFUSED
-
-
-class GetNext(enum.Enum):
-    """What to do with the answer to a GET that should open an SSE stream."""
-
-    LISTEN = "listen"
-    NO_STREAM = "no_stream"  # the server offers none: fine, notifications come on POST streams
-    RETRY = "retry"
-    SESSION_EXPIRED = "session_expired"
-    AUTH_FAILED = "auth_failed"
-    LOST = "lost"  # a stream that worked cannot be reopened
-    DROPPED = "dropped"  # never from decide_get: an open stream broke off (not ended by the server)
-
-    def as_post(self) -> Next:
-        """The POST step whose error text fits a GET that cannot go on."""
-        return {GetNext.AUTH_FAILED: Next.AUTH_FAILED, GetNext.SESSION_EXPIRED: Next.SESSION_EXPIRED}.get(
-            self, Next.REFUSED
-        )
-
-
-def decide_get(status: int, *, reopening: bool, has_session: bool) -> GetNext:
-    """Map a GET's status to the next step.
-
-    The first GET is optional in the spec: anything but success or an auth failure
-    just means "no GET stream". Once a stream worked, failing to reopen it means
-    notifications would be lost silently, so that ends the connection instead.
-    """
-    if 200 <= status < 300:
-        return GetNext.LISTEN
-    if status in (401, 403):
-        return GetNext.AUTH_FAILED
-    if status == 405:
-        return GetNext.NO_STREAM
-    if not reopening:
-        return GetNext.NO_STREAM
-    if status == 404 and has_session:
-        return GetNext.SESSION_EXPIRED
-    if status >= 500:
-        return GetNext.RETRY
-    return GetNext.LOST
-
-
-def reconnect_delay(retry_ms: int | None) -> float:
-    """Seconds to wait before reopening a stream: the server's ``retry`` if it sent
-    one (the spec says MUST respect it), kept between 50 ms and 10 minutes."""
-    if retry_ms is None:
-        return _DEFAULT_RETRY_S
-    return min(max(retry_ms / 1000, 0.05), 600.0)
-
-
-def reopen_at_once(step: GetNext, *, after_at_once: bool) -> bool:
-    """Should the next GET skip the ``retry`` delay? Only after a stream that broke off
-    (the server did not ask to be polled later; if it died, the GET is refused at once),
-    and not twice in a row, so that a stream that keeps breaking is no busy loop."""
-    return step is GetNext.DROPPED and not after_at_once
-
-
-def header_safe(value: str, *, spaces: bool = False) -> bool:
-    """May this server-chosen value be sent back in a header? (Event ids may hold spaces.)"""
-    return bool(_HEADER_SAFE.match(value.replace(" ", "!") if spaces else value))
+        self.messages: list[Message] = []
 
 
 def content_type(response: httpx2.Response) -> str:
@@ -177,52 +76,54 @@ def content_type(response: httpx2.Response) -> str:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-def error_line(request_id: int | str | None, message: str, code: int = _INTERNAL_ERROR) -> bytes:
+def error_answer(request_id: RequestId | None, message: str, code: int = INTERNAL_ERROR) -> ErrorResponse:
     """A JSON-RPC error answering one of our requests that the server refused at the
     HTTP level, so the caller gets an answer instead of a wait."""
-    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    return orjson.dumps(body) + b"\n"
-
-
-def one_line(data: bytes) -> bytes:
-    """A message as one line for the actor's line decoder. JSON cannot hold a raw line
-    break inside a string, so replacing them with spaces keeps valid JSON valid."""
-    return data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n"
+    return ErrorResponse(request_id, ErrorObject(code, message))
 
 
 class Inbox:
-    """Server messages (one JSON line each) for the actor's reader, then the first failure.
+    """Decoded server messages for the actor's reader, then the first failure.
 
-    Every task of a remote transport puts into it; ``get`` hands the buffered lines out
-    first and then raises the failure, so nothing the server said is lost and nothing
-    waits for a timeout once the connection is known to be dead.
+    Every task of a remote transport puts into it what one body or one event held;
+    ``get`` hands the buffered messages out first and then raises the failure (an
+    I/O error, or the ProtocolError of a frame that did not decode), so nothing the
+    server said is lost and nothing waits for a timeout once the connection is known
+    to be dead.
     """
 
     def __init__(self, size: int = _INBOX_SIZE) -> None:
-        self._send, self._receive = trio.open_memory_channel[bytes](size)
-        self._failure: TransportError | None = None
+        self._send, self._receive = trio.open_memory_channel[list[Message]](size)
+        self._failure: TransportError | ProtocolError | None = None
 
     @property
     def failed(self) -> bool:
         return self._failure is not None
 
-    async def put(self, line: bytes) -> None:
-        """Queue one line; dropped silently once the inbox failed (nobody will read it)."""
+    async def put(self, messages: list[Message]) -> None:
+        """Queue messages; dropped silently once the inbox failed (nobody will read them)."""
         with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            await self._send.send(line)
+            await self._send.send(messages)
 
-    def fail(self, error: TransportError) -> None:
-        """Record the first failure; the reader raises it after the buffered lines."""
+    def fail(self, error: TransportError | ProtocolError) -> None:
+        """Record the first failure; the reader raises it after the buffered messages."""
         if self._failure is None:
             self._failure = error
             self._send.close()
 
-    async def get(self) -> bytes:
+    async def get(self) -> list[Message]:
+        """The next messages: what one body or event held, and whatever else is
+        queued already (read together, as one read of a pipe)."""
         try:
-            return await self._receive.receive()
+            messages = await self._receive.receive()
         except trio.EndOfChannel:
             assert self._failure is not None
             raise self._failure from None
+        while True:
+            try:
+                messages = messages + self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return messages
 
 
 def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
@@ -467,8 +368,8 @@ class RemoteLink:
         return f"mcp server {self.name} answered {doing} with HTTP {status} ({detail})"
 
     async def refused_answer(
-        self, response: httpx2.Response, request_id: int | str | None, doing: str
-    ) -> bytes:
+        self, response: httpx2.Response, request_id: RequestId | None, doing: str
+    ) -> ErrorResponse:
         """The answer for a request refused with a 4xx: the JSON-RPC error in the body
         if there is one (given this request's id), else one made from the status."""
         status = response.status_code
@@ -477,6 +378,6 @@ class RemoteLink:
             error = body.get("error") if isinstance(body, dict) else None
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 code = error.get("code")
-                code = code if isinstance(code, int) and not isinstance(code, bool) else _INTERNAL_ERROR
-                return error_line(request_id, self.redactor.redact(error["message"]), code)
-        return error_line(request_id, self.refusal(status, doing, "refused"))
+                code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
+                return error_answer(request_id, self.redactor.redact(error["message"]), code)
+        return error_answer(request_id, self.refusal(status, doing, "refused"))

@@ -1,59 +1,41 @@
-"""The legacy HTTP+SSE transport (MCP 2024-11-05), and the remote connector that picks
-between it and Streamable HTTP.
+"""The legacy HTTP+SSE transport (MCP 2024-11-05).
 
 HTTP+SSE: GET the server URL for an event stream; its first event, ``endpoint``, names
 the URL to POST messages to (it must stay on the server's origin: credentials in the
 static headers must not be sent anywhere else). Every server message then arrives as
 a ``message`` event on that one GET stream, and its end is the end of the session.
 
-Which transport a remote server gets (``ServerSpec.transport``):
-
-- ``streamable-http`` / ``sse``: that one.
-- ``auto`` (default): Streamable HTTP; if the first POST, ``initialize``, is answered
-  400, 404 or 405 — how servers of the old transport answer, per the spec's
-  "backwards compatibility" section — the same URL is tried as an HTTP+SSE stream and
-  ``initialize`` is replayed there. The switch happens inside one ``send``, so the
-  actor never notices.
-
-Teardown (leaving :func:`open_remote_transport`, also when cancelled): stream tasks
-are cancelled, the Streamable HTTP session is DELETEd under its own deadline, and
-the pooled client is closed; all shielded.
+Which of the two transports a remote server gets, and the switch to this one, are
+``remote.py``'s.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 import httpx2
 import trio
 
-from actors.connection.spec import ServerSpec
+from actors.protocol.errors import ProtocolError
+from actors.protocol.http_framing import decode_event, encode_body
+from actors.protocol.messages import Message, Request
 from actors.protocol.sse import ServerSentEvent, SSEParser
-from actors.redaction import Redactor, safe_url
-from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
+from actors.redaction import safe_url
+from actors.transports.base import AuthRequired, TransportClosed, TransportError
 from actors.transports.http_link import (
     ACCEPT_SSE,
-    TRANSPORT_CHOICES,
-    FallBack,
-    GetNext,
-    Inbox,
-    Next,
     RemoteLink,
     content_type,
-    decide_get,
-    decide_post,
-    new_client,
-    one_line,
 )
-from actors.transports.streamable_http import Outgoing, StreamableHttpTransport
+from actors.transports.http_status import GetNext, Next, decide_get, decide_post
+from actors.transports.streamable_http import what
 
 if TYPE_CHECKING:
-    from actors.auth.provider import Authorizer, OAuthProvider, TokenVault
+    pass
 
 _log = logging.getLogger("actors.transports.http")
 
@@ -83,7 +65,6 @@ class LegacySseTransport:
     def __init__(self, link: RemoteLink, endpoint: str) -> None:
         self._link = link
         self.endpoint = endpoint
-        self._partial = bytearray()
 
     @classmethod
     async def connect(cls, link: RemoteLink, *, after_status: int | None = None) -> LegacySseTransport:
@@ -98,39 +79,34 @@ class LegacySseTransport:
     def describe(self) -> str:
         return f"sse {safe_url(self._link.url)}"
 
-    async def send(self, data: bytes) -> None:
-        """POST each message to the endpoint; answers arrive on the GET stream."""
-        self._partial += data
-        if b"\n" not in data:
-            return
-        *lines, rest = bytes(self._partial).split(b"\n")
-        self._partial = bytearray(rest)
-        for line in (line.strip() for line in lines):
-            if not line:
-                continue
+    async def send(self, messages: Sequence[Message]) -> None:
+        """POST each message to the endpoint; answers arrive on the GET stream.
+        Unencodable (nothing sent) if a message cannot be encoded."""
+        bodies = [encode_body(message) for message in messages]
+        for message, body in zip(messages, bodies, strict=True):
             if self._link.inbox.failed:
                 return
             try:
-                await self._post(line)
+                await self._post(message, body)
             except TransportError as exc:
                 self._link.inbox.fail(exc)
                 return
 
-    async def _post(self, line: bytes) -> None:
+    async def _post(self, message: Message, body: bytes) -> None:
         link = self._link
-        message = Outgoing.read(line)
+        doing = what(message)
         response = await link.open(
-            "POST", self.endpoint, {"Content-Type": "application/json"}, message.what, content=line,
+            "POST", self.endpoint, {"Content-Type": "application/json"}, doing, content=body,
             read_timeout=link.spec.call_timeout_s,
         )  # fmt: skip
         try:
             status = response.status_code
             step = decide_post(status, initialize=False, has_session=True)
             if step is Next.REFUSED:
-                if message.is_request:
-                    await link.inbox.put(await link.refused_answer(response, message.id, message.what))
+                if isinstance(message, Request):
+                    await link.inbox.put([await link.refused_answer(response, message.id, doing)])
             elif step not in (Next.ACCEPTED, Next.READ_BODY):
-                raise link.status_error(step, status, message.what)
+                raise link.status_error(step, status, doing)
         finally:
             await link.close(response)
 
@@ -163,8 +139,9 @@ async def _run_stream(
                 waiting.deadline = math.inf
                 task_status.started(endpoint)
             return False
-        if event.event == "message" and event.data.strip():
-            await link.inbox.put(one_line(event.data.encode()))
+        messages = decode_event(event)
+        if messages:
+            await link.inbox.put(messages)
         return False
 
     try:
@@ -178,7 +155,7 @@ async def _run_stream(
                 + (f" within {link.spec.init_timeout_s:g} s" if waiting.cancelled_caught else "")
             )
         raise TransportClosed(f"mcp server {link.name} closed its HTTP+SSE stream")
-    except TransportError as exc:
+    except (TransportError, ProtocolError) as exc:
         if endpoint is None:
             raise
         link.inbox.fail(exc)
@@ -205,171 +182,3 @@ def _check_stream(link: RemoteLink, response: httpx2.Response, after_status: int
         f"mcp server {link.name}: {link.safe_url} speaks neither Streamable HTTP (initialize was "
         f"answered HTTP {after_status}) nor HTTP+SSE (GET answered {got}); check the url"
     )
-
-
-class RemoteTransport:
-    """The Transport the actor holds for a remote server: the chosen transport, swapped
-    once for legacy HTTP+SSE if ``auto`` finds an old server."""
-
-    def __init__(
-        self,
-        link: RemoteLink,
-        current: StreamableHttpTransport | LegacySseTransport,
-        *,
-        authenticated: bool = False,
-    ) -> None:
-        self._link = link
-        self._current = current
-        self._authenticated = authenticated  # the credentials were readied before connecting
-
-    @property
-    def current(self) -> StreamableHttpTransport | LegacySseTransport:
-        return self._current
-
-    async def send(self, data: bytes) -> None:
-        current = self._current
-        if isinstance(current, LegacySseTransport):
-            await current.send(data)
-            return
-        try:
-            await current.send(data)
-        except FallBack as fallback:
-            await self._fall_back(fallback)
-
-    async def _fall_back(self, fallback: FallBack) -> None:
-        link = self._link
-        _log.info(
-            "initialize answered HTTP %d: trying the HTTP+SSE transport",
-            fallback.status,
-            extra=link.log_fields,
-        )
-        try:
-            legacy = await LegacySseTransport.connect(link, after_status=fallback.status)
-        except TransportError as exc:
-            link.inbox.fail(exc)
-            return
-        self._current = legacy
-        await legacy.send(b"".join(line + b"\n" for line in fallback.lines))
-
-    async def receive(self) -> bytes:
-        """The next message line; raises the first failure (never returns ``b""``)."""
-        return await self._link.inbox.get()
-
-    async def authenticate(self) -> None:
-        """The actor's ``authenticate`` state: have an OAuth token ready (stored,
-        refreshed, or from the client-credentials grant); nothing for other servers."""
-        if self._link.auth is not None and not self._authenticated:
-            await self._link.auth.prepare()
-
-    def stderr_tail(self) -> list[str]:
-        return []
-
-    def describe(self) -> str:
-        return self._current.describe()
-
-
-@asynccontextmanager
-async def open_remote_transport(
-    spec: ServerSpec, *, redactor: Redactor | None = None, auth: OAuthProvider | None = None
-) -> AsyncIterator[RemoteTransport]:
-    """Connect to ``spec.url`` with the configured transport; leaving the block tears
-    the connection down. An exception raised in the block comes out as itself."""
-    _check_spec(spec)
-    redactor = redactor if redactor is not None else Redactor(spec.secrets)
-    client = new_client(spec)
-    remote: RemoteTransport | None = None
-    body_error: BaseException | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            link = RemoteLink(spec, client, nursery, Inbox(), redactor, auth)
-            try:
-                current: StreamableHttpTransport | LegacySseTransport
-                if spec.transport == "sse":
-                    if auth is not None:  # the stream opens before the actor's authenticate step
-                        await auth.prepare()
-                    current = await LegacySseTransport.connect(link)
-                else:
-                    current = StreamableHttpTransport(link, may_fall_back=spec.transport == "auto")
-                remote = RemoteTransport(link, current, authenticated=spec.transport == "sse")
-                yield remote
-            except BaseException as exc:
-                body_error = exc  # re-raised below, outside the nursery, unwrapped
-            finally:
-                nursery.cancel_scope.cancel()
-    finally:
-        # Also when cancelled from outside: then the nursery above re-raises its tasks'
-        # Cancelled as a group, and only a finally still gets to say goodbye.
-        with trio.CancelScope(shield=True):
-            if remote is not None:
-                with trio.move_on_after(max(spec.shutdown_grace_s, 0.1)):
-                    await remote.current.end_session()
-            with trio.move_on_after(_CLIENT_CLOSE_S):
-                await client.aclose()
-    if body_error is not None:
-        raise body_error
-
-
-def _check_spec(spec: ServerSpec) -> None:
-    """What the loader already checks, again for specs built by hand."""
-    try:
-        scheme = httpx2.URL(spec.url or "").scheme
-    except (httpx2.InvalidURL, ValueError):
-        scheme = ""
-    if scheme not in ("http", "https"):
-        raise TransportError(f"mcp server {spec.name}: a remote server needs an http:// or https:// url")
-    if spec.transport not in TRANSPORT_CHOICES:
-        choices = ", ".join(TRANSPORT_CHOICES)
-        raise TransportError(f"mcp server {spec.name}: unknown transport {spec.transport!r}; use {choices}")
-
-
-class RemoteConnector:
-    """Connector for ``type: remote`` servers; ``redactor_factory`` as for stdio.
-
-    Servers with an ``oauth`` block get one :class:`OAuthProvider` each, kept across
-    reconnects (its tokens live in ``vault``: the store, or memory when embedding
-    without a state directory); ``authorizer`` gets a person's consent when the
-    authorization-code flow needs one (none: the server waits in ``needs_auth``).
-    """
-
-    def __init__(
-        self,
-        redactor_factory: Callable[[ServerSpec], Redactor] | None = None,
-        *,
-        vault: TokenVault | None = None,
-        authorizer: Authorizer | None = None,
-    ) -> None:
-        self._redactor_factory = redactor_factory
-        self._vault = vault
-        self._authorizer = authorizer
-        self._providers: dict[tuple[str, str], OAuthProvider] = {}
-
-    def provider(self, spec: ServerSpec) -> OAuthProvider | None:
-        """The server's OAuth provider (made on first use), or None without ``oauth``."""
-        if spec.oauth is None or spec.url is None:
-            return None
-        key = (spec.name, spec.url)
-        provider = self._providers.get(key)
-        if provider is None:
-            from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
-
-            if self._vault is None:
-                self._vault = MemoryVault()
-            provider = OAuthProvider(
-                spec.name,
-                spec.url,
-                OAuthSettings.from_mapping(spec.oauth),
-                self._vault,
-                self._authorizer,
-                timeout_s=min(spec.init_timeout_s, 30.0),
-            )
-            self._providers[key] = provider
-        return provider
-
-    def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[RemoteTransport]:
-        redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
-        return open_remote_transport(spec, redactor=redactor, auth=self.provider(spec))
-
-
-if TYPE_CHECKING:  # mypy proves the connector and transport satisfy base.py's protocols
-    _connector: Connector = RemoteConnector()
-    _transport: Callable[[RemoteTransport], Transport] = lambda t: t  # noqa: E731

@@ -6,13 +6,16 @@ Lifetime, all inside :func:`open_stdio_transport`:
    die with the supervisor (``spawn.py``); anything wrong is a :class:`SpawnError`
    whose text names the server and the fix.
 2. Write a pidfile, hand stderr and the exit to the hub (``stdio_hub``: one task for
-   every server's stderr and exit).
-3. *Use*: ``send`` / ``receive`` move raw bytes; trio and OS errors become
-   :class:`TransportClosed` here and nowhere else.
-4. *Teardown*, always, also under cancellation or while an exception propagates;
-   shielded and under its own deadline: close stdin, wait ``shutdown_grace_s``,
-   SIGTERM the group, wait again, SIGKILL the group, reap the leader, SIGKILL the group
-   once more for members that outlived it, delete the pidfile.
+   every server's stderr and exit); the redacted, bounded tail of stderr is kept by
+   ``stderr_tail.py``.
+3. *Use*: ``send`` / ``receive`` move JSON-RPC messages, one per line on the pipes
+   (``actors/protocol/ndjson.py`` frames them); trio and OS errors become
+   :class:`TransportClosed` here and nowhere else, a line that does not decode is
+   the codec's ProtocolError.
+4. *Teardown* (``process_group.py``), always, also under cancellation or while an
+   exception propagates; shielded and under its own deadline: close stdin, wait
+   ``shutdown_grace_s``, SIGTERM the group, wait again, SIGKILL the group, reap the
+   leader, SIGKILL the group once more for members that outlived it, delete the pidfile.
 
 A leader that exits on its own (crash) also takes its group along at once, and its
 exit (seen through its pidfd) ends ``receive()`` once the pipe is drained: a grandchild
@@ -26,11 +29,10 @@ killed and reaped at its teardown (``escapees.py``).
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import logging
 import os
-import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,54 +40,45 @@ from typing import TYPE_CHECKING
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.protocol.messages import Message
+from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
-from actors.transports.base import Connector, SpawnError, Transport, TransportClosed
-from actors.transports.escapees import is_subreaper, reap_escapees, server_marker
+from actors.transports.base import Abilities, Connector, SpawnError, Transport, TransportClosed
+from actors.transports.escapees import server_marker
 from actors.transports.instances import new_instance_id
 from actors.transports.pidfiles import remove_pidfile, write_pidfile
 from actors.transports.pipes import WriterGone, read_some
+from actors.transports.process_group import (
+    ProcessGroup,
+    adopt,
+    close_pipes,
+    reap_escapees_of,
+    release,
+)
 from actors.transports.spawn import plan_launch, spawn
+from actors.transports.stderr_tail import StderrTail
 from actors.transports.stdio_hub import StdioHub
 
 _log = logging.getLogger("actors.transports.stdio")
 
-STDERR_TAIL_LINES = 200
-# A line longer than this is cut: one 10 MB line must not become 10 MB of memory.
-STDERR_LINE_MAX = 4096
-CUT_MARKER = " …[cut]"
 _RECEIVE_CHUNK = 65536
-# After SIGKILL a process dies at once unless stuck in the kernel (D state).
-_KILL_REAP_S = 5.0
 # How long teardown waits for a dead server's last words on stderr (EOF).
 _STDERR_DRAIN_S = 0.25
 _DRAIN_READS = 16  # at teardown, at most this many chunks (1 MB) still in the pipe
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
-# Process groups created here, newest last. Bounded: a long-lived supervisor restarts
-# servers for months. Tests diff it around each test to find leaked groups.
-_recent_groups: collections.deque[int] = collections.deque(maxlen=1024)
-
-
-def spawned_process_groups() -> tuple[int, ...]:
-    """Process groups this module spawned recently (oldest first), for leak checks."""
-    return tuple(_recent_groups)
-
-
-# Our servers not yet reaped, and how many live servers carry each marker: a sweep for
-# escapees must never take a live server, nor the escapees of another live server with
-# the same marker (session-scoped servers share a name).
-_unreaped: set[int] = set()
-_live_markers: collections.Counter[str] = collections.Counter()
 # The instance named in the marker of servers started outside a supervisor.
 _STANDALONE = new_instance_id()
 
 
-class StdioTransport:
-    """One running server process; implements the Transport protocol.
+class StdioTransport(Transport):
+    """One running server process.
 
     Made only by :func:`open_stdio_transport`, which owns the process and tears it down.
     """
+
+    abilities = Abilities(writes_at_once=True)
 
     def __init__(self, spec: ServerSpec, process: trio.Process, redactor: Redactor) -> None:
         assert process.stdin is not None
@@ -99,16 +92,13 @@ class StdioTransport:
         # A pipe on every POSIX system: the hub reads it by its descriptor.
         assert isinstance(process.stderr, trio.lowlevel.FdStream)
         self._stderr_stream = process.stderr
-        self._redactor = redactor
-        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        # Enough bytes past the cut that a secret straddling it is still seen whole.
-        self._keep = STDERR_LINE_MAX + redactor.longest_secret
-        self._partial = bytearray()
-        self._skipping = False  # inside an over-long line whose head was already kept
+        self._tail = StderrTail(spec.name, redactor)
         self._stderr_done = trio.Event()  # EOF (or a read error) on stderr
         self._hub: StdioHub | None = None
         self._stderr_fd = -1
         self._server_gone = WriterGone()  # set when the server process has exited
+        self._decoder = LineDecoder()
+        self._unsent = bytearray()  # what send_nowait could not write; the next write starts with it
 
     @property
     def pid(self) -> int:
@@ -120,8 +110,15 @@ class StdioTransport:
         """Exit status once the process has exited (negative: killed by that signal)."""
         return self._process.returncode
 
-    async def send(self, data: bytes) -> None:
-        """Write all of ``data`` to the server's stdin."""
+    async def send(self, messages: Sequence[Message]) -> None:
+        """Write ``messages`` to the server's stdin, one line each, after what an earlier
+        ``send_nowait`` left; Unencodable (nothing written) if one cannot be encoded."""
+        data = encode_lines(messages)
+        if self._unsent:
+            data = bytes(self._unsent) + data
+            self._unsent.clear()
+        if not data:
+            return
         try:
             await self._stdin.send_all(data)
         except _IO_ERRORS as exc:
@@ -129,46 +126,57 @@ class StdioTransport:
                 f"mcp server {self._name}: cannot write to the server, its stdin is closed{self._exit_note()}"
             ) from exc
 
-    def send_nowait(self, data: bytes) -> int:
-        """Write what the pipe takes at once, without waiting; how many bytes that was.
+    def send_nowait(self, messages: Sequence[Message]) -> bool:
+        """Write what the pipe takes at once, without waiting; True when all of it went.
 
-        Never raises: a full, closed or broken pipe writes 0 and the caller leaves the
-        rest to ``send``, which waits or reports the failure. Not while a ``send`` is
-        under way (the bytes would interleave): the caller keeps to one writer.
+        False: the rest is kept, and the next ``send`` writes it first (``send([])``
+        just that). Never raises for I/O: a full, closed or broken pipe writes nothing
+        here and leaves ``send`` to wait or to report the failure. Unencodable (nothing
+        written) if a message cannot be encoded. Not while a ``send`` is under way (the
+        bytes would interleave): the caller keeps to one writer.
         """
+        data = encode_lines(messages)
+        if self._unsent:  # never ahead of an earlier rest
+            self._unsent += data
+            return False
+        written = 0
         stdin = self._stdin
-        if not isinstance(stdin, trio.lowlevel.FdStream):
-            return 0
-        fd = stdin.fileno()
-        if fd < 0:  # closed (trio marks a closed stream's descriptor -1, so no reuse)
-            return 0
-        try:
-            return os.write(fd, data)
-        except OSError:
-            return 0
+        fd = stdin.fileno() if isinstance(stdin, trio.lowlevel.FdStream) else -1
+        if fd >= 0:  # -1: closed (trio marks a closed stream's descriptor -1, so no reuse)
+            with contextlib.suppress(OSError):
+                written = os.write(fd, data)
+        if written < len(data):
+            self._unsent += data[written:]
+            return False
+        return True
 
-    async def receive(self) -> bytes:
-        """The next chunk of the server's stdout, ``b""`` once it is closed."""
-        try:
-            data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
-        except _IO_ERRORS as exc:
-            raise TransportClosed(
-                f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
-            ) from exc
-        if not data:
-            # The server is gone or going. What it wrote to stderr before closing stdout
-            # is in that pipe now; take it (without waiting: a process it left behind
-            # may hold stderr open) rather than leave it to the hub's next turn, so the
-            # failure reason can quote its last line.
-            for _ in range(_DRAIN_READS):
-                if not self._stderr_ready():
-                    break
-        # trio's pipes return bytes; the Stream ABC also allows bytearray.
-        return data if isinstance(data, bytes) else bytes(data)
+    async def receive(self) -> list[Message]:
+        """The next messages from the server's stdout (at least one), or ``[]`` once it
+        is closed. A line that does not decode raises the codec's ProtocolError, after
+        the messages that came before it were returned."""
+        self._decoder.raise_held()
+        while True:
+            try:
+                data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
+            except _IO_ERRORS as exc:
+                raise TransportClosed(
+                    f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
+                ) from exc
+            if not data:
+                # The server is gone or going. What it wrote to stderr before closing
+                # stdout is in that pipe now; take it (without waiting: a process it left
+                # behind may hold stderr open) rather than leave it to the hub's next
+                # turn, so the failure reason can quote its last line.
+                for _ in range(_DRAIN_READS):
+                    if not self._stderr_ready():
+                        break
+                return []
+            if messages := self._decoder.take(data):
+                return messages
 
     def stderr_tail(self) -> list[str]:
         """The last lines of the server's stderr, redacted and cut (a copy)."""
-        return list(self._tail)
+        return self._tail.lines()
 
     def describe(self) -> str:
         """``pid=1234 cmd=python``."""
@@ -199,7 +207,7 @@ class StdioTransport:
         except OSError:
             chunk = b""
         if chunk:
-            self._feed_stderr(chunk)
+            self._tail.feed(chunk)
             return True
         self._end_stderr()
         return False
@@ -209,9 +217,7 @@ class StdioTransport:
             return
         if self._hub is not None:
             self._hub.unwatch(self._stderr_fd)
-        if self._partial and not self._skipping:
-            self._keep_line(bytes(self._partial), cut=False)
-        self._partial.clear()
+        self._tail.end()
         self._stderr_done.set()
 
     async def _finish_stderr(self, within: float) -> None:
@@ -223,113 +229,6 @@ class StdioTransport:
             if not self._stderr_ready():  # empty for now, at EOF, or closed
                 break
         self._end_stderr()
-
-    def _feed_stderr(self, chunk: bytes | bytearray) -> None:
-        """Split a chunk into lines; never hold more than ``_keep`` bytes of one line."""
-        start = 0
-        while start < len(chunk):
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            if not self._skipping:
-                room = self._keep - len(self._partial)
-                self._partial += chunk[start : min(end, start + room)]
-                if end - start > room:
-                    self._keep_line(bytes(self._partial), cut=True)
-                    self._partial.clear()
-                    self._skipping = True
-            if newline < 0:
-                return
-            if self._skipping:
-                self._skipping = False
-            else:
-                self._keep_line(bytes(self._partial), cut=False)
-                self._partial.clear()
-            start = newline + 1
-
-    def _keep_line(self, raw: bytes, *, cut: bool) -> None:
-        text = self._redactor.redact(raw.decode("utf-8", "replace").rstrip("\r"))
-        if cut or len(text) > STDERR_LINE_MAX:
-            text = text[:STDERR_LINE_MAX] + CUT_MARKER
-        self._tail.append(text)
-        _log.debug("stderr", extra={"fields": {"server": self._name, "line": text}})
-
-
-class _ProcessGroup:
-    """The server's process group: signals, reaping, and the last SIGKILL.
-
-    Once the leader is reaped and the leftovers SIGKILLed, the group id is never
-    signalled again: when the group empties, the kernel may hand the number to a
-    stranger.
-    """
-
-    def __init__(self, process: trio.Process, name: str) -> None:
-        self.process = process
-        self.pgid = process.pid  # start_new_session=True: the leader's pid is the group id
-        self.name = name
-        self._finished = False
-        self._stopped = False
-
-    def signal(self, sig: int) -> None:
-        if self._finished:
-            return
-        try:
-            os.killpg(self.pgid, sig)
-        except ProcessLookupError:
-            pass
-        except PermissionError:  # cannot happen while the group is ours; log, not crash
-            _log.warning("mcp server %s: not allowed to signal group %d", self.name, self.pgid)
-
-    def _leader_reaped(self) -> None:
-        # Called with no checkpoint since the reap. Members that outlived the leader
-        # (grandchildren) would keep the pipes open and live on as orphans.
-        self.signal(signal.SIGKILL)
-        self._finished = True
-
-    async def _exited_within(self, seconds: float) -> bool:
-        with trio.move_on_after(max(seconds, 0.0)):
-            await self.process.wait()
-            self._leader_reaped()
-        return self.process.returncode is not None
-
-    def exited(self) -> None:
-        """Hub callback: a leader that exits by itself takes its group along, so the
-        reader sees EOF even when a grandchild held stdout open."""
-        self._leader_reaped()
-
-    async def stop(self, grace_s: float) -> None:
-        """Close stdin, grace, SIGTERM, grace, SIGKILL, reap, SIGKILL leftovers.
-
-        Shielded with its own deadline, so it finishes even when the caller is
-        cancelled. Calling it again costs nothing.
-        """
-        if self._stopped:
-            return
-        self._stopped = True
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + 2 * max(grace_s, 0.0) + _KILL_REAP_S
-            if self.process.stdin is not None:
-                # EOF on stdin is how an MCP stdio server is asked to leave politely.
-                await self.process.stdin.aclose()
-            if not await self._exited_within(grace_s):
-                self.signal(signal.SIGTERM)
-                if not await self._exited_within(grace_s):
-                    self.signal(signal.SIGKILL)
-                    await self._exited_within(_KILL_REAP_S)
-        if self.process.returncode is None:
-            _log.error(
-                "mcp server %s: pid %d survived SIGKILL for %.0f s (stuck in the kernel?); "
-                "it will be reaped when it finally exits",
-                self.name,
-                self.process.pid,
-                _KILL_REAP_S,
-            )
-
-
-async def _close_pipes(process: trio.Process) -> None:
-    with trio.CancelScope(shield=True):
-        for stream in (process.stdin, process.stdout, process.stderr):
-            if stream is not None:
-                await stream.aclose()
 
 
 @asynccontextmanager
@@ -380,10 +279,8 @@ async def _open(
     process = await spawn(spec, launch)
     del launch  # its copy of the environment (~5 KB) must not live as long as the server
     # No checkpoint between the spawn and this try: the process cannot be lost.
-    _recent_groups.append(process.pid)
-    _unreaped.add(process.pid)
-    _live_markers[marker] += 1
-    group = _ProcessGroup(process, spec.name)
+    adopt(process, marker)
+    group = ProcessGroup(process, spec.name)
     pidfile: Path | None = None
     try:
         if state_dir is not None:
@@ -403,29 +300,16 @@ async def _open(
         finally:
             try:
                 await group.stop(spec.shutdown_grace_s)
-                await _reap_escapees(process, marker)  # before stderr: they may hold it open
+                await reap_escapees_of(process, marker)  # before stderr: they may hold it open
             finally:
                 hub.unwatch_exit(process)
                 await transport._finish_stderr(within=_STDERR_DRAIN_S)
     finally:
         await group.stop(spec.shutdown_grace_s)  # no-op unless it never got that far
-        if process.returncode is not None:
-            _unreaped.discard(process.pid)
-        _live_markers[marker] -= 1
-        if not _live_markers[marker]:
-            del _live_markers[marker]
-        await _close_pipes(process)
+        release(process, marker)
+        await close_pipes(process)
         if pidfile is not None:
             remove_pidfile(pidfile)
-
-
-async def _reap_escapees(process: trio.Process, marker: str) -> None:
-    """In a child subreaper: kill and reap what the server left outside its group."""
-    if process.returncode is not None:
-        _unreaped.discard(process.pid)
-    if is_subreaper():
-        shared = _live_markers[marker] > 1  # then its escapees cannot be told from the other's
-        await reap_escapees(process.pid, None if shared else marker, _unreaped)
 
 
 def _try_write_pidfile(
@@ -481,6 +365,5 @@ class StdioConnector:
         )
 
 
-if TYPE_CHECKING:  # mypy proves both classes still satisfy the protocols in base.py
+if TYPE_CHECKING:  # mypy proves the connector satisfies the protocol in base.py
     _connector: Connector = StdioConnector()
-    _transport: Callable[[StdioTransport], Transport] = lambda t: t  # noqa: E731

@@ -1,23 +1,25 @@
-"""The Streamable HTTP transport (MCP 2025-03-26 and later), as a byte pipe for the actor.
+"""The Streamable HTTP transport (MCP 2025-03-26 and later).
 
-The connection actor speaks newline-delimited JSON-RPC over a :class:`Transport`; it
-must not care whether a server is a process or a URL. So this module adapts HTTP to
-that shape instead of teaching the actor HTTP:
+The connection actor sends and receives JSON-RPC messages over a :class:`Transport`;
+it must not care whether a server is a process or a URL. So this module adapts HTTP
+to that shape instead of teaching the actor HTTP:
 
-- ``send(data)`` splits the bytes into messages. Notifications and responses are POSTed
-  at once and awaited (the server answers 202), which keeps their order: the
-  ``notifications/initialized`` POST finishes before any later request starts. Each
-  request gets its own task, so a slow ``tools/call`` never holds up the next one.
+- ``send(messages)`` POSTs each message as a JSON body (``http_framing.py``).
+  Notifications and responses are POSTed at once and awaited (the server answers
+  202), which keeps their order: the ``notifications/initialized`` POST finishes
+  before any later request starts. Each request gets its own task, so a slow
+  ``tools/call`` never holds up the next one.
 - What the server answers — a JSON body, or the ``message`` events of an SSE
-  response stream, or of the GET stream for server-initiated messages — is queued
-  one compact JSON line at a time in the :class:`~actors.transports.http_link.Inbox`
-  that ``receive()`` reads.
+  response stream, or of the GET stream for server-initiated messages — is decoded
+  once, here, and queued as messages in the
+  :class:`~actors.transports.http_link.Inbox` that ``receive()`` reads. A body or an
+  event that does not decode fails the connection with its ProtocolError.
 - Failures from any task land in that inbox too, so the actor's reader sees the
   first one at once and fails the calls in flight; nothing waits for a timeout.
 
 Session rules (spec "Session Management"): the ``Mcp-Session-Id`` of the initialize
 response is sent on every later request, and ``MCP-Protocol-Version`` once the
-initialize result (peeked at as it passes through) named it. A 404 on a request that
+initialize result (read as it passes through) named it. A 404 on a request that
 carried the session means the server forgot the session: the transport closes, and
 the actor's next connection attempt makes a new one. A response stream that carried
 event ids and ended early is resumed by a GET with ``Last-Event-ID`` after the
@@ -36,14 +38,15 @@ is noticed at once too.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeAlias
 
-import attrs
 import httpx2
-import orjson
 import trio
 
+from actors.protocol.errors import ProtocolError
+from actors.protocol.http_framing import decode_body, decode_event, encode_body
+from actors.protocol.messages import ErrorResponse, Message, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
@@ -53,16 +56,17 @@ from actors.transports.http_link import (
     PROTOCOL_VERSION_HEADER,
     SESSION_HEADER,
     FallBack,
-    GetNext,
-    Next,
     RemoteLink,
     Unreachable,
     content_type,
+    error_answer,
+)
+from actors.transports.http_status import (
+    GetNext,
+    Next,
     decide_get,
     decide_post,
-    error_line,
     header_safe,
-    one_line,
     reconnect_delay,
     reopen_at_once,
 )
@@ -79,43 +83,18 @@ _DRAIN_S = 0.25
 EventHandler: TypeAlias = Callable[[ServerSentEvent], Awaitable[bool]]
 
 
-@attrs.frozen(slots=True)
-class Outgoing:
-    """What the transport needs to know about one message it sends."""
-
-    method: str | None
-    id: int | str | None
-
-    @property
-    def is_request(self) -> bool:
-        return self.method is not None and self.id is not None
-
-    @property
-    def what(self) -> str:
-        """How error texts name the message: ``tools/call``, ``a response``."""
-        return self.method or "a response"
-
-    @classmethod
-    def read(cls, line: bytes) -> Outgoing:
-        try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return cls(None, None)
-        if not isinstance(message, dict):
-            return cls(None, None)
-        method = message.get("method")
-        request_id = message.get("id")
-        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-            request_id = None
-        return cls(method if isinstance(method, str) else None, request_id)
+def what(message: Message) -> str:
+    """How error texts name a message we send: ``tools/call``, ``a response``."""
+    return "a response" if isinstance(message, Response | ErrorResponse) else message.method
 
 
-def is_answer(item: Any, request_id: int | str | None) -> bool:
-    """Is this decoded message the response (or error) to ``request_id``?"""
-    if request_id is None or not isinstance(item, dict) or "method" in item:
+def is_answer(message: Message, request: Request) -> bool:
+    """Is this message the response (or error) to ``request``? (Ids match in type too:
+    1 and "1" are different requests.)"""
+    if not isinstance(message, Response | ErrorResponse):
         return False
-    found = item.get("id")
-    return type(found) is type(request_id) and found == request_id and ("result" in item or "error" in item)
+    found = message.id
+    return type(found) is type(request.id) and found == request.id
 
 
 class StreamableHttpTransport:
@@ -124,7 +103,6 @@ class StreamableHttpTransport:
     def __init__(self, link: RemoteLink, *, may_fall_back: bool) -> None:
         self._link = link
         self._may_fall_back = may_fall_back
-        self._partial = bytearray()
         self._listening = False
         self.session_id: str | None = None
         self.protocol_version: str | None = None
@@ -134,37 +112,29 @@ class StreamableHttpTransport:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, data: bytes) -> None:
-        """POST each complete message in ``data``; failures go to the inbox."""
-        lines = self._split(data)
-        for index, line in enumerate(lines):
+    async def send(self, messages: Sequence[Message]) -> None:
+        """POST each message; failures go to the inbox. Unencodable (nothing sent) if
+        a message cannot be encoded."""
+        bodies = [encode_body(message) for message in messages]
+        for index, (message, body) in enumerate(zip(messages, bodies, strict=True)):
             if self._link.inbox.failed:
                 return  # the reader reports the failure; later messages have nowhere to go
             try:
-                await self._send_line(line)
+                await self._send_one(message, body)
             except FallBack as fallback:
-                fallback.lines = lines[index:]
+                fallback.messages = list(messages[index:])
                 raise
             except TransportError as exc:
                 self._link.inbox.fail(exc)
                 return
 
-    def _split(self, data: bytes) -> list[bytes]:
-        self._partial += data
-        if b"\n" not in data:
-            return []
-        *complete, rest = bytes(self._partial).split(b"\n")
-        self._partial = bytearray(rest)
-        return [line.strip() for line in complete if line.strip()]
-
-    async def _send_line(self, line: bytes) -> None:
-        message = Outgoing.read(line)
-        if message.method == "initialize" and message.is_request:
-            await self._initialize(line, message)
-        elif message.is_request:
-            self._link.nursery.start_soon(self._request, line, message)
+    async def _send_one(self, message: Message, body: bytes) -> None:
+        if not isinstance(message, Request):
+            await self._notify(body, message)
+        elif message.method == "initialize":
+            await self._initialize(body, message)
         else:
-            await self._notify(line, message)
+            self._link.nursery.start_soon(self._request, body, message)
 
     def _headers(self, accept: str, *, post: bool = True, last_event_id: str = "") -> dict[str, str]:
         headers = {"Accept": accept}
@@ -178,13 +148,13 @@ class StreamableHttpTransport:
             headers[LAST_EVENT_ID] = last_event_id
         return headers
 
-    async def _initialize(self, line: bytes, message: Outgoing) -> None:
+    async def _initialize(self, body: bytes, request: Request) -> None:
         """POST initialize and wait for the status (not the body): the fallback to
         legacy SSE and the session id are both decided by the response head."""
         self.session_id = self.protocol_version = None
         link = self._link
         response = await link.open(
-            "POST", link.url, self._headers(ACCEPT_POST), "initialize", content=line,
+            "POST", link.url, self._headers(ACCEPT_POST), "initialize", content=body,
             read_timeout=link.spec.init_timeout_s,
         )  # fmt: skip
         try:
@@ -202,22 +172,22 @@ class StreamableHttpTransport:
         except BaseException:
             await link.close(response)
             raise
-        link.nursery.start_soon(self._settle, response, message)
+        link.nursery.start_soon(self._settle, response, request)
 
-    async def _request(self, line: bytes, message: Outgoing) -> None:
+    async def _request(self, body: bytes, request: Request) -> None:
         """Task: POST one request and pass its answer on."""
         link = self._link
         with trio.move_on_after(link.request_bound_s):
             try:
                 response = await link.open(
-                    "POST", link.url, self._headers(ACCEPT_POST), message.what, content=line
+                    "POST", link.url, self._headers(ACCEPT_POST), request.method, content=body
                 )
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return
-            await self._settle(response, message)
+            await self._settle(response, request)
 
-    async def _settle(self, response: httpx2.Response, message: Outgoing) -> None:
+    async def _settle(self, response: httpx2.Response, request: Request) -> None:
         """Read a request's answer (JSON body or SSE stream); always close the response.
 
         Bounded by ``request_bound_s``: past the absolute call cap the actor has long
@@ -226,95 +196,89 @@ class StreamableHttpTransport:
         link = self._link
         with trio.move_on_after(link.request_bound_s):
             try:
-                await self._answer(response, message)
-            except TransportError as exc:
+                await self._answer(response, request)
+            except (TransportError, ProtocolError) as exc:
                 link.inbox.fail(exc)
             finally:
                 await link.close(response)
 
-    async def _answer(self, response: httpx2.Response, message: Outgoing) -> None:
+    async def _answer(self, response: httpx2.Response, request: Request) -> None:
         link = self._link
         status = response.status_code
+        doing = request.method
         step = decide_post(
             status, initialize=False, has_session=self.session_id is not None, may_fall_back=False
         )
         if step is Next.READ_BODY:
             kind = content_type(response)
             if kind == "application/json":
-                body = await link.read_body(response, message.what)
-                await self._deliver(body, message)
+                await self._deliver(decode_body(await link.read_body(response, doing)), request)
             elif kind == "text/event-stream":
-                await self._read_stream(response, message)
+                await self._read_stream(response, request)
             else:
-                await link.inbox.put(error_line(message.id, link.refusal(status, message.what, kind)))
+                await link.inbox.put([error_answer(request.id, link.refusal(status, doing, kind))])
         elif step is Next.ACCEPTED:
-            await link.inbox.put(error_line(message.id, link.refusal(status, message.what, "no answer")))
+            await link.inbox.put([error_answer(request.id, link.refusal(status, doing, "no answer"))])
         elif step is Next.REFUSED:
-            await link.inbox.put(await link.refused_answer(response, message.id, message.what))
+            await link.inbox.put([await link.refused_answer(response, request.id, doing)])
         else:
-            raise link.status_error(step, status, message.what)
+            raise link.status_error(step, status, doing)
 
-    async def _notify(self, line: bytes, message: Outgoing) -> None:
+    async def _notify(self, body: bytes, message: Message) -> None:
         """POST a notification or a response and wait for the 202."""
         link = self._link
+        doing = what(message)
         response = await link.open(
-            "POST", link.url, self._headers(ACCEPT_POST), message.what, content=line,
+            "POST", link.url, self._headers(ACCEPT_POST), doing, content=body,
             read_timeout=link.spec.call_timeout_s,
         )  # fmt: skip
         try:
             status = response.status_code
             step = decide_post(status, initialize=False, has_session=self.session_id is not None)
             if step is Next.REFUSED:
-                _log.debug("%s refused with HTTP %d", message.what, status, extra=link.log_fields)
+                _log.debug("%s refused with HTTP %d", doing, status, extra=link.log_fields)
             elif step not in (Next.ACCEPTED, Next.READ_BODY):
-                raise link.status_error(step, status, message.what)
+                raise link.status_error(step, status, doing)
         finally:
             await link.close(response)
-        if message.method == "notifications/initialized" and not self._listening:
+        if doing == "notifications/initialized" and not self._listening:
             self._listening = True
             link.nursery.start_soon(self._listen)
 
     # ---------------------------------------------------------------- receiving
 
-    async def _deliver(self, body: bytes, answering: Outgoing | None) -> bool:
-        """Queue each message of a JSON body for the actor; True if one answered
-        ``answering``. The initialize answer is peeked at for the protocol version."""
-        try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            # Passed on as one line: the actor's decoder reports the broken message.
-            await self._link.inbox.put(one_line(body))
-            return False
+    async def _deliver(self, messages: list[Message], answering: Request | None) -> bool:
+        """Queue decoded messages for the actor; True if one answered ``answering``.
+        The initialize answer is read for the protocol version."""
         answered = False
-        for item in parsed if isinstance(parsed, list) else [parsed]:
-            if answering is not None and is_answer(item, answering.id):
-                answered = True
-                if answering.method == "initialize":
-                    self._learn_version(item)
-            await self._link.inbox.put(orjson.dumps(item) + b"\n")
+        if answering is not None:
+            for message in messages:
+                if is_answer(message, answering):
+                    answered = True
+                    if answering.method == "initialize" and isinstance(message, Response):
+                        self._learn_version(message)
+        if messages:
+            await self._link.inbox.put(messages)
         return answered
 
-    def _learn_version(self, answer: dict[str, Any]) -> None:
-        result = answer.get("result")
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
+    def _learn_version(self, answer: Response) -> None:
+        version = answer.result.get("protocolVersion")
         if isinstance(version, str) and header_safe(version):
             self.protocol_version = version
 
-    async def _read_stream(self, response: httpx2.Response, message: Outgoing) -> None:
+    async def _read_stream(self, response: httpx2.Response, request: Request) -> None:
         """An SSE answer to a request: pass its messages on until the answer came.
 
         Ended early: resumed if the server gave event ids, else the connection is lost.
         """
 
         async def handle(event: ServerSentEvent) -> bool:
-            if event.event != "message" or not event.data.strip():
-                return False  # e.g. the priming event: an id and empty data
-            return await self._deliver(event.data.encode(), message)
+            return await self._deliver(decode_event(event), request)
 
         parser = SSEParser()
         dropped = False
         try:
-            if await self._link.pump(response, parser, handle, message.what, drain_s=_DRAIN_S):
+            if await self._link.pump(response, parser, handle, request.method, drain_s=_DRAIN_S):
                 return
         except TransportClosed:
             if not parser.last_event_id:
@@ -322,12 +286,12 @@ class StreamableHttpTransport:
             dropped = True
         if not parser.last_event_id:
             raise TransportClosed(
-                f"mcp server {self._link.name} ended the stream answering {message.what} before the answer"
+                f"mcp server {self._link.name} ended the stream answering {request.method} before the answer"
             )
-        await self._resume(message, parser, handle, at_once=dropped)
+        await self._resume(request, parser, handle, at_once=dropped)
 
     async def _resume(
-        self, message: Outgoing, parser: SSEParser, handle: EventHandler, *, at_once: bool
+        self, request: Request, parser: SSEParser, handle: EventHandler, *, at_once: bool
     ) -> None:
         """GET with ``Last-Event-ID`` until the answer: after the server's ``retry``
         delay, but ``at_once`` after a stream that broke off (see the module docstring).
@@ -338,7 +302,7 @@ class StreamableHttpTransport:
                 await trio.sleep(reconnect_delay(parser.retry))
             before = parser.last_event_id
             parser = SSEParser(last_event_id=before, retry=parser.retry)
-            doing = f"resuming {message.what}"
+            doing = f"resuming {request.method}"
             step, answered = await self._get(parser, handle, doing, reopening=True, strict=at_once)
             if answered:
                 return
@@ -348,7 +312,7 @@ class StreamableHttpTransport:
             opened = step in (GetNext.LISTEN, GetNext.DROPPED)
             failures = 0 if opened and parser.last_event_id != before else failures + 1
         raise TransportClosed(
-            f"mcp server {self._link.name} dropped the stream answering {message.what} "
+            f"mcp server {self._link.name} dropped the stream answering {request.method} "
             "and it could not be resumed"
         )
 
@@ -357,8 +321,7 @@ class StreamableHttpTransport:
         ``Last-Event-ID`` after the server's ``retry`` delay whenever it ends."""
 
         async def handle(event: ServerSentEvent) -> bool:
-            if event.event == "message" and event.data.strip():
-                await self._deliver(event.data.encode(), None)
+            await self._deliver(decode_event(event), None)
             return False
 
         link = self._link
@@ -384,7 +347,7 @@ class StreamableHttpTransport:
             raise TransportClosed(
                 f"mcp server {link.name}: the notification stream dropped and could not be reopened"
             )
-        except TransportError as exc:
+        except (TransportError, ProtocolError) as exc:
             link.inbox.fail(exc)
 
     async def _get(

@@ -14,7 +14,8 @@ after N requests, 5xx, slow answers, 401 after N requests, resumable streams.
 Tools: ``echo {text}``, ``sleep {seconds}`` (progress first), ``drop`` (the answer's
 stream breaks mid-call; in resumable mode a GET with ``Last-Event-ID`` then replays the
 answer), ``hiccup`` (resumable mode: the POST stream is ended before the answer, which
-such a GET replays), ``add_tool {name}`` (adds a tool and announces
+such a GET replays), ``garbage`` (answered with a body, or an SSE ``message`` event,
+that is not JSON), ``add_tool {name}`` (adds a tool and announces
 ``notifications/tools/list_changed`` on the GET stream).
 """
 
@@ -76,7 +77,7 @@ class Seen:
 class _Session:
     id: str
     requests: int = 0
-    tools: list[str] = attrs.field(factory=lambda: ["echo", "sleep", "drop", "hiccup", "add_tool"])
+    tools: list[str] = attrs.field(factory=lambda: ["echo", "sleep", "drop", "hiccup", "garbage", "add_tool"])
     listeners: list[trio.MemorySendChannel[bytes]] = attrs.field(factory=list)
     replay: dict[str, bytes] = attrs.field(factory=dict)  # last event id -> events to resend
 
@@ -203,6 +204,8 @@ class FaultServer:
         answer = {"jsonrpc": "2.0", "id": message["id"], "result": self._result(session, message)}
         extra = {"mcp-session-id": session.id} if message["method"] == "initialize" else {}
         if self.options.mode == "json":
+            if tool == "garbage":
+                return await _respond(send, 200, b"<html>not json</html>", "application/json")
             if tool == "drop":  # promise a body, send half of it, break the connection
                 await send(
                     {
@@ -235,6 +238,9 @@ class FaultServer:
         if tool == "sleep":
             await trio.sleep(float(params["arguments"].get("seconds", 0)))
         event_id = f"{session.id}-{next(self._ids)}" if self.options.resumable else None
+        if tool == "garbage":
+            await _body(send, sse("<html>not json</html>", event="message", id=event_id))
+            return await _body(send, b"", more=False)
         await _body(send, sse(answer, event="message", id=event_id))
         await _body(send, b"", more=False)
 
@@ -305,8 +311,10 @@ class FaultServer:
                     "id": message["id"],
                     "result": self._result(session_found, message),
                 }
+                garbage = (message.get("params") or {}).get("name") == "garbage"
+                event = sse("<html>not json</html>" if garbage else answer, event="message")
                 for listener in session_found.listeners:
-                    listener.send_nowait(sse(answer, event="message"))
+                    listener.send_nowait(event)
             return None
         return await _respond(send, 405 if path == "/mcp" else 404)
 

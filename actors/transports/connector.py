@@ -1,4 +1,4 @@
-"""Pick the transport for a server by its configured type."""
+"""The supervisor's connector: it opens the transport a server's configured type names."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from actors.transports.stdio_hub import StdioHub
 
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, TokenVault
-    from actors.transports.legacy_sse import RemoteConnector
+    from actors.transports.remote import RemoteConnector
 
 
 @asynccontextmanager
@@ -64,7 +64,7 @@ class TransportConnector:
             if self._remote is None:
                 # Imported on first use: the HTTP client costs ~30 ms of start-up that a
                 # supervisor of local servers only would pay for nothing.
-                from actors.transports.legacy_sse import RemoteConnector
+                from actors.transports.remote import RemoteConnector
 
                 self._remote = RemoteConnector(self._redactor, vault=self._vault, authorizer=self._authorizer)
             return self._remote(spec)
