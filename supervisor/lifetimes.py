@@ -1,7 +1,8 @@
 """Lifetimes: nested nurseries, each of which stops what it holds when it ends.
 
 A running supervisor is a stack of lifetimes, each inside the one that outlives it
-(``Supervisor.open`` builds it; hypercorn's ``trio/run.py`` has the same shape)::
+(``Supervisor.open`` builds it; hypercorn's ``trio/run.py`` has the same shape; see
+"Lifetimes" in ``docs/architecture.md``)::
 
     instance lock (+ child subreaper)      released last; escapees swept before
      └ store: SQLite open                  dead instances recovered into it first

@@ -1,7 +1,8 @@
 """The connection state machine: every rule about a connection's state, and only those.
 
 Rule 1 (as in h11's ``_state.py``): whatever decides what a connection does next,
-given where it stands, lives in this file. The connection actor (``actor.py``) is the
+given where it stands, lives in this file (the whole picture: "The connection state
+machine" in ``docs/architecture.md``). The connection actor (``actor.py``) is the
 I/O loop that carries out what this machine says; it never looks at a state itself.
 Rule 2: this file does no I/O and knows nothing of Trio. ``step(machine, event)`` is a
 pure function: the machine is a frozen ``ConnectionState``, the answer is the next

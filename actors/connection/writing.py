@@ -11,7 +11,8 @@ leaves in the same write. The backlog is the session's queue of messages, plus, 
 stdio, the bytes of a line the pipe took only in part, which the transport keeps and
 writes first (``flush``). A message JSON cannot carry is left out and reported; the
 others go. None of this is connection state: whether to send at all is the state
-machine's call (``states.py``).
+machine's call (``states.py``). Why a caller never writes its own call, with the
+numbers: "The stdio write path and the mailbox hop" in ``docs/architecture.md``.
 """
 
 from __future__ import annotations

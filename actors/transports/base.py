@@ -14,7 +14,8 @@ this tree and nowhere else:
     ├── TransportClosed            the peer went away (EOF, broken pipe, process exited)
     └── AuthRequired               the server refused our credentials (HTTP 401/403)
 
-Messages are user-facing: they name the server and say what to do.
+Messages are user-facing: they name the server and say what to do. How to add a
+transport: "How to add a transport" in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
