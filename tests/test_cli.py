@@ -260,10 +260,21 @@ def test_check_without_any_config_means_no_servers(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == ["config ok: (no config file: no servers)", "0 server(s)"]
 
 
-def test_check_missing_file_means_no_servers(tmp_path: Path) -> None:
-    result = run_cli("check", "--config", str(tmp_path / "nope.json"))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "0 server(s)"
+@pytest.mark.parametrize("command", ["check", "serve"])
+@pytest.mark.parametrize("via", ["--config", "env"])
+def test_a_named_config_file_that_does_not_exist_is_a_config_error(
+    tmp_path: Path, command: str, via: str
+) -> None:
+    missing = tmp_path / "typo.json"
+    args = ["--config", str(missing)] if via == "--config" else []
+    extra = ["--bind", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")] if command == "serve" else []
+    env = clean_env(**({} if via == "--config" else {CONFIG_ENV_VAR: str(missing)}))
+    result = run_cli(command, *args, *extra, env=env)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"config error: {missing}: $: ")
+    assert "does not exist" in line
 
 
 def test_check_honours_the_environment_variable_and_config_wins(tmp_path: Path) -> None:

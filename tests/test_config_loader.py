@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -51,13 +50,14 @@ def test_no_path_and_no_env_var_means_no_servers() -> None:
     assert load_config(environ={}) == Config()
 
 
-def test_missing_file_means_no_servers_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_named_file_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
-    with caplog.at_level(logging.INFO, logger="supervisor.settings.loader"):
-        config = load_config(missing, environ={})
-    assert config.servers == ()
-    assert config.source is None
-    assert str(missing) in caplog.text
+    with pytest.raises(ConfigError) as caught:
+        load_config(missing, environ={})
+    assert str(caught.value) == (
+        f"config error: {missing}: $: the file does not exist; check the path, "
+        "or name no config file to run with no servers"
+    )
 
 
 def test_env_var_names_the_file(tmp_path: Path) -> None:
@@ -67,9 +67,18 @@ def test_env_var_names_the_file(tmp_path: Path) -> None:
     assert config.source == str(path)
 
 
-def test_env_var_pointing_nowhere_means_no_servers(tmp_path: Path) -> None:
-    config = load_config(environ={"MCP_SUPERVISOR_CONFIG": str(tmp_path / "gone.json")})
-    assert config.servers == ()
+def test_env_var_pointing_nowhere_is_an_error(tmp_path: Path) -> None:
+    gone = tmp_path / "gone.json"
+    with pytest.raises(ConfigError) as caught:
+        load_config(environ={"MCP_SUPERVISOR_CONFIG": str(gone)})
+    assert str(caught.value) == (
+        f"config error: {gone}: $: the file named by $MCP_SUPERVISOR_CONFIG does not exist; "
+        "fix the variable, or unset it to run with no servers"
+    )
+
+
+def test_an_empty_env_var_names_no_file() -> None:
+    assert load_config(environ={"MCP_SUPERVISOR_CONFIG": ""}) == Config()
 
 
 def test_argument_wins_over_env_var(tmp_path: Path) -> None:
