@@ -277,6 +277,20 @@ def test_a_named_config_file_that_does_not_exist_is_a_config_error(
     assert "does not exist" in line
 
 
+def test_check_refuses_a_websocket_server_until_the_bridge_is_built(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.json", {"time": mini(), "bridge": {"url": "ws://127.0.0.1:1/v1/bridge"}}
+    )
+    result = run_cli("check", "--config", str(config))
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"config error: {config}: $.servers.bridge: servers of type 'websocket' (the WebSocket bridge) "
+        "are not supported by this version yet; remove the entry, or run the server through a local "
+        "stdio proxy\n"
+    )
+
+
 def test_check_honours_the_environment_variable_and_config_wins(tmp_path: Path) -> None:
     from_env = write_config(tmp_path / "env.json", {"viaenv": mini()})
     from_flag = write_config(tmp_path / "flag.json", {"viaflag": mini(), "other": mini()})

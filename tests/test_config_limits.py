@@ -319,12 +319,12 @@ def test_references_in_env_names_are_refused(tmp_path: Path, dialect: str, name:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize(
-    "url", ["https://alice:pw-planted@h/mcp", "https://alice@h/mcp", "wss://a:b@h/v1/bridge"]
+    "url", ["https://alice:pw-planted@h/mcp", "https://alice@h/mcp", "http://a:b@h/v1/mcp"]
 )
 def test_credentials_in_a_url_are_a_warning(tmp_path: Path, dialect: str, url: str) -> None:
     entry: dict[str, Any] = {"url": url}
     if dialect == "mcp":
-        entry["type"] = "remote" if url.startswith("https") else "websocket"
+        entry["type"] = "remote"
     doc = {dialect: {"docs": entry, "time": {"url": "https://h/"}}}
     config = load_config(write(tmp_path, doc), environ={})
     assert [str(warning) for warning in config.warnings] == [

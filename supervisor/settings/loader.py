@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from actors.connection.spec import ServerSpec, redact
 from supervisor.net import parse_bind
 
-from .dialects import SERVER_SECTIONS, find_server_section, read_servers
+from .dialects import SERVER_SECTIONS, find_server_section, read_servers, refuse_unbuilt
 from .expansion import Expander
 from .model import (
     DEFAULT_TENANT,
@@ -208,6 +208,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
             log.info("config %s: ignoring top-level key %r", source, key)
     section = find_server_section(root, "$")
     servers = read_servers(root[section], child("$", section), exp) if section else ()
+    refuse_unbuilt(servers, child("$", section or "servers"))
     return Config(
         source=source,
         servers=servers,
