@@ -17,6 +17,7 @@ from typing import TypeVar
 import attrs
 import trio
 
+from actors.log_events import get_logger
 from supervisor import cli_client, client
 from supervisor.logs import configure
 from supervisor.net import bind_is_loopback, parse_bind
@@ -26,7 +27,7 @@ from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_con
 from supervisor.settings.model import Config
 from supervisor.state_dir import StateError, check_state_dir
 
-log = logging.getLogger("supervisor.cli")
+log = get_logger("supervisor.cli")
 
 E = TypeVar("E", bound=BaseException)
 

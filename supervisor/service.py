@@ -16,7 +16,6 @@ Shared servers can be added and removed while it runs (``add_server``,
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -31,6 +30,7 @@ from actors.broadcast import Broadcast
 from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope, ServerSpec
+from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
@@ -69,7 +69,7 @@ if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses i
 
 __all__ = ["SHUTDOWN_GRACE_S", "Supervisor", "default_connector", "open_service", "recover_dead_instances"]
 
-log = logging.getLogger("supervisor")
+log = get_logger("supervisor")
 
 
 def open_service(

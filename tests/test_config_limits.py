@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from actors.log_events import event_name
 from supervisor.settings.expansion import MAX_FILE_BYTES
 from supervisor.settings.loader import ConfigError, describe_config, load_config
 
@@ -366,7 +367,7 @@ async def test_supervisor_open_logs_the_warnings(tmp_path: Path, caplog: pytest.
     warning = ConfigWarning("c.json", "$.servers.docs.url", "the URL carries credentials")
     async with Supervisor.open(Config(warnings=(warning,)), state_dir=tmp_path / "state"):
         pass
-    (record,) = [r for r in caplog.records if r.getMessage() == "config warning"]
+    (record,) = [r for r in caplog.records if event_name(r) == "config warning"]
     assert record.levelname == "WARNING"
     assert record.fields == {  # type: ignore[attr-defined]
         "file": "c.json", "path": "$.servers.docs.url", "problem": "the URL carries credentials"

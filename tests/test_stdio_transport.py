@@ -21,6 +21,7 @@ import pytest
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import event_name
 from actors.protocol.errors import FramingError
 from actors.protocol.jsonrpc import parse_message, to_wire
 from actors.protocol.messages import Message, Notification
@@ -276,7 +277,7 @@ async def test_stderr_lines_are_cut_and_redacted(caplog: pytest.LogCaptureFixtur
     ]
     assert secret not in caplog.text
     assert secret[:8] not in caplog.text
-    lines = [r.fields for r in caplog.records if r.getMessage() == "stderr"]  # type: ignore[attr-defined]
+    lines = [r.fields for r in caplog.records if event_name(r) == "stderr"]  # type: ignore[attr-defined]
     assert {"server": "mini", "line": "using key ***"} in lines
 
 

@@ -17,7 +17,6 @@ after folding everything that was sent before it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from actors.broadcast import Broadcast
 from actors.connection.messages import ConnectionMessage, Published, ToolsListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_available, is_reconnect
+from actors.log_events import get_logger
 from actors.mailbox import queued
 from actors.protocol.messages import Tool
 from actors.router.catalog import (
@@ -42,7 +42,7 @@ from actors.router.catalog import (
 )
 from actors.router.naming import IdBook, assign_ids
 
-log = logging.getLogger("actors.router")
+log = get_logger("actors.router")
 
 ToolListSink = Callable[[str, tuple[Tool, ...]], object]
 

@@ -31,7 +31,6 @@ import concurrent.futures
 import contextlib
 import ctypes
 import functools
-import logging
 import os
 import shutil
 import signal
@@ -44,10 +43,11 @@ import attrs
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
 from actors.transports.base import SpawnError
 from actors.transports.escapees import MARKER_ENV
 
-_log = logging.getLogger("actors.transports.stdio")
+_log = get_logger("actors.transports.stdio")
 
 T = TypeVar("T")
 

@@ -28,6 +28,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
+from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
@@ -36,7 +37,7 @@ from supervisor.net import bind_is_loopback
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
 
-log = logging.getLogger("supervisor.admin")
+log = get_logger("supervisor.admin")
 
 GRACEFUL_TIMEOUT_S = 5.0
 # Into the drain: calls still running are cancelled, then (a second later) cut.
@@ -46,7 +47,7 @@ CUT_AFTER_S = 1.0
 DRAIN_DEADLINE_S = GRACEFUL_TIMEOUT_S + 12.0
 
 # Hypercorn logs "Running on … (CTRL + C to quit)" at info; we log our own line.
-_hypercorn_log = logging.getLogger("supervisor.admin.hypercorn")
+_hypercorn_log = get_logger("supervisor.admin.hypercorn")
 _hypercorn_log.setLevel(logging.WARNING)
 
 

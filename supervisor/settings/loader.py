@@ -15,7 +15,6 @@ started from. Commands are left as written: the PATH lookup happens at spawn.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shlex
@@ -26,6 +25,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from actors.connection.spec import ServerSpec, redact
+from actors.log_events import get_logger
 from supervisor.net import parse_bind
 
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers, refuse_unbuilt
@@ -59,7 +59,7 @@ __all__ = ["CONFIG_ENV_VAR", "ConfigError", "describe_config", "load_config"]
 
 CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
