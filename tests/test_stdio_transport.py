@@ -138,11 +138,11 @@ async def test_connector_opens_a_transport(mini_server_argv: list[str], tmp_path
 
 async def test_missing_command_is_a_spawn_error() -> None:
     with pytest.raises(SpawnError) as err:
-        async with open_stdio_transport(make_spec(["no-such-mcp-server-x9"])):
+        async with open_stdio_transport(make_spec(["no-such-mcp-server-x9"], env={"PATH": "/nowhere:/none"})):
             pytest.fail("must not start")
     assert str(err.value) == (
-        "mcp server mini: command 'no-such-mcp-server-x9' not found on PATH; install it or "
-        "give its full path in the server's command"
+        "mcp server mini: command 'no-such-mcp-server-x9' not found on PATH (/nowhere:/none); install it, "
+        "give its full path in the server's command, or set PATH in the server's env"
     )
 
 
