@@ -10,8 +10,10 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import TypeVar
 
 import attrs
@@ -117,13 +119,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: Config, state_dir: str | None) -> None:
+async def _serve(config: Config, state_dir: str | None, listener: socket.socket) -> None:
     # Imported here: the client commands need neither Quart nor Hypercorn.
     from supervisor.admin import serve_admin
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_service(config, state_dir, "serve") as sup, trio.open_nursery() as nursery:
-            url = await nursery.start(serve_admin, sup, config.admin.bind)
+            url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))
             log.info("admin api listening", extra={"fields": {"url": url}})
             async for signum in signals:
                 log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
@@ -148,6 +150,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # --bind wins over the config file; _serve reads the address from the config.
     config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
     check_state_dir(config, args.state_dir)  # a bad one is the only line printed (exit 3)
+    from supervisor.admin import AdminBindError, listen_admin
+
+    try:
+        listener = listen_admin(bind)  # before any server starts: a taken port costs nothing
+    except AdminBindError as exc:
+        print(f"mcp-supervisor: {exc}", file=sys.stderr)
+        return 1
     log.info(
         "starting",
         extra={
@@ -155,7 +164,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         },
     )
     try:
-        trio.run(_serve, config, args.state_dir)
+        with listener:
+            trio.run(_serve, config, args.state_dir, listener)
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
         bad_state = _find(exc, StateError)
         if bad_state is not None:
@@ -164,13 +174,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if gave_up is not None:
             log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
             return 1
-        from supervisor.admin import AdminBindError
-
-        cannot_bind = _find(exc, AdminBindError)
-        if cannot_bind is None:
-            raise
-        print(f"mcp-supervisor: {cannot_bind}", file=sys.stderr)
-        return 1
+        raise
     return 0
 
 

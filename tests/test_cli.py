@@ -566,11 +566,14 @@ def test_serve_logs_mask_every_secret_of_the_config(
     config = write_config(tmp_path / "c.json", {}, admin={"tokens": {"${env:PLANTED_ADMIN}": "default"}})
     monkeypatch.setenv("PLANTED_ADMIN", PLANTED_ADMIN)
 
-    async def fake_serve(config: Config, state_dir: str | None) -> None:
+    async def fake_serve(config: Config, state_dir: str | None, listener: object) -> None:
         logging.getLogger("actors.connection").warning("peer said %s", PLANTED_ADMIN)
 
     monkeypatch.setattr(cli, "_serve", fake_serve)
-    assert cli.main(["serve", "--config", str(config), "--state-dir", str(tmp_path / "state")]) == 0
+    state_dir = str(tmp_path / "state")
+    assert (
+        cli.main(["serve", "--config", str(config), "--state-dir", state_dir, "--bind", "127.0.0.1:0"]) == 0
+    )
     err = capsys.readouterr().err
     assert PLANTED_ADMIN not in err
     assert " warning peer said ***" in err
@@ -580,11 +583,11 @@ def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPa
     from supervisor import cli
     from supervisor.one_for_one import SupervisorGaveUp
 
-    async def crashing_serve(config: object, state_dir: object) -> None:
+    async def crashing_serve(config: object, state_dir: object, listener: object) -> None:
         raise ExceptionGroup("nursery", [ExceptionGroup("inner", [SupervisorGaveUp("time crashed 4 times")])])
 
     monkeypatch.setattr(cli, "_serve", crashing_serve)
-    assert cli.main(["serve"]) == 1
+    assert cli.main(["serve", "--bind", "127.0.0.1:0"]) == 1
 
 
 def test_serve_says_clearly_when_the_admin_port_is_taken(
@@ -602,3 +605,30 @@ def test_serve_says_clearly_when_the_admin_port_is_taken(
     err = capsys.readouterr().err
     assert code == 1
     assert f"127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_serve_binds_before_it_starts_any_server(tmp_path: Path) -> None:
+    import socket
+
+    marker = tmp_path / "started"
+    config = write_config(tmp_path / "c.json", {"a": {"command": ["touch", str(marker)], "start": "eager"}})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(
+            "serve",
+            "--config",
+            str(config),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--state-dir",
+            str(tmp_path / "s"),
+        )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"mcp-supervisor: the admin API cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "is another mcp-supervisor running there? choose another address with --bind (or admin.bind "
+        "in the config)"
+    ]
+    assert not marker.exists()  # the eager server was never started
