@@ -12,7 +12,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from typing import TypeVar
 
@@ -123,14 +123,29 @@ async def _serve(config: Config, state_dir: str | None, listener: socket.socket)
     # Imported here: the client commands need neither Quart nor Hypercorn.
     from supervisor.admin import serve_admin
 
+    # The receiver outlives the service: a second Ctrl-C during the shutdown is
+    # answered with a line, never a KeyboardInterrupt in the middle of a teardown.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_service(config, state_dir, "serve") as sup, trio.open_nursery() as nursery:
-            url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))
-            log.info("admin api listening", extra={"fields": {"url": url}})
-            async for signum in signals:
-                log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
-                break
-            nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
+        stop = trio.Event()
+        async with trio.open_nursery() as watcher:
+            watcher.start_soon(_watch_signals, signals, stop)
+            async with open_service(config, state_dir, "serve") as sup, trio.open_nursery() as nursery:
+                url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))
+                log.info("admin api listening", extra={"fields": {"url": url}})
+                await stop.wait()
+                nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
+            watcher.cancel_scope.cancel()
+
+
+async def _watch_signals(signals: AsyncIterator[int], stop: trio.Event) -> None:
+    """The first SIGINT/SIGTERM stops the service; later ones only say it is stopping."""
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if not stop.is_set():
+            log.info("stopping", extra={"fields": {"signal": name}})
+            stop.set()
+        else:
+            log.info("already stopping", extra={"fields": {"signal": name, "waiting_for": "servers to stop"}})
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -166,6 +181,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with listener:
             trio.run(_serve, config, args.state_dir, listener)
+        # Stopped: a late Ctrl-C while the interpreter exits has nothing left to stop.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # before the receiver was set up, or after it closed
+        return 130
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
         bad_state = _find(exc, StateError)
         if bad_state is not None:

@@ -483,6 +483,26 @@ def test_serve_sigint_is_like_sigterm(tmp_path: Path) -> None:
     assert leftovers == []
 
 
+def test_a_second_sigint_during_shutdown_is_acknowledged_not_a_traceback(tmp_path: Path) -> None:
+    """The server ignores stdin close and SIGTERM, so its teardown takes its whole grace:
+    the second SIGINT lands in the middle of it."""
+    config = write_config(tmp_path / "c.json", {"slow": mini("--ignore-stdin-close", "--ignore-sigterm")})
+    with serving(tmp_path, "--config", str(config)) as serve:
+        serve.wait_for("the server steady", steady("slow"), timeout=10)
+        serve.proc.send_signal(signal.SIGINT)
+        serve.wait_for("its teardown", lambda lines: first(lines, "slow", "teardown") is not None, timeout=10)
+        assert serve.stop(signal.SIGINT, timeout=15) == 0
+        lines = serve.lines
+
+    assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in lines), lines
+    assert_structured(lines)
+    events = [(parse(line)[1], parse(line)[2]) for line in lines]
+    assert ("stopping", {"signal": "SIGINT"}) in events
+    assert ("already stopping", {"signal": "SIGINT", "waiting_for": "servers to stop"}) in events
+    assert [name for name, _ in events].count("stopping") == 1
+    assert parse(lines[-1])[1] == "supervisor stopped"
+
+
 LEAKY_SERVER = """\
 import os, sys
 sys.stderr.write(os.environ["API_TOKEN"] + "\\n")
