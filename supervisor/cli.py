@@ -38,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-supervisor", description="Keep MCP server connections alive, honest and safe."
     )
+    # Also accepted after the command (cli_client); here for `mcp-supervisor --json status`.
+    parser.add_argument(
+        "--json", action="store_true", dest="json_first", help="machine output (client commands)"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     config_help = f"config file (default: ${CONFIG_ENV_VAR}; none means no servers)"
 
@@ -220,7 +224,12 @@ def _find(exc: BaseException, kind: type[E]) -> E | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mcp-supervisor`` console script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.json_first:
+        if args.command not in cli_client.COMMANDS:
+            parser.error(f"--json applies to {', '.join(cli_client.COMMANDS)}, not {args.command}")
+        args.json = True
     if args.command in cli_client.COMMANDS:
         return cli_client.run(args)
     try:

@@ -339,6 +339,30 @@ def test_status_last_error_follows_the_terminal_width(
     assert max(len(line) for line in rows) == 160
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_json_goes_before_or_after_the_command(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    args = (
+        ["--json", "status", "--url", fake.url]
+        if where == "before"
+        else ["status", "--json", "--url", fake.url]
+    )
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [server["name"] for server in json.loads(out)] == ["time", "flaky-enterprise"]
+
+
+def test_json_before_a_command_without_json_output_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--json", "check"])
+    assert exited.value.code == 2
+    assert "--json applies to status, tools, search, call, not check" in capsys.readouterr().err
+
+
 def test_status_into_a_pipe_cuts_nothing(
     fake: FakeAdmin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
