@@ -172,7 +172,7 @@ def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
                 "description": entry.listed_description or entry.description,
                 "input_schema": dict(entry.input_schema),
                 "available": view.available,
-                "stale": view.stale and view.generation == 0,
+                "stale": view.cached_only,
             }
         )
     return tools
