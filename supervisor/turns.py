@@ -50,7 +50,8 @@ log = logging.getLogger("supervisor.turns")
 
 TOOL_SEARCH = "tool_search"
 _SEARCH_DESCRIPTION = (
-    "Find tools by what they do. Matching tools become callable for the rest of the session."
+    "Find tools by what they do (each match with its full description). Matching tools "
+    "become callable for the rest of the session."
 )
 TOOL_SEARCH_ENTRY = ToolEntry(
     TOOL_SEARCH,
@@ -133,8 +134,8 @@ class Turn:
 
     def search(self, query: str) -> dict[str, Any]:
         """``tool_search``: BM25 over id + full description in this turn's catalog; the
-        matches become callable in this turn and are activated for the rest of the
-        session."""
+        matches (with full descriptions) become callable in this turn and are activated
+        for the rest of the session."""
         settings = self._calls.tool_search
         tools = self.catalog.tools
         matches = self.catalog.search_index.search(query, settings.max_matches, allow=tools.__contains__)
@@ -147,7 +148,7 @@ class Turn:
             found.append(
                 {
                     "id": entry.id,
-                    "description": entry.listed_description or entry.description,
+                    "description": entry.description,
                     "server_state": view.state.value,
                     "availability": view.availability.value,
                     "stale": view.cached_only,
