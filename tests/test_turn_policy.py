@@ -224,19 +224,32 @@ async def test_rule_patterns_see_every_string_or_the_paths_a_tool_declares(
     rules = (
         TrustRule("mcp:fake:send_message", "secret*", "deny"),
         TrustRule("mcp:fake:*", "/tmp/*", "allow"),
+        TrustRule("mcp:fake:send_message", "*urgent*", "ask"),
     )
-    async with running(server, config(rules=rules), tmp_path) as sup, sup.session() as session:
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request)
+        return Approval("deny")
+
+    async with running(server, config(rules=rules), tmp_path, approver) as sup, sup.session() as session:
         turn = await session.begin_turn()
         secret = await turn.call("fake_send_message", {"message": "secret plans"})
         assert secret.error is not None and "trust rule [0]" in secret.error.message
         assert "(argument message)" in secret.error.message
         # The tool declares no path: an added one is one more string the allow must cover.
         tricked = await turn.call("fake_send_message", {"message": "hi", "path": "/tmp/x"})
-        assert tricked.error is not None and "no approver is attached" in tricked.error.message
+        assert tricked.error is not None and asked[-1].reason.startswith("default for an untrusted server")
+        # What the approver (and GET /v1/approvals) is shown names the rule and the argument.
+        assert (await turn.call("fake_send_message", {"message": "hi", "tags": ["urgent"]})).error is not None
+        assert asked[-1].reason == (
+            "trust rule [2] permission='mcp:fake:send_message' pattern='*urgent*' "
+            "matched 'mcp:fake:send_message' (argument tags[0]): ask"
+        )
         # write_file declares "path": the allow checks it, not the content.
         assert (await turn.call("fake_write_file", {"path": "/tmp/x", "content": "/etc/passwd"})).ok
         outside = await turn.call("fake_write_file", {"path": "/etc/passwd", "content": "/tmp/x"})
-        assert outside.error is not None and outside.error.code == "denied"
+        assert outside.error is not None and outside.error.code == "denied" and len(asked) == 3
         assert [r.params["name"] for r in server.calls()] == ["write_file"]  # type: ignore[index,call-overload]
 
 
