@@ -53,6 +53,7 @@ class Policy:
             trusted=self._trusted(entry.server),
             risk=entry.risk,
             rules=self.rules,
+            subject_arguments=entry.subject_arguments,
         )
         decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
         if decision.action is not Action.ASK:
