@@ -81,10 +81,11 @@ def test_every_string_is_a_candidate_for_a_tool_without_subject_arguments(
         ({"command": ["rm", "-rf", "/"]}, ["rm -rf /"]),
         ({"command": "ls", "args": [1, "-l"]}, ["ls -l"]),
         ({"cmd": "echo hi"}, ["echo hi"]),
-        ({"query": "is:open label:bug"}, ["is:open label:bug"]),
-        ({"name": "timezone"}, ["timezone"]),
+        # Not path- or URL-like: no candidate among them.
+        ({"query": "is:open label:bug"}, []),
+        ({"name": "timezone"}, []),
         # All of them now, not the first one present.
-        ({"query": "q", "url": "https://x", "path": "/p"}, ["/p", "q", "https://x"]),
+        ({"query": "q", "url": "https://x", "path": "/p"}, ["/p", "https://x"]),
         # Paths are normalized, other strings are not.
         ({"path": "/tmp/a/../../etc/./passwd"}, ["/etc/passwd"]),
         ({"path": "//etc/passwd"}, ["/etc/passwd"]),
@@ -142,6 +143,8 @@ FS_WRITE = {
         ({"type": "object", "properties": {"paths": {"type": "array"}}}, False),  # read_multiple_files
         ({"type": "object", "properties": {"source": {}, "destination": {}}}, False),  # move_file
         ({"type": "object", "properties": {"message": {"type": "string"}}}, False),
+        ({"type": "object", "properties": {"name": {}, "message": {}}}, False),  # name is no path
+        ({"type": "object", "properties": {"query": {"type": "string"}}}, False),
         ({"type": "object"}, False),
         ({"type": "object", "properties": 5}, False),
         (
@@ -197,6 +200,15 @@ def test_an_undeclared_path_argument_cannot_narrow_what_an_allow_checks() -> Non
 def test_an_undeclared_name_argument_cannot_hide_a_string_from_a_deny() -> None:
     rules = [("*", "secret*", "deny")]
     assert decide_for({"name": "x", "message": "secret plans"}, rules).action is Action.DENY
+
+
+def test_a_declared_name_or_query_argument_cannot_hide_a_string_from_a_deny() -> None:
+    # A tool that declares "name" (or "query") is checked on all its strings: neither
+    # names a place, so neither narrows what a pattern sees.
+    schema = {"type": "object", "properties": {"name": {}, "message": {}}}
+    rules = [("*", "secret*", "deny")]
+    keyed = declares_subject_arguments(schema)
+    assert decide_for({"name": "x", "message": "secret plans"}, rules, keyed=keyed).action is Action.DENY
 
 
 def test_a_long_string_is_matched_whole() -> None:

@@ -27,10 +27,12 @@ import attrs
 
 __all__ = ["SUBJECT_KEYS", "Candidate", "candidates_of", "declares_subject_arguments", "normalized_key"]
 
-# The names a path- or URL-like argument goes by, compared lower-cased without "_" and
-# "-" (filePath, file_path and file-path are one key).
+# The names a path- or URL-like argument (or a command) goes by, compared lower-cased
+# without "_" and "-" (filePath, file_path and file-path are one key). Not ``query`` or
+# ``name``: neither names a place, and a tool that declared one would have every other
+# string (a message, a body) escape a deny.
 SUBJECT_KEYS: frozenset[str] = frozenset(
-    ("path", "filepath", "filename", "file", "directory", "url", "uri", "command", "cmd", "query", "name")
+    ("path", "filepath", "filename", "file", "directory", "url", "uri", "command", "cmd")
 )
 _PATH_KEYS = frozenset(("path", "filepath", "filename", "file", "directory"))
 _COMMAND_KEYS = frozenset(("command", "cmd"))
