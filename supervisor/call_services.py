@@ -24,12 +24,13 @@ from supervisor.requests import RequestRegistry
 from supervisor.settings.model import ToolSearchSettings
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs.define(slots=True, eq=False)
 class CallServices:
     """What the calls of a turn may use of the supervisor that runs them (built once,
     with the supervisor)."""
 
     tool_search: ToolSearchSettings
+    """Replaced by a config reload (``Supervisor.reload``), its only writer."""
     requests: RequestRegistry
     """Calls in flight by (tenant, request id), so a client can cancel one."""
     audit: AuditTrail

@@ -7,11 +7,12 @@ state directory cannot be used (``state error: <path>: <problem>; <hint>``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import attrs
@@ -21,7 +22,8 @@ from supervisor import cli_client, client
 from supervisor.logs import configure
 from supervisor.net import bind_is_loopback, parse_bind
 from supervisor.one_for_one import SupervisorGaveUp
-from supervisor.service import open_service
+from supervisor.reload_plan import ReloadRefused
+from supervisor.service import Supervisor, open_service
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
 from supervisor.settings.model import Config
 from supervisor.state_dir import StateError, check_state_dir
@@ -116,18 +118,38 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: Config, state_dir: str | None) -> None:
+async def _serve(config: Config, state_dir: str | None, reread: Callable[[], Config] | None = None) -> None:
     # Imported here: the client commands need neither Quart nor Hypercorn.
     from supervisor.admin import serve_admin
 
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_service(config, state_dir, "serve") as sup, trio.open_nursery() as nursery:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async with open_service(config, state_dir, "serve", reread) as sup, trio.open_nursery() as nursery:
             url = await nursery.start(serve_admin, sup, config.admin.bind)
             log.info("admin api listening", extra={"fields": {"url": url}})
             async for signum in signals:
+                if signum == signal.SIGHUP:  # reload the config (serve only: never in a host)
+                    nursery.start_soon(_reload, sup)
+                    continue
                 log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
                 break
             nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
+
+
+async def _reload(sup: Supervisor) -> None:
+    """SIGHUP: apply the config file again; a refusal is logged by ``reload`` and the
+    running config stays."""
+    with contextlib.suppress(ConfigError, ReloadRefused):
+        await sup.reload(trigger="SIGHUP")
+
+
+def _rereader(path: str | None, bind: str | None) -> Callable[[], Config]:
+    """How ``serve`` reads its config again for a reload: as at start, ``--bind`` kept."""
+
+    def reread() -> Config:
+        config = _load(path)
+        return config if bind is None else attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
+
+    return reread
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -154,7 +176,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         },
     )
     try:
-        trio.run(_serve, config, args.state_dir)
+        trio.run(_serve, config, args.state_dir, _rereader(args.config, args.bind))
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
         bad_state = _find(exc, StateError)
         if bad_state is not None:

@@ -41,6 +41,11 @@ class Policy:
         self._always: dict[tuple[str, str], tuple[str, str]] = dict(approvals or {})
         self._submit = submit
 
+    def retune(self, settings: TrustSettings, trusted: Callable[[str], bool]) -> None:
+        """A config reload: the new rules and trusted servers decide the calls from now
+        on; pins and remembered approvals stay."""
+        self.settings, self.rules, self._trusted = settings, compile_rules(settings.rules), trusted
+
     def decide(
         self, entry: ToolEntry, arguments: Mapping[str, Any], *, tenant: str, memory: SessionMemory
     ) -> Decision:
@@ -53,6 +58,7 @@ class Policy:
             trusted=self._trusted(entry.server),
             risk=entry.risk,
             rules=self.rules,
+            subject_arguments=entry.subject_arguments,
         )
         decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
         if decision.action is not Action.ASK:

@@ -44,7 +44,7 @@ def _settled(view: ServerView) -> bool:
     return is_settled(view.state, view.phase)
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs.define(slots=True, eq=False)
 class SessionServices:
     """What a session may use of the supervisor that runs it (built once, with it)."""
 
@@ -54,7 +54,8 @@ class SessionServices:
     """To register the session's private servers and to forget them at its end."""
     connections: ConnectionFactory
     private_servers: tuple[ServerSpec, ...]
-    """The enabled ``scope: session`` servers: each session runs its own."""
+    """The enabled ``scope: session`` servers: each session runs its own (replaced by a
+    config reload, ``Supervisor.reload``, for the sessions opened after it)."""
     policy: Policy
     approvals: ApprovalDesk
     calls: CallServices

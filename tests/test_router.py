@@ -29,6 +29,7 @@ from actors.router.actor import (
     DropOwner,
     RegisterServer,
     RemoveServer,
+    RetuneServers,
     RouterActor,
     RouterMessage,
     StopRouter,
@@ -176,6 +177,17 @@ async def test_epochs_move_only_when_a_turn_would_see_a_change(
         start = epochs[0]
         assert epochs == [start, start + 1, *[start + 1] * 4, start + 2, start + 3, start + 3]
         assert all(later >= earlier for earlier, later in pairwise(epochs))
+
+
+async def test_a_retune_moves_the_epoch_only_when_it_changes_something(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with running_router("time") as h:
+        before = await h.feed(listed("time", "get"))
+        same = await h.feed(RetuneServers((ServerSpec("time"),), 200))  # a reload that left it alone
+        assert same.epoch == before.epoch
+        trusted = await h.feed(RetuneServers((ServerSpec("time", trusted=True),), 200))
+        assert trusted.epoch == before.epoch + 1 and trusted.servers["time"].spec.trusted
 
 
 async def test_unknown_server_is_ignored(autojump_clock: trio.testing.MockClock) -> None:

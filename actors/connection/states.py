@@ -132,6 +132,7 @@ __all__ = ["RULES", "Condition", "ConnectionState", "Control", "Crashed", "Inval
 __all__ += ["Policy", "Route", "State", "Why", "initial", "is_available", "is_down", "is_reconnect"]
 __all__ += ["is_settled", "log_fields", "message_fields", "needs_start", "public_condition", "step"]
 __all__ += ["Availability", "turn_availability"]
+__all__ += ["Availability", "turn_availability"]
 
 
 class InvalidTransition(RuntimeError):
@@ -511,6 +512,14 @@ def step(machine: ConnectionState, event: Event) -> Result:
     if rule is None:
         raise InvalidTransition(f"no transition from {machine.state.value} on {type(event).__name__}")
     return rule(machine, event)
+
+
+def retuned(
+    m: ConnectionState, schedule: ReconnectSchedule, *, eager: bool, enabled: bool
+) -> ConnectionState:
+    """The same connection under a reloaded spec's policy: where it stands does not
+    change; the new schedule and start rule hold from its next transition on."""
+    return attrs.evolve(m, policy=attrs.evolve(m.policy, schedule=schedule, eager=eager, enabled=enabled))
 
 
 def initial(policy: Policy) -> ConnectionState:

@@ -15,7 +15,8 @@ persistent map, and the search index is sharded by server.
 
 Shared servers can join (``AddServer``) and leave (``RemoveServer``) while the router
 runs; a server that left takes its tools out of the catalog, and a late message of
-its actor is dropped. The router ends when its mailbox closes, or at ``StopRouter``,
+its actor is dropped; a config reload changes their specs (``RetuneServers``). The
+router ends when its mailbox closes, or at ``StopRouter``,
 after folding everything that was sent before it.
 """
 
@@ -46,6 +47,7 @@ from actors.router.catalog import (
     shard_of,
 )
 from actors.router.naming import IdBook, assign_ids
+from actors.router.trust import listing_description
 
 log = logging.getLogger("actors.router")
 
@@ -86,11 +88,21 @@ class RemoveServer:
 
 
 @attrs.frozen(slots=True)
+class RetuneServers:
+    """A config reload changed shared servers' settings (``specs``: their new specs,
+    same launch keys) and the listing length of untrusted descriptions: listings and
+    envelopes follow from the next epoch on; tool ids and states stay."""
+
+    specs: tuple[ServerSpec, ...]
+    max_description_length: int
+
+
+@attrs.frozen(slots=True)
 class StopRouter:
     """Fold and publish what was sent before this, then end."""
 
 
-_Folded = Published | RegisterServer | DropOwner | AddServer | RemoveServer
+_Folded = Published | RegisterServer | DropOwner | AddServer | RemoveServer | RetuneServers
 RouterMessage = _Folded | StopRouter
 
 
@@ -257,12 +269,35 @@ class RouterActor:
             self._renumber(self._shared[other])
         return True
 
+    def _retune(self, message: RetuneServers) -> bool:
+        """New specs for shared servers; listed descriptions redone where trust or the
+        length limit changed (same ids, same search shards)."""
+        wider = message.max_description_length != self._max_description
+        self._max_description = message.max_description_length
+        retuned = {spec.name: spec for spec in message.specs if spec.name in self._shared}
+        for name, view in list(self._shared.items()):
+            spec = retuned.get(name, view.spec)
+            if spec.trusted != view.spec.trusted or wider:
+                entries = tuple(
+                    attrs.evolve(e, listed_description=self._listed(e.description, spec))
+                    for e in view.entries
+                )
+                self._tools = replace_entries(self._tools, view.entries, entries)
+                view = attrs.evolve(view, entries=entries)
+            self._put(self._shared, attrs.evolve(view, spec=spec), None)
+        return True
+
+    def _listed(self, description: str, spec: ServerSpec) -> str:
+        return listing_description(description, trusted=spec.trusted, max_length=self._max_description)
+
     def _apply(self, message: _Folded) -> bool:
         """Fold one message in; True when a shared server changed."""
         if isinstance(message, AddServer):
             return self._add(message.spec, message.mailbox, message.cached)
         if isinstance(message, RemoveServer):
             return self._remove(message.name)
+        if isinstance(message, RetuneServers):
+            return self._retune(message)
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
             self._overlays.setdefault(message.owner, {})[view.name] = view

@@ -28,6 +28,7 @@ from actors.protocol.messages import Tool
 from actors.router.risk import Risk, classify
 from actors.router.schema_compiler import compile_schema
 from actors.router.search import SearchIndex, index_server
+from actors.router.subjects import declares_subject_arguments
 from actors.router.trust import fingerprint, listing_description
 from actors.router.validation import SchemaCheck
 
@@ -47,6 +48,8 @@ class ToolEntry:
     schema: SchemaCheck | None = attrs.field(default=None, eq=False, repr=False)
     fingerprint: str = ""
     risk: Risk | None = None
+    # Its schema declares a path/URL-like argument: trust patterns look only at those.
+    subject_arguments: bool = False
 
 
 def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_length: int) -> ToolEntry:
@@ -63,6 +66,7 @@ def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_len
         compile_schema(tool.input_schema),
         fingerprint(tool.description, tool.input_schema),
         classify(tool.name, tool.description, tool.annotations),
+        declares_subject_arguments(tool.input_schema),
     )
 
 

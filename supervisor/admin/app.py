@@ -25,7 +25,7 @@ from quart_trio.wrappers import TrioResponse
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from actors.redaction import Redactor
-from supervisor.admin.auth import Denial, TokenBook, check_request
+from supervisor.admin.auth import Denial, check_request
 from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
@@ -74,7 +74,6 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
     feeds = EventFeeds(supervisor.events)
     api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
     app.extensions[EXTENSION] = api
-    tokens = TokenBook(config.admin.tokens)
 
     for route in ROUTES:
         app.add_url_rule(
@@ -93,7 +92,7 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
             hosts=headers.getlist("Host"),
             origins=headers.getlist("Origin"),
             authorizations=headers.getlist("Authorization"),
-            tokens=tokens,
+            tokens=api.tokens(),  # the running config's: a reload changes them
             bind_is_loopback=bind_is_loopback,
             target=_target(request.scope),
             client_is_loopback=_client_is_loopback(request.scope),

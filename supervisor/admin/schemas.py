@@ -111,6 +111,19 @@ SCHEMAS: dict[str, Any] = {
     },
     "ServerList": _obj(("servers",), servers={"type": "array", "items": ref("Server")}),
     "Command": _obj(("server", "command"), server=STR, command={"enum": ["restart", "enable", "disable"]}),
+    "Reload": _obj(
+        ("config", "restarted", "started", "stopped", "applied_live", "new_sessions"),
+        config=_NULL_STR,
+        restarted={"type": "array", "items": STR},
+        started={"type": "array", "items": STR},
+        stopped={"type": "array", "items": STR},
+        applied_live=_obj(
+            ("servers", "settings"),
+            servers={"type": "object", "additionalProperties": {"type": "array", "items": STR}},
+            settings={"type": "array", "items": STR},
+        ),
+        new_sessions={"type": "array", "items": STR},
+    ),
     "Tool": _obj(
         ("id", "server", "name", "description", "input_schema", "available", "stale"),
         id=STR,

@@ -35,10 +35,17 @@ from supervisor.sessions import Session
 class SecretScrubber:
     """Masks known secret values in every string (keys included) of a JSON value."""
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_pattern", "_secrets")
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        self._secrets: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self.learn(secrets)
+
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` too (a config reload brought them; the old stay masked)."""
+        self._secrets |= {s for s in secrets if len(s) >= MIN_SECRET_LEN}
+        kept = sorted(self._secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
 
     def text(self, value: str) -> str:
