@@ -58,7 +58,10 @@ class TurnSession(Protocol):
     @property
     def pinned(self) -> tuple[str, ...]: ...
     @property
-    def activated(self) -> Mapping[str, None]: ...
+    def activated(self) -> Mapping[str, int]:
+        """Each tool pinned or activated by a search, with its activation's number (0, 1,
+        …: pinned tools first)."""
+
     @property
     def replies(self) -> list[Channels[CallOutcome]]:
         """Answered reply channels, for the next calls to reuse."""

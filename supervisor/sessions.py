@@ -119,7 +119,8 @@ class Session:
         self.tenant = tenant
         self.host_tools = host_tools
         self.pinned = tuple(pinned)
-        self.activated: dict[str, None] = {}
+        # tool id → its activation's number; pinned tools are activated from the start
+        self.activated: dict[str, int] = {tool: n for n, tool in enumerate(dict.fromkeys(self.pinned))}
         self.memory: dict[tuple[str, str], Action] = {}
         self._nursery = nursery
         self._turns = itertools.count(1)
@@ -159,7 +160,7 @@ class Session:
 
     def activate(self, tool_id: str) -> None:
         """Make a tool part of every later listing in this session."""
-        self.activated[tool_id] = None
+        self.activated.setdefault(tool_id, len(self.activated))
 
     def _current(self) -> Catalog:
         return self._services.catalog.current.view_for(self.id)

@@ -64,7 +64,8 @@ Rules others read
 What a call meets: ``machine.call_route`` is ``send``, ``park`` (the call needs the
 server: the actor parks it and reports ``Needed``) or ``refuse``, computed once per
 machine, so the call path pays one attribute read. Whether a server is available
-(``is_available``: the router), settled (``is_settled``: a turn stops waiting), down,
+(``is_available``: the router), what a turn frozen now may expect of it for its
+whole length (``turn_availability``), settled (``is_settled``: a turn stops waiting), down,
 or waiting for someone to need it (``needs_start``) is decided here too.
 
 Failing closed
@@ -98,6 +99,7 @@ from actors.connection.vocabulary import (
     Alive,
     Announce,
     Authenticated,
+    Availability,
     CallTimedOut,
     CheckAlive,
     Closing,
@@ -128,15 +130,9 @@ from actors.connection.vocabulary import (
 # The rules, and the names of the vocabulary that importers know from here.
 __all__ = ["RULES", "Condition", "ConnectionState", "Control", "Crashed", "InvalidTransition", "Phase"]
 __all__ += ["Policy", "Route", "State", "Why", "initial", "is_available", "is_down", "is_reconnect"]
-__all__ += [
-    "is_settled",
-    "log_fields",
-    "message_fields",
-    "needs_start",
-    "public_condition",
-    "retuned",
-    "step",
-]
+__all__ += ["is_settled", "log_fields", "message_fields", "needs_start", "public_condition", "step"]
+__all__ += ["Availability", "turn_availability"]
+__all__ += ["Availability", "turn_availability"]
 
 
 class InvalidTransition(RuntimeError):
@@ -154,6 +150,21 @@ _DOWN = frozenset({State.BACKOFF, State.TEARDOWN, State.DISABLED, State.STOPPED}
 def is_available(state: State, phase: Phase | None) -> bool:
     """Calls are served: steady, or relisting (calls flow on the old list)."""
     return state is State.STEADY or (state is State.LIST and phase is Phase.RELISTING)
+
+
+_TURN_AVAILABILITY = {
+    Route.SEND: Availability.AVAILABLE,
+    Route.PARK: Availability.ON_DEMAND,
+    Route.REFUSE: Availability.UNAVAILABLE,
+}
+
+
+def turn_availability(state: State, phase: Phase | None) -> Availability:
+    """What a turn begun now may expect of the server until it ends: the route a call
+    met when it began. Serving: available. Idle or starting: on demand (a call starts
+    it, or waits for the start). Anything else (backoff, reconnecting, teardown,
+    disabled, stopped): unavailable for the whole turn, even if it comes back."""
+    return _TURN_AVAILABILITY[_route(state, phase)]
 
 
 def is_down(state: State) -> bool:

@@ -2,7 +2,11 @@
 
 Connection actors publish ``ToolsListed`` and ``StateChanged`` into the router's
 mailbox; the router folds them into a new immutable ``Catalog`` and makes it current
-in a ``CatalogCell``. Messages that arrive together are folded into one epoch.
+in a ``CatalogCell``. Messages that arrive together are folded into one catalog. Its
+epoch number moves only when what a turn would see changed (tools, availability as a
+turn sees it, descriptions: ``catalog.same_for_turns``), so a restart moves it twice
+(down, up) and a server that keeps failing its retries not at all; every catalog is
+still published, since status pages read the states from it.
 Turns read the cell's current catalog (a reference to a frozen object: nothing is
 shared that anybody can change) and may wait for the next epoch.
 
@@ -39,6 +43,7 @@ from actors.router.catalog import (
     Transition,
     make_entry,
     replace_entries,
+    same_for_turns,
     shard_of,
 )
 from actors.router.naming import IdBook, assign_ids
@@ -206,11 +211,14 @@ class RouterActor:
         self._book = IdBook()
         self._shared: dict[str, ServerView] = {}
         self._overlays: dict[str, dict[str, ServerView]] = {}
+        # Whose turns would see a change since the last epoch (None: the shared servers').
+        self._changed_for: set[str | None] = set()
         catalog = Catalog(0)
         self._tools, self._index = catalog.tools, catalog.search_index
         for spec, channel in servers:
             self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
         self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
+        self._changed_for.clear()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fold messages into epochs until the mailbox closes."""
@@ -243,6 +251,7 @@ class RouterActor:
             log.warning("server %s is supervised already; adding it again is ignored", spec.name)
             return False
         self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
+        self._changed_for.add(None)
         if cached:
             self._set_tools(view, cached, (), stale=True)
         return True
@@ -252,6 +261,7 @@ class RouterActor:
         view = self._shared.pop(name, None)
         if view is None:
             return False
+        self._changed_for.add(None)
         others = self._book.replace(name, ())
         self._tools = replace_entries(self._tools, view.entries, ())
         self._index = self._index.without_server(name)
@@ -274,7 +284,7 @@ class RouterActor:
                 )
                 self._tools = replace_entries(self._tools, view.entries, entries)
                 view = attrs.evolve(view, entries=entries)
-            self._shared[name] = attrs.evolve(view, spec=spec)
+            self._put(self._shared, attrs.evolve(view, spec=spec), None)
         return True
 
     def _listed(self, description: str, spec: ServerSpec) -> str:
@@ -291,6 +301,7 @@ class RouterActor:
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
             self._overlays.setdefault(message.owner, {})[view.name] = view
+            self._changed_for.add(message.owner)
             return False
         if isinstance(message, DropOwner):
             self._overlays.pop(message.owner, None)
@@ -304,7 +315,8 @@ class RouterActor:
             tools, duplicates = _unique(message.server, message.tools)
             problems = message.problems + duplicates
             if message.owner:
-                views[message.server] = self._private_view(previous, message.generation, tools, problems)
+                view = self._private_view(previous, message.generation, tools, problems)
+                self._put(views, view, message.owner)
                 return False
             self._set_tools(previous, tools, problems, generation=message.generation)
             if self._sink is not None:
@@ -326,7 +338,7 @@ class RouterActor:
                 Transition(message.at, message.state, message.previous, message.reason, message.phase),
             ),
         )
-        views[message.server] = view
+        self._put(views, view, message.owner)
         if self._events is not None and not message.owner:
             self._events.publish(
                 {
@@ -363,7 +375,7 @@ class RouterActor:
         if entries is not previous.entries:
             self._tools = replace_entries(self._tools, previous.entries, entries)
             self._index = self._index.with_server(shard_of(view))
-        self._shared[name] = view
+        self._put(self._shared, view, None)
         for other in others:  # a collision renamed some of another server's tools
             self._renumber(self._shared[other])
 
@@ -372,7 +384,7 @@ class RouterActor:
         entries = tuple(attrs.evolve(e, id=ids[e.name]) for e in view.entries)
         self._tools = replace_entries(self._tools, view.entries, entries)
         renamed = attrs.evolve(view, entries=entries)
-        self._shared[view.name] = renamed
+        self._put(self._shared, renamed, None)
         self._index = self._index.with_server(shard_of(renamed))
 
     def _private_view(
@@ -383,10 +395,19 @@ class RouterActor:
         entries = _entries(previous, tools, mine, self._max_description)
         return attrs.evolve(previous, entries=entries, problems=problems, generation=generation)
 
+    def _put(self, views: dict[str, ServerView], view: ServerView, owner: str | None) -> None:
+        """Store a server's new view, noting whose turns would see the difference."""
+        previous = views.get(view.name)
+        views[view.name] = view
+        if previous is None or not same_for_turns(previous, view):
+            self._changed_for.add(owner)
+
     def _publish(self, touched_shared: bool) -> None:
         old = self.cell.current
         servers: Mapping[str, ServerView] = dict(self._shared) if touched_shared else old.servers
         overlays = {owner: dict(views) for owner, views in self._overlays.items()}
-        self.cell._set(Catalog(old.epoch + 1, servers, self._tools, self._index, overlays))
-        if self._events is not None and touched_shared:
-            self._events.publish({"type": "epoch", "epoch": old.epoch + 1, "tools": len(self._tools)})
+        changed, self._changed_for = self._changed_for, set()
+        epoch = old.epoch + 1 if changed else old.epoch  # status alone keeps the number
+        self.cell._set(Catalog(epoch, servers, self._tools, self._index, overlays))
+        if self._events is not None and None in changed:
+            self._events.publish({"type": "epoch", "epoch": epoch, "tools": len(self._tools)})

@@ -26,11 +26,11 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from actors.redaction import Redactor
 from supervisor.admin.auth import Denial, check_request
-from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError
+from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import ROUTES
-from supervisor.admin.roles import Action, Principal, allowed_roles, authorize, denial_message
+from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
 from supervisor.net import is_loopback_host
@@ -139,8 +139,7 @@ def role_refusal(principal: Principal | None, endpoint: str) -> ApiError | None:
         return None if action is Action.PUBLIC else ApiError(403, "forbidden", f"{endpoint} is not public")
     if authorize(principal, action):
         return None
-    roles = [role.value for role in allowed_roles(action)]
-    return ApiError(403, "forbidden", denial_message(principal, action, endpoint), extra={"roles": roles})
+    return forbidden(principal, action, endpoint)
 
 
 def _client_is_loopback(scope: Mapping[str, Any]) -> bool:

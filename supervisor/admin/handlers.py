@@ -30,7 +30,7 @@ from supervisor.admin.auth import TokenBook
 from supervisor.admin.bodies import ApiError, not_found
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import JSON, METRICS, SSE, document
-from supervisor.admin.roles import Principal
+from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.views import (
     Clock,
@@ -264,8 +264,11 @@ class AdminApi:
         return await self._command(name, Control.DISABLE)
 
     async def list_tools(self) -> TrioResponse:
+        full = bodies.flag(request.args, "full")
+        if full and not authorize(_principal(), Action.FULL_DESCRIPTIONS):
+            raise bodies.forbidden(_principal(), Action.FULL_DESCRIPTIONS, "list_tools with full=1")
         catalog = self.supervisor.router.cell.current
-        return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog)})
+        return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog, full=full)})
 
     # ----------------------------------------------------------------- sessions
 

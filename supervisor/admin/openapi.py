@@ -158,7 +158,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/tools",
         "list_tools",
-        "Every tool of the current catalog.",
+        "Every tool of the current catalog; untrusted servers' descriptions are cut to "
+        "their listing length, except with ?full=1 (operator role only).",
         response="ToolList",
         action=_READ,
     ),

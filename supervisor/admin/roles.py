@@ -13,7 +13,9 @@ The roles (``settings.model.Role``):
   (restart, enable, disable, and ``POST /v1/config/reload``), the metrics, and every
   tenant's view (``EVERY_TENANT``): it lists and answers every tenant's approvals,
   lists and closes every tenant's sessions, and its event stream carries every
-  tenant's call and approval events. It does not work *inside* another tenant's
+  tenant's call and approval events, and reads untrusted tools' full descriptions
+  in ``/v1/tools?full=1`` (a tenant's listings carry them cut; a search in one of
+  its turns carries the matches' full text). It does not work *inside* another tenant's
   session (turns, calls, searches): those stay the session's own, and are audited
   under its tenant. Request ids are per tenant, so it cancels its own requests.
 * ``tenant``: its own sessions, turns, calls, approvals and requests, plus read-only
@@ -47,6 +49,7 @@ class Action(enum.StrEnum):
     CONTROL_SERVERS = "control_servers"  # restart, enable, disable, config reload
     READ_METRICS = "read_metrics"  # counters across every tenant
     EVERY_TENANT = "every_tenant"  # see (and answer, close) every tenant's objects
+    FULL_DESCRIPTIONS = "full_descriptions"  # /v1/tools?full=1: untrusted descriptions uncut
     BRIDGE = "bridge"  # register servers as a bridge peer
 
 
@@ -59,6 +62,7 @@ GRANTS: Mapping[Role, frozenset[Action]] = {
             Action.CONTROL_SERVERS,
             Action.READ_METRICS,
             Action.EVERY_TENANT,
+            Action.FULL_DESCRIPTIONS,
         }
     ),
     Role.TENANT: frozenset({Action.PUBLIC, Action.READ_STATE, Action.USE_SESSIONS}),

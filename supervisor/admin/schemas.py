@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.connection.states import Phase, State
+from actors.connection.states import Availability, Phase, State
 from actors.router.depth import MAX_ARGUMENT_DEPTH
 
 
@@ -28,6 +28,7 @@ _NUM = {"type": "number"}
 _BOOL = {"type": "boolean"}
 _NULL_STR = {"type": ["string", "null"]}
 _NULL_NUM = {"type": ["number", "null"]}
+_AVAILABILITY = {"enum": [a.value for a in Availability]}
 
 SCHEMAS: dict[str, Any] = {
     "Error": _obj(
@@ -154,7 +155,12 @@ SCHEMAS: dict[str, Any] = {
         ("turn_id", "epoch", "tools", "search_enabled"),
         turn_id=STR,
         epoch=_INT,
-        tools={"type": "array", "items": {"type": "object", "required": ["id", "server", "available"]}},
+        tools={
+            "type": "array",
+            "items": _obj(
+                ("id", "server", "available", "availability"), available=_BOOL, availability=_AVAILABILITY
+            ),
+        },
         search_enabled=_BOOL,
     ),
     "CallRequest": {
@@ -197,10 +203,11 @@ SCHEMAS: dict[str, Any] = {
         matches={
             "type": "array",
             "items": _obj(
-                ("id", "description", "server_state", "stale"),
+                ("id", "description", "server_state", "availability", "stale"),
                 id=STR,
                 description=STR,
                 server_state=STR,
+                availability=_AVAILABILITY,
                 stale=_BOOL,
             ),
         },

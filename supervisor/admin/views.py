@@ -166,8 +166,9 @@ def server_detail(
     return detail
 
 
-def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
-    """Every tool of a catalog, in config order, with its server's availability."""
+def tool_list(catalog: Catalog, *, full: bool = False) -> list[dict[str, Any]]:
+    """Every tool of a catalog, in config order, with its server's availability;
+    descriptions of untrusted servers cut to their listing length unless ``full``."""
     tools = []
     for entry in catalog.listing:
         view = catalog.servers[entry.server]
@@ -176,10 +177,10 @@ def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
                 "id": entry.id,
                 "server": entry.server,
                 "name": entry.name,
-                "description": entry.listed_description or entry.description,
+                "description": entry.description if full else entry.listed_description or entry.description,
                 "input_schema": dict(entry.input_schema),
                 "available": view.available,
-                "stale": view.stale and view.generation == 0,
+                "stale": view.cached_only,
             }
         )
     return tools
