@@ -68,8 +68,9 @@ class TurnSession(Protocol):
 
     def activate(self, tool_id: str) -> None: ...
 
-    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
-        """What policy says of one call before anyone is asked."""
+    def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
+        """What policy says of one call before anyone is asked (``trusted``: as the
+        call's turn saw its server)."""
 
     async def authorize(
         self, entry: ToolEntry, arguments: Any, decision: Decision | None = None

@@ -47,15 +47,23 @@ class Policy:
         self.settings, self.rules, self._trusted = settings, compile_rules(settings.rules), trusted
 
     def decide(
-        self, entry: ToolEntry, arguments: Mapping[str, Any], *, tenant: str, memory: SessionMemory
+        self,
+        entry: ToolEntry,
+        arguments: Mapping[str, Any],
+        *,
+        tenant: str,
+        memory: SessionMemory,
+        trusted: bool | None = None,
     ) -> Decision:
-        """allow / ask / deny for one call of ``entry`` with ``arguments``."""
+        """allow / ask / deny for one call of ``entry`` with ``arguments``. ``trusted``:
+        the server's trust as the caller's turn saw it (a reload applies from the next
+        turn); None: as configured now."""
         assert entry.risk is not None
         decision = decide(
             entry.server,
             entry.name,
             arguments,
-            trusted=self._trusted(entry.server),
+            trusted=self._trusted(entry.server) if trusted is None else trusted,
             risk=entry.risk,
             rules=self.rules,
             subject_arguments=entry.subject_arguments,

@@ -191,9 +191,11 @@ class Session:
 
     # --------------------------------------------------------------- approvals
 
-    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
-        """What policy says of one call before anyone is asked: allow, ask or deny."""
-        return self._services.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
+    def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
+        """What policy says of one call before anyone is asked: allow, ask or deny
+        (``trusted``: as the call's turn saw its server)."""
+        policy = self._services.policy
+        return policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory, trusted=trusted)
 
     async def authorize(
         self, entry: ToolEntry, arguments: Any, decision: Decision | None = None

@@ -42,8 +42,8 @@ from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
 from supervisor.call_services import CallServices, TurnSession
 from supervisor.requests import InFlightRequest
-from supervisor.store import AuditRow, audit_hash
-from supervisor.store.records import bounded_hash, bytes_hash
+from supervisor.store import AuditRow
+from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
 from supervisor.store.replay import INTERRUPTED
 
 log = logging.getLogger("supervisor.turns")
@@ -229,22 +229,24 @@ class Turn:
             refused = failure(tool_id, "invalid_arguments", why)
             known = self.catalog.tools.get(tool_id)
             server = known.server if known is not None else ""
-            return await self._audited(_named(tool_id), server, digest, "none", refused)
+            return await self._audited(audited_name(tool_id), server, digest, "none", refused)
         if tool_id == TOOL_SEARCH:
             searched = self._call_search(arguments)
-            return await self._audited(TOOL_SEARCH, "", _digest(arguments), "none", searched)
+            return await self._audited(TOOL_SEARCH, "", arguments_digest(arguments), "none", searched)
         entry = self.catalog.tools.get(tool_id)
         if entry is None or not self.shows(tool_id):
             hint = (
                 f": this turn does not show it; call {TOOL_SEARCH} to find it" if self.search_enabled else ""
             )
             unknown = failure(tool_id, "unknown_tool", f"unknown tool {tool_id}{hint}")
-            return await self._audited(_named(tool_id), "", _digest(arguments), "none", unknown)
+            return await self._audited(
+                audited_name(tool_id), "", arguments_digest(arguments), "none", unknown
+            )
         if not isinstance(arguments, Mapping):
             why = f"invalid arguments for {tool_id}: $: must be an object"
             refused = failure(tool_id, "invalid_arguments", why)
-            return await self._audited(entry.id, entry.server, _digest(arguments), "none", refused)
-        digest = _digest(arguments)
+            return await self._audited(entry.id, entry.server, arguments_digest(arguments), "none", refused)
+        digest = arguments_digest(arguments)
         assert entry.schema is not None
         problem = validate_arguments(tool_id, entry.schema, arguments)
         if problem is not None:
@@ -256,7 +258,7 @@ class Turn:
             why = f"mcp server {view.name} is unavailable in this turn ({view.state.value} when it began)"
             down = failure(tool_id, "unavailable", f"{why}; a later turn sees it once it is back")
             return await self._audited(entry.id, entry.server, digest, "none", down)
-        first = self.session.first_word(entry, arguments)
+        first = self.session.first_word(entry, arguments, trusted=view.spec.trusted)
         if first.action is Action.DENY:
             verdict = await self.session.authorize(entry, arguments, first)  # no checkpoint
             denied = failure(tool_id, "denied", verdict.reason)
@@ -308,7 +310,8 @@ class Turn:
             reply, answers = trio.open_memory_channel[CallOutcome](1)
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
-        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress), answers)
+        timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
+        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress, timeouts), answers)
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)
@@ -395,26 +398,6 @@ class Turn:
                 "tenant": row.tenant,
             }
         )
-
-
-MAX_AUDITED_NAME = 200
-"""An unknown tool's name is kept in its audit row and call event cut to this many characters."""
-
-
-def _named(tool_id: str) -> str:
-    """A tool name as given by a caller, fit for the audit: bounded, and valid UTF-8
-    (a host's Python str may hold lone surrogates, which neither SQLite nor JSON take)."""
-    name = tool_id if len(tool_id) <= MAX_AUDITED_NAME else tool_id[: MAX_AUDITED_NAME - 1] + "…"
-    return name.encode("utf-8", "replace").decode("utf-8")
-
-
-def _digest(arguments: Any) -> tuple[str, int]:
-    """The audit's hash of arguments no deeper than the limit: ``audit_hash``, or the
-    bounded encoding for values the standard library cannot write as JSON."""
-    try:
-        return audit_hash(arguments)
-    except (TypeError, ValueError):
-        return bounded_hash(arguments)
 
 
 _KEPT_REPLIES = 64

@@ -183,3 +183,42 @@ async def test_tool_search_and_trust_rules_apply_live(tmp_path: Path) -> None:
         assert len(turn.search("echo add sleep")["matches"]) == 2
         denied = await turn.call("a_echo", {"text": "x"})
         assert denied.error is not None and denied.error.code == "denied", denied
+
+
+async def test_trusted_applies_from_the_next_turn(tmp_path: Path) -> None:
+    """A server made trusted by a reload: a turn begun before it still asks about the
+    server's risky tool (and, with no approver attached, is refused); the next turn
+    allows it."""
+    file = write(tmp_path / "config.json", {"c": server("--tools", "2")})
+    async with Supervisor.open(load_config(file), state_dir=tmp_path / "s") as sup, sup.session() as session:
+        with trio.fail_after(BOUND_S):
+            await sup.router.cell.wait_until(steady("c"))
+            before = await session.begin_turn()
+            risky = "c_tool_1"  # "Create files for a customer.": it writes
+            asked = await before.call(risky, {})
+            assert asked.error is not None and "no approver is attached" in asked.error.message, asked
+            write(file, {"c": server("--tools", "2", trusted=True)})
+            plan = await sup.reload()
+            assert plan.report()["applied_live"]["servers"] == {"c": ["trusted"]}
+            still = await before.call(risky, {})
+            assert still.error is not None and "no approver is attached" in still.error.message, still
+            after = await session.begin_turn()
+            assert (await after.call(risky, {})).ok
+
+
+async def test_call_timeouts_apply_from_the_next_turn(tmp_path: Path) -> None:
+    """A reload that shortens ``call_timeout_ms``: a call of a turn begun before it still
+    gets the old, long timeout; a call of the next turn gets the new one."""
+    file = write(tmp_path / "config.json", {"c": server(call_timeout_ms=30_000, trusted=True)})
+    async with Supervisor.open(load_config(file), state_dir=tmp_path / "s") as sup, sup.session() as session:
+        with trio.fail_after(BOUND_S):
+            await sup.router.cell.wait_until(steady("c"))
+            before = await session.begin_turn()
+            write(file, {"c": server(call_timeout_ms=100, trusted=True)})
+            plan = await sup.reload()
+            assert plan.report()["applied_live"]["servers"] == {"c": ["call_timeout_ms"]}
+            assert (await before.call("c_sleep", {"seconds": 0.3})).ok
+            after = await session.begin_turn()
+            late = await after.call("c_sleep", {"seconds": 0.3})
+            assert late.error is not None and late.error.code == "timeout", late
+            assert "within 0.1 s" in late.error.message, late

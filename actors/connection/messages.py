@@ -46,6 +46,9 @@ class CallTool:
     arguments: Mapping[str, Any]
     reply: trio.MemorySendChannel[CallOutcome]
     progress: trio.MemorySendChannel[ProgressReceived] | None = None
+    timeouts: tuple[float, float] | None = None
+    """``(call_timeout_s, max_call_timeout_s)`` as the caller's turn saw the server (a
+    config reload applies from the next turn); None: the connection's own."""
 
 
 @attrs.frozen(slots=True, eq=False)
