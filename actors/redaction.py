@@ -76,6 +76,11 @@ class Redactor:
         self._longest = len(kept[0]) if kept else 0
         self._pattern, self._secrets_only = _build_pattern(tuple(kept))
 
+    def with_secrets(self, secrets: Iterable[str]) -> Redactor:
+        """A redactor that also masks ``secrets`` (a config reload brought new ones;
+        the old stay masked: they may still be in a server's output)."""
+        return Redactor((*self._secrets, *secrets))
+
     @property
     def longest_secret(self) -> int:
         """Length of the longest known secret (0 if none); callers that cut text use it

@@ -45,7 +45,8 @@ async def scale(servers: int, seconds: float) -> dict[str, Any]:
     config = ours_config([(name, server_argv()) for name in names], eager=True, init_timeout_s=300.0)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as state_dir:
         started = time.perf_counter()
-        async with Supervisor.open(config, state_dir=state_dir) as sup, sup.session() as session:
+        echoes = [f"{name}_echo" for name in names]  # pinned: a turn calls only the tools it shows
+        async with Supervisor.open(config, state_dir=state_dir) as sup, sup.session(pinned=echoes) as session:
             steady_at: list[float] = []
             wanted = set(names)
 

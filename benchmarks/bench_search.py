@@ -134,7 +134,11 @@ async def turn_numbers(tools: int, servers: int, turns: int) -> dict[str, Any]:
         ]
         config = ours_config(entries)
         started = time.perf_counter()
-        async with Supervisor.open(config, state_dir=root / "big") as sup, sup.session() as session:
+        echo = f"{files[0][0]}_echo"  # pinned: a turn calls only the tools it shows
+        async with (
+            Supervisor.open(config, state_dir=root / "big") as sup,
+            sup.session(pinned=[echo]) as session,
+        ):
             turn = await session.begin_turn()
             out["first_turn_s"] = time.perf_counter() - started
             names = [name for name, _ in files]
@@ -156,7 +160,7 @@ async def turn_numbers(tools: int, servers: int, turns: int) -> dict[str, Any]:
                 await wait_steady(sup, [first])
                 generation = sup.servers()[first].generation
                 epoch = sup.router.cell.current.epoch
-                envelope = await turn.call(f"{first}_echo", {"text": "hi"})
+                envelope = await turn.call(echo, {"text": "hi"})
                 assert envelope.ok, envelope
                 answered = time.perf_counter()
                 await wait_steady(sup, [first], newer_than={first: generation})

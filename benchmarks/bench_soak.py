@@ -64,6 +64,7 @@ async def soak(minutes: float, servers: int, inflight: int, trace: bool = False)
 
     quiet_logging()
     names = [f"s{i:02d}" for i in range(servers)]
+    echoes = [f"{name}_echo" for name in names]
     config = ours_config([(name, server_argv(*_flags(i))) for i, name in enumerate(names)], eager=True)
     duration = minutes * 60.0
     warmup = max(10.0, duration / 10.0)
@@ -97,7 +98,7 @@ async def soak(minutes: float, servers: int, inflight: int, trace: bool = False)
             async def worker(seed: int) -> None:
                 local = random.Random(seed)
                 while time.perf_counter() < deadline:
-                    async with sup.session() as session:
+                    async with sup.session(pinned=echoes) as session:  # a turn calls what it shows
                         counts["sessions"] += 1
                         for _ in range(10):
                             turn = await session.begin_turn()

@@ -24,12 +24,13 @@ from supervisor.requests import RequestRegistry
 from supervisor.settings.model import ToolSearchSettings
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs.define(slots=True, eq=False)
 class CallServices:
     """What the calls of a turn may use of the supervisor that runs them (built once,
     with the supervisor)."""
 
     tool_search: ToolSearchSettings
+    """Replaced by a config reload (``Supervisor.reload``), its only writer."""
     requests: RequestRegistry
     """Calls in flight by (tenant, request id), so a client can cancel one."""
     audit: AuditTrail
@@ -57,15 +58,19 @@ class TurnSession(Protocol):
     @property
     def pinned(self) -> tuple[str, ...]: ...
     @property
-    def activated(self) -> Mapping[str, None]: ...
+    def activated(self) -> Mapping[str, int]:
+        """Each tool pinned or activated by a search, with its activation's number (0, 1,
+        …: pinned tools first)."""
+
     @property
     def replies(self) -> list[Channels[CallOutcome]]:
         """Answered reply channels, for the next calls to reuse."""
 
     def activate(self, tool_id: str) -> None: ...
 
-    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
-        """What policy says of one call before anyone is asked."""
+    def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
+        """What policy says of one call before anyone is asked (``trusted``: as the
+        call's turn saw its server)."""
 
     async def authorize(
         self, entry: ToolEntry, arguments: Any, decision: Decision | None = None

@@ -7,12 +7,13 @@ state directory cannot be used (``state error: <path>: <problem>; <hint>``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from typing import TypeVar
 
@@ -24,7 +25,8 @@ from supervisor import cli_client, client
 from supervisor.logs import configure
 from supervisor.net import bind_is_loopback, parse_bind
 from supervisor.one_for_one import SupervisorGaveUp
-from supervisor.service import open_service
+from supervisor.reload_plan import ReloadRefused
+from supervisor.service import Supervisor, open_service
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
 from supervisor.settings.model import Config
 from supervisor.state_dir import StateError, check_state_dir
@@ -123,33 +125,81 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: Config, state_dir: str | None, listener: socket.socket) -> None:
+async def _serve(
+    config: Config, state_dir: str | None, listener: socket.socket, reread: Callable[[], Config] | None = None
+) -> None:
     # Imported here: the client commands need neither Quart nor Hypercorn.
     from supervisor.admin import serve_admin
 
     # The receiver outlives the service: a second Ctrl-C during the shutdown is
     # answered with a line, never a KeyboardInterrupt in the middle of a teardown.
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        stop = trio.Event()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        control = _Signals()
         async with trio.open_nursery() as watcher:
-            watcher.start_soon(_watch_signals, signals, stop)
-            async with open_service(config, state_dir, "serve") as sup, trio.open_nursery() as nursery:
+            watcher.start_soon(control.watch, signals)
+            async with (
+                open_service(config, state_dir, "serve", reread) as sup,
+                trio.open_nursery() as nursery,
+            ):
                 url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))
                 log.info("admin api listening", extra={"fields": {"url": url}})
-                await stop.wait()
+                control.serving(sup, nursery)
+                await control.stop.wait()
                 nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
             watcher.cancel_scope.cancel()
 
 
-async def _watch_signals(signals: AsyncIterator[int], stop: trio.Event) -> None:
-    """The first SIGINT/SIGTERM stops the service; later ones only say it is stopping."""
-    async for signum in signals:
-        name = signal.Signals(signum).name
-        if not stop.is_set():
-            log.info("stopping", extra={"fields": {"signal": name}})
-            stop.set()
-        else:
-            log.info("already stopping", extra={"fields": {"signal": name, "waiting_for": "servers to stop"}})
+class _Signals:
+    """``serve``'s signals, read for the service's whole life: the first SIGINT/SIGTERM
+    stops it, later ones only say it is stopping; SIGHUP reloads the config (serve only:
+    never in a host), once the service runs if it comes during the start."""
+
+    def __init__(self) -> None:
+        self.stop = trio.Event()
+        self._service: tuple[Supervisor, trio.Nursery] | None = None
+        self._reload_pending = False
+
+    def serving(self, sup: Supervisor, nursery: trio.Nursery) -> None:
+        self._service = (sup, nursery)
+        if self._reload_pending:
+            self._reload_pending = False
+            nursery.start_soon(_reload, sup)
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if signum == signal.SIGHUP:
+                if self.stop.is_set():
+                    continue  # stopping: nothing to reload
+                if self._service is None:
+                    self._reload_pending = True
+                else:
+                    sup, nursery = self._service
+                    nursery.start_soon(_reload, sup)
+            elif not self.stop.is_set():
+                log.info("stopping", extra={"fields": {"signal": name}})
+                self.stop.set()
+            else:
+                log.info(
+                    "already stopping", extra={"fields": {"signal": name, "waiting_for": "servers to stop"}}
+                )
+
+
+async def _reload(sup: Supervisor) -> None:
+    """SIGHUP: apply the config file again; a refusal is logged by ``reload`` and the
+    running config stays."""
+    with contextlib.suppress(ConfigError, ReloadRefused):
+        await sup.reload(trigger="SIGHUP")
+
+
+def _rereader(path: str | None, bind: str | None) -> Callable[[], Config]:
+    """How ``serve`` reads its config again for a reload: as at start, ``--bind`` kept."""
+
+    def reread() -> Config:
+        config = _load(path)
+        return config if bind is None else attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
+
+    return reread
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -184,7 +234,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         with listener:
-            trio.run(_serve, config, args.state_dir, listener)
+            trio.run(_serve, config, args.state_dir, listener, _rereader(args.config, args.bind))
         # Stopped: a late Ctrl-C while the interpreter exits has nothing left to stop.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except KeyboardInterrupt:  # before the receiver was set up, or after it closed

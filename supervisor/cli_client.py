@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from actors.protocol.sse import ServerSentEvent
+from supervisor import cli_reload
 from supervisor.cli_text import (
     Progress,
     cell,
@@ -52,7 +53,7 @@ from supervisor.client import (
     UsageError,
 )
 
-COMMANDS = ("status", "tools", "search", "call")
+COMMANDS = ("status", "tools", "search", "call", "reload")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # A short wait for the clean-up requests after Ctrl-C: the user wants their prompt back.
 _CLEANUP_TIMEOUT_S = 3.0
@@ -108,6 +109,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="JSON",
         help="arguments as a JSON object ('-': stdin; default {})",
     )
+    cli_reload.add_command(commands, common)
 
 
 def parse_arguments(text: str, stdin: TextIO) -> dict[str, Any]:
@@ -318,6 +320,7 @@ _HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], int]] = {
     "tools": cmd_tools,
     "search": cmd_search,
     "call": cmd_call,
+    "reload": cli_reload.cmd_reload,
 }
 
 

@@ -15,7 +15,7 @@ leave while it runs (``add``, ``remove``); the router learns of each.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
-from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control
+from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control, Retune
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
 from actors.protocol.messages import Tool
@@ -69,22 +69,24 @@ class ConnectionFactory:
 
 
 def shared_child(
-    spec: ServerSpec, mailbox: Channels[ConnectionMessage], factory: ConnectionFactory
+    current: Callable[[], ServerSpec], mailbox: Channels[ConnectionMessage], factory: ConnectionFactory
 ) -> ChildSpec:
-    """One shared server as a child of the one-for-one supervisor."""
+    """One shared server as a child of the one-for-one supervisor; ``current`` gives
+    its spec now (a reload may retune it: its restarts use the new spec)."""
     send, receive = mailbox
-    last_delay = spec.reconnect_schedule_s[-1]
+    name = current().name
 
     def start(crashed: Crashed | None = None) -> Startable:
         # A fresh actor per (re)start; the mailbox outlives it so senders keep working.
-        return factory.actor(spec, receive, crashed=crashed).run
+        return factory.actor(current(), receive, crashed=crashed).run
 
     def park(crash: Exception) -> Startable:
         # A bug of ours fails this server only: it waits in backoff (condition
         # "crashed") and tries again at its schedule's last delay, forever.
+        last_delay = current().reconnect_schedule_s[-1]
         what = f"{type(crash).__name__}: {crash}"[:200]
         reason = (
-            f"mcp server {spec.name}: its connection actor crashed ({what}); next try in "
+            f"mcp server {name}: its connection actor crashed ({what}); next try in "
             f"{last_delay:g} s (a bug in mcp-supervisor: please report it with the log)"
         )
         return start(Crashed(reason, last_delay))
@@ -92,7 +94,7 @@ def shared_child(
     def request_stop() -> bool:
         return try_send(send, Command(Control.STOP))
 
-    return ChildSpec(spec.name, start, request_stop, park=park, park_s=last_delay)
+    return ChildSpec(name, start, request_stop, park=park, park_s=current().reconnect_schedule_s[-1])
 
 
 def _refuse_queued(mailbox: trio.MemoryReceiveChannel[ConnectionMessage], name: str) -> None:
@@ -113,6 +115,7 @@ class SharedConnections:
         self._mailboxes: dict[str, Channels[ConnectionMessage]] = {
             spec.name: open_mailbox() for spec in self._initial
         }
+        self._specs = {spec.name: spec for spec in self._initial}  # current: a reload retunes
         self._tree = OneForOne(dynamic=True, stop_timeout_s=SHUTDOWN_GRACE_S)
         self._changing = trio.Lock()  # one add or remove at a time
 
@@ -136,9 +139,7 @@ class SharedConnections:
             if isinstance(connector, TransportConnector):
                 await hub.start(connector.run)
             async with lifetime(self._tree.stop, grace_s=2 * SHUTDOWN_GRACE_S, transparent=False) as children:
-                initial = [
-                    shared_child(spec, self._mailboxes[spec.name], self.factory) for spec in self._initial
-                ]
+                initial = [self._child(spec.name, self._mailboxes[spec.name]) for spec in self._initial]
                 await children.start(self._tree.run, initial)
                 yield
 
@@ -152,11 +153,12 @@ class SharedConnections:
                 raise ValueError(f"a server named {spec.name!r} is supervised already")
             pair: Channels[ConnectionMessage] = open_mailbox()
             self._mailboxes[spec.name] = pair
+            self._specs[spec.name] = spec
             try:
                 await self.factory.router.send(AddServer(spec, pair[0], cached))
-                await self._tree.start_child(shared_child(spec, pair, self.factory))
+                await self._tree.start_child(self._child(spec.name, pair))
             except BaseException:
-                del self._mailboxes[spec.name]
+                del self._mailboxes[spec.name], self._specs[spec.name]
                 try_send(self.factory.router, RemoveServer(spec.name))
                 raise
 
@@ -167,5 +169,21 @@ class SharedConnections:
             self.mailbox(name)  # KeyError naming the known ones
             await self._tree.stop_child(name)
             _send, receive = self._mailboxes.pop(name)
+            del self._specs[name]
             _refuse_queued(receive, name)
             await self.factory.router.send(RemoveServer(name))
+
+    async def retune(self, spec: ServerSpec) -> None:
+        """A reload changed settings of a running shared server that need no new
+        connection: its actor takes ``spec`` now, its restarts use it, and an
+        ``enabled`` change enables or disables it as the operator's command would."""
+        async with self._changing:
+            before = self._specs[spec.name]
+            self._specs[spec.name] = spec
+            mailbox = self.mailbox(spec.name)
+            await mailbox.send(Retune(spec))
+            if spec.enabled != before.enabled:
+                await mailbox.send(Command(Control.ENABLE if spec.enabled else Control.DISABLE))
+
+    def _child(self, name: str, mailbox: Channels[ConnectionMessage]) -> ChildSpec:
+        return shared_child(lambda: self._specs[name], mailbox, self.factory)

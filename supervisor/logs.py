@@ -30,6 +30,10 @@ class StructuredFormatter(logging.Formatter):
         self._redactor = redactor
         self._json = json_lines
 
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` too, from the next line on (a config reload brought them)."""
+        self._redactor = self._redactor.with_secrets(secrets)
+
     def format(self, record: logging.LogRecord) -> str:
         fields = record_fields(record)
         # Redact before quoting too: JSON escaping turns a secret holding '"' or '\\'
@@ -76,3 +80,11 @@ def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_li
     # (Mcp-Session-Id among them) at DEBUG: ours say what matters, without those.
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def learn_secrets(secrets: Iterable[str]) -> None:
+    """Tell the formatters ``configure`` installed of more secrets (a config reload's);
+    a host's own logging setup is left alone."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, StructuredFormatter):
+            handler.formatter.learn(secrets)

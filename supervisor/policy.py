@@ -41,18 +41,32 @@ class Policy:
         self._always: dict[tuple[str, str], tuple[str, str]] = dict(approvals or {})
         self._submit = submit
 
+    def retune(self, settings: TrustSettings, trusted: Callable[[str], bool]) -> None:
+        """A config reload: the new rules and trusted servers decide the calls from now
+        on; pins and remembered approvals stay."""
+        self.settings, self.rules, self._trusted = settings, compile_rules(settings.rules), trusted
+
     def decide(
-        self, entry: ToolEntry, arguments: Mapping[str, Any], *, tenant: str, memory: SessionMemory
+        self,
+        entry: ToolEntry,
+        arguments: Mapping[str, Any],
+        *,
+        tenant: str,
+        memory: SessionMemory,
+        trusted: bool | None = None,
     ) -> Decision:
-        """allow / ask / deny for one call of ``entry`` with ``arguments``."""
+        """allow / ask / deny for one call of ``entry`` with ``arguments``. ``trusted``:
+        the server's trust as the caller's turn saw it (a reload applies from the next
+        turn); None: as configured now."""
         assert entry.risk is not None
         decision = decide(
             entry.server,
             entry.name,
             arguments,
-            trusted=self._trusted(entry.server),
+            trusted=self._trusted(entry.server) if trusted is None else trusted,
             risk=entry.risk,
             rules=self.rules,
+            subject_arguments=entry.subject_arguments,
         )
         decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
         if decision.action is not Action.ASK:

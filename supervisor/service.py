@@ -10,7 +10,8 @@ connection actors, in config order under a one-for-one supervisor ⊃ the host's
 sessions. Leaving the ``async with`` block ends them from the inside out.
 
 Shared servers can be added and removed while it runs (``add_server``,
-``remove_server``: what a config reload needs).
+``remove_server``), and ``reload`` applies a changed config file without a restart
+(what changes is decided by ``supervisor.reload_plan``; it is carried out here).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from actors.mailbox import Channels, open_mailbox
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
 from actors.protocol.payloads import structure_tool, tool_to_wire
-from actors.router.actor import RouterActor, RouterMessage
+from actors.router.actor import RetuneServers, RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
 from actors.transports.connector import TransportConnector
@@ -53,10 +54,13 @@ from supervisor.lifetimes import (
     store_opened,
     store_running,
 )
+from supervisor.logs import learn_secrets
 from supervisor.metrics import Metrics
 from supervisor.policy import Policy
+from supervisor.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
 from supervisor.requests import RequestRegistry
 from supervisor.sessions import Session, SessionServices, open_session
+from supervisor.settings.loader import ConfigError, load_config
 from supervisor.settings.model import Config
 from supervisor.state_dir import resolve_state_dir, state_errors
 from supervisor.store import SaveToolList, Store, StoreActor
@@ -73,11 +77,24 @@ log = get_logger("supervisor")
 
 
 def open_service(
-    config: Config, state_dir: str | os.PathLike[str] | None, kind: str
+    config: Config,
+    state_dir: str | os.PathLike[str] | None,
+    kind: str,
+    reread: Callable[[], Config] | None = None,
 ) -> AbstractAsyncContextManager[Supervisor]:
     """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``):
-    an instance of that ``kind``, and a child subreaper (the process owns its children)."""
-    return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True)
+    an instance of that ``kind``, and a child subreaper (the process owns its children).
+    ``reread``: how ``reload`` reads the config again (as the command line read it)."""
+    return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True, reread=reread)
+
+
+@attrs.define(eq=False)
+class _Running:
+    """The config a supervisor runs now, and how to read it again (``Supervisor.reload``)."""
+
+    config: Config
+    reread: Callable[[], Config] | None = None
+    lock: trio.Lock = attrs.field(factory=trio.Lock)  # one reload at a time
 
 
 async def recover_dead_instances(state_path: Path, store: Store | None = None) -> None:
@@ -139,10 +156,10 @@ class Supervisor:
     Built in one phase: every field is final. What changes while it runs changes
     inside the part that owns it: the catalog in the router, the shared servers in
     their ``SharedConnections`` (``add_server``, ``remove_server``), pins and
-    remembered approvals in the policy.
+    remembered approvals in the policy, the running config in ``reload``.
     """
 
-    config: Config
+    _running: _Running
     instance_id: str
     """This instance's lock in the state directory."""
     state_dir: Path
@@ -172,6 +189,7 @@ class Supervisor:
         authorizer: Authorizer | None = None,
         instance_kind: str = "embedded",
         subreaper: bool = False,
+        reread: Callable[[], Config] | None = None,
     ) -> AsyncIterator[Supervisor]:
         """Run the supervisor for the duration of the ``async with`` block.
 
@@ -238,6 +256,7 @@ class Supervisor:
             supervisor = cls._build(
                 config, approver, state_path, store, journal, connector, server_requests, client_capabilities
             )
+            supervisor._running.reread = reread
             try:
                 async with (
                     store_running(supervisor.store, supervisor.journal),
@@ -298,7 +317,7 @@ class Supervisor:
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
         sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls)
         return cls(
-            config,
+            _Running(config),
             journal.instance_id,
             state_path,
             store_actor,
@@ -313,6 +332,11 @@ class Supervisor:
             shared,
             sessions,
         )
+
+    @property
+    def config(self) -> Config:
+        """The config it runs now (the one it was opened with, until a ``reload``)."""
+        return self._running.config
 
     @property
     def connector(self) -> Connector:
@@ -385,3 +409,41 @@ class Supervisor:
         """
         await self._shared.remove(name)
         await self.router.cell.wait_until(lambda catalog: name not in catalog.servers)
+
+    async def reload(self, config: Config | None = None, *, trigger: str = "host") -> ReloadPlan:
+        """Apply a changed config (default: the file read again) without a restart, as
+        ``plan_reload`` plans it; one log line says what happened (``trigger``: who asked).
+
+        Raises ConfigError (malformed) or ReloadRefused (``bind``, ``state_dir``): then
+        nothing changed.
+        """
+        running = self._running
+        async with running.lock:
+            try:
+                if config is None and running.reread is None and running.config.source is None:
+                    raise NO_FILE
+                if config is None:
+                    config = running.reread() if running.reread else load_config(running.config.source)
+                plan = plan_reload(running.config, config)
+            except (ConfigError, ReloadRefused) as exc:
+                log.warning(
+                    "config reload refused", extra={"fields": {"trigger": trigger, "reason": str(exc)}}
+                )
+                raise
+            learn_secrets(config.secrets)
+            self.policy.retune(config.trust, {s.name for s in config.servers if s.trusted}.__contains__)
+            self.approvals.timeout_s = config.trust.approval_timeout_s
+            self._sessions.calls.tool_search = config.tool_search
+            self._sessions.private_servers = plan.private
+            for name in (*plan.stop, *(spec.name for spec in plan.restart)):
+                await self.remove_server(name)
+            for spec in (*plan.restart, *plan.start):
+                await self.add_server(spec)
+            for spec in plan.retune:
+                await self._shared.retune(spec)
+            kept = shared_specs(config)  # every running shared server takes its new spec
+            await self.router_mailbox.send(RetuneServers(kept, config.trust.max_description_length))
+            await self.router.cell.wait_until(lambda c: all(c.servers[s.name].spec is s for s in kept))
+            running.config = config
+            log.info("config reloaded", extra={"fields": {"trigger": trigger, **plan.summary()}})
+            return plan

@@ -44,7 +44,7 @@ def _settled(view: ServerView) -> bool:
     return is_settled(view.state, view.phase)
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs.define(slots=True, eq=False)
 class SessionServices:
     """What a session may use of the supervisor that runs it (built once, with it)."""
 
@@ -54,7 +54,8 @@ class SessionServices:
     """To register the session's private servers and to forget them at its end."""
     connections: ConnectionFactory
     private_servers: tuple[ServerSpec, ...]
-    """The enabled ``scope: session`` servers: each session runs its own."""
+    """The enabled ``scope: session`` servers: each session runs its own (replaced by a
+    config reload, ``Supervisor.reload``, for the sessions opened after it)."""
     policy: Policy
     approvals: ApprovalDesk
     calls: CallServices
@@ -118,7 +119,8 @@ class Session:
         self.tenant = tenant
         self.host_tools = host_tools
         self.pinned = tuple(pinned)
-        self.activated: dict[str, None] = {}
+        # tool id → its activation's number; pinned tools are activated from the start
+        self.activated: dict[str, int] = {tool: n for n, tool in enumerate(dict.fromkeys(self.pinned))}
         self.memory: dict[tuple[str, str], Action] = {}
         self._nursery = nursery
         self._turns = itertools.count(1)
@@ -158,7 +160,7 @@ class Session:
 
     def activate(self, tool_id: str) -> None:
         """Make a tool part of every later listing in this session."""
-        self.activated[tool_id] = None
+        self.activated.setdefault(tool_id, len(self.activated))
 
     def _current(self) -> Catalog:
         return self._services.catalog.current.view_for(self.id)
@@ -189,9 +191,11 @@ class Session:
 
     # --------------------------------------------------------------- approvals
 
-    def first_word(self, entry: ToolEntry, arguments: Any) -> Decision:
-        """What policy says of one call before anyone is asked: allow, ask or deny."""
-        return self._services.policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory)
+    def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
+        """What policy says of one call before anyone is asked: allow, ask or deny
+        (``trusted``: as the call's turn saw its server)."""
+        policy = self._services.policy
+        return policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory, trusted=trusted)
 
     async def authorize(
         self, entry: ToolEntry, arguments: Any, decision: Decision | None = None

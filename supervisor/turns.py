@@ -11,14 +11,18 @@ the id in the turn's catalog → validate the arguments against the tool's input
 (no server contact when they are wrong) → trust decision (allow / ask / deny, asking
 the host when needed) → the connection actor → one result envelope → one audit row.
 
+A turn is frozen, availability included (docs/turns.md): it calls only the tools it
+shows, and a server unavailable when it began stays so until it ends.
+
 Every attempt ends in exactly one envelope and one audit row, refusals included
-(``unknown_tool``, ``invalid_arguments``, ``denied``), and so do calls of
+(``unknown_tool``, ``invalid_arguments``, ``unavailable``, ``denied``), and so do calls of
 ``tool_search`` through ``call`` (server ``""``, decision ``none``). ``Turn.search``
 itself is a lookup, not a call, and leaves no row.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +31,7 @@ import orjson
 import trio
 
 from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
+from actors.connection.states import Availability
 from actors.log_events import get_logger
 from actors.mailbox import try_send
 from actors.protocol.session import ProgressReceived
@@ -37,15 +42,16 @@ from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
 from supervisor.call_services import CallServices, TurnSession
 from supervisor.requests import InFlightRequest
-from supervisor.store import AuditRow, audit_hash
-from supervisor.store.records import bounded_hash, bytes_hash
+from supervisor.store import AuditRow
+from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
 from supervisor.store.replay import INTERRUPTED
 
 log = get_logger("supervisor.turns")
 
 TOOL_SEARCH = "tool_search"
 _SEARCH_DESCRIPTION = (
-    "Find tools by what they do. Matching tools become callable for the rest of the session."
+    "Find tools by what they do (each match with its full description). Matching tools "
+    "become callable for the rest of the session."
 )
 TOOL_SEARCH_ENTRY = ToolEntry(
     TOOL_SEARCH,
@@ -73,21 +79,38 @@ class Turn:
         self.catalog = catalog
         self.epoch = catalog.epoch
         self.search_enabled = search_enabled
+        # Search on, it shows the pinned and activated before it (numbered below), its matches.
+        self._activated_before = len(session.activated)
+        self._found: dict[str, None] = {}
 
     @property
     def tools(self) -> tuple[ToolEntry, ...]:
-        """What the model is shown: every tool, or (with search on) the pinned and
-        activated ones plus ``tool_search``. Activations during this turn count."""
+        """What the model is shown: every tool, or (with search on) the pinned ones,
+        those activated before the turn began and those its searches returned, plus
+        ``tool_search``."""
         if not self.search_enabled:
             return self.catalog.listing
-        tools = self.catalog.tools
-        chosen = dict.fromkeys((*self.session.pinned, *self.session.activated))
+        tools, session = self.catalog.tools, self.session
+        before = itertools.islice(session.activated, self._activated_before)
+        chosen = dict.fromkeys((*before, *self._found))
         return (*(tools[i] for i in chosen if i in tools), TOOL_SEARCH_ENTRY)
+
+    def shows(self, tool_id: str) -> bool:
+        """Whether a call may name the tool in this turn (``tool_search`` aside)."""
+        if tool_id not in self.catalog.tools or not self.search_enabled:
+            return tool_id in self.catalog.tools
+        before = self.session.activated.get(tool_id, self._activated_before) < self._activated_before
+        return before or tool_id in self._found
 
     def is_available(self, tool_id: str) -> bool:
         """Whether the tool's server was serving when the turn began."""
+        return self.availability(tool_id) is Availability.AVAILABLE
+
+    def availability(self, tool_id: str) -> Availability | None:
+        """What this turn may expect of the tool's server until it ends (None: no such
+        tool): available, on demand (a call starts it), or unavailable."""
         entry = self.catalog.tools.get(tool_id)
-        return entry is not None and self.catalog.servers[entry.server].available
+        return None if entry is None else self.catalog.servers[entry.server].availability
 
     def listing(self) -> list[dict[str, Any]]:
         """``tools`` as plain data for a prompt or an API answer (descriptions of
@@ -95,12 +118,14 @@ class Turn:
         servers = self.catalog.servers
         listing = []
         for entry in self.tools:
+            availability = servers[entry.server].availability if entry.server else Availability.AVAILABLE
             item: dict[str, Any] = {
                 "id": entry.id,
                 "description": entry.listed_description or entry.description,
                 "input_schema": dict(entry.input_schema),
                 "server": entry.server,
-                "available": True if entry is TOOL_SEARCH_ENTRY else servers[entry.server].available,
+                "available": availability is Availability.AVAILABLE,
+                "availability": availability.value,
             }
             if entry.schema is not None and entry.schema.problem:
                 item["problem"] = entry.schema.problem  # listed, but calls are refused
@@ -109,7 +134,8 @@ class Turn:
 
     def search(self, query: str) -> dict[str, Any]:
         """``tool_search``: BM25 over id + full description in this turn's catalog; the
-        matches are activated for the rest of the session, this turn included."""
+        matches (with full descriptions) become callable in this turn and are activated
+        for the rest of the session."""
         settings = self._calls.tool_search
         tools = self.catalog.tools
         matches = self.catalog.search_index.search(query, settings.max_matches, allow=tools.__contains__)
@@ -118,12 +144,14 @@ class Turn:
             entry = tools[match.id]
             view = self.catalog.servers[entry.server]
             self.session.activate(entry.id)
+            self._found[entry.id] = None
             found.append(
                 {
                     "id": entry.id,
-                    "description": entry.listed_description or entry.description,
+                    "description": entry.description,
                     "server_state": view.state.value,
-                    "stale": view.stale and view.generation == 0,
+                    "availability": view.availability.value,
+                    "stale": view.cached_only,
                 }
             )
         return {"matches": found}
@@ -140,8 +168,8 @@ class Turn:
         """Call a tool of this turn.
 
         Args:
-          tool_id: a tool of this turn's catalog (with ``tool_search`` on, any of them,
-            listed or not).
+          tool_id: a tool this turn shows (``tools``, or a match of its searches), or
+            ``tool_search``.
           arguments: the tool's arguments, a JSON object (None: ``{}``).
           progress: where the server's progress notifications for this call go.
           request_id: lets the call be cancelled by id (``Supervisor.requests.cancel``),
@@ -151,8 +179,9 @@ class Turn:
 
         Returns:
           Exactly one envelope, whatever ``tool_id`` and ``arguments`` are: the result,
-          or an error code (``unknown_tool``, ``invalid_arguments``, ``denied``,
-          ``unavailable``, ``timeout``, ``cancelled``, ``server_error``, ``tool_error``).
+          or an error code (``unknown_tool``: the turn does not show it,
+          ``invalid_arguments``, ``unavailable``: also a server down when the turn
+          began, ``denied``, ``timeout``, ``cancelled``, ``server_error``, ``tool_error``).
 
         Raises:
           ValueError: ``request_id`` is in flight already for this tenant (nothing is
@@ -200,26 +229,36 @@ class Turn:
             refused = failure(tool_id, "invalid_arguments", why)
             known = self.catalog.tools.get(tool_id)
             server = known.server if known is not None else ""
-            return await self._audited(_named(tool_id), server, digest, "none", refused)
+            return await self._audited(audited_name(tool_id), server, digest, "none", refused)
         if tool_id == TOOL_SEARCH:
             searched = self._call_search(arguments)
-            return await self._audited(TOOL_SEARCH, "", _digest(arguments), "none", searched)
+            return await self._audited(TOOL_SEARCH, "", arguments_digest(arguments), "none", searched)
         entry = self.catalog.tools.get(tool_id)
-        if entry is None:
-            unknown = failure(tool_id, "unknown_tool", f"unknown tool {tool_id}")
-            return await self._audited(_named(tool_id), "", _digest(arguments), "none", unknown)
+        if entry is None or not self.shows(tool_id):
+            hint = (
+                f": this turn does not show it; call {TOOL_SEARCH} to find it" if self.search_enabled else ""
+            )
+            unknown = failure(tool_id, "unknown_tool", f"unknown tool {tool_id}{hint}")
+            return await self._audited(
+                audited_name(tool_id), "", arguments_digest(arguments), "none", unknown
+            )
         if not isinstance(arguments, Mapping):
             why = f"invalid arguments for {tool_id}: $: must be an object"
             refused = failure(tool_id, "invalid_arguments", why)
-            return await self._audited(entry.id, entry.server, _digest(arguments), "none", refused)
-        digest = _digest(arguments)
+            return await self._audited(entry.id, entry.server, arguments_digest(arguments), "none", refused)
+        digest = arguments_digest(arguments)
         assert entry.schema is not None
         problem = validate_arguments(tool_id, entry.schema, arguments)
         if problem is not None:
             code = "server_error" if entry.schema.problem else "invalid_arguments"
             refused = failure(tool_id, code, problem)
             return await self._audited(entry.id, entry.server, digest, "none", refused)
-        first = self.session.first_word(entry, arguments)
+        view = self.catalog.servers[entry.server]
+        if view.availability is Availability.UNAVAILABLE:  # for the whole turn: nobody is asked
+            why = f"mcp server {view.name} is unavailable in this turn ({view.state.value} when it began)"
+            down = failure(tool_id, "unavailable", f"{why}; a later turn sees it once it is back")
+            return await self._audited(entry.id, entry.server, digest, "none", down)
+        first = self.session.first_word(entry, arguments, trusted=view.spec.trusted)
         if first.action is Action.DENY:
             verdict = await self.session.authorize(entry, arguments, first)  # no checkpoint
             denied = failure(tool_id, "denied", verdict.reason)
@@ -271,7 +310,8 @@ class Turn:
             reply, answers = trio.open_memory_channel[CallOutcome](1)
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
-        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress), answers)
+        timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
+        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress, timeouts), answers)
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)
@@ -358,26 +398,6 @@ class Turn:
                 "tenant": row.tenant,
             }
         )
-
-
-MAX_AUDITED_NAME = 200
-"""An unknown tool's name is kept in its audit row and call event cut to this many characters."""
-
-
-def _named(tool_id: str) -> str:
-    """A tool name as given by a caller, fit for the audit: bounded, and valid UTF-8
-    (a host's Python str may hold lone surrogates, which neither SQLite nor JSON take)."""
-    name = tool_id if len(tool_id) <= MAX_AUDITED_NAME else tool_id[: MAX_AUDITED_NAME - 1] + "…"
-    return name.encode("utf-8", "replace").decode("utf-8")
-
-
-def _digest(arguments: Any) -> tuple[str, int]:
-    """The audit's hash of arguments no deeper than the limit: ``audit_hash``, or the
-    bounded encoding for values the standard library cannot write as JSON."""
-    try:
-        return audit_hash(arguments)
-    except (TypeError, ValueError):
-        return bounded_hash(arguments)
 
 
 _KEPT_REPLIES = 64

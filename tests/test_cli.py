@@ -586,7 +586,7 @@ def test_serve_logs_mask_every_secret_of_the_config(
     config = write_config(tmp_path / "c.json", {}, admin={"tokens": {"${env:PLANTED_ADMIN}": "default"}})
     monkeypatch.setenv("PLANTED_ADMIN", PLANTED_ADMIN)
 
-    async def fake_serve(config: Config, state_dir: str | None, listener: object) -> None:
+    async def fake_serve(config: Config, state_dir: str | None, *_: object) -> None:
         logging.getLogger("actors.connection").warning("peer said %s", PLANTED_ADMIN)
 
     monkeypatch.setattr(cli, "_serve", fake_serve)
@@ -603,7 +603,7 @@ def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPa
     from supervisor import cli
     from supervisor.one_for_one import SupervisorGaveUp
 
-    async def crashing_serve(config: object, state_dir: object, listener: object) -> None:
+    async def crashing_serve(config: object, state_dir: object, *_: object) -> None:
         raise ExceptionGroup("nursery", [ExceptionGroup("inner", [SupervisorGaveUp("time crashed 4 times")])])
 
     monkeypatch.setattr(cli, "_serve", crashing_serve)

@@ -360,7 +360,8 @@ def test_json_before_a_command_without_json_output_is_a_usage_error(
     with pytest.raises(SystemExit) as exited:
         cli.main(["--json", "check"])
     assert exited.value.code == 2
-    assert "--json applies to status, tools, search, call, not check" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"--json applies to {', '.join(cli_client.COMMANDS)}, not check" in err
 
 
 def test_status_into_a_pipe_cuts_nothing(

@@ -125,7 +125,8 @@ async def test_session_scope_server_is_private_and_ends_with_the_session(tmp_pat
                 )
             )
         later = await (await one.begin_turn()).call("priv_echo", {"text": "x"})
-        assert later.error is not None and later.error.message == "mcp server priv is unavailable"
+        assert later.error is not None and later.error.code == "unavailable"
+        assert later.error.message.startswith("mcp server priv is unavailable in this turn (stopped ")
         # the other session's private server is untouched
         assert (await turn_two.call("priv_echo", {"text": "y"})).ok
 

@@ -61,6 +61,11 @@ async def test_search_call_deny_and_invalid_arguments(tmp_path: Path) -> None:
         now = await turn.call("time_get_current_time", {"timezone": "UTC"})
         assert now.ok, now
         assert "time_get_current_time" in [t.id for t in turn.tools]
+        # a tool the turn does not show cannot be called; a search shows it
+        hidden = await turn.call("many_add", {"a": 1, "b": 2})
+        assert hidden.error is not None and hidden.error.code == "unknown_tool"
+        assert "many_crash" in [m["id"] for m in turn.search("exit the server process")["matches"]]
+        assert "many_add" in [m["id"] for m in turn.search("add two numbers")["matches"]]
         # a denied call
         denied = await turn.call("many_crash", {})
         assert denied.error is not None and denied.error.code == "denied"
@@ -75,6 +80,7 @@ async def test_search_call_deny_and_invalid_arguments(tmp_path: Path) -> None:
         await sup.store.flush()
         rows = sup.store.store.audit_rows(session=session.id)
         assert {(r.tool, r.outcome) for r in rows} == {
+            ("many_add", "unknown_tool"),
             ("time_get_current_time", "ok"),
             ("many_crash", "denied"),
             ("many_add", "invalid_arguments"),
@@ -100,6 +106,7 @@ async def test_search_answers_from_the_cache_before_a_lazy_server_starts(tmp_pat
         found = turn.search("echo text")
         assert found["matches"][0]["id"] == "many_echo"
         assert found["matches"][0]["stale"] is True and found["matches"][0]["server_state"] == "idle"
+        assert found["matches"][0]["availability"] == "on_demand"
         with trio.fail_after(10):
             echoed = await turn.call("many_echo", {"text": "hi"})  # the call starts the server
         assert echoed.ok and echoed.text == "hi"

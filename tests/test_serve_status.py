@@ -20,6 +20,28 @@ def status(url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, "status", "--url", url, *extra], capture_output=True, text=True, timeout=20)
 
 
+def spawn_serve(config: Path, state_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    """``serve`` on a free loopback port; returns it and its admin URL (from its log)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_SUPERVISOR")}
+    serve = subprocess.Popen(
+        [*CLI, "serve", "--config", str(config), "--bind", "127.0.0.1:0", "--state-dir", str(state_dir)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert serve.stderr is not None
+    url = None
+    deadline = time.monotonic() + 20
+    while url is None and time.monotonic() < deadline:
+        match = re.search(r"admin api listening url=(\S+)", serve.stderr.readline())
+        url = match.group(1) if match else None
+    if url is None:
+        serve.kill()
+        serve.wait()
+        raise AssertionError("serve never said where the admin API listens")
+    return serve, url
+
+
 def test_status_shows_a_crashed_server_in_backoff_with_its_countdown(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(
@@ -36,22 +58,9 @@ def test_status_shows_a_crashed_server_in_backoff_with_its_countdown(tmp_path: P
             }
         )
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_SUPERVISOR")}
-    serve = subprocess.Popen(
-        [*CLI, "serve", "--config", str(config), "--bind", "127.0.0.1:0", "--state-dir", str(tmp_path / "s")],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    serve, url = spawn_serve(config, tmp_path / "s")
     try:
-        assert serve.stderr is not None
-        url = None
         deadline = time.monotonic() + 20
-        while url is None and time.monotonic() < deadline:
-            line = serve.stderr.readline()
-            match = re.search(r"admin api listening url=(\S+)", line)
-            url = match.group(1) if match else None
-        assert url, "serve never said where the admin API listens"
         table = ""
         while time.monotonic() < deadline:
             table = status(url).stdout

@@ -1,6 +1,7 @@
-"""Trust decisions: rule globs, risk classification, subjects, pins, listings.
+"""Trust decisions: rule globs, risk classification, pins, listings.
 
-All pure: no Trio, no I/O. Tool names and descriptions in the tables are the ones the
+All pure: no Trio, no I/O. What a ``pattern`` sees (candidates) and how any/every
+combine is in test_trust_patterns.py. Tool names and descriptions in the tables are the ones the
 reference servers publish (filesystem, fetch, git, time, github, playwright,
 server-everything), so a vocabulary change that misreads a real tool fails here.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from actors.router import trust
 from actors.router.risk import Risk, classify, name_tokens
+from actors.router.subjects import candidates_of
 from actors.router.trust import (
-    MAX_SUBJECT_LENGTH,
     PIN_CHANGED_REASON,
     Action,
     CompiledRule,
@@ -37,7 +37,6 @@ from actors.router.trust import (
     fingerprint,
     listing_description,
     permission_of,
-    subject_of,
 )
 
 
@@ -67,8 +66,11 @@ def decide_for(
     compiled: tuple[CompiledRule, ...] = (),
     trusted: bool = False,
     risk: Risk = NO_RISK,
+    keyed: bool = False,
 ) -> Decision:
-    return decide(server, tool, arguments or {}, trusted=trusted, risk=risk, rules=compiled)
+    return decide(
+        server, tool, arguments or {}, trusted=trusted, risk=risk, rules=compiled, subject_arguments=keyed
+    )
 
 
 # --- permission globs -------------------------------------------------------------------
@@ -148,8 +150,8 @@ def test_rule_pattern_over_subject() -> None:
     risk = classify("write_file", "Create a new file or completely overwrite an existing file.", None)
 
     def action(path: str) -> Action:
-        args = {"path": path, "content": "x"}
-        return decide_for("fs", "write_file", args, compiled=compiled, risk=risk).action
+        args = {"path": path, "content": "x"}  # write_file's schema declares "path"
+        return decide_for("fs", "write_file", args, compiled=compiled, risk=risk, keyed=True).action
 
     assert action("/tmp/x") is Action.ALLOW
     assert action("/tmp/deep/er/x") is Action.ALLOW  # * crosses '/', as fnmatch does
@@ -415,61 +417,6 @@ def test_default_decision_reasons() -> None:
     assert harmless.action is Action.ALLOW and "no write, network or shell risk" in harmless.reason
 
 
-# --- subjects -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("arguments", "subject"),
-    [
-        ({"path": "/tmp/x", "content": "hello"}, "/tmp/x"),
-        ({"file_path": "/a/b"}, "/a/b"),
-        ({"filePath": "/a/b"}, "/a/b"),
-        ({"filename": "notes.txt"}, "notes.txt"),
-        ({"url": "https://example.com/a?b=c", "max_length": 5000}, "https://example.com/a?b=c"),
-        ({"uri": "file:///etc/hosts"}, "file:///etc/hosts"),
-        ({"command": "ls -la"}, "ls -la"),
-        ({"command": "git", "args": ["status", "--short"]}, "git status --short"),
-        ({"command": ["rm", "-rf", "/"]}, "rm -rf /"),
-        ({"cmd": "echo hi"}, "echo hi"),
-        ({"query": "is:open label:bug"}, "is:open label:bug"),
-        ({"name": "timezone"}, "timezone"),
-        # Documented order: path before url before command before query.
-        ({"query": "q", "url": "https://x", "path": "/p"}, "/p"),
-        ({"query": "q", "command": "ls"}, "ls"),
-        # Paths are normalized, other strings are not.
-        ({"path": "/tmp/a/../../etc/./passwd"}, "/etc/passwd"),
-        ({"url": "https://x/a/../b"}, "https://x/a/../b"),
-        ({"path": ""}, ""),
-        # No well-known key: compact JSON with sorted keys.
-        ({"timezone": "Europe/Paris", "a": [1, 2]}, '{"a":[1,2],"timezone":"Europe/Paris"}'),
-        ({}, "{}"),
-        ({"ville": "Zürich"}, '{"ville":"Zürich"}'),
-        # Two-path tools stay JSON so a one-path glob cannot vouch for both ends.
-        ({"source": "/tmp/a", "destination": "/etc/b"}, '{"destination":"/etc/b","source":"/tmp/a"}'),
-        # The first well-known key decides; a wrong shape falls back to JSON, not to "url".
-        ({"path": ["/etc/passwd"], "url": "https://x"}, '{"path":["/etc/passwd"],"url":"https://x"}'),
-        ({"command": "ls", "args": [1]}, '{"args":[1],"command":"ls"}'),
-    ],
-)
-def test_subject_of(arguments: Mapping[str, Any], subject: str) -> None:
-    assert subject_of(arguments) == subject
-
-
-def test_subject_of_frozen_mappings() -> None:
-    assert subject_of(MappingProxyType({"b": MappingProxyType({"c": (1,)})})) == '{"b":{"c":[1]}}'
-
-
-def test_subject_is_bounded_and_keeps_both_ends() -> None:
-    long_path = "/tmp/" + "a" * 10_000 + ".txt"
-    subject = subject_of({"path": long_path})
-    assert len(subject) == MAX_SUBJECT_LENGTH
-    assert subject.startswith("/tmp/aaa") and subject.endswith("aaa.txt") and "…" in subject
-    (rule,) = rules(("*", "/tmp/*.txt", "allow"))
-    assert rule.matches("mcp:fs:write_file", subject)
-    (exact,) = rules(("*", long_path, "allow"))
-    assert not exact.matches("mcp:fs:write_file", subject)  # a cut subject never equals the original
-
-
 # --- pins -----------------------------------------------------------------------------
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
@@ -552,9 +499,9 @@ def test_decide_never_raises(
         decision = decide(server, tool, arguments, trusted=trusted, risk=risk, rules=compiled)
         assert isinstance(decision.action, Action) and decision.reason
         assert decision.rule is None or 0 <= decision.rule < len(compiled)
-    subject = subject_of(arguments)
-    assert len(subject) <= MAX_SUBJECT_LENGTH
-    assert subject == subject_of(dict(reversed(list(arguments.items()))))  # key order never matters
+    for keyed in (True, False):
+        found = candidates_of(arguments, subject_arguments=keyed)
+        assert found == candidates_of(dict(reversed(list(arguments.items()))), subject_arguments=keyed)
 
 
 @given(st.text(), JSON)
@@ -563,12 +510,13 @@ def test_classify_and_fingerprint_never_raise(text: str, value: Any) -> None:
     assert len(fingerprint(text, {"x": value})) == 64
 
 
-def test_nan_arguments_are_encoded_not_rejected() -> None:
-    assert subject_of({"x": math.nan}) == '{"x":NaN}'
-    assert json.loads(subject_of({"b": 1, "a": None})) == {"a": None, "b": 1}
+def test_non_string_arguments_are_no_candidates() -> None:
+    arguments = {"x": math.nan, "n": 1, "b": True, "z": None, "l": [1.5, {"k": -1}]}
+    assert candidates_of(arguments, subject_arguments=False) == ()
+    assert candidates_of(arguments, subject_arguments=True) == ()
 
 
-@pytest.mark.parametrize("module", ["trust.py", "risk.py"])
+@pytest.mark.parametrize("module", ["trust.py", "risk.py", "subjects.py"])
 def test_module_is_pure(module: str) -> None:
     source = Path(__file__).resolve().parent.parent / "actors" / "router" / module
     imported: set[str] = set()
@@ -599,23 +547,26 @@ def test_any_string_compiles_and_matches_like_fnmatchcase(
     assert rule.matches(permission, subject) is expected
 
 
-def test_the_subject_is_computed_only_when_a_rule_could_use_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The allow path of a call with no applicable rule must not encode the arguments.
+def test_candidates_are_computed_only_when_a_rule_could_use_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The allow path of a call with no applicable rule, or with only "*" patterns, must not
+    # walk the arguments.
     seen: list[Mapping[str, Any]] = []
-    real = trust.subject_of
+    real = candidates_of
 
-    def counting(arguments: Mapping[str, Any]) -> str:
+    def counting(arguments: Mapping[str, Any], *, subject_arguments: bool) -> Any:
         seen.append(arguments)
-        return real(arguments)
+        return real(arguments, subject_arguments=subject_arguments)
 
-    monkeypatch.setattr(trust, "subject_of", counting)
+    monkeypatch.setattr(trust, "candidates_of", counting)
     arguments = {"path": "/tmp/a"}
     assert decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=()).action is Action.ALLOW
     other_rules = [("mcp:git:*", "*", "deny"), ("mcp:web:*", "*", "deny")]
     others = compile_rules(other_rules)
     assert decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=others).rule is None
+    star = compile_rules([("mcp:fs:*", "/etc/*", "deny"), ("mcp:fs:*", "*", "ask")])
+    assert decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=star).rule == 1
     assert seen == []
     mine = compile_rules([("mcp:fs:*", "/tmp/*", "deny"), ("mcp:fs:*", "/etc/*", "allow"), *other_rules])
     decision = decide("fs", "read", arguments, trusted=True, risk=Risk(), rules=mine)
     assert (decision.action, decision.rule) == (Action.DENY, 0)
-    assert seen == [arguments]  # once, however many rules read it
+    assert seen == [arguments]  # once, however many rules read them

@@ -211,6 +211,48 @@ async def test_rules_last_match_wins_and_deny_never_reaches_the_server(
         assert len(server.calls()) == 1
 
 
+async def test_rule_patterns_see_every_string_or_the_paths_a_tool_declares(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    write_schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+    }
+    server = FakeServer(
+        [tool("send_message", "Send a message"), tool("write_file", "Write a file", write_schema)]
+    )
+    rules = (
+        TrustRule("mcp:fake:send_message", "secret*", "deny"),
+        TrustRule("mcp:fake:*", "/tmp/*", "allow"),
+        TrustRule("mcp:fake:send_message", "*urgent*", "ask"),
+    )
+    asked: list[ApprovalRequest] = []
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        asked.append(request)
+        return Approval("deny")
+
+    async with running(server, config(rules=rules), tmp_path, approver) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        secret = await turn.call("fake_send_message", {"message": "secret plans"})
+        assert secret.error is not None and "trust rule [0]" in secret.error.message
+        assert "(argument message)" in secret.error.message
+        # The tool declares no path: an added one is one more string the allow must cover.
+        tricked = await turn.call("fake_send_message", {"message": "hi", "path": "/tmp/x"})
+        assert tricked.error is not None and asked[-1].reason.startswith("default for an untrusted server")
+        # What the approver (and GET /v1/approvals) is shown names the rule and the argument.
+        assert (await turn.call("fake_send_message", {"message": "hi", "tags": ["urgent"]})).error is not None
+        assert asked[-1].reason == (
+            "trust rule [2] permission='mcp:fake:send_message' pattern='*urgent*' "
+            "matched 'mcp:fake:send_message' (argument tags[0]): ask"
+        )
+        # write_file declares "path": the allow checks it, not the content.
+        assert (await turn.call("fake_write_file", {"path": "/tmp/x", "content": "/etc/passwd"})).ok
+        outside = await turn.call("fake_write_file", {"path": "/etc/passwd", "content": "/tmp/x"})
+        assert outside.error is not None and outside.error.code == "denied" and len(asked) == 3
+        assert [r.params["name"] for r in server.calls()] == ["write_file"]  # type: ignore[index,call-overload]
+
+
 async def test_remember_always_survives_a_restart_of_the_supervisor(
     thread_safe_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:

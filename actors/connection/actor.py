@@ -35,13 +35,24 @@ from actors.connection.messages import (
     EnsureStarted,
     GetStatus,
     Published,
+    Retune,
     StateChanged,
     ToolsListed,
 )
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
 from actors.connection.spec import ServerSpec, Start
-from actors.connection.states import Crashed, Policy, Route, State, initial, log_fields, message_fields, step
+from actors.connection.states import (
+    Crashed,
+    Policy,
+    Route,
+    State,
+    initial,
+    log_fields,
+    message_fields,
+    retuned,
+    step,
+)
 from actors.connection.vocabulary import (
     AUTHENTICATED,
     CLOSING,
@@ -182,6 +193,21 @@ class ConnectionActor:
             answer(message.reply, ConnectionStatus(self._stderr, len(self._inflight), transport))
         elif isinstance(message, Command):
             self._fire(Commanded(message.control))
+        elif isinstance(message, Retune):
+            self._retune(message.spec)
+
+    def _retune(self, spec: ServerSpec) -> None:
+        """A reload changed what needs no new connection: calls sent from now on get the
+        new timeouts, the next attempt the new init timeout, the machine the new schedule."""
+        self.spec = spec
+        self._inflight.call_timeout_s = spec.call_timeout_s
+        self._inflight.max_call_s = spec.max_call_timeout_s
+        if self._live is not None:
+            self._live.spec = spec
+        schedule = ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s)
+        self._machine = retuned(
+            self._machine, schedule, eager=spec.start is Start.EAGER, enabled=spec.enabled
+        )
 
     def _cancel_call(self, message: CancelCall) -> None:
         for parked in self._parked:

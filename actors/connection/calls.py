@@ -27,6 +27,8 @@ class InFlight:
     sent_at: float
     deadline: float
     hard_deadline: float
+    timeout_s: float  # the sliding part: each sign of life moves the deadline this far
+    max_s: float  # the cap, from the send
 
 
 class InFlightTable:
@@ -48,8 +50,9 @@ class InFlightTable:
 
     def add(self, request_id: RequestId, call: CallTool, now: float) -> InFlight:
         """Register a sent call; returns its entry with both deadlines set."""
-        hard = now + self.max_call_s
-        entry = InFlight(request_id, call, now, min(now + self.call_timeout_s, hard), hard)
+        timeout_s, max_s = call.timeouts or (self.call_timeout_s, self.max_call_s)
+        hard = now + max_s
+        entry = InFlight(request_id, call, now, min(now + timeout_s, hard), hard, timeout_s, max_s)
         self._by_id[request_id] = entry
         self._by_reply[call.reply] = entry
         return entry
@@ -73,7 +76,7 @@ class InFlightTable:
         """Progress arrived: slide the deadline, never past the absolute cap."""
         entry = self._by_id.get(request_id)
         if entry is not None:
-            entry.deadline = min(now + self.call_timeout_s, entry.hard_deadline)
+            entry.deadline = min(now + entry.timeout_s, entry.hard_deadline)
 
     def next_deadline(self) -> float:
         """The earliest deadline, or +inf when nothing is in flight."""

@@ -253,7 +253,7 @@ class Live:
                 await trio.sleep_forever()
             for entry in self._inflight.expired(trio.current_time()):
                 capped = entry.deadline >= entry.hard_deadline
-                limit = self.spec.max_call_timeout_s if capped else self.spec.call_timeout_s
+                limit = entry.max_s if capped else entry.timeout_s
                 self.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
                 text = (
                     f"mcp server {self.name} did not answer tools/call {entry.call.tool} within {limit:g} s"

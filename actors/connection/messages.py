@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
+from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import Control as Control  # an operator command's kind
 from actors.connection.vocabulary import Phase, State
 from actors.protocol.messages import CallResult, Tool
@@ -45,6 +46,9 @@ class CallTool:
     arguments: Mapping[str, Any]
     reply: trio.MemorySendChannel[CallOutcome]
     progress: trio.MemorySendChannel[ProgressReceived] | None = None
+    timeouts: tuple[float, float] | None = None
+    """``(call_timeout_s, max_call_timeout_s)`` as the caller's turn saw the server (a
+    config reload applies from the next turn); None: the connection's own."""
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -68,6 +72,15 @@ class Command:
 
 
 @attrs.frozen(slots=True)
+class Retune:
+    """A config reload changed settings of this server that need no new connection
+    (timeouts, trust, the reconnect schedule): use ``spec`` from now on. Calls in
+    flight keep their deadlines; the connection is untouched."""
+
+    spec: ServerSpec
+
+
+@attrs.frozen(slots=True)
 class ConnectionStatus:
     """What only the actor knows: the server's stderr tail and the work in flight."""
 
@@ -83,7 +96,7 @@ class GetStatus:
     reply: trio.MemorySendChannel[ConnectionStatus]
 
 
-ConnectionMessage: TypeAlias = CallTool | CancelCall | EnsureStarted | Command | GetStatus
+ConnectionMessage: TypeAlias = CallTool | CancelCall | EnsureStarted | Command | GetStatus | Retune
 
 
 # ---------------------------------------------------------------------- published

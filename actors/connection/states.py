@@ -64,7 +64,8 @@ Rules others read
 What a call meets: ``machine.call_route`` is ``send``, ``park`` (the call needs the
 server: the actor parks it and reports ``Needed``) or ``refuse``, computed once per
 machine, so the call path pays one attribute read. Whether a server is available
-(``is_available``: the router), settled (``is_settled``: a turn stops waiting), down,
+(``is_available``: the router), what a turn frozen now may expect of it for its
+whole length (``turn_availability``), settled (``is_settled``: a turn stops waiting), down,
 or waiting for someone to need it (``needs_start``) is decided here too.
 
 Failing closed
@@ -98,6 +99,7 @@ from actors.connection.vocabulary import (
     Alive,
     Announce,
     Authenticated,
+    Availability,
     CallTimedOut,
     CheckAlive,
     Closing,
@@ -129,6 +131,8 @@ from actors.connection.vocabulary import (
 __all__ = ["RULES", "Condition", "ConnectionState", "Control", "Crashed", "InvalidTransition", "Phase"]
 __all__ += ["Policy", "Route", "State", "Why", "initial", "is_available", "is_down", "is_reconnect"]
 __all__ += ["is_settled", "log_fields", "message_fields", "needs_start", "public_condition", "step"]
+__all__ += ["Availability", "turn_availability"]
+__all__ += ["Availability", "turn_availability"]
 
 
 class InvalidTransition(RuntimeError):
@@ -146,6 +150,21 @@ _DOWN = frozenset({State.BACKOFF, State.TEARDOWN, State.DISABLED, State.STOPPED}
 def is_available(state: State, phase: Phase | None) -> bool:
     """Calls are served: steady, or relisting (calls flow on the old list)."""
     return state is State.STEADY or (state is State.LIST and phase is Phase.RELISTING)
+
+
+_TURN_AVAILABILITY = {
+    Route.SEND: Availability.AVAILABLE,
+    Route.PARK: Availability.ON_DEMAND,
+    Route.REFUSE: Availability.UNAVAILABLE,
+}
+
+
+def turn_availability(state: State, phase: Phase | None) -> Availability:
+    """What a turn begun now may expect of the server until it ends: the route a call
+    met when it began. Serving: available. Idle or starting: on demand (a call starts
+    it, or waits for the start). Anything else (backoff, reconnecting, teardown,
+    disabled, stopped): unavailable for the whole turn, even if it comes back."""
+    return _TURN_AVAILABILITY[_route(state, phase)]
 
 
 def is_down(state: State) -> bool:
@@ -493,6 +512,14 @@ def step(machine: ConnectionState, event: Event) -> Result:
     if rule is None:
         raise InvalidTransition(f"no transition from {machine.state.value} on {type(event).__name__}")
     return rule(machine, event)
+
+
+def retuned(
+    m: ConnectionState, schedule: ReconnectSchedule, *, eager: bool, enabled: bool
+) -> ConnectionState:
+    """The same connection under a reloaded spec's policy: where it stands does not
+    change; the new schedule and start rule hold from its next transition on."""
+    return attrs.evolve(m, policy=attrs.evolve(m.policy, schedule=schedule, eager=eager, enabled=enabled))
 
 
 def initial(policy: Policy) -> ConnectionState:

@@ -65,6 +65,14 @@ class Route(enum.Enum):
     REFUSE = "refuse"
 
 
+class Availability(enum.Enum):
+    """What a turn may expect of a server for its whole length (see ``states.py``)."""
+
+    AVAILABLE = "available"  # serving: calls are sent
+    ON_DEMAND = "on_demand"  # idle or starting: a call starts it, or waits for its start
+    UNAVAILABLE = "unavailable"  # down or reconnecting: refused for the whole turn
+
+
 class Why(enum.Enum):
     """Why calls are failed (the actor words the answer)."""
 

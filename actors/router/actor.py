@@ -2,7 +2,11 @@
 
 Connection actors publish ``ToolsListed`` and ``StateChanged`` into the router's
 mailbox; the router folds them into a new immutable ``Catalog`` and makes it current
-in a ``CatalogCell``. Messages that arrive together are folded into one epoch.
+in a ``CatalogCell``. Messages that arrive together are folded into one catalog. Its
+epoch number moves only when what a turn would see changed (tools, availability as a
+turn sees it, descriptions: ``catalog.same_for_turns``), so a restart moves it twice
+(down, up) and a server that keeps failing its retries not at all; every catalog is
+still published, since status pages read the states from it.
 Turns read the cell's current catalog (a reference to a frozen object: nothing is
 shared that anybody can change) and may wait for the next epoch.
 
@@ -11,7 +15,8 @@ persistent map, and the search index is sharded by server.
 
 Shared servers can join (``AddServer``) and leave (``RemoveServer``) while the router
 runs; a server that left takes its tools out of the catalog, and a late message of
-its actor is dropped. The router ends when its mailbox closes, or at ``StopRouter``,
+its actor is dropped; a config reload changes their specs (``RetuneServers``). The
+router ends when its mailbox closes, or at ``StopRouter``,
 after folding everything that was sent before it.
 """
 
@@ -38,9 +43,11 @@ from actors.router.catalog import (
     Transition,
     make_entry,
     replace_entries,
+    same_for_turns,
     shard_of,
 )
 from actors.router.naming import IdBook, assign_ids
+from actors.router.trust import listing_description
 
 log = get_logger("actors.router")
 
@@ -81,11 +88,21 @@ class RemoveServer:
 
 
 @attrs.frozen(slots=True)
+class RetuneServers:
+    """A config reload changed shared servers' settings (``specs``: their new specs,
+    same launch keys) and the listing length of untrusted descriptions: listings and
+    envelopes follow from the next epoch on; tool ids and states stay."""
+
+    specs: tuple[ServerSpec, ...]
+    max_description_length: int
+
+
+@attrs.frozen(slots=True)
 class StopRouter:
     """Fold and publish what was sent before this, then end."""
 
 
-_Folded = Published | RegisterServer | DropOwner | AddServer | RemoveServer
+_Folded = Published | RegisterServer | DropOwner | AddServer | RemoveServer | RetuneServers
 RouterMessage = _Folded | StopRouter
 
 
@@ -194,11 +211,14 @@ class RouterActor:
         self._book = IdBook()
         self._shared: dict[str, ServerView] = {}
         self._overlays: dict[str, dict[str, ServerView]] = {}
+        # Whose turns would see a change since the last epoch (None: the shared servers').
+        self._changed_for: set[str | None] = set()
         catalog = Catalog(0)
         self._tools, self._index = catalog.tools, catalog.search_index
         for spec, channel in servers:
             self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
         self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
+        self._changed_for.clear()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fold messages into epochs until the mailbox closes."""
@@ -231,6 +251,7 @@ class RouterActor:
             log.warning("server %s is supervised already; adding it again is ignored", spec.name)
             return False
         self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
+        self._changed_for.add(None)
         if cached:
             self._set_tools(view, cached, (), stale=True)
         return True
@@ -240,6 +261,7 @@ class RouterActor:
         view = self._shared.pop(name, None)
         if view is None:
             return False
+        self._changed_for.add(None)
         others = self._book.replace(name, ())
         self._tools = replace_entries(self._tools, view.entries, ())
         self._index = self._index.without_server(name)
@@ -247,15 +269,39 @@ class RouterActor:
             self._renumber(self._shared[other])
         return True
 
+    def _retune(self, message: RetuneServers) -> bool:
+        """New specs for shared servers; listed descriptions redone where trust or the
+        length limit changed (same ids, same search shards)."""
+        wider = message.max_description_length != self._max_description
+        self._max_description = message.max_description_length
+        retuned = {spec.name: spec for spec in message.specs if spec.name in self._shared}
+        for name, view in list(self._shared.items()):
+            spec = retuned.get(name, view.spec)
+            if spec.trusted != view.spec.trusted or wider:
+                entries = tuple(
+                    attrs.evolve(e, listed_description=self._listed(e.description, spec))
+                    for e in view.entries
+                )
+                self._tools = replace_entries(self._tools, view.entries, entries)
+                view = attrs.evolve(view, entries=entries)
+            self._put(self._shared, attrs.evolve(view, spec=spec), None)
+        return True
+
+    def _listed(self, description: str, spec: ServerSpec) -> str:
+        return listing_description(description, trusted=spec.trusted, max_length=self._max_description)
+
     def _apply(self, message: _Folded) -> bool:
         """Fold one message in; True when a shared server changed."""
         if isinstance(message, AddServer):
             return self._add(message.spec, message.mailbox, message.cached)
         if isinstance(message, RemoveServer):
             return self._remove(message.name)
+        if isinstance(message, RetuneServers):
+            return self._retune(message)
         if isinstance(message, RegisterServer):
             view = ServerView(message.spec.name, message.spec, message.mailbox, owner=message.owner)
             self._overlays.setdefault(message.owner, {})[view.name] = view
+            self._changed_for.add(message.owner)
             return False
         if isinstance(message, DropOwner):
             self._overlays.pop(message.owner, None)
@@ -269,7 +315,8 @@ class RouterActor:
             tools, duplicates = _unique(message.server, message.tools)
             problems = message.problems + duplicates
             if message.owner:
-                views[message.server] = self._private_view(previous, message.generation, tools, problems)
+                view = self._private_view(previous, message.generation, tools, problems)
+                self._put(views, view, message.owner)
                 return False
             self._set_tools(previous, tools, problems, generation=message.generation)
             if self._sink is not None:
@@ -291,7 +338,7 @@ class RouterActor:
                 Transition(message.at, message.state, message.previous, message.reason, message.phase),
             ),
         )
-        views[message.server] = view
+        self._put(views, view, message.owner)
         if self._events is not None and not message.owner:
             self._events.publish(
                 {
@@ -328,7 +375,7 @@ class RouterActor:
         if entries is not previous.entries:
             self._tools = replace_entries(self._tools, previous.entries, entries)
             self._index = self._index.with_server(shard_of(view))
-        self._shared[name] = view
+        self._put(self._shared, view, None)
         for other in others:  # a collision renamed some of another server's tools
             self._renumber(self._shared[other])
 
@@ -337,7 +384,7 @@ class RouterActor:
         entries = tuple(attrs.evolve(e, id=ids[e.name]) for e in view.entries)
         self._tools = replace_entries(self._tools, view.entries, entries)
         renamed = attrs.evolve(view, entries=entries)
-        self._shared[view.name] = renamed
+        self._put(self._shared, renamed, None)
         self._index = self._index.with_server(shard_of(renamed))
 
     def _private_view(
@@ -348,10 +395,19 @@ class RouterActor:
         entries = _entries(previous, tools, mine, self._max_description)
         return attrs.evolve(previous, entries=entries, problems=problems, generation=generation)
 
+    def _put(self, views: dict[str, ServerView], view: ServerView, owner: str | None) -> None:
+        """Store a server's new view, noting whose turns would see the difference."""
+        previous = views.get(view.name)
+        views[view.name] = view
+        if previous is None or not same_for_turns(previous, view):
+            self._changed_for.add(owner)
+
     def _publish(self, touched_shared: bool) -> None:
         old = self.cell.current
         servers: Mapping[str, ServerView] = dict(self._shared) if touched_shared else old.servers
         overlays = {owner: dict(views) for owner, views in self._overlays.items()}
-        self.cell._set(Catalog(old.epoch + 1, servers, self._tools, self._index, overlays))
-        if self._events is not None and touched_shared:
-            self._events.publish({"type": "epoch", "epoch": old.epoch + 1, "tools": len(self._tools)})
+        changed, self._changed_for = self._changed_for, set()
+        epoch = old.epoch + 1 if changed else old.epoch  # status alone keeps the number
+        self.cell._set(Catalog(epoch, servers, self._tools, self._index, overlays))
+        if self._events is not None and None in changed:
+            self._events.publish({"type": "epoch", "epoch": epoch, "tools": len(self._tools)})

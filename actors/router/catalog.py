@@ -3,7 +3,9 @@
 The router builds a new ``Catalog`` for every change it hears of (a tool list, a
 state change) and never mutates an old one, so a turn that holds a catalog sees
 exactly the tools, schemas, trust facts and states of the moment it started,
-whatever happens next.
+whatever happens next. The epoch number moves only when what a turn would see
+changes (``same_for_turns``); a catalog that differs only in status (a retry's
+attempt, an error, the exact state on the way up) keeps its predecessor's number.
 
 Building costs O(the changed server), not O(all tools): the id index is a persistent
 hash map (rpds-py's HAMT, structural sharing), the search index is sharded by server,
@@ -21,11 +23,12 @@ import trio
 
 from actors.connection.messages import ConnectionMessage
 from actors.connection.spec import ServerSpec
-from actors.connection.states import Phase, State
+from actors.connection.states import Availability, Phase, State, turn_availability
 from actors.protocol.messages import Tool
 from actors.router.risk import Risk, classify
 from actors.router.schema_compiler import compile_schema
 from actors.router.search import SearchIndex, index_server
+from actors.router.subjects import declares_subject_arguments
 from actors.router.trust import fingerprint, listing_description
 from actors.router.validation import SchemaCheck
 
@@ -45,6 +48,8 @@ class ToolEntry:
     schema: SchemaCheck | None = attrs.field(default=None, eq=False, repr=False)
     fingerprint: str = ""
     risk: Risk | None = None
+    # Its schema declares a path/URL-like argument: trust patterns look only at those.
+    subject_arguments: bool = False
 
 
 def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_length: int) -> ToolEntry:
@@ -61,6 +66,7 @@ def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_len
         compile_schema(tool.input_schema),
         fingerprint(tool.description, tool.input_schema),
         classify(tool.name, tool.description, tool.annotations),
+        declares_subject_arguments(tool.input_schema),
     )
 
 
@@ -114,6 +120,30 @@ class ServerView:
     def known(self) -> bool:
         """Whether any tool list (fresh or cached) is known for this server."""
         return self.generation > 0 or self.stale
+
+    @property
+    def cached_only(self) -> bool:
+        """Its tools come from the store's cache: it has not listed them in this run."""
+        return self.stale and self.generation == 0
+
+    @property
+    def availability(self) -> Availability:
+        """What a turn frozen at this view may expect of the server while it lasts."""
+        return turn_availability(self.state, self.phase)
+
+
+def same_for_turns(a: ServerView, b: ServerView) -> bool:
+    """Whether a turn would see no difference between two views of one server: the
+    same tools (ids, descriptions, schemas), availability as a turn sees it, cache
+    flag, spec and mailbox. The rest (the exact state, attempts, errors, transitions)
+    is status for operators: it changes without a new epoch."""
+    return (
+        (a.entries is b.entries or a.entries == b.entries)
+        and a.availability is b.availability
+        and a.cached_only == b.cached_only
+        and a.mailbox is b.mailbox
+        and (a.spec is b.spec or a.spec == b.spec)
+    )
 
 
 @attrs.frozen(slots=True, weakref_slot=False)

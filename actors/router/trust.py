@@ -7,9 +7,13 @@ it from data alone, so every branch is a unit test:
    annotations *and* the words in its name and description (see ``risk.py`` for how).
 2. ``default_action``: trusted servers are allowed; an untrusted server's risky
    tool is asked about, its harmless tool is allowed.
-3. ``decide``: the host's ordered rules override the default; the last rule whose
-   ``permission`` glob matches ``mcp:<server>:<tool>`` (original, unsanitized names)
-   and whose ``pattern`` glob matches the call's subject wins.
+3. ``decide``: the host's ordered rules override the default; the last rule that
+   applies wins. A rule applies when its ``permission`` glob matches
+   ``mcp:<server>:<tool>`` (original, unsanitized names) and its ``pattern`` glob
+   matches the call's candidates (``subjects.py``): any of them for ``deny`` and
+   ``ask``, every one for ``allow``. A call with no candidate is matched as one empty
+   string, so ``*`` applies to it and ``/tmp/*`` does not: an allow never vouches for
+   what it could not check.
 4. ``apply_pin``: an ``allow`` for a tool whose description or schema changed since
    it was last allowed drops to ``ask``.
 """
@@ -20,7 +24,6 @@ import enum
 import fnmatch
 import hashlib
 import json
-import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
@@ -28,11 +31,11 @@ from typing import Any, Protocol, TypeAlias
 import attrs
 
 from actors.router.risk import Risk
+from actors.router.subjects import Candidate, candidates_of
 
 __all__ = [
-    "MAX_SUBJECT_LENGTH", "PIN_CHANGED_REASON", "SUBJECT_KEYS", "Action", "CompiledRule", "Decision",
-    "Rule", "RuleLike", "apply_pin", "compile_rules", "decide", "default_action", "fingerprint",
-    "listing_description", "permission_of", "subject_of",
+    "PIN_CHANGED_REASON", "Action", "CompiledRule", "Decision", "Rule", "RuleLike", "apply_pin",
+    "compile_rules", "decide", "default_action", "fingerprint", "listing_description", "permission_of",
 ]  # fmt: skip
 
 
@@ -49,7 +52,7 @@ class Action(enum.StrEnum):
 
 @attrs.frozen(slots=True)
 class Rule:
-    """One host rule: ``permission`` globs ``mcp:<server>:<tool>``, ``pattern`` the subject."""
+    """One host rule: ``permission`` globs ``mcp:<server>:<tool>``, ``pattern`` the candidates."""
 
     permission: str
     pattern: str
@@ -74,6 +77,29 @@ class CompiledRule:
 
     def subject_matches(self, subject: str) -> bool:
         return self.pattern_re.match(subject) is not None
+
+    def applies(self, candidates: Sequence[Candidate]) -> tuple[bool, str]:
+        """Whether the pattern covers ``candidates`` for this rule's action, and how.
+
+        Deny and ask: any candidate matches. Allow: every candidate matches. None: the
+        pattern is matched against "" (so ``*`` applies and ``/tmp/*`` does not).
+        """
+        if not candidates:
+            return self.subject_matches(""), "no string argument to check"
+        if self.rule.action is not Action.ALLOW:
+            for candidate in candidates:
+                if self.subject_matches(candidate.text):
+                    return True, f"argument {candidate.where()}"
+            return False, ""
+        if all(self.subject_matches(candidate.text) for candidate in candidates):
+            return True, f"every argument checked: {_listed(candidates)}"
+        return False, ""
+
+
+def _listed(candidates: Sequence[Candidate], most: int = 3) -> str:
+    places = list(dict.fromkeys(candidate.where() for candidate in candidates))
+    more = f" and {len(places) - most} more" if len(places) > most else ""
+    return ", ".join(places[:most]) + more
 
 
 _ACTIONS = {action.value: action for action in Action}
@@ -150,92 +176,6 @@ def default_action(trusted: bool, risk: Risk) -> Action:
     return Action.ASK
 
 
-# --- subjects -------------------------------------------------------------------------
-
-# Looked up in this order, keys compared lower-cased without "_" and "-" (filePath,
-# file_path and file-path are one key). Two-path tools (move_file's source and
-# destination) are deliberately absent: their subject is the whole JSON, so a one-path
-# glob like "/tmp/*" can never vouch for both ends.
-SUBJECT_KEYS: tuple[str, ...] = (
-    "path", "filepath", "filename", "file", "directory", "url", "uri", "command", "cmd", "query", "name",
-)  # fmt: skip
-_PATH_KEYS = frozenset(("path", "filepath", "filename", "file", "directory"))
-_COMMAND_KEYS = frozenset(("command", "cmd"))
-_ARGV_KEYS = ("args", "argv", "arguments")
-# Bounded so a rule match costs bounded time and reasons/audit rows stay small; long
-# subjects keep head and tail so both anchors of a glob ("/tmp/*.txt") still see them.
-MAX_SUBJECT_LENGTH = 4096
-
-
-def _jsonable(value: Any) -> Any:
-    """Frozen mappings (MappingProxyType and the like) as dicts; anything else by repr."""
-    if isinstance(value, Mapping):
-        return {str(k): v for k, v in value.items()}
-    return repr(value)
-
-
-def _canonical_json(value: Any, *, ascii_only: bool = False) -> str:
-    """Sorted-key compact JSON; never raises (server data can be anything)."""
-    try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only, default=_jsonable
-        )
-    except (TypeError, ValueError, RecursionError):
-        pass
-    try:  # mixed key types that cannot be sorted
-        return repr(value)
-    except RecursionError:  # nested deeper than the interpreter will walk
-        return "<arguments nested too deeply to encode>"
-
-
-def _strings(value: Any) -> list[str] | None:
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return list(value)
-    return None
-
-
-def _bounded(subject: str) -> str:
-    if len(subject) <= MAX_SUBJECT_LENGTH:
-        return subject
-    head = (MAX_SUBJECT_LENGTH - 1) // 2
-    tail = MAX_SUBJECT_LENGTH - 1 - head
-    return f"{subject[:head]}…{subject[-tail:]}"
-
-
-def _subject(arguments: Mapping[str, Any]) -> str | None:
-    keys: dict[str, str] = {}
-    for key in sorted(k for k in arguments if isinstance(k, str)):
-        keys.setdefault(key.lower().replace("_", "").replace("-", ""), key)
-    for wanted in SUBJECT_KEYS:
-        if wanted not in keys:
-            continue
-        # The first well-known key present decides; a value of the wrong shape falls
-        # back to the JSON rather than to a later, possibly harmless-looking key.
-        value = arguments[keys[wanted]]
-        if isinstance(value, str):
-            if wanted in _PATH_KEYS and value:
-                return posixpath.normpath(value)  # "/tmp/../etc/passwd" must not pass "/tmp/*"
-            if wanted in _COMMAND_KEYS:
-                extra: Any = next((arguments[k] for k in _ARGV_KEYS if k in arguments), [])
-                argv = [extra] if isinstance(extra, str) else _strings(extra)
-                return None if argv is None else " ".join([value, *argv])
-            return value
-        argv = _strings(value) if wanted in _COMMAND_KEYS else None
-        return " ".join(argv) if argv is not None else None
-    return None
-
-
-def subject_of(arguments: Mapping[str, Any]) -> str:
-    """What a rule's ``pattern`` is matched against (see SUBJECT_KEYS), else compact JSON.
-
-    Paths are normalized lexically (symlinks cannot be seen from here). A command's
-    subject is its text plus any ``args`` list; ``*`` crosses spaces and ``;``, so
-    allow-patterns over commands vouch for everything after the prefix.
-    """
-    found = _subject(arguments) if isinstance(arguments, Mapping) else None
-    return _bounded(found if found is not None else _canonical_json(arguments))
-
-
 # --- decisions ------------------------------------------------------------------------
 
 PIN_CHANGED_REASON = "tool definition changed since it was last allowed (description or schema)"
@@ -268,24 +208,56 @@ def decide(
     trusted: bool,
     risk: Risk,
     rules: Sequence[CompiledRule],
+    subject_arguments: bool = False,
 ) -> Decision:
-    """The default for (trust, risk), overridden by the last matching rule."""
+    """The default for (trust, risk), overridden by the last rule that applies.
+
+    ``subject_arguments``: the tool's schema declares a path/URL-like argument
+    (``subjects.declares_subject_arguments``), so its patterns see only those; the
+    default, every string, is the stricter reading for an allow.
+    """
     permission = permission_of(server, tool)
-    subject: str | None = None  # computed on the first rule whose permission matches
+    candidates: tuple[Candidate, ...] | None = None  # computed on the first rule that needs them
     for compiled in reversed(rules):
         if not compiled.permission_matches(permission):
             continue
-        if subject is None:
-            subject = subject_of(arguments)
-        if compiled.subject_matches(subject):
-            rule = compiled.rule
-            return Decision(
-                rule.action,
-                f"trust rule [{compiled.index}] permission={rule.permission!r} "
-                f"pattern={rule.pattern!r} matched {permission!r}: {rule.action}",
-                compiled.index,
-            )
+        rule = compiled.rule
+        if rule.pattern == "*":  # matches every string and "": applies whatever the arguments
+            how = ""
+        else:
+            if candidates is None:
+                candidates = candidates_of(arguments, subject_arguments=subject_arguments)
+            applies, how = compiled.applies(candidates)
+            if not applies:
+                continue
+        return Decision(
+            rule.action,
+            f"trust rule [{compiled.index}] permission={rule.permission!r} "
+            f"pattern={rule.pattern!r} matched {permission!r}{f' ({how})' if how else ''}: {rule.action}",
+            compiled.index,
+        )
     return Decision(default_action(trusted, risk), _default_reason(trusted, risk), None)
+
+
+def _jsonable(value: Any) -> Any:
+    """Frozen mappings (MappingProxyType and the like) as dicts; anything else by repr."""
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    return repr(value)
+
+
+def _canonical_json(value: Any, *, ascii_only: bool = False) -> str:
+    """Sorted-key compact JSON; never raises (server data can be anything)."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only, default=_jsonable
+        )
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:  # mixed key types that cannot be sorted
+        return repr(value)
+    except RecursionError:  # nested deeper than the interpreter will walk
+        return "<arguments nested too deeply to encode>"
 
 
 def fingerprint(description: str, input_schema: Mapping[str, Any]) -> str:

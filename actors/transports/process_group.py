@@ -76,6 +76,8 @@ class ProcessGroup:
     stranger.
     """
 
+    __slots__ = ("_finished", "_stopped", "name", "pgid", "process")
+
     def __init__(self, process: trio.Process, name: str) -> None:
         self.process = process
         self.pgid = process.pid  # start_new_session=True: the leader's pid is the group id

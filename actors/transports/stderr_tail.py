@@ -24,6 +24,8 @@ CUT_MARKER = " …[cut]"
 class StderrTail:
     """Lines split from stderr chunks; each redacted before it is kept or logged."""
 
+    __slots__ = ("_keep", "_lines", "_name", "_partial", "_redactor", "_skipping")
+
     def __init__(self, name: str, redactor: Redactor) -> None:
         self._name = name
         self._redactor = redactor

@@ -25,12 +25,12 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from actors.log_events import get_logger
 from actors.redaction import Redactor
-from supervisor.admin.auth import Denial, TokenBook, check_request
-from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError
+from supervisor.admin.auth import Denial, check_request
+from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import ROUTES
-from supervisor.admin.roles import Action, Principal, allowed_roles, authorize, denial_message
+from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
 from supervisor.net import is_loopback_host
@@ -74,7 +74,6 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
     feeds = EventFeeds(supervisor.events)
     api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
     app.extensions[EXTENSION] = api
-    tokens = TokenBook(config.admin.tokens)
 
     for route in ROUTES:
         app.add_url_rule(
@@ -93,7 +92,7 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
             hosts=headers.getlist("Host"),
             origins=headers.getlist("Origin"),
             authorizations=headers.getlist("Authorization"),
-            tokens=tokens,
+            tokens=api.tokens(),  # the running config's: a reload changes them
             bind_is_loopback=bind_is_loopback,
             target=_target(request.scope),
             client_is_loopback=_client_is_loopback(request.scope),
@@ -140,8 +139,7 @@ def role_refusal(principal: Principal | None, endpoint: str) -> ApiError | None:
         return None if action is Action.PUBLIC else ApiError(403, "forbidden", f"{endpoint} is not public")
     if authorize(principal, action):
         return None
-    roles = [role.value for role in allowed_roles(action)]
-    return ApiError(403, "forbidden", denial_message(principal, action, endpoint), extra={"roles": roles})
+    return forbidden(principal, action, endpoint)
 
 
 def _client_is_loopback(scope: Mapping[str, Any]) -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from supervisor.admin.roles import Action, Principal, allowed_roles, denial_message
+
 MAX_BODY_BYTES = 1 << 20
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
@@ -51,6 +53,22 @@ class MalformedJson(ApiError):
 def not_found(what: str) -> ApiError:
     """404 for an object that does not exist *for this tenant*."""
     return ApiError(404, "not_found", f"no {what}")
+
+
+def forbidden(principal: Principal, action: Action | None, what: str) -> ApiError:
+    """403 for a role that may not do ``action``, naming the roles that may."""
+    roles = [role.value for role in allowed_roles(action)]
+    return ApiError(403, "forbidden", denial_message(principal, action, what), extra={"roles": roles})
+
+
+def flag(query: Mapping[str, str], name: str) -> bool:
+    """A yes/no query parameter: absent or ``0``/``false`` is no, ``1``/``true`` yes."""
+    value = query.get(name)
+    if value is None or value.lower() in ("0", "false"):
+        return False
+    if value.lower() in ("1", "true"):
+        return True
+    raise ApiError(400, "bad_request", f"query parameter {name}: must be 1 or 0 (or true, false)")
 
 
 def bad_field(field: str, problem: str) -> ApiError:

@@ -26,10 +26,11 @@ from actors.connection.messages import Control
 from actors.connection.spec import Scope, ServerSpec
 from actors.redaction import Redactor
 from supervisor.admin import bodies
+from supervisor.admin.auth import TokenBook
 from supervisor.admin.bodies import ApiError, not_found
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import JSON, METRICS, SSE, document
-from supervisor.admin.roles import Principal
+from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.views import (
     Clock,
@@ -42,7 +43,9 @@ from supervisor.admin.views import (
     unsupervised_summary,
 )
 from supervisor.approvals import Approval
+from supervisor.reload_plan import ReloadRefused
 from supervisor.sessions import Session
+from supervisor.settings.loader import ConfigError
 from supervisor.turns import Turn
 
 if TYPE_CHECKING:
@@ -144,9 +147,23 @@ class AdminApi:
         self.feeds = feeds
         self.scrubber = scrubber
         self.redactor = redactor
+        self._config = supervisor.config
+        self._tokens = TokenBook(self._config.admin.tokens)
         self._document = orjson.dumps(document())
         self._in_flight: set[tuple[str, str]] = set()  # (tenant, request id)
         self._streamed: set[StreamedCall] = set()
+
+    def tokens(self) -> TokenBook:
+        """The admin tokens of the config running now. When a reload (by any way in)
+        changed it, its tokens replace the old ones and its secrets are masked from then
+        on; one identity check per request notices."""
+        config = self.supervisor.config
+        if config is not self._config:
+            self._config = config
+            self._tokens = TokenBook(config.admin.tokens)
+            self.scrubber.learn(config.secrets)
+            self.redactor = self.redactor.with_secrets(config.secrets)
+        return self._tokens
 
     def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
         return json_response(data, self.scrubber, status, headers)
@@ -228,6 +245,15 @@ class AdminApi:
             return self._json({"server": name, "command": control.value}, 202)
         raise ApiError(503, "unavailable", f"server {name!r} is not taking commands right now; try again")
 
+    async def reload_config(self) -> TrioResponse:
+        try:
+            plan = await self.supervisor.reload(trigger="api")
+        except ConfigError as exc:
+            raise ApiError(422, "config_error", str(exc)) from None
+        except ReloadRefused as exc:
+            raise ApiError(409, exc.code, str(exc), extra={"key": exc.key}) from None
+        return self._json({"config": self.supervisor.config.source, **plan.report()})
+
     async def restart_server(self, name: str) -> TrioResponse:
         return await self._command(name, Control.RESTART)
 
@@ -238,8 +264,11 @@ class AdminApi:
         return await self._command(name, Control.DISABLE)
 
     async def list_tools(self) -> TrioResponse:
+        full = bodies.flag(request.args, "full")
+        if full and not authorize(_principal(), Action.FULL_DESCRIPTIONS):
+            raise bodies.forbidden(_principal(), Action.FULL_DESCRIPTIONS, "list_tools with full=1")
         catalog = self.supervisor.router.cell.current
-        return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog)})
+        return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog, full=full)})
 
     # ----------------------------------------------------------------- sessions
 

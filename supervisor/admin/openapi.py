@@ -38,6 +38,7 @@ class Route:
     response: str | None = None  # schema name of the success body (JSON)
     media: str = JSON
     streams: bool = False  # also answers text/event-stream when asked to
+    errors: tuple[tuple[str, str], ...] = ()  # (status, description) beyond the common ones
     action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
 
     @property
@@ -132,10 +133,33 @@ ROUTES: tuple[Route, ...] = (
         action=_CONTROL,
     ),
     Route(
+        "POST",
+        "/v1/config/reload",
+        "reload_config",
+        "Read the config file again and apply the difference without a restart: servers whose "
+        "launch keys changed restart, removed ones stop, new ones start, the others keep running "
+        "and take their new settings.",
+        response="Reload",
+        errors=(
+            (
+                "409",
+                "restart_needed: admin.bind or state_dir changed (error.key names it), or "
+                "no_config_file: the service was started without one. Nothing changed.",
+            ),
+            (
+                "422",
+                "config_error: the file is malformed (the message is the config error line). "
+                "Nothing changed.",
+            ),
+        ),
+        action=_CONTROL,
+    ),
+    Route(
         "GET",
         "/v1/tools",
         "list_tools",
-        "Every tool of the current catalog.",
+        "Every tool of the current catalog; untrusted servers' descriptions are cut to "
+        "their listing length, except with ?full=1 (operator role only).",
         response="ToolList",
         action=_READ,
     ),
@@ -267,7 +291,7 @@ def _operation(route: Route) -> dict[str, Any]:
     if route.streams:
         success.setdefault("content", {})[SSE] = {"schema": STR}
     responses: dict[str, Any] = {str(route.status): success}
-    for status, description in _ERRORS.items():
+    for status, description in (*_ERRORS.items(), *route.errors):
         if status == "401" and route.public:
             continue
         responses[status] = {"description": description, "content": {JSON: {"schema": ref("Error")}}}

@@ -4,16 +4,18 @@ A request is made by a ``Principal`` (a tenant, in a role) and needs an ``Action
 Every admin route names its action in ``openapi.ROUTES``, and the app's guard asks
 ``authorize(principal, route.action)`` before any handler runs; a route without an
 action is refused for everyone (fail closed), and a test walks every route the app
-serves. Later ways in (an MCP gateway, the bridge, a config reload) name their action
+serves. Later ways in (an MCP gateway, the bridge) name their action
 and ask the same question.
 
 The roles (``settings.model.Role``):
 
 * ``operator``: everything a tenant may do, in its own tenant; plus server control
-  (restart, enable, disable, and reload when it exists), the metrics, and every
+  (restart, enable, disable, and ``POST /v1/config/reload``), the metrics, and every
   tenant's view (``EVERY_TENANT``): it lists and answers every tenant's approvals,
   lists and closes every tenant's sessions, and its event stream carries every
-  tenant's call and approval events. It does not work *inside* another tenant's
+  tenant's call and approval events, and reads untrusted tools' full descriptions
+  in ``/v1/tools?full=1`` (a tenant's listings carry them cut; a search in one of
+  its turns carries the matches' full text). It does not work *inside* another tenant's
   session (turns, calls, searches): those stay the session's own, and are audited
   under its tenant. Request ids are per tenant, so it cancels its own requests.
 * ``tenant``: its own sessions, turns, calls, approvals and requests, plus read-only
@@ -44,9 +46,10 @@ class Action(enum.StrEnum):
     PUBLIC = "public"  # liveness, for anyone past the Host and Origin gates
     READ_STATE = "read_state"  # servers, tools, the API document, the event stream
     USE_SESSIONS = "use_sessions"  # own sessions, turns, calls, search, approvals, requests
-    CONTROL_SERVERS = "control_servers"  # restart, enable, disable (reload)
+    CONTROL_SERVERS = "control_servers"  # restart, enable, disable, config reload
     READ_METRICS = "read_metrics"  # counters across every tenant
     EVERY_TENANT = "every_tenant"  # see (and answer, close) every tenant's objects
+    FULL_DESCRIPTIONS = "full_descriptions"  # /v1/tools?full=1: untrusted descriptions uncut
     BRIDGE = "bridge"  # register servers as a bridge peer
 
 
@@ -59,6 +62,7 @@ GRANTS: Mapping[Role, frozenset[Action]] = {
             Action.CONTROL_SERVERS,
             Action.READ_METRICS,
             Action.EVERY_TENANT,
+            Action.FULL_DESCRIPTIONS,
         }
     ),
     Role.TENANT: frozenset({Action.PUBLIC, Action.READ_STATE, Action.USE_SESSIONS}),

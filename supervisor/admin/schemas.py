@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.connection.states import Phase, State
+from actors.connection.states import Availability, Phase, State
 from actors.router.depth import MAX_ARGUMENT_DEPTH
 
 
@@ -28,6 +28,7 @@ _NUM = {"type": "number"}
 _BOOL = {"type": "boolean"}
 _NULL_STR = {"type": ["string", "null"]}
 _NULL_NUM = {"type": ["number", "null"]}
+_AVAILABILITY = {"enum": [a.value for a in Availability]}
 
 SCHEMAS: dict[str, Any] = {
     "Error": _obj(
@@ -110,6 +111,19 @@ SCHEMAS: dict[str, Any] = {
     },
     "ServerList": _obj(("servers",), servers={"type": "array", "items": ref("Server")}),
     "Command": _obj(("server", "command"), server=STR, command={"enum": ["restart", "enable", "disable"]}),
+    "Reload": _obj(
+        ("config", "restarted", "started", "stopped", "applied_live", "new_sessions"),
+        config=_NULL_STR,
+        restarted={"type": "array", "items": STR},
+        started={"type": "array", "items": STR},
+        stopped={"type": "array", "items": STR},
+        applied_live=_obj(
+            ("servers", "settings"),
+            servers={"type": "object", "additionalProperties": {"type": "array", "items": STR}},
+            settings={"type": "array", "items": STR},
+        ),
+        new_sessions={"type": "array", "items": STR},
+    ),
     "Tool": _obj(
         ("id", "server", "name", "description", "input_schema", "available", "stale"),
         id=STR,
@@ -141,7 +155,12 @@ SCHEMAS: dict[str, Any] = {
         ("turn_id", "epoch", "tools", "search_enabled"),
         turn_id=STR,
         epoch=_INT,
-        tools={"type": "array", "items": {"type": "object", "required": ["id", "server", "available"]}},
+        tools={
+            "type": "array",
+            "items": _obj(
+                ("id", "server", "available", "availability"), available=_BOOL, availability=_AVAILABILITY
+            ),
+        },
         search_enabled=_BOOL,
     ),
     "CallRequest": {
@@ -184,10 +203,11 @@ SCHEMAS: dict[str, Any] = {
         matches={
             "type": "array",
             "items": _obj(
-                ("id", "description", "server_state", "stale"),
+                ("id", "description", "server_state", "availability", "stale"),
                 id=STR,
                 description=STR,
                 server_state=STR,
+                availability=_AVAILABILITY,
                 stale=_BOOL,
             ),
         },

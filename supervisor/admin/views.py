@@ -35,10 +35,17 @@ from supervisor.sessions import Session
 class SecretScrubber:
     """Masks known secret values in every string (keys included) of a JSON value."""
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_pattern", "_secrets")
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        kept = sorted({s for s in secrets if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        self._secrets: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self.learn(secrets)
+
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` too (a config reload brought them; the old stay masked)."""
+        self._secrets |= {s for s in secrets if len(s) >= MIN_SECRET_LEN}
+        kept = sorted(self._secrets, key=len, reverse=True)
         self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
 
     def text(self, value: str) -> str:
@@ -159,8 +166,9 @@ def server_detail(
     return detail
 
 
-def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
-    """Every tool of a catalog, in config order, with its server's availability."""
+def tool_list(catalog: Catalog, *, full: bool = False) -> list[dict[str, Any]]:
+    """Every tool of a catalog, in config order, with its server's availability;
+    descriptions of untrusted servers cut to their listing length unless ``full``."""
     tools = []
     for entry in catalog.listing:
         view = catalog.servers[entry.server]
@@ -169,10 +177,10 @@ def tool_list(catalog: Catalog) -> list[dict[str, Any]]:
                 "id": entry.id,
                 "server": entry.server,
                 "name": entry.name,
-                "description": entry.listed_description or entry.description,
+                "description": entry.description if full else entry.listed_description or entry.description,
                 "input_schema": dict(entry.input_schema),
                 "available": view.available,
-                "stale": view.stale and view.generation == 0,
+                "stale": view.cached_only,
             }
         )
     return tools

@@ -52,7 +52,8 @@ class ToolSearchSettings:
 
 @attrs.frozen(slots=True)
 class TrustRule:
-    """``permission`` globs ``mcp:<server>:<tool>``, ``pattern`` globs the call's subject."""
+    """``permission`` globs ``mcp:<server>:<tool>``, ``pattern`` the call's candidates
+    (``actors/router/subjects.py``)."""
 
     permission: str
     pattern: str = "*"

@@ -171,3 +171,23 @@ def audit_hash(arguments: Mapping[str, Any]) -> tuple[str, int]:
             return hash_arguments(arguments)
         return hashlib.sha256(data).hexdigest(), len(data)
     return hash_arguments(arguments)
+
+
+MAX_AUDITED_NAME = 200
+"""An unknown tool's name is kept in its audit row and call event cut to this many characters."""
+
+
+def audited_name(tool_id: str) -> str:
+    """A tool name as given by a caller, fit for the audit: bounded, and valid UTF-8
+    (a host's Python str may hold lone surrogates, which neither SQLite nor JSON take)."""
+    name = tool_id if len(tool_id) <= MAX_AUDITED_NAME else tool_id[: MAX_AUDITED_NAME - 1] + "…"
+    return name.encode("utf-8", "replace").decode("utf-8")
+
+
+def arguments_digest(arguments: Any) -> tuple[str, int]:
+    """The audit's hash of arguments no deeper than the limit: ``audit_hash``, or the
+    bounded encoding for values the standard library cannot write as JSON."""
+    try:
+        return audit_hash(arguments)
+    except (TypeError, ValueError):
+        return bounded_hash(arguments)
