@@ -10,7 +10,6 @@ Pending requests are listed on the desk so an operator surface can show them.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -18,8 +17,9 @@ import attrs
 import trio
 
 from actors.broadcast import Broadcast
+from actors.log_events import get_logger
 
-log = logging.getLogger("supervisor.approvals")
+log = get_logger("supervisor.approvals")
 
 REMEMBER = ("once", "session", "always")
 

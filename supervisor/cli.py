@@ -11,13 +11,16 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
 from typing import TypeVar
 
 import attrs
 import trio
 
+from actors.log_events import get_logger
 from supervisor import cli_client, client
 from supervisor.logs import configure
 from supervisor.net import bind_is_loopback, parse_bind
@@ -28,7 +31,7 @@ from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_con
 from supervisor.settings.model import Config
 from supervisor.state_dir import StateError, check_state_dir
 
-log = logging.getLogger("supervisor.cli")
+log = get_logger("supervisor.cli")
 
 E = TypeVar("E", bound=BaseException)
 
@@ -36,6 +39,10 @@ E = TypeVar("E", bound=BaseException)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-supervisor", description="Keep MCP server connections alive, honest and safe."
+    )
+    # Also accepted after the command (cli_client); here for `mcp-supervisor --json status`.
+    parser.add_argument(
+        "--json", action="store_true", dest="json_first", help="machine output (client commands)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     config_help = f"config file (default: ${CONFIG_ENV_VAR}; none means no servers)"
@@ -118,21 +125,64 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: Config, state_dir: str | None, reread: Callable[[], Config] | None = None) -> None:
+async def _serve(
+    config: Config, state_dir: str | None, listener: socket.socket, reread: Callable[[], Config] | None = None
+) -> None:
     # Imported here: the client commands need neither Quart nor Hypercorn.
     from supervisor.admin import serve_admin
 
+    # The receiver outlives the service: a second Ctrl-C during the shutdown is
+    # answered with a line, never a KeyboardInterrupt in the middle of a teardown.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async with open_service(config, state_dir, "serve", reread) as sup, trio.open_nursery() as nursery:
-            url = await nursery.start(serve_admin, sup, config.admin.bind)
-            log.info("admin api listening", extra={"fields": {"url": url}})
-            async for signum in signals:
-                if signum == signal.SIGHUP:  # reload the config (serve only: never in a host)
+        control = _Signals()
+        async with trio.open_nursery() as watcher:
+            watcher.start_soon(control.watch, signals)
+            async with (
+                open_service(config, state_dir, "serve", reread) as sup,
+                trio.open_nursery() as nursery,
+            ):
+                url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))
+                log.info("admin api listening", extra={"fields": {"url": url}})
+                control.serving(sup, nursery)
+                await control.stop.wait()
+                nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
+            watcher.cancel_scope.cancel()
+
+
+class _Signals:
+    """``serve``'s signals, read for the service's whole life: the first SIGINT/SIGTERM
+    stops it, later ones only say it is stopping; SIGHUP reloads the config (serve only:
+    never in a host), once the service runs if it comes during the start."""
+
+    def __init__(self) -> None:
+        self.stop = trio.Event()
+        self._service: tuple[Supervisor, trio.Nursery] | None = None
+        self._reload_pending = False
+
+    def serving(self, sup: Supervisor, nursery: trio.Nursery) -> None:
+        self._service = (sup, nursery)
+        if self._reload_pending:
+            self._reload_pending = False
+            nursery.start_soon(_reload, sup)
+
+    async def watch(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if signum == signal.SIGHUP:
+                if self.stop.is_set():
+                    continue  # stopping: nothing to reload
+                if self._service is None:
+                    self._reload_pending = True
+                else:
+                    sup, nursery = self._service
                     nursery.start_soon(_reload, sup)
-                    continue
-                log.info("stopping", extra={"fields": {"signal": signal.Signals(signum).name}})
-                break
-            nursery.cancel_scope.cancel()  # the admin API drains before the supervisor stops
+            elif not self.stop.is_set():
+                log.info("stopping", extra={"fields": {"signal": name}})
+                self.stop.set()
+            else:
+                log.info(
+                    "already stopping", extra={"fields": {"signal": name, "waiting_for": "servers to stop"}}
+                )
 
 
 async def _reload(sup: Supervisor) -> None:
@@ -169,6 +219,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # --bind wins over the config file; _serve reads the address from the config.
     config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
     check_state_dir(config, args.state_dir)  # a bad one is the only line printed (exit 3)
+    from supervisor.admin import AdminBindError, listen_admin
+
+    try:
+        listener = listen_admin(bind)  # before any server starts: a taken port costs nothing
+    except AdminBindError as exc:
+        print(f"mcp-supervisor: {exc}", file=sys.stderr)
+        return 1
     log.info(
         "starting",
         extra={
@@ -176,7 +233,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         },
     )
     try:
-        trio.run(_serve, config, args.state_dir, _rereader(args.config, args.bind))
+        with listener:
+            trio.run(_serve, config, args.state_dir, listener, _rereader(args.config, args.bind))
+        # Stopped: a late Ctrl-C while the interpreter exits has nothing left to stop.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # before the receiver was set up, or after it closed
+        return 130
     except (SupervisorGaveUp, BaseExceptionGroup) as exc:
         bad_state = _find(exc, StateError)
         if bad_state is not None:
@@ -185,13 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if gave_up is not None:
             log.error("supervisor gave up", extra={"fields": {"reason": str(gave_up)}})
             return 1
-        from supervisor.admin import AdminBindError
-
-        cannot_bind = _find(exc, AdminBindError)
-        if cannot_bind is None:
-            raise
-        print(f"mcp-supervisor: {cannot_bind}", file=sys.stderr)
-        return 1
+        raise
     return 0
 
 
@@ -218,7 +274,12 @@ def _find(exc: BaseException, kind: type[E]) -> E | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mcp-supervisor`` console script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.json_first:
+        if args.command not in cli_client.COMMANDS:
+            parser.error(f"--json applies to {', '.join(cli_client.COMMANDS)}, not {args.command}")
+        args.json = True
     if args.command in cli_client.COMMANDS:
         return cli_client.run(args)
     try:

@@ -5,11 +5,12 @@ they never load a config or start servers, so they answer in milliseconds and wo
 from any terminal on the machine.
 
 Output rules (the CLI contract): human output is an aligned table on stdout, cut to
-the terminal width; ``--json`` prints the service's JSON on stdout and nothing else
-there; messages, errors and live progress go to stderr, progress only when stderr is a
-terminal (a log file would otherwise fill with redraw sequences). Exit status: 0 done,
-1 the service could not be reached or said no (or the call's envelope says
-``ok: false``), 2 bad usage, 130 interrupted.
+the terminal width (not cut with ``--wide``, nor when stdout is no terminal);
+``--json`` prints the service's JSON on stdout and nothing else there; messages,
+errors and live progress go to stderr, progress only when stderr is a terminal (a log
+file would otherwise fill with redraw sequences). Exit status: 0 done, 1 the service
+could not be reached or said no (or the call's envelope says ``ok: false``), 2 bad
+usage, 130 interrupted.
 
 Text that comes from MCP servers (error messages, descriptions, progress messages) is
 shown with control characters replaced (``cli_text.printable``): a server must not be
@@ -39,7 +40,7 @@ from supervisor.cli_text import (
     one_line,
     printable,
     render_table,
-    terminal_width,
+    table_width,
 )
 from supervisor.client import (
     DEFAULT_TIMEOUT_S,
@@ -86,12 +87,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "for 'call', also for each sign of life while the call runs (default: the service's call timeout)",
     )
 
-    commands.add_parser(
-        "status", parents=[common], help="show each server's state, tools and retry countdown"
+    # Tables are cut to the terminal's width; --wide never cuts.
+    table = argparse.ArgumentParser(add_help=False)
+    table.add_argument(
+        "--wide", action="store_true", help="never cut the last column to the terminal's width"
     )
-    commands.add_parser("tools", parents=[common], help="list the tools of every server")
+    commands.add_parser(
+        "status", parents=[common, table], help="show each server's state, tools and retry countdown"
+    )
+    commands.add_parser("tools", parents=[common, table], help="list the tools of every server")
     search = commands.add_parser(
-        "search", parents=[common], help="search the tools (BM25 over id and description)"
+        "search", parents=[common, table], help="search the tools (BM25 over id and description)"
     )
     search.add_argument("query", nargs="+", metavar="QUERY", help="words to search for")
     call = commands.add_parser("call", parents=[common], help="call a tool and print its result")
@@ -193,7 +199,7 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
         ]
         for server in servers
     ]
-    for line in render_table(headers, rows, terminal_width()):
+    for line in render_table(headers, rows, table_width(sys.stdout, args.wide)):
         _out(line)
     return EXIT_OK
 
@@ -217,7 +223,7 @@ def cmd_tools(client: AdminClient, args: argparse.Namespace) -> int:
         ]
         for tool in tools
     ]
-    for line in render_table(headers, rows, terminal_width()):
+    for line in render_table(headers, rows, table_width(sys.stdout, args.wide)):
         _out(line)
     return EXIT_OK
 
@@ -246,7 +252,7 @@ def cmd_search(client: AdminClient, args: argparse.Namespace) -> int:
         ]
         for match in matches
     ]
-    for line in render_table(headers, rows, terminal_width()):
+    for line in render_table(headers, rows, table_width(sys.stdout, args.wide)):
         _out(line)
     return EXIT_OK
 

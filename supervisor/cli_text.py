@@ -3,13 +3,15 @@
 Text that comes from MCP servers (error messages, descriptions, progress messages) is
 shown with control characters replaced (``printable``): a server must not be able to
 move the operator's cursor, retitle the terminal or hide lines with escape sequences.
-Tables are aligned and cut to the terminal's width; the progress line on stderr is
+Tables are aligned and cut to the terminal's width (not cut at all with ``--wide`` or
+when stdout is no terminal); the progress line on stderr is
 redrawn in place, and only on a terminal.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import unicodedata
@@ -51,16 +53,41 @@ def terminal_width() -> int:
     return shutil.get_terminal_size().columns
 
 
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+def table_width(stream: TextIO, wide: bool = False) -> int | None:
+    """Where a table on ``stream`` is cut: the terminal's width (``$COLUMNS`` overrides
+    what the terminal reports). None, nothing cut, with ``--wide`` or when ``stream`` is
+    no terminal: a pipe or a file wants whole lines (as ``ps | cat`` gives them), and a
+    ``$COLUMNS`` that leaked into a non-interactive environment says nothing about it."""
+    if wide or not is_terminal(stream):
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # no real file behind the stream
+        return None
+
+
+def is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed, or no real file behind it
+        return False
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None) -> list[str]:
     """Left-aligned columns two spaces apart; the last column gets the room that is left
-    (at least a few characters, so a narrow terminal still shows the start of it)."""
+    (at least a few characters, so a narrow terminal still shows the start of it), or
+    all it needs when ``width`` is None."""
     widths = [max([len(headers[i])] + [len(row[i]) for row in rows]) for i in range(len(headers) - 1)]
     fixed = sum(widths) + len(_GAP) * (len(headers) - 1)
-    room = max(width - fixed, len(headers[-1]), _MIN_LAST_COLUMN)
+    room = None if width is None else max(width - fixed, len(headers[-1]), _MIN_LAST_COLUMN)
     lines = []
     for cells in [headers, *rows]:
         parts = [cell.ljust(w) for cell, w in zip(cells[:-1], widths, strict=True)]
-        lines.append(_GAP.join([*parts, cut(cells[-1], room)]).rstrip())
+        last = cells[-1] if room is None else cut(cells[-1], room)
+        lines.append(_GAP.join([*parts, last]).rstrip())
     return lines
 
 

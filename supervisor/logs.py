@@ -1,8 +1,10 @@
 """Structured logs: one line per event, secrets redacted on the way out.
 
-Callers log ``log.info("state", extra={"fields": {"server": …, "state": …}})``; the
-formatter renders ``<time> <level> <event> key=value …`` (or one JSON object per line
-with ``--log-format json``). Every line passes the redactor last, so a secret that
+Callers log ``log.info("state", extra={"fields": {"server": …, "state": …}})`` through
+a logger from ``actors.log_events.get_logger`` (whose records carry their fields in
+their message too, for hosts that format records themselves); the formatter renders
+``<time> <level> <event> key=value …`` (or one JSON object per line with
+``--log-format json``). Every line passes the redactor last, so a secret that
 slipped into a reason or a stderr line is masked whatever its source.
 """
 
@@ -16,16 +18,8 @@ from typing import Any
 
 import orjson
 
+from actors.log_events import event_name, log_value, record_fields
 from actors.redaction import Redactor
-
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@,+")
-
-
-def _value(value: Any) -> str:
-    text = str(value)
-    if text and all(ch in _PLAIN for ch in text):
-        return text
-    return orjson.dumps(text).decode()
 
 
 class StructuredFormatter(logging.Formatter):
@@ -41,12 +35,10 @@ class StructuredFormatter(logging.Formatter):
         self._redactor = self._redactor.with_secrets(secrets)
 
     def format(self, record: logging.LogRecord) -> str:
-        fields: dict[str, Any] = dict(getattr(record, "fields", None) or {})
-        if "server" not in fields and hasattr(record, "server"):
-            fields["server"] = record.server
+        fields = record_fields(record)
         # Redact before quoting too: JSON escaping turns a secret holding '"' or '\\'
         # into text the final pass no longer recognises.
-        message = self._redactor.redact(record.getMessage())
+        message = self._redactor.redact(event_name(record))
         if record.exc_info:
             fields["error"] = self.formatException(record.exc_info).replace("\n", " | ")
         fields = {key: self._clean(value) for key, value in fields.items()}
@@ -58,7 +50,7 @@ class StructuredFormatter(logging.Formatter):
                 default=str,
             ).decode()
         else:
-            pairs = " ".join(f"{key}={_value(value)}" for key, value in fields.items())
+            pairs = " ".join(f"{key}={log_value(value)}" for key, value in fields.items())
             # One line per event: a newline in the message must not forge a second line.
             message = message.replace("\r", "\\r").replace("\n", "\\n")
             line = f"{stamp} {record.levelname.lower():<7} {message} {pairs}".rstrip()

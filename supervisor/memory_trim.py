@@ -13,12 +13,13 @@ not glibc's there is nothing to call, and nothing is done.
 from __future__ import annotations
 
 import ctypes
-import logging
 from collections.abc import Callable
 
 import trio
 
-log = logging.getLogger("supervisor.memory_trim")
+from actors.log_events import get_logger
+
+log = get_logger("supervisor.memory_trim")
 
 TRIM_EVERY_S = 60.0
 

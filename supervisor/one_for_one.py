@@ -28,7 +28,6 @@ their reconnect schedule. A crash here means an exception escaped an actor.
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
@@ -36,7 +35,9 @@ from typing import Protocol
 import attrs
 import trio
 
-log = logging.getLogger("supervisor.one_for_one")
+from actors.log_events import get_logger
+
+log = get_logger("supervisor.one_for_one")
 
 
 class Startable(Protocol):

@@ -17,7 +17,6 @@ Shared servers can be added and removed while it runs (``add_server``,
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -32,6 +31,7 @@ from actors.broadcast import Broadcast
 from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
 from actors.connection.spec import Scope, ServerSpec
+from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses i
 
 __all__ = ["SHUTDOWN_GRACE_S", "Supervisor", "default_connector", "open_service", "recover_dead_instances"]
 
-log = logging.getLogger("supervisor")
+log = get_logger("supervisor")
 
 
 def open_service(

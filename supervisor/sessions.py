@@ -13,7 +13,6 @@ sessions → turns.
 from __future__ import annotations
 
 import itertools
-import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ import trio
 from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_settled, needs_start
+from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox, try_send
 from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMessage
 from actors.router.catalog import Catalog, ServerView, ToolEntry
@@ -36,7 +36,7 @@ from supervisor.lifetimes import lifetime
 from supervisor.policy import Policy
 from supervisor.turns import Turn
 
-log = logging.getLogger("supervisor.sessions")
+log = get_logger("supervisor.sessions")
 
 
 def _settled(view: ServerView) -> bool:

@@ -23,7 +23,6 @@ itself is a lookup, not a call, and leaves no row.
 from __future__ import annotations
 
 import itertools
-import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +32,7 @@ import trio
 
 from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
 from actors.connection.states import Availability
+from actors.log_events import get_logger
 from actors.mailbox import try_send
 from actors.protocol.session import ProgressReceived
 from actors.router.catalog import Catalog, ServerView, ToolEntry
@@ -46,7 +46,7 @@ from supervisor.store import AuditRow
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
 from supervisor.store.replay import INTERRUPTED
 
-log = logging.getLogger("supervisor.turns")
+log = get_logger("supervisor.turns")
 
 TOOL_SEARCH = "tool_search"
 _SEARCH_DESCRIPTION = (

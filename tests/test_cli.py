@@ -260,10 +260,35 @@ def test_check_without_any_config_means_no_servers(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == ["config ok: (no config file: no servers)", "0 server(s)"]
 
 
-def test_check_missing_file_means_no_servers(tmp_path: Path) -> None:
-    result = run_cli("check", "--config", str(tmp_path / "nope.json"))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "0 server(s)"
+@pytest.mark.parametrize("command", ["check", "serve"])
+@pytest.mark.parametrize("via", ["--config", "env"])
+def test_a_named_config_file_that_does_not_exist_is_a_config_error(
+    tmp_path: Path, command: str, via: str
+) -> None:
+    missing = tmp_path / "typo.json"
+    args = ["--config", str(missing)] if via == "--config" else []
+    extra = ["--bind", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")] if command == "serve" else []
+    env = clean_env(**({} if via == "--config" else {CONFIG_ENV_VAR: str(missing)}))
+    result = run_cli(command, *args, *extra, env=env)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"config error: {missing}: $: ")
+    assert "does not exist" in line
+
+
+def test_check_refuses_a_websocket_server_until_the_bridge_is_built(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.json", {"time": mini(), "bridge": {"url": "ws://127.0.0.1:1/v1/bridge"}}
+    )
+    result = run_cli("check", "--config", str(config))
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"config error: {config}: $.servers.bridge: servers of type 'websocket' (the WebSocket bridge) "
+        "are not supported by this version yet; remove the entry, or run the server through a local "
+        "stdio proxy\n"
+    )
 
 
 def test_check_honours_the_environment_variable_and_config_wins(tmp_path: Path) -> None:
@@ -458,6 +483,26 @@ def test_serve_sigint_is_like_sigterm(tmp_path: Path) -> None:
     assert leftovers == []
 
 
+def test_a_second_sigint_during_shutdown_is_acknowledged_not_a_traceback(tmp_path: Path) -> None:
+    """The server ignores stdin close and SIGTERM, so its teardown takes its whole grace:
+    the second SIGINT lands in the middle of it."""
+    config = write_config(tmp_path / "c.json", {"slow": mini("--ignore-stdin-close", "--ignore-sigterm")})
+    with serving(tmp_path, "--config", str(config)) as serve:
+        serve.wait_for("the server steady", steady("slow"), timeout=10)
+        serve.proc.send_signal(signal.SIGINT)
+        serve.wait_for("its teardown", lambda lines: first(lines, "slow", "teardown") is not None, timeout=10)
+        assert serve.stop(signal.SIGINT, timeout=15) == 0
+        lines = serve.lines
+
+    assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in lines), lines
+    assert_structured(lines)
+    events = [(parse(line)[1], parse(line)[2]) for line in lines]
+    assert ("stopping", {"signal": "SIGINT"}) in events
+    assert ("already stopping", {"signal": "SIGINT", "waiting_for": "servers to stop"}) in events
+    assert [name for name, _ in events].count("stopping") == 1
+    assert parse(lines[-1])[1] == "supervisor stopped"
+
+
 LEAKY_SERVER = """\
 import os, sys
 sys.stderr.write(os.environ["API_TOKEN"] + "\\n")
@@ -545,7 +590,10 @@ def test_serve_logs_mask_every_secret_of_the_config(
         logging.getLogger("actors.connection").warning("peer said %s", PLANTED_ADMIN)
 
     monkeypatch.setattr(cli, "_serve", fake_serve)
-    assert cli.main(["serve", "--config", str(config), "--state-dir", str(tmp_path / "state")]) == 0
+    state_dir = str(tmp_path / "state")
+    assert (
+        cli.main(["serve", "--config", str(config), "--state-dir", state_dir, "--bind", "127.0.0.1:0"]) == 0
+    )
     err = capsys.readouterr().err
     assert PLANTED_ADMIN not in err
     assert " warning peer said ***" in err
@@ -559,7 +607,7 @@ def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPa
         raise ExceptionGroup("nursery", [ExceptionGroup("inner", [SupervisorGaveUp("time crashed 4 times")])])
 
     monkeypatch.setattr(cli, "_serve", crashing_serve)
-    assert cli.main(["serve"]) == 1
+    assert cli.main(["serve", "--bind", "127.0.0.1:0"]) == 1
 
 
 def test_serve_says_clearly_when_the_admin_port_is_taken(
@@ -577,3 +625,30 @@ def test_serve_says_clearly_when_the_admin_port_is_taken(
     err = capsys.readouterr().err
     assert code == 1
     assert f"127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_serve_binds_before_it_starts_any_server(tmp_path: Path) -> None:
+    import socket
+
+    marker = tmp_path / "started"
+    config = write_config(tmp_path / "c.json", {"a": {"command": ["touch", str(marker)], "start": "eager"}})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(
+            "serve",
+            "--config",
+            str(config),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--state-dir",
+            str(tmp_path / "s"),
+        )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"mcp-supervisor: the admin API cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "is another mcp-supervisor running there? choose another address with --bind (or admin.bind "
+        "in the config)"
+    ]
+    assert not marker.exists()  # the eager server was never started

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import socket
 import subprocess
@@ -282,6 +283,7 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCP_SUPERVISOR_TOKEN", raising=False)
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setenv("LINES", "40")
+    monkeypatch.setattr(cli_text, "is_terminal", lambda stream: True)  # stdout is captured
 
 
 def run(fake: FakeAdmin, *args: str) -> int:
@@ -335,6 +337,68 @@ def test_status_last_error_follows_the_terminal_width(
     assert run(fake, "status") == 0
     rows = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in rows) == 160
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_json_goes_before_or_after_the_command(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    args = (
+        ["--json", "status", "--url", fake.url]
+        if where == "before"
+        else ["status", "--json", "--url", fake.url]
+    )
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [server["name"] for server in json.loads(out)] == ["time", "flaky-enterprise"]
+
+
+def test_json_before_a_command_without_json_output_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--json", "check"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--json applies to {', '.join(cli_client.COMMANDS)}, not check" in err
+
+
+def test_status_into_a_pipe_cuts_nothing(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No terminal: whole lines, as `ps | cat` gives them, whatever $COLUMNS says.
+    monkeypatch.setattr(cli_text, "is_terminal", lambda stream: False)
+    assert run(fake, "status") == 0
+    flaky = capsys.readouterr().out.splitlines()[2]
+    assert flaky.endswith(LONG_ERROR)
+
+
+def test_status_wide_cuts_nothing_even_on_a_narrow_terminal(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    assert run(fake, "status", "--wide") == 0
+    assert capsys.readouterr().out.splitlines()[2].endswith(LONG_ERROR)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return 1
+
+
+def test_a_table_on_a_terminal_is_cut_to_its_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()  # the real is_terminal, and no $COLUMNS
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(cli_text.os, "get_terminal_size", lambda fd: os.terminal_size((123, 40)))
+    assert cli_text.table_width(Terminal()) == 123
+    assert cli_text.table_width(Terminal(), wide=True) is None
+    monkeypatch.setenv("COLUMNS", "70")
+    assert cli_text.table_width(Terminal()) == 70
+    assert cli_text.table_width(io.StringIO()) is None  # $COLUMNS alone is no terminal
 
 
 @pytest.mark.parametrize(

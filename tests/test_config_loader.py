@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,8 @@ from typing import Any
 import pytest
 
 from actors.connection.spec import Scope, ServerSpec, Start
+from supervisor.settings.dialects import find_server_section, read_servers
+from supervisor.settings.expansion import Expander
 from supervisor.settings.loader import ConfigError, describe_config, load_config
 from supervisor.settings.model import Config, Role, TokenGrant, TrustRule
 
@@ -38,6 +39,16 @@ def fail(tmp_path: Path, doc: object, environ: dict[str, str] | None = None) -> 
     return error
 
 
+def read_specs(
+    tmp_path: Path, doc: dict[str, Any], environ: dict[str, str] | None = None
+) -> tuple[ServerSpec, ...]:
+    """The servers as the dialects read them: WebSocket bridges included, which
+    ``load_config`` refuses until the bridge is built."""
+    section = find_server_section(doc, "$")
+    assert section is not None
+    return read_servers(doc[section], f"$.{section}", Expander(str(tmp_path), environ or {}))
+
+
 def one(tmp_path: Path, entry: dict[str, Any], environ: dict[str, str] | None = None) -> ServerSpec:
     config = load(tmp_path, {"servers": {"s": entry}}, environ)
     (spec,) = config.servers
@@ -51,13 +62,14 @@ def test_no_path_and_no_env_var_means_no_servers() -> None:
     assert load_config(environ={}) == Config()
 
 
-def test_missing_file_means_no_servers_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_named_file_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
-    with caplog.at_level(logging.INFO, logger="supervisor.settings.loader"):
-        config = load_config(missing, environ={})
-    assert config.servers == ()
-    assert config.source is None
-    assert str(missing) in caplog.text
+    with pytest.raises(ConfigError) as caught:
+        load_config(missing, environ={})
+    assert str(caught.value) == (
+        f"config error: {missing}: $: the file does not exist; check the path, "
+        "or name no config file to run with no servers"
+    )
 
 
 def test_env_var_names_the_file(tmp_path: Path) -> None:
@@ -67,9 +79,18 @@ def test_env_var_names_the_file(tmp_path: Path) -> None:
     assert config.source == str(path)
 
 
-def test_env_var_pointing_nowhere_means_no_servers(tmp_path: Path) -> None:
-    config = load_config(environ={"MCP_SUPERVISOR_CONFIG": str(tmp_path / "gone.json")})
-    assert config.servers == ()
+def test_env_var_pointing_nowhere_is_an_error(tmp_path: Path) -> None:
+    gone = tmp_path / "gone.json"
+    with pytest.raises(ConfigError) as caught:
+        load_config(environ={"MCP_SUPERVISOR_CONFIG": str(gone)})
+    assert str(caught.value) == (
+        f"config error: {gone}: $: the file named by $MCP_SUPERVISOR_CONFIG does not exist; "
+        "fix the variable, or unset it to run with no servers"
+    )
+
+
+def test_an_empty_env_var_names_no_file() -> None:
+    assert load_config(environ={"MCP_SUPERVISOR_CONFIG": ""}) == Config()
 
 
 def test_argument_wins_over_env_var(tmp_path: Path) -> None:
@@ -116,22 +137,18 @@ def test_design_example_reads_as_documented(tmp_path: Path) -> None:
                        "headers": {"Authorization": "Bearer ${env:GITHUB_TOKEN}"}},
             "docs": {"type": "remote", "url": "https://docs.example/mcp",
                      "oauth": {"scope": "read"}},
-            "shared-fs": {"type": "websocket", "url": "ws://10.0.0.5:8765/v1/bridge",
-                          "server_name": "filesystem", "token": "${env:BRIDGE_TOKEN}"},
         },
         "tool_search": {"enabled": "auto", "threshold": 20, "max_matches": 10},
         "trust": {"rules": [{"permission": "mcp:github:*", "pattern": "*", "action": "allow"}]},
         "admin": {"bind": "127.0.0.1:8765", "tokens": {"${env:ADMIN_TOKEN}": "default"}},
     }  # fmt: skip
-    env = {"GITHUB_TOKEN": "gh-123", "BRIDGE_TOKEN": "br-456", "ADMIN_TOKEN": "adm-789-0123456789"}
+    env = {"GITHUB_TOKEN": "gh-123", "ADMIN_TOKEN": "adm-789-0123456789"}
     config = load(tmp_path, doc, env)
-    assert [s.name for s in config.servers] == ["time", "github", "docs", "shared-fs"]
-    time, github, docs, bridge = config.servers
+    assert [s.name for s in config.servers] == ["time", "github", "docs"]
+    time, github, docs = config.servers
     assert (time.type, time.env, time.trusted) == ("local", {"TZ": "UTC"}, True)
     assert github.headers == {"Authorization": "Bearer gh-123"}
     assert docs.oauth == {"scope": "read"}
-    assert (bridge.type, bridge.server_name) == ("websocket", "filesystem")
-    assert bridge.headers == {"Authorization": "Bearer br-456"}
     assert config.trust.rules == (TrustRule("mcp:github:*", "*", "allow"),)
     assert config.admin.tokens == {"adm-789-0123456789": TokenGrant("default", Role.TENANT)}
     assert config.server("github") is github
@@ -142,8 +159,6 @@ def test_desktop_dialect(tmp_path: Path) -> None:
         "mcpServers": {
             "fs": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"]},
             "sentry": {"url": "https://mcp.sentry.dev/mcp"},
-            "bridge": {"transport": "websocket", "url": "wss://h/v1/bridge", "serverName": "pw"},
-            "inferred": {"url": "ws://h:1/v1/bridge"},
             "off": {"command": "x", "disabled": True},
             "stdio": {"type": "stdio", "command": "x"},
         }
@@ -151,10 +166,49 @@ def test_desktop_dialect(tmp_path: Path) -> None:
     specs = {s.name: s for s in load(tmp_path, doc).servers}
     assert specs["fs"].command == ("npx", "-y", "server-filesystem", "/tmp")
     assert (specs["sentry"].type, specs["sentry"].url) == ("remote", "https://mcp.sentry.dev/mcp")
-    assert (specs["bridge"].type, specs["bridge"].server_name) == ("websocket", "pw")
-    assert (specs["inferred"].type, specs["inferred"].server_name) == ("websocket", "inferred")
     assert specs["off"].enabled is False
     assert specs["stdio"].type == "local"
+
+
+def test_websocket_entries_read_by_the_dialects(tmp_path: Path) -> None:
+    doc = {
+        "mcpServers": {
+            "shared-fs": {"type": "websocket", "url": "ws://10.0.0.5:8765/v1/bridge",
+                          "server_name": "filesystem", "token": "${env:BRIDGE_TOKEN}"},
+            "bridge": {"transport": "websocket", "url": "wss://h/v1/bridge", "serverName": "pw"},
+            "inferred": {"url": "ws://h:1/v1/bridge"},
+        }
+    }  # fmt: skip
+    specs = {s.name: s for s in read_specs(tmp_path, doc, {"BRIDGE_TOKEN": "br-456"})}
+    assert (specs["shared-fs"].type, specs["shared-fs"].server_name) == ("websocket", "filesystem")
+    assert specs["shared-fs"].headers == {"Authorization": "Bearer br-456"}
+    assert (specs["bridge"].type, specs["bridge"].server_name) == ("websocket", "pw")
+    assert (specs["inferred"].type, specs["inferred"].server_name) == ("websocket", "inferred")
+    assert describe_config(Config(servers=(specs["bridge"],))) == [
+        "bridge [websocket] wss://h/v1/bridge -> pw (enabled, lazy, shared, untrusted)"
+    ]
+
+
+@pytest.mark.parametrize("dialect", ["servers", "mcpServers", "mcp"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"type": "websocket", "url": "ws://h:1/v1/bridge", "server_name": "fs"},
+        {"transport": "websocket", "url": "wss://h/v1/bridge", "serverName": "fs", "enabled": False},
+        {"url": "ws://h:1/v1/bridge"},
+    ],
+)
+def test_a_websocket_server_is_refused_until_the_bridge_is_built(
+    tmp_path: Path, dialect: str, entry: dict[str, Any]
+) -> None:
+    if dialect == "mcp":
+        entry = {"type": "websocket", **{k: v for k, v in entry.items() if k != "transport"}}
+    error = fail(tmp_path, {dialect: {"time": {"command": "t"}, "shared-fs": entry}})
+    assert error.json_path == f"$.{dialect}.shared-fs"
+    assert error.problem == (
+        "servers of type 'websocket' (the WebSocket bridge) are not supported by this version yet; "
+        "remove the entry, or run the server through a local stdio proxy"
+    )
 
 
 def test_connectors_dialect(tmp_path: Path) -> None:
@@ -308,11 +362,9 @@ def test_describe_config_lines(tmp_path: Path) -> None:
     doc = {"mcpServers": {
         "a": {"command": "python", "args": ["-m", "x y"], "start": "eager", "scope": "session",
               "trusted": True, "disabled": True},
-        "b": {"url": "wss://h/v1/bridge", "serverName": "fs"},
     }}  # fmt: skip
     assert describe_config(load(tmp_path, doc)) == [
         "a [local] python -m 'x y' (disabled, eager, session, trusted)",
-        "b [websocket] wss://h/v1/bridge -> fs (enabled, lazy, shared, untrusted)",
     ]
 
 

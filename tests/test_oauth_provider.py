@@ -14,6 +14,7 @@ import trio
 from actors.auth.flows import ID_JAG_TYPE, ID_TOKEN_TYPE, JWT_BEARER_GRANT, TOKEN_EXCHANGE
 from actors.auth.http import MAX_METADATA_BYTES
 from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
+from actors.log_events import event_name
 from actors.transports.base import AuthRequired
 
 MCP = "https://mcp.example/mcp"
@@ -147,7 +148,7 @@ async def test_a_failing_store_costs_persistence_not_the_server(caplog: pytest.L
     await oauth.prepare()
     await oauth.unauthorized(None, None)
     assert oauth.authorization() == "Bearer at-1"
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [event_name(r) for r in caplog.records]
     assert "cannot read stored tokens" in messages and "cannot store tokens" in messages
 
 

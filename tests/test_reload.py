@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from actors.connection.states import State
+from actors.log_events import event_name
 from supervisor import Supervisor
 from supervisor.reload_plan import ReloadRefused
 from supervisor.settings.loader import ConfigError, load_config
@@ -143,7 +144,7 @@ async def test_a_refused_reload_changes_nothing(
         assert sup.config is config
         assert await pid_of(sup, "a") == a_pid and sup.servers()["a"].state is State.STEADY
         assert sup.router.cell.current.epoch == epoch
-    (line,) = [r for r in caplog.records if r.getMessage() == "config reload refused"]
+    (line,) = [r for r in caplog.records if event_name(r) == "config reload refused"]
     assert line.fields["trigger"] == "test" and line.fields["reason"].startswith(
         ("config error", "reload refused")
     )

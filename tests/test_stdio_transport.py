@@ -21,6 +21,7 @@ import pytest
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import event_name
 from actors.protocol.errors import FramingError
 from actors.protocol.jsonrpc import parse_message, to_wire
 from actors.protocol.messages import Message, Notification
@@ -137,11 +138,11 @@ async def test_connector_opens_a_transport(mini_server_argv: list[str], tmp_path
 
 async def test_missing_command_is_a_spawn_error() -> None:
     with pytest.raises(SpawnError) as err:
-        async with open_stdio_transport(make_spec(["no-such-mcp-server-x9"])):
+        async with open_stdio_transport(make_spec(["no-such-mcp-server-x9"], env={"PATH": "/nowhere:/none"})):
             pytest.fail("must not start")
     assert str(err.value) == (
-        "mcp server mini: command 'no-such-mcp-server-x9' not found on PATH; install it or "
-        "give its full path in the server's command"
+        "mcp server mini: command 'no-such-mcp-server-x9' not found on PATH (/nowhere:/none); install it, "
+        "give its full path in the server's command, or set PATH in the server's env"
     )
 
 
@@ -276,7 +277,7 @@ async def test_stderr_lines_are_cut_and_redacted(caplog: pytest.LogCaptureFixtur
     ]
     assert secret not in caplog.text
     assert secret[:8] not in caplog.text
-    lines = [r.fields for r in caplog.records if r.getMessage() == "stderr"]  # type: ignore[attr-defined]
+    lines = [r.fields for r in caplog.records if event_name(r) == "stderr"]  # type: ignore[attr-defined]
     assert {"server": "mini", "line": "using key ***"} in lines
 
 

@@ -4,11 +4,10 @@ retry loop. Texts name the server and the step, never a token."""
 
 from __future__ import annotations
 
-import logging
-
+from actors.log_events import get_logger
 from actors.transports.base import AuthRequired
 
-_log = logging.getLogger("actors.auth")
+_log = get_logger("actors.auth")
 
 
 def auth_failed(server: str, detail: str) -> AuthRequired:

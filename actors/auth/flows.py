@@ -20,7 +20,6 @@ to the vault at once; a vault that fails is logged, and the token still serves t
 from __future__ import annotations
 
 import base64
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,10 +48,11 @@ from actors.auth.http import AuthServerHttp
 from actors.auth.records import AuthRecord, Client, Tokens
 from actors.auth.settings import HEADLESS_FLOWS, OAuthSettings
 from actors.auth.vault import TokenVault
+from actors.log_events import get_logger
 from actors.redaction import safe_url
 from actors.transports.base import USER_AGENT, AuthRequired
 
-_log = logging.getLogger("actors.auth")
+_log = get_logger("actors.auth")
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"

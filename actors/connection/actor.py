@@ -82,6 +82,7 @@ from actors.connection.vocabulary import (
     StartRelist,
     Why,
 )
+from actors.log_events import get_logger
 from actors.mailbox import answer, queued
 from actors.protocol.errors import ProtocolError
 from actors.redaction import Redactor
@@ -89,7 +90,7 @@ from actors.transports.base import AuthRequired, Connector, TransportError
 
 __all__ = ["ConnectionActor", "Crashed", "ServerRequestHandler"]
 
-log = logging.getLogger("actors.connection")
+log = get_logger("actors.connection")
 
 Order = StartAttempt | Sleep | Finish
 """What the lifecycle task does next (the machine's last order)."""

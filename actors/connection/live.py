@@ -9,7 +9,6 @@ the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, C
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
+from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
 from actors.protocol.errors import ProtocolError, Unencodable
 from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId
@@ -37,7 +37,7 @@ from actors.protocol.session import (
 from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, Transport, TransportClosed, TransportError
 
-log = logging.getLogger("actors.connection")
+log = get_logger("actors.connection")
 
 ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
 """``(server, method, params) -> result``, or None when the host does not handle ``method``."""

@@ -22,7 +22,6 @@ after folding everything that was sent before it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from actors.broadcast import Broadcast
 from actors.connection.messages import ConnectionMessage, Published, ToolsListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_available, is_reconnect
+from actors.log_events import get_logger
 from actors.mailbox import queued
 from actors.protocol.messages import Tool
 from actors.router.catalog import (
@@ -49,7 +49,7 @@ from actors.router.catalog import (
 from actors.router.naming import IdBook, assign_ids
 from actors.router.trust import listing_description
 
-log = logging.getLogger("actors.router")
+log = get_logger("actors.router")
 
 ToolListSink = Callable[[str, tuple[Tool, ...]], object]
 

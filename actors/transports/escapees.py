@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import logging
 import os
 import signal
 import sys
@@ -38,9 +37,10 @@ from collections.abc import Collection, Iterable
 
 import trio
 
+from actors.log_events import get_logger
 from actors.transports.pidfiles import read_proc_stat
 
-_log = logging.getLogger("actors.transports.stdio")
+_log = get_logger("actors.transports.stdio")
 
 MARKER_ENV = "MCP_SUPERVISOR_SERVER"
 _MARKER_PREFIX = MARKER_ENV.encode() + b"="

@@ -19,7 +19,6 @@ connection that could not even be opened (refused, unknown host, no route).
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ import trio
 
 from actors.auth.discovery import parse_challenge
 from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, ErrorResponse, Message, RequestId
 from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
@@ -41,7 +41,7 @@ from actors.transports.http_status import Next
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider
 
-_log = logging.getLogger("actors.transports.http")
+_log = get_logger("actors.transports.http")
 
 ACCEPT_POST = "application/json, text/event-stream"
 ACCEPT_SSE = "text/event-stream"

@@ -11,7 +11,6 @@ Which of the two transports a remote server gets, and the switch to this one, ar
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 import httpx2
 import trio
 
+from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_event, encode_body
 from actors.protocol.messages import Message, Request
@@ -37,7 +37,7 @@ from actors.transports.streamable_http import what
 if TYPE_CHECKING:
     pass
 
-_log = logging.getLogger("actors.transports.http")
+_log = get_logger("actors.transports.http")
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _CLIENT_CLOSE_S = 2.0

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import signal
 import time
@@ -40,9 +39,10 @@ from typing import Literal
 
 import attrs
 
+from actors.log_events import get_logger
 from actors.transports.instances import instance_is_live
 
-_log = logging.getLogger(__name__)
+_log = get_logger(__name__)
 
 # Hard cap on the time reap_orphans may take: start-up must not stall on old junk.
 MAX_REAP_S = 1.0

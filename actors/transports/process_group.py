@@ -15,15 +15,15 @@ part of a local server, making sure nothing it started outlives it, reads on its
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import signal
 
 import trio
 
+from actors.log_events import get_logger
 from actors.transports.escapees import is_subreaper, reap_escapees
 
-_log = logging.getLogger("actors.transports.stdio")
+_log = get_logger("actors.transports.stdio")
 
 # After SIGKILL a process dies at once unless stuck in the kernel (D state).
 KILL_REAP_S = 5.0

@@ -16,7 +16,6 @@ the pooled client is closed; all shielded.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING
@@ -25,6 +24,7 @@ import httpx2
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
 from actors.protocol.messages import Message
 from actors.redaction import Redactor
 from actors.transports.base import Connector, Transport, TransportError
@@ -35,7 +35,7 @@ from actors.transports.streamable_http import StreamableHttpTransport
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, OAuthProvider, TokenVault
 
-_log = logging.getLogger("actors.transports.http")
+_log = get_logger("actors.transports.http")
 
 _CLIENT_CLOSE_S = 2.0
 

@@ -31,7 +31,6 @@ import concurrent.futures
 import contextlib
 import ctypes
 import functools
-import logging
 import os
 import shutil
 import signal
@@ -44,10 +43,11 @@ import attrs
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
 from actors.transports.base import SpawnError
 from actors.transports.escapees import MARKER_ENV
 
-_log = logging.getLogger("actors.transports.stdio")
+_log = get_logger("actors.transports.stdio")
 
 T = TypeVar("T")
 
@@ -86,11 +86,14 @@ def plan_launch(spec: ServerSpec, environ: Mapping[str, str], marker: str) -> La
             )
         executable = os.path.abspath(candidate)
     else:
-        found = shutil.which(argv0, path=env.get("PATH", os.defpath))
+        search = env.get("PATH", os.defpath)
+        found = shutil.which(argv0, path=search)
         if found is None:
+            # The PATH searched is named: a command found in the user's shell but not
+            # here is nearly always a virtualenv that is active there and not here.
             raise SpawnError(
-                f"mcp server {name}: command {argv0!r} not found on PATH; install it or "
-                "give its full path in the server's command"
+                f"mcp server {name}: command {argv0!r} not found on PATH ({search}); install it, "
+                "give its full path in the server's command, or set PATH in the server's env"
             )
         executable = os.path.abspath(found)
     return Launch(argv=tuple(spec.command), executable=executable, env=env, cwd=cwd)

@@ -9,11 +9,11 @@ never more than one line's worth of bytes held while a line is still being writt
 from __future__ import annotations
 
 import collections
-import logging
 
+from actors.log_events import get_logger
 from actors.redaction import Redactor
 
-_log = logging.getLogger("actors.transports.stdio")
+_log = get_logger("actors.transports.stdio")
 
 STDERR_TAIL_LINES = 200
 # A line longer than this is cut: one 10 MB line must not become 10 MB of memory.

@@ -30,7 +30,6 @@ killed and reaped at its teardown (``escapees.py``).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
 from actors.protocol.messages import Message
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
@@ -59,7 +59,7 @@ from actors.transports.spawn import plan_launch, spawn
 from actors.transports.stderr_tail import StderrTail
 from actors.transports.stdio_hub import StdioHub
 
-_log = logging.getLogger("actors.transports.stdio")
+_log = get_logger("actors.transports.stdio")
 
 _RECEIVE_CHUNK = 65536
 # How long teardown waits for a dead server's last words on stderr (EOF).

@@ -16,14 +16,15 @@ that waits for that one process.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import selectors
 from collections.abc import Callable
 
 import trio
 
-_log = logging.getLogger("actors.transports.stdio")
+from actors.log_events import get_logger
+
+_log = get_logger("actors.transports.stdio")
 
 Ready = Callable[[], object]  # what a callback returns is not looked at
 

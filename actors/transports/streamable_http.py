@@ -37,13 +37,13 @@ is noticed at once too.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
 
 import httpx2
 import trio
 
+from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body
 from actors.protocol.messages import ErrorResponse, Message, Request, Response
@@ -71,7 +71,7 @@ from actors.transports.http_status import (
     reopen_at_once,
 )
 
-_log = logging.getLogger("actors.transports.http")
+_log = get_logger("actors.transports.http")
 
 # Consecutive failed attempts to reopen a GET stream (or to resume a response
 # stream) before the connection counts as lost.

@@ -15,6 +15,6 @@ keeps the sessions HTTP clients open. Module map: ``auth`` (Host/Origin/token ga
 
 from supervisor.admin.app import create_app
 from supervisor.admin.hosted import HostedSessions
-from supervisor.admin.server import AdminBindError, serve_admin
+from supervisor.admin.server import AdminBindError, listen_admin, serve_admin
 
-__all__ = ["AdminBindError", "HostedSessions", "create_app", "serve_admin"]
+__all__ = ["AdminBindError", "HostedSessions", "create_app", "listen_admin", "serve_admin"]

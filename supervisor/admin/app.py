@@ -15,7 +15,6 @@ redacted).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioResponse
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from actors.log_events import get_logger
 from actors.redaction import Redactor
 from supervisor.admin.auth import Denial, check_request
 from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
@@ -38,7 +38,7 @@ from supervisor.net import is_loopback_host
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
 
-log = logging.getLogger("supervisor.admin")
+log = get_logger("supervisor.admin")
 
 EXTENSION = "mcp_supervisor_admin"
 BODY_TIMEOUT_S = 30

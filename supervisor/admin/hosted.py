@@ -21,7 +21,6 @@ and the generator only reads what it produces.
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -29,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from actors.log_events import get_logger
 from supervisor.sessions import Session
 from supervisor.turns import Turn
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
 
-log = logging.getLogger("supervisor.admin")
+log = get_logger("supervisor.admin")
 
 MAX_TURNS = 64
 MAX_SESSIONS_PER_TENANT = 128

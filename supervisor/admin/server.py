@@ -13,21 +13,28 @@ Hypercorn's deadline cuts connections; then the hosted sessions close (their
 private servers stop). A deadline on the shielded scope bounds all of it, so
 shutdown can never hang here.
 
-Readiness: ``task_status.started(url)`` with the real bound address (port 0 becomes
-the port the kernel chose). Access logs are off; Hypercorn's own warnings and errors
+Binding comes first: ``listen_admin`` binds and listens before anything starts
+(``serve`` calls it before the supervisor starts a single server), so an address in
+use fails the start at once with one line naming it. Readiness:
+``task_status.started(url)`` with the real bound address (port 0 becomes the port the
+kernel chose). Access logs are off; Hypercorn's own warnings and errors
 go through our structured (redacted) logging, never a request's headers.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve
+from hypercorn.config import Sockets
+from hypercorn.trio.run import worker_serve
+from hypercorn.utils import wrap_app
 
+from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
@@ -36,7 +43,7 @@ from supervisor.net import bind_is_loopback
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
 
-log = logging.getLogger("supervisor.admin")
+log = get_logger("supervisor.admin")
 
 GRACEFUL_TIMEOUT_S = 5.0
 # Into the drain: calls still running are cancelled, then (a second later) cut.
@@ -46,7 +53,7 @@ CUT_AFTER_S = 1.0
 DRAIN_DEADLINE_S = GRACEFUL_TIMEOUT_S + 12.0
 
 # Hypercorn logs "Running on … (CTRL + C to quit)" at info; we log our own line.
-_hypercorn_log = logging.getLogger("supervisor.admin.hypercorn")
+_hypercorn_log = get_logger("supervisor.admin.hypercorn")
 _hypercorn_log.setLevel(logging.WARNING)
 
 
@@ -67,29 +74,30 @@ class AdminBindError(Exception):
     """The admin API cannot listen on its address (in use, not ours, not resolvable)."""
 
 
-def _bind_error(bind: str, group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """Before readiness only binding does I/O, so an OSError then is a bind failure:
-    one line naming the address and the fix, instead of nested nursery groups."""
-    errors, rest = group.split(OSError)
-    if errors is None or rest is not None:
-        return group
-    error: BaseException = errors
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-    return AdminBindError(
-        f"the admin API cannot listen on {bind}: {reason}; is another mcp-supervisor running there? "
-        "choose another address with --bind (or admin.bind in the config)"
-    )
+def listen_admin(bind: str) -> socket.socket:
+    """A socket listening on ``bind``, or ``AdminBindError`` naming the address and the
+    fix. Called before the servers start, so a taken port costs nothing."""
+    config = hypercorn_config(bind)
+    try:
+        (sock,) = config.create_sockets().insecure_sockets
+        sock.listen(config.backlog)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise AdminBindError(
+            f"the admin API cannot listen on {bind}: {reason}; is another mcp-supervisor running "
+            "there? choose another address with --bind (or admin.bind in the config)"
+        ) from None
+    return sock
 
 
 class _AdminServer:
     """The shielded part of ``serve_admin``; ``stop`` turns cancellation into a drain."""
 
-    def __init__(self, supervisor: Supervisor, bind: str) -> None:
+    def __init__(self, supervisor: Supervisor, bind: str, listener: socket.socket) -> None:
         self.hosted = HostedSessions(supervisor)
         self.app = create_app(supervisor, self.hosted, bind_is_loopback=bind_is_loopback(bind))
         self.config = hypercorn_config(bind)
+        self.listener = listener
         self.shutdown = trio.Event()
         self.scope = trio.CancelScope(shield=True)
 
@@ -105,8 +113,15 @@ class _AdminServer:
                 await sessions.start(self.hosted.run)
                 sessions.start_soon(self._wind_down_calls)
                 async with trio.open_nursery() as server:
+                    # hypercorn.trio.serve, with the socket bound beforehand.
                     binds: list[str] = await server.start(
-                        partial(serve, self.app, self.config, shutdown_trigger=self.shutdown.wait)
+                        partial(
+                            worker_serve,
+                            wrap_app(self.app, self.config.wsgi_max_body_size, None),
+                            self.config,
+                            sockets=Sockets([], [self.listener], []),
+                            shutdown_trigger=self.shutdown.wait,
+                        )
                     )
                     task_status.started(binds[0])
                 # Hypercorn has drained (or hit its deadline): now close the sessions.
@@ -122,33 +137,36 @@ class _AdminServer:
 
 
 async def serve_admin(
-    supervisor: Supervisor, bind: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    supervisor: Supervisor,
+    bind: str,
+    *,
+    listener: socket.socket | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the admin API on ``bind`` until cancelled, then drain gracefully.
 
     Start it with ``await nursery.start(serve_admin, supervisor, bind)``, which
-    returns the URL it listens on (``http://127.0.0.1:54321``). While it serves,
-    approval requests with no embedding approver wait for an operator
-    (``GET /v1/approvals``) instead of being denied at once.
+    returns the URL it listens on (``http://127.0.0.1:54321``). ``listener``: a socket
+    from ``listen_admin(bind)``, bound before the supervisor started (else it binds
+    now; ``AdminBindError`` if it cannot). While it serves, approval requests with no
+    embedding approver wait for an operator (``GET /v1/approvals``) instead of being
+    denied at once.
     """
-    server = _AdminServer(supervisor, bind)
-    approvals = supervisor.approvals
-    was_remote, approvals.remote = approvals.remote, True
-    started = False
-    try:
-        async with trio.open_nursery() as nursery:
-            try:
-                url: str = await nursery.start(server.run)
-                task_status.started(url)
-                started = True
-                await trio.sleep_forever()
-            finally:
-                server.stop()
-    except BaseExceptionGroup as group:
-        if started:
-            raise
-        raise _bind_error(bind, group) from None  # outside our nursery: the caller sees it bare
-    finally:
-        approvals.remote = was_remote
-        if started:
-            log.info("admin api stopped", extra={"fields": {}})
+    with listener if listener is not None else listen_admin(bind) as sock:
+        server = _AdminServer(supervisor, bind, sock)
+        approvals = supervisor.approvals
+        was_remote, approvals.remote = approvals.remote, True
+        started = False
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    url: str = await nursery.start(server.run)
+                    task_status.started(url)
+                    started = True
+                    await trio.sleep_forever()
+                finally:
+                    server.stop()
+        finally:
+            approvals.remote = was_remote
+            if started:
+                log.info("admin api stopped", extra={"fields": {}})

@@ -17,7 +17,6 @@ yields a failure envelope instead of breaking the stream.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
@@ -26,12 +25,13 @@ import orjson
 import trio
 
 from actors.broadcast import Broadcast, Subscription
+from actors.log_events import get_logger
 from actors.protocol.session import ProgressReceived
 from actors.router.envelope import Envelope, failure
 from supervisor.admin.views import progress_item
 from supervisor.turns import Turn
 
-log = logging.getLogger("supervisor.admin")
+log = get_logger("supervisor.admin")
 
 HEARTBEAT_S = 15.0
 CALL_HEARTBEAT_S = 1.0

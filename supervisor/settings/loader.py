@@ -1,9 +1,11 @@
 """Reading the configuration file: which file, JSON, sections, and located errors.
 
-``load_config`` is the one entry point (CLI, service, embedders). A missing file means
-no servers, so a fresh install starts; a malformed one raises ``ConfigError`` whose text
-is ``config error: <file>: <json path>: <problem>`` and names the fix (the CLI exits
-with status 2; the format is a contract that scripts and the README rely on).
+``load_config`` is the one entry point (CLI, service, embedders). No file named at all
+(no path, no ``$MCP_SUPERVISOR_CONFIG``) means no servers, so a fresh install starts; a
+file that is named but does not exist is an error (a typo must not start a service with
+no servers and say "ok"), and so is a malformed one: ``ConfigError``, whose text is
+``config error: <file>: <json path>: <problem>`` and names the fix (the CLI exits with
+status 2; the format is a contract that scripts and the README rely on).
 
 Relative paths in the file (``cwd``, ``state_dir``, ``${file:…}``) are taken from the
 config file's directory, so a config means the same whatever directory the service was
@@ -13,7 +15,6 @@ started from. Commands are left as written: the PATH lookup happens at spawn.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shlex
@@ -24,9 +25,10 @@ from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from actors.connection.spec import ServerSpec, redact
+from actors.log_events import get_logger
 from supervisor.net import parse_bind
 
-from .dialects import SERVER_SECTIONS, find_server_section, read_servers
+from .dialects import SERVER_SECTIONS, find_server_section, read_servers, refuse_unbuilt
 from .expansion import Expander
 from .model import (
     DEFAULT_TENANT,
@@ -57,7 +59,7 @@ __all__ = ["CONFIG_ENV_VAR", "ConfigError", "describe_config", "load_config"]
 
 CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
@@ -86,21 +88,26 @@ def load_config(
     """Load the config from ``path``, else ``$MCP_SUPERVISOR_CONFIG``, else none at all.
 
     ``environ`` (default ``os.environ``) serves both the variable above and
-    ``${env:…}`` references. Raises ``ConfigError`` for anything malformed.
+    ``${env:…}`` references. Raises ``ConfigError`` for anything malformed, and for a
+    named file that does not exist.
     """
     env = os.environ if environ is None else environ
+    missing = "the file does not exist; check the path, or name no config file to run with no servers"
     if path is None:
         path = env.get(CONFIG_ENV_VAR) or None
         if path is None:
             log.info("no config file given (--config or $%s): no servers", CONFIG_ENV_VAR)
             return Config()
+        missing = (
+            f"the file named by ${CONFIG_ENV_VAR} does not exist; fix the variable, "
+            "or unset it to run with no servers"
+        )
     file = os.fspath(path)
     full = os.path.abspath(os.path.expanduser(file))
     try:
         data = Path(full).read_bytes()
     except FileNotFoundError:
-        log.info("config file %s does not exist: no servers", file)
-        return Config()
+        raise ConfigError(file, "$", missing) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ConfigError(
@@ -201,6 +208,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
             log.info("config %s: ignoring top-level key %r", source, key)
     section = find_server_section(root, "$")
     servers = read_servers(root[section], child("$", section), exp) if section else ()
+    refuse_unbuilt(servers, child("$", section or "servers"))
     return Config(
         source=source,
         servers=servers,

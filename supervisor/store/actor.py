@@ -24,7 +24,6 @@ still-running write thread to roll back instead of committing.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -33,12 +32,13 @@ from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
 import attrs
 import trio
 
+from actors.log_events import get_logger
 from actors.mailbox import queued
 from supervisor.store.database import Store
 from supervisor.store.errors import StoreError
 from supervisor.store.records import AuditRow
 
-log = logging.getLogger("supervisor.store")
+log = get_logger("supervisor.store")
 
 T = TypeVar("T")
 

@@ -49,7 +49,6 @@ import collections
 import contextlib
 import errno
 import itertools
-import logging
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -58,10 +57,11 @@ import attrs
 import orjson
 import trio
 
+from actors.log_events import get_logger
 from supervisor.store.errors import StoreError
 from supervisor.store.records import AuditRow
 
-log = logging.getLogger("supervisor.store.journal")
+log = get_logger("supervisor.store.journal")
 
 JOURNAL_DIR = "journal"
 SUFFIX = ".jsonl"

@@ -17,7 +17,6 @@ lines would become ``interrupted`` rows for calls that are still running.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,13 +24,14 @@ from pathlib import Path
 import attrs
 import orjson
 
+from actors.log_events import get_logger
 from actors.transports.instances import DeadInstance, instance_is_live
 from supervisor.store.database import Store
 from supervisor.store.errors import StoreError
 from supervisor.store.journal import SUFFIX, journal_dir
 from supervisor.store.records import AuditRow
 
-log = logging.getLogger("supervisor.store.journal")
+log = get_logger("supervisor.store.journal")
 
 INTERRUPTED = "interrupted"
 """The outcome of a call's start line: the row it leaves if it never ends."""
