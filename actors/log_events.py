@@ -11,14 +11,21 @@ This filter (a library may filter its own loggers; it adds no handlers) rewrites
 record's message to ``<event> key=value …`` and keeps the bare event name in
 ``record.mcp_event`` for the structured formatter, which puts the fields in columns or
 JSON keys itself.
+
+Redaction: the message it builds passes a redactor that masks credential-shaped text
+and every secret a supervisor in this process has told it of (``learn_secrets``:
+``Supervisor.open`` and each reload do), since a host's formatter will not.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
+
+from actors.redaction import Redactor
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@,+")
 EVENT_ATTR = "mcp_event"
@@ -47,7 +54,12 @@ def event_name(record: logging.LogRecord) -> str:
 
 
 class FieldsInMessage(logging.Filter):
-    """Append a record's fields to its message (once; the record passes every handler)."""
+    """Append a record's fields to its message (once; the record passes every handler),
+    redacted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.redactor = Redactor(())
 
     def filter(self, record: logging.LogRecord) -> bool:
         if EVENT_ATTR in record.__dict__:
@@ -57,11 +69,17 @@ class FieldsInMessage(logging.Filter):
         fields = record_fields(record)
         if fields:
             pairs = " ".join(f"{key}={log_value(value)}" for key, value in fields.items())
-            record.msg, record.args = f"{event} {pairs}", None
+            record.msg, record.args = self.redactor.redact(f"{event} {pairs}"), None
         return True
 
 
 _FILTER = FieldsInMessage()
+
+
+def learn_secrets(secrets: Iterable[str]) -> None:
+    """Mask ``secrets`` in every message built from fields from now on (they are kept
+    for the life of the process: a secret may still turn up in a late line)."""
+    _FILTER.redactor = _FILTER.redactor.with_secrets(secrets)  # duplicates are dropped
 
 
 def get_logger(name: str) -> logging.Logger:

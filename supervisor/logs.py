@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from actors import log_events
 from actors.log_events import event_name, log_value, record_fields
 from actors.redaction import Redactor
 
@@ -83,8 +84,10 @@ def configure(secrets: Iterable[str] = (), *, level: int = logging.INFO, json_li
 
 
 def learn_secrets(secrets: Iterable[str]) -> None:
-    """Tell the formatters ``configure`` installed of more secrets (a config reload's);
-    a host's own logging setup is left alone."""
+    """Tell the formatters ``configure`` installed of more secrets (a config reload's),
+    and the messages our loggers build for a host's own formatters."""
+    secrets = tuple(secrets)
+    log_events.learn_secrets(secrets)
     for handler in logging.getLogger().handlers:
         if isinstance(handler.formatter, StructuredFormatter):
             handler.formatter.learn(secrets)

@@ -241,6 +241,7 @@ class Supervisor:
           deleted) within ``SHUTDOWN_GRACE_S``; last the escapees of this instance are
           killed and the lock is released.
         """
+        learn_secrets(config.secrets)  # before the first line: a host's formatter may print fields
         for warning in config.warnings:
             fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
             log.warning("config warning", extra={"fields": fields})

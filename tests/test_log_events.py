@@ -119,3 +119,24 @@ def test_an_embedding_without_logging_setup_says_which_server_failed_and_why(tmp
     assert lines, done.stderr
     assert lines[0].startswith("state server=ghost state=backoff prev=resolve "), lines
     assert "'no-such-mcp-server-xyz' not found on PATH" in lines[0], lines
+
+
+async def test_a_secret_of_a_running_supervisor_never_reaches_a_hosts_formatter(tmp_path: Path) -> None:
+    """The message built from fields is what a host's formatter prints: it masks the
+    secrets of every supervisor opened in this process, and credential-shaped text."""
+    from actors.connection.spec import ServerSpec, Start
+    from supervisor import Supervisor
+    from supervisor.settings.model import Config
+
+    secret = "s3cret-value-for-the-log-test-0123456789"
+    spec = ServerSpec(name="quiet", command=("true",), start=Start.LAZY, secrets=(secret,))
+    log = get_logger("tests.log_events.secrets")
+    async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path / "state"):
+        record = _record("state", fields={"server": "quiet", "reason": f"rejected {secret}"})
+        log.handle(record)  # through the logger's filter, as a real call is
+        record2 = _record("auth", fields={"header": "Authorization: Bearer abcdefghijklmnop123"})
+        log.handle(record2)
+    formatter = logging.Formatter(logging.BASIC_FORMAT)
+    assert secret not in formatter.format(record)
+    assert 'reason="rejected ***"' in record.getMessage(), record.getMessage()
+    assert "abcdefghijklmnop123" not in formatter.format(record2), record2.getMessage()
