@@ -16,6 +16,31 @@ from typing import Any
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 
+# The focal tool's inputSchema of the conformance suite's json-schema-2020-12-preservation
+# scenario (@modelcontextprotocol/conformance 0.2.0-alpha.12), as the suite serves it.
+SUITE_ADDRESS: dict[str, Any] = {
+    "$anchor": "addressDef",
+    "type": "object",
+    "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+}
+SUITE_FOCAL: dict[str, Any] = {
+    "$schema": DRAFT_2020_12,
+    "type": "object",
+    "$defs": {"address": SUITE_ADDRESS},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
 RICH_INPUT: dict[str, Any] = {
     "$schema": DRAFT_2020_12,
     "$id": "https://example.com/schemas/contact",
@@ -23,12 +48,7 @@ RICH_INPUT: dict[str, Any] = {
     "title": "Contact",
     "type": "object",
     "$defs": {
-        "address": {
-            "$anchor": "addressDef",
-            "type": "object",
-            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
-            "required": ["city"],
-        },
+        "address": {**SUITE_ADDRESS, "required": ["city"]},
         "tree": {
             "$dynamicAnchor": "node",
             "type": "object",
