@@ -19,6 +19,12 @@ Scenarios (release 0.1.16):
   "method not found" today, so the suite's checks fail although we exit 0.
 * ``sse-retry``: the tools/call answer stream closes before the answer; the transport
   must resume it with a GET carrying ``Last-Event-ID`` after the ``retry:`` delay.
+* ``json-schema-2020-12-preservation`` (0.2.0): ``json_schema_echo`` is called with
+  ``{"schema": …}``, the focal tool's ``input_schema`` as ``turn.listing()`` hands it
+  on (the suite checks that ``$schema``, ``$defs``, ``$anchor``, ``allOf``/``anyOf``
+  and ``if``/``then``/``else`` survived); the focal tool is called with arguments its
+  schema accepts (``KNOWN_ARGUMENTS``), which our validation checks through its
+  ``$ref``, ``allOf`` and ``if``/``then``/``else`` first.
 * ``auth/*``: the server has an ``oauth`` block made from ``MCP_CONFORMANCE_CONTEXT``
   (a pre-registered ``client_id``/``client_secret``, a ``private_key_pem`` for
   ``private_key_jwt``; the client-credentials flow for ``auth/client-credentials-*``) and
@@ -55,6 +61,19 @@ INIT_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 10.0
 # The suite's own client timeout is 30 s; stay well inside it so we report a reason.
 OVERALL_TIMEOUT_S = 25.0
+
+
+# Tools that want back, as their "schema" argument, another tool's listed inputSchema.
+ECHO_TOOLS = {"json_schema_echo": "json_schema_2020_12_tool"}
+# Arguments for tools whose schema needs more than example_arguments makes up (its
+# requirements live in allOf/anyOf and if/then/else, not in "required").
+KNOWN_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "json_schema_2020_12_tool": {
+        "name": "conformance",
+        "contactMethod": "email",
+        "email": "conformance@example.com",
+    },
+}
 
 
 class ScenarioFailed(Exception):
@@ -224,14 +243,26 @@ async def _drive(
         if missing:
             raise ScenarioFailed(f"tool(s) not listed by the server: {', '.join(missing)}")
         tools = [t for t in tools if t.name in only]
+    listed = {item["id"]: item for item in turn.listing()}
+    ids = {t.name: t.id for t in tools}
     for entry in tools:
-        arguments = example_arguments(entry.input_schema)
+        arguments = _arguments_for(entry, listed, ids)
         result = await turn.call(entry.id, arguments)
         if not result.ok:
             error = result.error
             message = f"{error.code}: {error.message}" if error else "failed"
             raise ScenarioFailed(f"tools/call {entry.name} failed: {message}")
         done.append(f"called {entry.name}({json.dumps(arguments)}): {result.text[:120]!r}")
+
+
+def _arguments_for(entry: ToolEntry, listed: Mapping[str, Any], ids: Mapping[str, str]) -> dict[str, Any]:
+    """The arguments of one call: an echo tool gets the listed schema it asks for."""
+    echoed = ECHO_TOOLS.get(entry.name)
+    if echoed is not None:
+        if echoed not in ids:
+            raise ScenarioFailed(f"{entry.name} echoes {echoed}, which the server does not list")
+        return {"schema": listed[ids[echoed]]["input_schema"]}
+    return dict(KNOWN_ARGUMENTS.get(entry.name) or example_arguments(entry.input_schema))
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -114,7 +114,8 @@ class Turn:
 
     def listing(self) -> list[dict[str, Any]]:
         """``tools`` as plain data for a prompt or an API answer (descriptions of
-        untrusted servers cut to their listing length)."""
+        untrusted servers cut to their listing length; schemas as the server sent them,
+        ``output_schema`` only for a tool that declares one)."""
         servers = self.catalog.servers
         listing = []
         for entry in self.tools:
@@ -122,7 +123,7 @@ class Turn:
             item: dict[str, Any] = {
                 "id": entry.id,
                 "description": entry.listed_description or entry.description,
-                "input_schema": dict(entry.input_schema),
+                **entry.schemas(),
                 "server": entry.server,
                 "available": availability is Availability.AVAILABLE,
                 "availability": availability.value,
@@ -134,8 +135,8 @@ class Turn:
 
     def search(self, query: str) -> dict[str, Any]:
         """``tool_search``: BM25 over id + full description in this turn's catalog; the
-        matches (with full descriptions) become callable in this turn and are activated
-        for the rest of the session."""
+        matches (with full descriptions and their schemas) become callable in this turn
+        and are activated for the rest of the session."""
         settings = self._calls.tool_search
         tools = self.catalog.tools
         matches = self.catalog.search_index.search(query, settings.max_matches, allow=tools.__contains__)
@@ -149,6 +150,7 @@ class Turn:
                 {
                     "id": entry.id,
                     "description": entry.description,
+                    **entry.schemas(),
                     "server_state": view.state.value,
                     "availability": view.availability.value,
                     "stale": view.cached_only,

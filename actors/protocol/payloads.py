@@ -3,6 +3,9 @@
 cattrs, with a private converter and camelCase renames, turns payload dicts into the
 classes of ``messages.py``; unknown fields are dropped here, at the edge. A malformed
 payload is a ProtocolError that says what is wrong.
+
+A tool's ``inputSchema`` and ``outputSchema`` are opaque here: kept whole, as the server
+sent them (``$schema``, ``$defs``, ``$ref``, ``$anchor``, every keyword), never looked into.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ def structure_tool(obj: Any) -> Tool:
         raise ProtocolError("tool entry has no name")
     if "inputSchema" in obj and not isinstance(obj["inputSchema"], dict):
         raise ProtocolError(f"tool {obj['name']!r}: inputSchema must be an object")
+    if obj.get("outputSchema") is not None and not isinstance(obj["outputSchema"], dict):
+        raise ProtocolError(f"tool {obj['name']!r}: outputSchema must be an object")
     if obj.get("description") is None:
         obj = {**obj, "description": ""}
     try:

@@ -186,6 +186,7 @@ def _unchanged(entry: ToolEntry, tool: Tool, tool_id: str) -> bool:
             and entry.title == tool.title
             and _same(entry.annotations, tool.annotations)
             and _same(entry.input_schema, tool.input_schema)
+            and _same(entry.output_schema, tool.output_schema)
         )
     except RecursionError:  # nested beyond reason: treat as new
         return False

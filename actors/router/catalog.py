@@ -50,6 +50,15 @@ class ToolEntry:
     risk: Risk | None = None
     # Its schema declares a path/URL-like argument: trust patterns look only at those.
     subject_arguments: bool = False
+    output_schema: Mapping[str, Any] | None = None
+
+    def schemas(self) -> dict[str, Any]:
+        """``input_schema`` (and ``output_schema`` when the server declared one) as the
+        server sent them, for every way a tool is handed on: never rewritten, ``$ref``
+        never dereferenced, ``$schema`` and every other keyword kept."""
+        if self.output_schema is None:
+            return {"input_schema": dict(self.input_schema)}
+        return {"input_schema": dict(self.input_schema), "output_schema": dict(self.output_schema)}
 
 
 def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_length: int) -> ToolEntry:
@@ -67,6 +76,7 @@ def make_entry(tool_id: str, server: ServerSpec, tool: Tool, max_description_len
         fingerprint(tool.description, tool.input_schema),
         classify(tool.name, tool.description, tool.annotations),
         declares_subject_arguments(tool.input_schema),
+        tool.output_schema,
     )
 
 

@@ -11,8 +11,13 @@ here); both are pure. The two shortcuts live apart: ``plain_schemas`` (a schema 
 by inspection skips the meta-schema) and ``fast_check`` (a plain predicate answers
 most calls without jsonschema).
 
-* **Draft.** ``$schema`` picks the validator class; none (or an unknown one) means
-  2020-12. server-everything and many SDK servers publish draft-07.
+* **Draft.** ``$schema`` picks the validator class (2020-12, 2019-09, draft-07, -06,
+  -04); none (or an unknown one) means 2020-12, MCP's default dialect (SEP-1613; the
+  official SDK's ``validator_for`` defaults the same way). server-everything and many
+  SDK servers publish draft-07. ``$ref`` into ``$defs``/``definitions`` and anchors
+  (``$anchor``, ``$dynamicAnchor``, draft-07's ``"$id": "#name"``) resolve in the schema
+  itself; the schema we validate with is never the one we hand on (listings carry the
+  server's own, see ``docs/turns.md``).
 * **Objects only.** MCP requires a top-level ``"type": "object"``; a schema without
   it (missing, or another type) is a problem, like one its meta-schema rejects.
 * **Compiled once.** Checks are cached by the schema's canonical JSON (sorted keys),

@@ -29,6 +29,12 @@ _BOOL = {"type": "boolean"}
 _NULL_STR = {"type": ["string", "null"]}
 _NULL_NUM = {"type": ["number", "null"]}
 _AVAILABILITY = {"enum": [a.value for a in Availability]}
+# A tool's schemas exactly as its server sent them ($schema, $defs, $ref … untouched).
+_INPUT_SCHEMA = {"type": "object", "description": "The tool's inputSchema, as its server sent it."}
+_OUTPUT_SCHEMA = {
+    "type": "object",
+    "description": "The tool's outputSchema, as its server sent it; absent when it declares none.",
+}
 
 SCHEMAS: dict[str, Any] = {
     "Error": _obj(
@@ -130,7 +136,8 @@ SCHEMAS: dict[str, Any] = {
         server=STR,
         name=STR,
         description=STR,
-        input_schema={"type": "object"},
+        input_schema=_INPUT_SCHEMA,
+        output_schema=_OUTPUT_SCHEMA,
         available=_BOOL,
         stale=_BOOL,
     ),
@@ -158,7 +165,11 @@ SCHEMAS: dict[str, Any] = {
         tools={
             "type": "array",
             "items": _obj(
-                ("id", "server", "available", "availability"), available=_BOOL, availability=_AVAILABILITY
+                ("id", "server", "input_schema", "available", "availability"),
+                input_schema=_INPUT_SCHEMA,
+                output_schema=_OUTPUT_SCHEMA,
+                available=_BOOL,
+                availability=_AVAILABILITY,
             ),
         },
         search_enabled=_BOOL,
@@ -203,9 +214,11 @@ SCHEMAS: dict[str, Any] = {
         matches={
             "type": "array",
             "items": _obj(
-                ("id", "description", "server_state", "availability", "stale"),
+                ("id", "description", "input_schema", "server_state", "availability", "stale"),
                 id=STR,
                 description=STR,
+                input_schema=_INPUT_SCHEMA,
+                output_schema=_OUTPUT_SCHEMA,
                 server_state=STR,
                 availability=_AVAILABILITY,
                 stale=_BOOL,

@@ -178,7 +178,7 @@ def tool_list(catalog: Catalog, *, full: bool = False) -> list[dict[str, Any]]:
                 "server": entry.server,
                 "name": entry.name,
                 "description": entry.description if full else entry.listed_description or entry.description,
-                "input_schema": dict(entry.input_schema),
+                **entry.schemas(),
                 "available": view.available,
                 "stale": view.cached_only,
             }

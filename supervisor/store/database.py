@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 from supervisor.store.errors import StoreError
-from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_json
+from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_json, ordered_json
 from supervisor.store.schema import check_ours, check_version, migrate
 
 DB_FILENAME = "supervisor.db"
@@ -328,9 +328,10 @@ class Store:
     # ------------------------------------------------------------------ tool lists
 
     def save_tool_list(self, server: str, tools: Sequence[Mapping[str, Any]], listed_at: float) -> None:
-        """Replace the server's last-known tool list (kept as JSON), listed at unix time
-        ``listed_at``: lets search answer for a lazy server before it starts."""
-        data = canonical_json(list(tools))
+        """Replace the server's last-known tool list (kept as JSON, in the server's key
+        order), listed at unix time ``listed_at``: lets search answer for a lazy server
+        before it starts, with the tools' schemas as the server sent them."""
+        data = ordered_json(list(tools))
         with self.transaction():
             self._connection.execute(
                 "INSERT INTO tool_lists (server, tools, listed_at) VALUES (?, ?, ?)"

@@ -55,6 +55,12 @@ def canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
 
 
+def ordered_json(value: object) -> str:
+    """Compact JSON in the value's own key order: for data handed back as it came
+    (a server's tool list, whose schemas we never reorder)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
 def hash_arguments(arguments: Mapping[str, Any]) -> tuple[str, int]:
     """SHA-256 hex digest and UTF-8 byte length of the arguments' canonical JSON.
 

@@ -13,6 +13,8 @@ Flags (to script misbehaviour):
   --page-size N          tools/list page size (0, the default: everything in one page)
   --tools N              publish N extra generated tools tool_0 … tool_{N-1}
   --calls-log PATH       append one JSON line per tools/call received
+  --tools-file PATH      also publish the tools of this JSON array, exactly as written
+                         (schemas included); a call answers with its arguments
   --garbage              after answering initialize, write a non-JSON line
   --huge-line BYTES      after answering initialize, write one line of BYTES bytes
   --exit-during-init     exit (status 1) when initialize arrives, before answering
@@ -106,6 +108,9 @@ class Server:
             verb, noun = VERBS[i % len(VERBS)], NOUNS[(i // len(VERBS)) % len(NOUNS)]
             extra = EXTRAS[i % len(EXTRAS)]
             self._add(f"tool_{i}", f"{verb.capitalize()} {noun} {extra}.", schema())
+        if args.tools_file:
+            with open(args.tools_file, encoding="utf-8") as f:
+                self.tools.update((tool["name"], tool) for tool in json.load(f))
 
     def _add(self, name: str, description: str, input_schema: dict[str, Any]) -> None:
         self.tools[name] = {"name": name, "description": description, "inputSchema": input_schema}
@@ -299,6 +304,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--calls-log")
+    parser.add_argument("--tools-file")
     parser.add_argument("--garbage", action="store_true")
     parser.add_argument("--huge-line", type=int, default=0)
     parser.add_argument("--exit-during-init", action="store_true")
