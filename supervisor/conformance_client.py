@@ -9,7 +9,7 @@ server publishes. Exit 0 when the scenario ran to completion, 1 with a one-line
 reason when it could not, 2 on a usage error. Whether the run *conforms* is the
 suite's verdict, not ours (it checks what the mock server saw).
 
-Scenarios (release 0.1.16):
+Scenarios (releases 0.1.16 and 0.2.0-alpha.12; the full list is in docs/conformance.md):
 
 * ``initialize``: handshake, list tools (none), done.
 * ``tools_call``: every listed tool is called once with arguments made up from its
@@ -25,6 +25,9 @@ Scenarios (release 0.1.16):
   and ``if``/``then``/``else`` survived); the focal tool is called with arguments its
   schema accepts (``KNOWN_ARGUMENTS``), which our validation checks through its
   ``$ref``, ``allOf`` and ``if``/``then``/``else`` first.
+* ``json-schema-ref-no-deref`` (0.2.0): the tool's ``inputSchema`` has a ``$ref`` to a
+  network URI that must not be fetched; the tool is listed with a schema problem and
+  skipped (``callable_tools``), the suite checks that nothing fetched the URI.
 * ``auth/*``: the server has an ``oauth`` block made from ``MCP_CONFORMANCE_CONTEXT``
   (a pre-registered ``client_id``/``client_secret``, a ``private_key_pem`` for
   ``private_key_jwt``; the client-credentials flow for ``auth/client-credentials-*``) and
@@ -230,6 +233,25 @@ async def run_scenario(
     return done
 
 
+def callable_tools(
+    tools: Sequence[ToolEntry],
+) -> tuple[list[ToolEntry], list[tuple[ToolEntry, str]]]:
+    """The tools to call, and those skipped with the reason: a tool whose schema has a
+    problem (e.g. a ``$ref`` to a network URI, which is never fetched) stays listed but
+    every call to it is refused by design, so calling it proves nothing. Scenarios that
+    need a call check that it arrived (``tools_call``, ``json-schema-*``), so a schema
+    wrongly found bad still fails them."""
+    keep: list[ToolEntry] = []
+    skipped: list[tuple[ToolEntry, str]] = []
+    for entry in tools:
+        problem = entry.schema.problem if entry.schema is not None else None
+        if problem:
+            skipped.append((entry, problem))
+        else:
+            keep.append(entry)
+    return keep, skipped
+
+
 async def _drive(
     supervisor: Supervisor, session: Session, done: list[str], only: Sequence[str] | None
 ) -> None:
@@ -245,6 +267,8 @@ async def _drive(
         tools = [t for t in tools if t.name in only]
     listed = {item["id"]: item for item in turn.listing()}
     ids = {t.name: t.id for t in tools}
+    tools, skipped = callable_tools(tools)
+    done.extend(f"skipped {entry.name}: {problem}" for entry, problem in skipped)
     for entry in tools:
         arguments = _arguments_for(entry, listed, ids)
         result = await turn.call(entry.id, arguments)

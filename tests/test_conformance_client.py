@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.conformance_client import CLIENT_METADATA_URL, example_arguments, main, oauth_settings
+from actors.protocol.messages import Tool
+from actors.router.catalog import make_entry
+from supervisor.conformance_client import (
+    CLIENT_METADATA_URL,
+    callable_tools,
+    conformance_config,
+    example_arguments,
+    main,
+    oauth_settings,
+)
 
 sys.path.insert(0, str(Path(__file__).parent / "servers"))
 from http_fault_server import FaultOptions, FaultServer, serve_fault_server
@@ -124,3 +133,25 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_example_arguments_fill_required_properties(schema: dict[str, Any], expected: dict[str, Any]) -> None:
     assert example_arguments(schema) == expected
+
+
+def test_a_tool_listed_with_a_schema_problem_is_skipped_not_called() -> None:
+    """json-schema-ref-no-deref (0.2.0): a ``$ref`` to a network URI is never fetched, so
+    the tool is listed with a problem and every call to it is refused; the client must
+    not count that refusal as the scenario failing."""
+    spec = conformance_config("http://127.0.0.1:1/mcp").servers[0]
+    network_ref = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"userId": {"type": "string"}},
+        "properties": {"id": {"$ref": "#/$defs/userId"}, "profile": {"$ref": "http://127.0.0.1:1/p.json"}},
+        "required": ["id"],
+    }
+    same_document = {**network_ref, "properties": {"id": {"$ref": "#/$defs/userId"}}}
+    lookup = make_entry("conformance_lookup_user", spec, Tool("lookup_user", "", network_ref), 2000)
+    local = make_entry("conformance_local", spec, Tool("local", "", same_document), 2000)
+    keep, skipped = callable_tools([lookup, local])
+    assert keep == [local]
+    assert [(entry.name, "http://127.0.0.1:1/p.json" in problem) for entry, problem in skipped] == [
+        ("lookup_user", True)
+    ]
