@@ -164,6 +164,7 @@ def test_discover_only_from_a_new_session() -> None:
 )
 def test_opening(setting: Setting, remembered: Era | None, first: Opening) -> None:
     assert opening(setting, remembered) is first
+    assert opening(setting, remembered, handshake_only=True) is Opening.INITIALIZE  # legacy HTTP+SSE
 
 
 @pytest.mark.parametrize(

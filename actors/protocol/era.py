@@ -85,8 +85,9 @@ class Verdict(enum.Enum):
     FAIL = "fail"  # the era is pinned and the server does not speak it: the attempt failed
 
 
-def opening(setting: Setting, remembered: Era | None) -> Opening:
-    """What to send first.
+def opening(setting: Setting, remembered: Era | None, *, handshake_only: bool = False) -> Opening:
+    """What to send first (``handshake_only``: a transport of the handshake era only,
+    legacy HTTP+SSE, gets ``initialize``).
 
     | setting     | remembered | first          |
     |-------------|------------|----------------|
@@ -95,7 +96,7 @@ def opening(setting: Setting, remembered: Era | None) -> Opening:
     | auto        | handshake  | initialize     |
     | auto        | other      | server/discover|
     """
-    if setting is Setting.HANDSHAKE:
+    if setting is Setting.HANDSHAKE or handshake_only:
         return Opening.INITIALIZE
     if setting is Setting.PER_REQUEST:
         return Opening.PROBE
