@@ -18,6 +18,7 @@ from actors.protocol.era import (
     opening,
     remembered_after,
 )
+from actors.protocol.http_framing import header_value, request_headers
 from actors.protocol.messages import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -190,3 +191,48 @@ def test_a_remembered_handshake_that_found_nothing_is_forgotten() -> None:
     assert remembered_after(Opening.PROBE, Era.PER_REQUEST, None) is Era.PER_REQUEST
     assert remembered_after(Opening.PROBE, None, Era.HANDSHAKE) is Era.HANDSHAKE
     assert remembered_after(Opening.INITIALIZE, Era.HANDSHAKE, Era.HANDSHAKE) is Era.HANDSHAKE
+
+
+def test_an_unsupported_version_refusal_naming_ours_is_probed_again_once() -> None:
+    _, peer, probe = probing()
+    refused = ErrorObject(-32022, "Unsupported protocol version", {"supported": ["2026-07-28"]})
+    assert peer.say(ErrorResponse(probe.id, refused)) == []  # no verdict yet: probed again
+    [again] = peer.read()
+    assert isinstance(again, Request) and again.method == "server/discover"
+    assert again.params == {"_meta": META}
+    [event] = peer.say(ErrorResponse(again.id, refused))  # only once
+    assert isinstance(event, DiscoverAnswered) and event.outcome is ProbeOutcome.REFUSED
+
+
+def test_an_unsupported_version_refusal_naming_none_of_ours_falls_back() -> None:
+    _, peer, probe = probing()
+    refused = ErrorObject(-32022, "Unsupported protocol version", {"supported": ["2030-01-01"]})
+    [event] = peer.say(ErrorResponse(probe.id, refused))
+    assert isinstance(event, DiscoverAnswered) and event.outcome is ProbeOutcome.REFUSED
+
+
+# ------------------------------------------------------------ the HTTP headers
+
+
+def test_a_per_request_era_post_names_version_method_and_name() -> None:
+    call = Request(3, "tools/call", {"name": "echo", "arguments": {}, "_meta": META})
+    assert request_headers(call) == {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "echo",
+    }
+    read = Request(4, "resources/read", {"uri": "file:///a b", "_meta": META})
+    assert request_headers(read)["Mcp-Name"] == "file:///a b"
+    assert "Mcp-Name" not in request_headers(Request(5, "tools/list", {"_meta": META}))
+
+
+def test_a_name_a_header_cannot_carry_is_sent_as_base64() -> None:
+    call = Request(3, "tools/call", {"name": "héllo", "_meta": META})
+    assert request_headers(call)["Mcp-Name"] == "=?base64?aMOpbGxv?="
+    assert header_value(" padded") == "=?base64?IHBhZGRlZA==?="
+    assert header_value("=?base64?eA==?=") == "=?base64?PT9iYXNlNjQ/ZUE9PT89?="
+
+
+def test_a_handshake_era_request_gets_no_era_headers() -> None:
+    assert request_headers(Request(1, "tools/call", {"name": "echo"})) == {}
+    assert request_headers(Request(1, "ping")) == {}

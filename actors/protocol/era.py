@@ -28,7 +28,9 @@ from actors.protocol.messages import (
     META_PROTOCOL_VERSION,
     MODERN_PROTOCOL_VERSIONS,
     SUPPORTED_PROTOCOL_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
     DiscoverResult,
+    ErrorObject,
 )
 
 # How long the ``server/discover`` probe may take before the server counts as a
@@ -136,6 +138,20 @@ def remembered_after(opened: Opening, remembered: Era | None, found: Era | None)
 def mutual_version(result: DiscoverResult) -> str | None:
     """The newest per-request revision both sides speak, or None."""
     mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in result.supported_versions]
+    return mutual[-1] if mutual else None
+
+
+def supported_retry(error: ErrorObject) -> str | None:
+    """The per-request version to probe again at, when ``server/discover`` was refused
+    with -32022 (unsupported version) and the error's ``data.supported`` names one we
+    speak; else None."""
+    data = error.data
+    if error.code != UNSUPPORTED_PROTOCOL_VERSION or not isinstance(data, dict):
+        return None
+    supported = data.get("supported")
+    if not isinstance(supported, list):
+        return None
+    mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in supported]
     return mutual[-1] if mutual else None
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
-from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta
+from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta, supported_retry
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_MODERN_VERSION,
@@ -174,6 +174,7 @@ class ClientSession:
         self.discovered: DiscoverResult | None = None
         self.version: str | None = None  # the revision spoken, once READY
         self._meta: dict[str, Any] | None = None  # per-request era: every request's _meta
+        self._reprobed = False  # server/discover was sent again at a version the server named
         self._outbox: list[Message] = []
         self._events: deque[Event] = deque()
         self._pending: dict[RequestId, str] = {}
@@ -207,13 +208,14 @@ class ClientSession:
         }
         return self._queue_request("initialize", params)
 
-    def start_discover(self) -> RequestId:
+    def start_discover(self, version: str = LATEST_MODERN_VERSION) -> RequestId:
         """Queue ``server/discover`` (the per-request era's probe), itself carrying the
-        era's ``_meta``; its end arrives as a ``DiscoverAnswered`` event."""
+        era's ``_meta``; its end arrives as a ``DiscoverAnswered`` event (a -32022 naming
+        a version we speak is probed again at it, once, as the SDK does)."""
         if self.phase is not Phase.NEW:
             raise RuntimeError(f"cannot probe server/discover in phase {self.phase.value}")
         self.phase = Phase.DISCOVERING
-        meta = request_meta(self.client_info, self.capabilities, LATEST_MODERN_VERSION)
+        meta = request_meta(self.client_info, self.capabilities, version)
         return self._queue_request("server/discover", {"_meta": meta})
 
     def adopt(self, result: DiscoverResult) -> None:
@@ -363,6 +365,12 @@ class ClientSession:
     def _finish_discover(self, message: Response | ErrorResponse) -> None:
         if isinstance(message, ErrorResponse):
             error = message.error
+            retry = supported_retry(error) if not self._reprobed else None
+            if retry is not None:
+                self._reprobed = True
+                self.phase = Phase.NEW
+                self.start_discover(retry)
+                return
             detail = f"{error.message} (code {error.code})"
             self._events.append(DiscoverAnswered(ProbeOutcome.REFUSED, detail=detail))
             return
