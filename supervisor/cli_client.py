@@ -180,7 +180,7 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
     if not servers:
         _out("no servers configured")
         return EXIT_OK
-    headers = ["SERVER", "STATE", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
+    headers = ["SERVER", "STATE", "PROTOCOL", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
     rows = [
         [
             cell(server.get("name")),
@@ -189,6 +189,7 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
                 if server.get("condition")
                 else server.get("state")
             ),
+            cell(server.get("protocol_version")),
             cell(server.get("available")),
             cell(_tool_count(server)),
             "auth login"

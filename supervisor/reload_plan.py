@@ -41,6 +41,7 @@ LAUNCH_KEYS: Mapping[str, str] = {
     "headers": "headers",  # ``token`` lands here too
     "oauth": "oauth",
     "transport": "transport",
+    "protocol": "protocol",  # the era is settled when a connection starts
     "scope": "scope",
     "server_name": "server_name",  # a websocket bridge's server: where it connects
 }

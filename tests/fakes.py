@@ -16,7 +16,15 @@ import trio
 import trio.testing
 
 from actors.connection.spec import ServerSpec
-from actors.protocol.messages import Message, Notification, Request, Response
+from actors.protocol.messages import (
+    METHOD_NOT_FOUND,
+    ErrorObject,
+    ErrorResponse,
+    Message,
+    Notification,
+    Request,
+    Response,
+)
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.ndjson import encode_line as encode
 from actors.transports.base import SpawnError, Transport, TransportClosed
@@ -101,7 +109,9 @@ class FakeSession:
 
     async def _answer(self, request: Request) -> None:
         server = self.server
-        if request.method == "initialize":
+        if request.method == "server/discover":
+            await self._discover(request)
+        elif request.method == "initialize":
             if server.init_delay:
                 await trio.sleep(server.init_delay)
             if server.die_during_init:
@@ -131,6 +141,28 @@ class FakeSession:
             if result is not None:
                 await self.send(Response(request.id, result))
 
+    async def _discover(self, request: Request) -> None:
+        """A handshake-era server by default (method not found), else as scripted."""
+        answer = self.server.discover
+        if answer == "silent":
+            return
+        if answer == "close":
+            await self.close()
+        elif isinstance(answer, dict):
+            await self.send(Response(request.id, answer))
+        else:
+            await self.send(ErrorResponse(request.id, ErrorObject(METHOD_NOT_FOUND, "Method not found")))
+
+
+MODERN_DISCOVER: dict[str, Any] = {
+    "supportedVersions": ["2026-07-28"],
+    "capabilities": {"tools": {"listChanged": True}},
+    "resultType": "complete",
+    "ttlMs": 0,
+    "cacheScope": "public",
+}
+"""A ``server/discover`` answer of a server of the per-request era."""
+
 
 class FakeServer:
     """Scriptable server; ``connector`` is what the actor gets."""
@@ -151,6 +183,8 @@ class FakeServer:
         self.list_delay = 0.0
         self.answer_ping = True
         self.protocol_version: str | None = None
+        # server/discover: None (method not found), a result, "silent" or "close".
+        self.discover: dict[str, Any] | str | None = None
         self.list_calls = 0
         self.connected = trio.Event()
 
@@ -160,6 +194,10 @@ class FakeServer:
 
     def notifications(self, method: str) -> list[Notification]:
         return [m for m in self.received if isinstance(m, Notification) and m.method == method]
+
+    def methods(self) -> list[str]:
+        """The methods of every request received, in order."""
+        return [m.method for m in self.received if isinstance(m, Request)]
 
     def calls(self) -> list[Request]:
         return [m for m in self.received if isinstance(m, Request) and m.method == "tools/call"]

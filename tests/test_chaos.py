@@ -78,10 +78,11 @@ async def sdk_http_server(*flags: str) -> AsyncIterator[tuple[int, trio.Process]
         yield port, process
 
 
-def remote(port: int, flags: tuple[str, ...]) -> ServerSpec:
+def remote(port: int, flags: tuple[str, ...], protocol: str = "auto") -> ServerSpec:
     """The spec for an ``sdk_http_server(*flags)``: ``--legacy`` serves HTTP+SSE at /sse."""
     legacy = "--legacy" in flags
     return ServerSpec(
+        protocol=protocol,
         name="far",
         type="remote",
         url=f"http://127.0.0.1:{port}/{'sse' if legacy else 'mcp'}",
@@ -183,6 +184,9 @@ async def test_sigkill_of_a_remote_server_with_calls_in_flight(
         config = Config(servers=(remote(port, flags),))
         async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
             await wait_for_state(sup, "far", State.STEADY, limit=20)
+            # The SDK 2.3 server speaks the per-request era over Streamable HTTP.
+            era = "2025-11-25" if "--legacy" in flags else "2026-07-28"
+            assert sup.servers()["far"].protocol_version == era
             turn = await session.begin_turn()
             results: list[Envelope] = []
             progress_send, progress_receive = trio.open_memory_channel[ProgressReceived](10)
@@ -208,9 +212,11 @@ async def test_sigkill_of_a_remote_server_with_calls_in_flight(
 
 async def test_sigkill_of_an_idle_remote_server_is_noticed_at_once(tmp_path: Path) -> None:
     """No call in flight: the GET stream for server messages breaks off, and reopening
-    it is refused (it used to be retried for ~3 s, after each retry delay)."""
+    it is refused (it used to be retried for ~3 s, after each retry delay). The
+    handshake era's GET stream: the per-request era has none (its subscriptions/listen
+    stream is not built yet), so this pins the handshake era."""
     async with sdk_http_server() as (port, process):
-        config = Config(servers=(remote(port, ()),))
+        config = Config(servers=(remote(port, (), protocol="2025-11-25"),))
         async with Supervisor.open(config, state_dir=tmp_path) as sup:
             epoch = await wait_for_state(sup, "far", State.STEADY, limit=20)
             await trio.sleep(0.5)  # the handshake's answer streams end; the GET stream stays

@@ -54,6 +54,7 @@ SERVERS: list[dict[str, Any]] = [
         "next_retry_at": None,
         "retry_in_s": None,
         "last_error": None,
+        "protocol_version": "2026-07-28",
         "available": True,
         "reconnects": 0,
         "tools": 2,
@@ -312,12 +313,12 @@ def test_status_prints_an_aligned_table_with_countdown_and_cut_error(
     assert err == ""
     header, *rows = out.splitlines()
     assert header.split("  ")[0] == "SERVER"
-    columns = ["SERVER", "STATE", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
+    columns = ["SERVER", "STATE", "PROTOCOL", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
     starts = [header.index(name) for name in columns]
     assert starts == sorted(starts)
     expected = [
-        ["time", "steady", "yes", "2", "-", "-", "-"],
-        ["flaky-enterprise", "backoff", "no", "1", "in 12s", "3", "process exited with status 1"],
+        ["time", "steady", "2026-07-28", "yes", "2", "-", "-", "-"],
+        ["flaky-enterprise", "backoff", "-", "no", "1", "in 12s", "3", "process exited with"],
     ]
     assert len(rows) == len(expected)
     for row, cells in zip(rows, expected, strict=True):
@@ -452,8 +453,8 @@ def test_status_shows_a_server_waiting_for_auth_login(
     fake.servers = [SERVERS[0], waiting]
     assert run(fake, "status") == 0
     row = capsys.readouterr().out.splitlines()[2]
-    assert row.split()[:6] == ["flaky-enterprise", "backoff", "(needs_auth)", "no", "1", "auth"]
-    assert "auth login" in row and "mcp server docs: a" in row  # cut to the terminal width
+    assert row.split()[:7] == ["flaky-enterprise", "backoff", "(needs_auth)", "-", "no", "1", "auth"]
+    assert "auth login" in row and "mcp serve" in row  # cut to the terminal width
 
 
 def test_status_with_no_servers_says_so(fake: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:

@@ -430,6 +430,8 @@ ERRORS: list[tuple[object, str, str]] = [
      'the cross_app_access flow needs "idp_token_endpoint"'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "client_credentials"}}}}, f"{S}.oauth",
      'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'),
+    ({"servers": {"s": {"command": "a", "protocol": "2026"}}}, f"{S}.protocol",
+     "expected 'auto' or '2026-07-28' or '2025-11-25', got \"2026\""),
     ({"servers": {"s": {"type": "remote"}}}, S,
      "a remote server needs 'url' (an http:// or https:// URL of the server's MCP endpoint, "
      "e.g. https://host/mcp)"),
@@ -589,3 +591,12 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_bytes(b'\xef\xbb\xbf{"servers": {"s": {"command": "a"}}}')
     assert len(load_config(path, environ={}).servers) == 1
+
+
+@pytest.mark.parametrize("value", ["auto", "2026-07-28", "2025-11-25"])
+def test_protocol_setting_reaches_the_spec(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"servers": {"s": {"url": "https://h/mcp", "protocol": value}}}))
+    assert load_config(path).servers[0].protocol == value
+    path.write_text(json.dumps({"servers": {"s": {"command": "a"}}}))
+    assert load_config(path).servers[0].protocol == "auto"

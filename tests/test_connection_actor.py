@@ -84,6 +84,7 @@ async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harn
     spec_options.setdefault("start", Start.EAGER)
     restart = spec_options.pop("restart", True)
     server_requests = spec_options.pop("server_requests", None)
+    known_era = spec_options.pop("known_era", None)
     spec = ServerSpec(name="fake", command=("fake",), **spec_options)
     send, receive = trio.open_memory_channel[ConnectionMessage](256)
     publish, published = trio.open_memory_channel[Published](10_000)
@@ -95,6 +96,7 @@ async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harn
         restart=restart,
         server_requests=server_requests,
         client_capabilities={"elicitation": {}} if server_requests else None,
+        known_era=known_era,
     )
     harness = Harness(actor, send)
     async with trio.open_nursery() as nursery:

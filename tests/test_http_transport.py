@@ -69,7 +69,9 @@ async def test_handshake_list_and_call_with_session_and_version_headers(tmp_path
             status = await sup.connection_status("far")
             assert status is not None and status.transport == f"streamable-http {server.url}"
         session_id = server.rpc_seen("tools/list")[0].headers["mcp-session-id"]
-        initialize, *later = [s for s in server.seen if s.method == "POST"]
+        probe, initialize, *later = [s for s in server.seen if s.method == "POST"]
+        assert probe.rpc == "server/discover"  # a handshake-era server: it falls back
+        assert "mcp-session-id" not in probe.headers
         assert initialize.rpc == "initialize"
         assert "mcp-session-id" not in initialize.headers and "mcp-protocol-version" not in initialize.headers
         for seen in later:
@@ -181,7 +183,7 @@ async def test_server_error_backs_off_with_the_status_in_the_reason(tmp_path: Pa
 
 async def test_server_error_mid_session_fails_the_call_and_backs_off(tmp_path: Path) -> None:
     async with fault_server(fail_status=503, fail_after=3) as server:
-        config = Config(servers=(remote(server.url),))
+        config = Config(servers=(remote(server.url, protocol="2025-11-25"),))  # counts requests: no probe
         async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
             turn = await session.begin_turn()
             failed = await turn.call("far_echo", {"text": "x"})
@@ -209,12 +211,13 @@ async def test_unauthorized_reads_authentication_failed_and_leaks_no_header(
             monkeypatch.setenv("PLANTED_TOKEN", PLANTED)
             path = tmp_path / "config.json"
             entry = {"url": server.url, "headers": {"Authorization": "Bearer ${env:PLANTED_TOKEN}"},
-                     "trusted": True, "reconnect_schedule_s": [0.2]}  # fmt: skip
+                     "trusted": True, "reconnect_schedule_s": [0.2], "protocol": "2025-11-25"}  # fmt: skip
             path.write_text(json.dumps({"mcpServers": {"far": entry}}))
             config = load_config(path)
             assert PLANTED in config.servers[0].secrets
         else:
-            config = Config(servers=(remote(server.url, headers={"Authorization": f"Bearer {PLANTED}"}),))
+            headers = {"Authorization": f"Bearer {PLANTED}"}  # counts requests: no probe
+            config = Config(servers=(remote(server.url, headers=headers, protocol="2025-11-25"),))
         async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
             turn = await session.begin_turn()
             failed = await turn.call("far_echo", {"text": "x"})
@@ -248,8 +251,8 @@ async def test_legacy_http_sse_server(tmp_path: Path, transport: str) -> None:
             assert status is not None and status.transport == f"sse {server.url}"
         posts = [(s.path, s.rpc) for s in server.seen if s.method == "POST"]
         expected = [("/messages", "initialize"), ("/messages", "notifications/initialized")]
-        if transport == "auto":  # tried Streamable HTTP first, was answered 405, fell back
-            expected.insert(0, ("/mcp", "initialize"))
+        if transport == "auto":  # tried Streamable HTTP first (the probe too), was answered 405, fell back
+            expected[:0] = [("/mcp", "server/discover"), ("/mcp", "initialize")]
         assert posts[: len(expected)] == expected
 
 

@@ -69,7 +69,9 @@ def test_status_shows_a_crashed_server_in_backoff_with_its_countdown(tmp_path: P
             time.sleep(0.2)
         rows = {line.split()[0]: line for line in table.splitlines()[1:]}
         assert rows["steady"].split()[1] == "steady", table
-        assert re.search(r"backoff\s+no\s+\d+\s+in \d+s\s+1\s+mcp server flaky closed", rows["flaky"]), table
+        assert re.search(
+            r"backoff\s+2025-11-25\s+no\s+\d+\s+in \d+s\s+1\s+mcp server flaky closed", rows["flaky"]
+        ), table
         as_json = json.loads(status(url, "--json").stdout)
         servers = as_json["servers"] if isinstance(as_json, dict) else as_json
         flaky = next(s for s in servers if s["name"] == "flaky")

@@ -22,7 +22,8 @@ from typing import Any
 
 import trio
 
-from actors.connection.calls import InFlightTable
+from actors.connection.calls import InFlightTable, call_failure
+from actors.connection.era_probe import settle
 from actors.connection.listing import ConnectionFailed, read_tools
 from actors.connection.live import Live, ServerRequestHandler
 from actors.connection.messages import (
@@ -56,7 +57,6 @@ from actors.connection.states import (
 from actors.connection.vocabulary import (
     AUTHENTICATED,
     CLOSING,
-    INITIALIZED,
     LIST_AGAIN,
     NEEDED,
     RESOLVED,
@@ -72,6 +72,7 @@ from actors.connection.vocabulary import (
     FailCalls,
     Failed,
     Finish,
+    Initialized,
     Launched,
     ListAgain,
     Listed,
@@ -84,6 +85,7 @@ from actors.connection.vocabulary import (
 )
 from actors.log_events import get_logger
 from actors.mailbox import answer, queued
+from actors.protocol.era import Era, Opening, Setting, Verdict, opening, remembered_after
 from actors.protocol.errors import ProtocolError
 from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, Connector, TransportError
@@ -113,6 +115,7 @@ class ConnectionActor:
         client_capabilities: dict[str, Any] | None = None,
         server_requests: ServerRequestHandler | None = None,
         crashed: Crashed | None = None,
+        known_era: Era | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -133,6 +136,8 @@ class ConnectionActor:
             )
         )
         self._crashed = crashed
+        self.era = known_era  # the era found last (remembered across attempts and runs)
+        self._found: Era | None = None  # the era this attempt settled on
         self._parked: list[CallTool] = []
         self._live: Live | None = None
         self._outbox: Outbox | None = None
@@ -238,19 +243,10 @@ class ConnectionActor:
 
     def _fail_calls(self, effect: FailCalls) -> None:
         for entry in self._inflight.drain():
-            answer(entry.call.reply, self._failure(effect.in_flight, entry.call.tool))
+            answer(entry.call.reply, call_failure(effect.in_flight, entry.call.tool, self.name))
         parked, self._parked = self._parked, []
         for call in parked:
-            answer(call.reply, self._failure(effect.parked, call.tool))
-
-    def _failure(self, why: Why, tool: str) -> CallFailed:
-        if why is Why.STOPPED_RESPONDING:
-            return CallFailed("unavailable", f"MCP server stopped responding during tools/call {tool}")
-        if why is Why.AUTH_FAILED:  # the model sees the sanitized text, never the server's 401 body
-            return CallFailed("auth_failed", "authentication failed")
-        if why is Why.CANCELLED:
-            return CallFailed("cancelled", f"call cancelled: mcp server {self.name} stopped")
-        return CallFailed("unavailable", self.unavailable)
+            answer(call.reply, call_failure(effect.parked, call.tool, self.name))
 
     def _give_order(self, order: Order) -> None:
         if isinstance(order, StartAttempt):
@@ -319,45 +315,60 @@ class ConnectionActor:
         return False
 
     async def _run_attempt(self) -> None:
-        """One connection attempt, from resolve until its transport is closed."""
+        """One connection attempt, from resolve until its transport is closed. A
+        connection that closed under the era probe is opened once more for
+        ``initialize``, inside the same attempt (still ``handshake``)."""
         init = trio.CancelScope(deadline=trio.current_time() + self.spec.init_timeout_s)
         assert self._attempt_scope is not None, "an attempt is ordered with its scope"
+        first = opening(Setting(self.spec.protocol), self.era, handshake_only=self.spec.transport == "sse")
+        self._found = None
         try:
             with self._attempt_scope:
                 try:
                     with init:
-                        async with self._connector(self.spec) as transport:
-                            try:
-                                self._fire(RESOLVED)
-                                await transport.authenticate()  # remote: stored token, refresh, …
-                                self._fire(AUTHENTICATED)
-                                async with trio.open_nursery() as nursery:
-                                    self._live = Live(
-                                        self.spec,
-                                        transport,
-                                        nursery,
-                                        self._inflight,
-                                        self._fire,
-                                        capabilities=self._capabilities,
-                                        redactor=self._redactor,
-                                        server_requests=self._server_requests,
-                                    )
-                                    await self._serve(self._live, init)
-                            except TransportError as exc:  # authenticate: nothing to send it with
-                                self._failed(exc)
-                            finally:
-                                self._live = None
-                                self._stderr = tuple(transport.stderr_tail())
-                                if init.cancel_called:
-                                    self._failed(self._init_timeout_text())
-                                self._fire(CLOSING)
+                        if await self._connect(init, first, reopened=False):  # closed under the probe
+                            await self._connect(init, Opening.INITIALIZE, reopened=True)
                     if init.cancelled_caught:
                         self._failed(self._init_timeout_text())
                 except TransportError as exc:  # the transport could not even start
                     self._failed(exc)
         finally:
+            self.era = remembered_after(first, self.era, self._found)
             self._attempt_scope = None
             self._fire(TORN_DOWN)
+
+    async def _connect(self, init: trio.CancelScope, first: Opening, *, reopened: bool) -> bool:
+        """Open the transport and serve on it; True: closed under the era probe, reopen."""
+        reopen = False
+        async with self._connector(self.spec) as transport:
+            try:
+                if not reopened:
+                    self._fire(RESOLVED)
+                await transport.authenticate()  # remote: stored token, refresh, …
+                if not reopened:
+                    self._fire(AUTHENTICATED)
+                async with trio.open_nursery() as nursery:
+                    self._live = live = Live(
+                        self.spec,
+                        transport,
+                        nursery,
+                        self._inflight,
+                        self._fire,
+                        capabilities=self._capabilities,
+                        redactor=self._redactor,
+                        server_requests=self._server_requests,
+                    )
+                    reopen = await self._serve(live, init, first)
+            except TransportError as exc:  # authenticate: nothing to send it with
+                self._failed(exc)
+            finally:
+                self._live = None
+                self._stderr = tuple(transport.stderr_tail())
+                if init.cancel_called:
+                    self._failed(self._init_timeout_text())
+                if not reopen:
+                    self._fire(CLOSING)
+        return reopen
 
     def _failed(self, failure: str | TransportError) -> None:
         """The attempt failed outside a live connection (connect, authenticate, init)."""
@@ -369,19 +380,25 @@ class ConnectionActor:
         ms = round(self.spec.init_timeout_s * 1000)
         return f"mcp server {self.name} did not finish initialize and tools/list within {ms} ms"
 
-    async def _serve(self, live: Live, init: trio.CancelScope) -> None:
-        live.start()
+    async def _serve(self, live: Live, init: trio.CancelScope, first: Opening) -> bool:
+        """Settle the era, list, then watch call deadlines until the connection ends
+        (True: the connection closed under the probe and must be opened again)."""
+        live.start(first)
         try:
-            await live.initialized.wait()
-            self._fire(INITIALIZED)
+            verdict = await settle(live, init, self.spec, first)
+            if verdict is Verdict.REOPEN_AND_FALL_BACK or verdict is Verdict.FAIL:
+                return verdict is Verdict.REOPEN_AND_FALL_BACK
+            self.era = self._found = live.session.era
+            self._fire(Initialized(live.session.version or ""))
             await self._list(live)
         except (ConnectionFailed, ProtocolError) as exc:
             live.fail(str(exc))
-            return
+            return False
         init.deadline = math.inf
         # Calls flow from here on; this task watches their deadlines (one task fewer
         # per connection than a watcher of its own).
         await live.watch_deadlines()
+        return False
 
     # ------------------------------------------------------------------ listing
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import attrs
 import trio
 
-from actors.connection.messages import CallOutcome, CallTool
+from actors.connection.messages import CallFailed, CallOutcome, CallTool
+from actors.connection.vocabulary import Why
 from actors.protocol.messages import RequestId
 
 
@@ -95,3 +96,14 @@ class InFlightTable:
         self._by_id.clear()
         self._by_reply.clear()
         return entries
+
+
+def call_failure(why: Why, tool: str, server: str) -> CallFailed:
+    """The answer to a call the machine fails (``FailCalls``), by why."""
+    if why is Why.STOPPED_RESPONDING:
+        return CallFailed("unavailable", f"MCP server stopped responding during tools/call {tool}")
+    if why is Why.AUTH_FAILED:  # the model sees the sanitized text, never the server's 401 body
+        return CallFailed("auth_failed", "authentication failed")
+    if why is Why.CANCELLED:
+        return CallFailed("cancelled", f"call cancelled: mcp server {server} stopped")
+    return CallFailed("unavailable", f"mcp server {server} is unavailable")

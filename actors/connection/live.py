@@ -21,11 +21,13 @@ from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effe
 from actors.connection.writing import WritePath
 from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
+from actors.protocol.era import Opening
 from actors.protocol.errors import ProtocolError, Unencodable
 from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
+    DiscoverAnswered,
     ErrorReceived,
     Initialized,
     ProgressReceived,
@@ -56,6 +58,10 @@ class Live:
         "initialized",
         "name",
         "nursery",
+        "probe_answer",
+        "probe_closed",
+        "probe_done",
+        "probing",
         "session",
         "spec",
         "transport",
@@ -81,6 +87,12 @@ class Live:
         self.session = ClientSession(capabilities=capabilities)
         self.writes = WritePath(transport, self.session, nursery, self._write_failed, self._unencodable)
         self.initialized = trio.Event()
+        # server/discover in flight: a failure of the connection is the probe's answer
+        # (the era decides what follows), not the attempt's end.
+        self.probing = False
+        self.probe_done = trio.Event()
+        self.probe_answer: DiscoverAnswered | None = None
+        self.probe_closed: str | None = None
         self.deadline_scope = trio.CancelScope()
         self._inflight = inflight
         self._report = report
@@ -88,14 +100,28 @@ class Live:
         self._server_requests = server_requests
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
 
-    def start(self) -> None:
-        """Start reading, and send ``initialize``."""
+    def start(self, first: Opening) -> None:
+        """Start reading, and send ``server/discover`` or ``initialize``."""
         self.nursery.start_soon(self._reader)
-        self.session.start_initialize()
+        self.send_opening(first)
+
+    def send_opening(self, first: Opening) -> None:
+        """Send what opens the era: the probe, or ``initialize``."""
+        if first is Opening.PROBE:
+            self.probing = True
+            self.session.start_discover()
+        else:
+            self.session.start_initialize()
         self.writes.kick()
 
     def fail(self, reason: str, *, auth: bool = False, needs_login: bool = False) -> None:
-        """The connection is dead: report it (the machine says what follows)."""
+        """The connection is dead: report it (the machine says what follows), unless
+        the probe is out, whose answer it then is."""
+        if self.probing and not auth:
+            if self.probe_closed is None:
+                self.probe_closed = reason
+            self.probe_done.set()
+            return
         tail = self.transport.stderr_tail()
         if tail:
             reason = f"{reason} (last stderr line: {tail[-1][:200]})"
@@ -155,6 +181,9 @@ class Live:
                 self._report(LIST_CHANGED)
             elif isinstance(event, Initialized):
                 self.initialized.set()
+            elif isinstance(event, DiscoverAnswered):
+                self.probe_answer = event
+                self.probe_done.set()
             elif isinstance(event, ServerRequest):
                 if self._server_requests is None:
                     method_not_found(session, event)

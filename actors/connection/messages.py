@@ -131,6 +131,9 @@ class StateChanged:
     # resolve … list: "starting" (calls wait), "reconnecting" (calls are refused) or
     # "relisting" (calls flow on the old list); see states.py.
     phase: Phase | None = None
+    # The protocol revision the last handshake settled on ("2026-07-28": the
+    # per-request era; up to "2025-11-25": the initialize handshake); None before.
+    protocol_version: str | None = None
 
 
 Published: TypeAlias = ToolsListed | StateChanged

@@ -64,6 +64,9 @@ class ServerSpec:
     # type "remote": "auto" (Streamable HTTP, falling back to legacy HTTP+SSE when the
     # server answers initialize the old way), "streamable-http" or "sse".
     transport: str = "auto"
+    # The protocol era: "auto" (probe server/discover, fall back to initialize),
+    # "2026-07-28" (the per-request era only) or "2025-11-25" (initialize only).
+    protocol: str = "auto"
     headers: Mapping[str, str] = attrs.field(factory=dict)
     enabled: bool = True
     trusted: bool = False

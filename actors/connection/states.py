@@ -19,7 +19,10 @@ A connection actor walks one MCP server through
 
 ``resolve`` finds the command (or parses the URL) and starts the transport;
 ``authenticate`` readies credentials (none for stdio, headers or OAuth for HTTP);
-``handshake`` is ``initialize`` answered and ``notifications/initialized`` sent;
+``handshake`` settles the protocol era (``actors/protocol/era.py``): ``server/discover``
+answered with the per-request revision, or else ``initialize`` answered and
+``notifications/initialized`` sent (the same states and schedule for both eras; the
+revision found is ``protocol_version``, kept until the next handshake settles one);
 ``list`` reads every page of ``tools/list``; ``steady`` serves calls. Any failure of a
 live state (transport closed, crash, timeout, protocol error) goes to ``backoff``; when
 the schedule's delay has passed the actor retries from ``resolve``. ``stop``,
@@ -224,6 +227,7 @@ class ConnectionState:
     attempt_open: bool = False  # a connection attempt runs (until its TornDown)
     relist_due: bool = False  # list: list_changed arrived during this listing
     checking: bool = False  # a ping is out after a call timed out
+    protocol_version: str | None = None  # the revision the last handshake settled on
     call_route: Route = attrs.field(init=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -256,12 +260,15 @@ def message_fields(change: Announce) -> dict[str, Any]:
         "next_retry_at": change.retry_at,
         "condition": public_condition(change.condition),
         "phase": change.phase,
+        "protocol_version": change.protocol_version,
     }
 
 
 def log_fields(change: Announce, now: float) -> dict[str, Any]:
     """The state line's fields: the attempt and the retry only in backoff."""
     fields: dict[str, Any] = {"state": change.state.value, "prev": change.previous.value}
+    if change.previous is State.HANDSHAKE and change.protocol_version:  # the era just settled
+        fields["protocol"] = change.protocol_version
     if change.state is State.BACKOFF:
         fields["attempt"] = change.attempt
         if change.retry_at is not None:
@@ -292,7 +299,9 @@ def _go(
         fields["checking"] = False
     fields.update(data)
     new = attrs.evolve(m, state=state, **fields)
-    announce = Announce(state, m.state, new.attempt, reason, new.retry_at, new.condition, new.phase)
+    announce = Announce(
+        state, m.state, new.attempt, reason, new.retry_at, new.condition, new.phase, new.protocol_version
+    )
     return new, announce
 
 
@@ -374,6 +383,9 @@ _UP = {S.RESOLVE: S.AUTHENTICATE, S.AUTHENTICATE: S.HANDSHAKE, S.HANDSHAKE: S.LI
 
 
 def _up(m: ConnectionState, e: Resolved | Authenticated | Initialized) -> Result:
+    if isinstance(e, Initialized):
+        new, announce = _go(m, S.LIST, phase=m.phase, protocol_version=e.version or None)
+        return new, (announce,)
     new, announce = _go(m, _UP[m.state], phase=m.phase)
     return new, (announce,)
 

@@ -126,7 +126,10 @@ class Authenticated:
 
 @attrs.frozen(slots=True)
 class Initialized:
-    """``initialize`` was answered and ``notifications/initialized`` sent."""
+    """The era is settled: ``initialize`` answered (and ``notifications/initialized``
+    sent), or ``server/discover`` answered with a per-request version we speak."""
+
+    version: str = ""  # the protocol revision spoken from now on
 
 
 @attrs.frozen(slots=True)
@@ -220,6 +223,7 @@ class Announce:
     retry_at: float | None  # set in backoff only
     condition: Condition | None
     phase: Phase | None
+    protocol_version: str | None = None  # the revision last negotiated (none before)
 
 
 @attrs.frozen(slots=True)

@@ -10,8 +10,11 @@ event may hold a JSON-RPC batch. Each is decoded once, here, into the messages o
 
 from __future__ import annotations
 
+import base64
+import re
+
 from actors.protocol.jsonrpc import decode_json, encode_json
-from actors.protocol.messages import Message
+from actors.protocol.messages import META_PROTOCOL_VERSION, Message, Request
 from actors.protocol.sse import ServerSentEvent
 
 
@@ -31,3 +34,36 @@ def decode_event(event: ServerSentEvent) -> list[Message]:
     if event.event != "message" or not event.data.strip():
         return []
     return decode_json(event.data, "event")
+
+
+# Methods whose request names a tool, prompt or resource, and the params key that
+# holds the name the ``Mcp-Name`` header repeats.
+NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_HEADER_SAFE = re.compile(r"[\x20-\x7e]*\Z")
+_B64_SENTINEL = re.compile(r"=\?base64\?.*\?=\Z")
+
+
+def header_value(value: str) -> str:
+    """A value as a header carries it: printable ASCII as it is, anything else (or
+    what would read as the sentinel) as ``=?base64?…?=`` of its UTF-8 bytes."""
+    if _HEADER_SAFE.match(value) and value == value.strip() and not _B64_SENTINEL.match(value):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
+
+
+def request_headers(message: Message) -> dict[str, str]:
+    """The per-request era's headers of a POSTed request: ``MCP-Protocol-Version``
+    (from its ``_meta``), ``Mcp-Method`` and ``Mcp-Name``. None for a request of the
+    handshake era (no protocol version in its ``_meta``)."""
+    if not isinstance(message, Request) or not isinstance(message.params, dict):
+        return {}
+    meta = message.params.get("_meta")
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    if not isinstance(version, str) or not _HEADER_SAFE.match(version):
+        return {}
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": header_value(message.method)}
+    key = NAME_BEARING_METHODS.get(message.method)
+    name = message.params.get(key) if key is not None else None
+    if isinstance(name, str):
+        headers["Mcp-Name"] = header_value(name)
+    return headers

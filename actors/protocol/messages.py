@@ -26,12 +26,24 @@ SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = (
 )
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[-1]
 
+# Revisions of the per-request era (no initialize, no session; ``era.py``).
+MODERN_PROTOCOL_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+LATEST_MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
+
+# The ``_meta`` keys every request of the per-request era carries, and the one a
+# ``server/discover`` result may carry about the server.
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
 # JSON-RPC error codes.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 @attrs.frozen(slots=True)
@@ -96,6 +108,16 @@ class InitializeResult:
     """What the server said about itself in answer to ``initialize``."""
 
     protocol_version: str
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict)
+    server_info: Mapping[str, Any] = attrs.field(factory=dict)
+    instructions: str | None = None
+
+
+@attrs.frozen(slots=True)
+class DiscoverResult:
+    """What the server said about itself in answer to ``server/discover``."""
+
+    supported_versions: tuple[str, ...]
     capabilities: Mapping[str, Any] = attrs.field(factory=dict)
     server_info: Mapping[str, Any] = attrs.field(factory=dict)
     instructions: str | None = None

@@ -17,7 +17,7 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
 from actors.protocol.errors import ProtocolError
-from actors.protocol.messages import CallResult, InitializeResult, Tool
+from actors.protocol.messages import META_SERVER_INFO, CallResult, DiscoverResult, InitializeResult, Tool
 
 _converter = cattrs.Converter(forbid_extra_keys=False)
 _converter.register_structure_hook(
@@ -75,6 +75,25 @@ def structure_initialize_result(obj: Mapping[str, Any]) -> InitializeResult:
         return _converter.structure(obj, InitializeResult)
     except (cattrs.BaseValidationError, TypeError, ValueError) as exc:
         raise ProtocolError(f"initialize result is malformed: {_brief(exc)}") from None
+
+
+def structure_discover_result(obj: Mapping[str, Any]) -> DiscoverResult:
+    """A DiscoverResult, or ProtocolError (the caller falls back to ``initialize``)."""
+    versions = obj.get("supportedVersions")
+    if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+        raise ProtocolError("server/discover result has no supportedVersions list of strings")
+    capabilities = obj.get("capabilities", {})
+    if not isinstance(capabilities, dict):
+        raise ProtocolError("server/discover result: capabilities must be an object")
+    meta = obj.get("_meta")
+    info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None  # display only
+    instructions = obj.get("instructions")
+    return DiscoverResult(
+        tuple(versions),
+        capabilities,
+        info if isinstance(info, dict) else {},
+        instructions if isinstance(instructions, str) else None,
+    )
 
 
 def structure_call_result(obj: Mapping[str, Any]) -> CallResult:

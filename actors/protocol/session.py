@@ -11,6 +11,11 @@ itself, and turns server notifications into typed events.
 Phases: ``NEW`` → (initialize sent) ``INITIALIZING`` → (answer accepted,
 ``notifications/initialized`` queued) ``READY``; ``CLOSED`` after a protocol error.
 Requests other than ``initialize`` and ``ping`` are refused before ``READY``.
+
+The per-request era (2026-07-28, ``era.py``) starts differently: ``NEW`` →
+(``server/discover`` sent) ``DISCOVERING`` → a ``DiscoverAnswered`` event; then either
+``adopt`` (``READY``, and from then on every request carries the era's ``_meta``) or
+``fall_back`` (``NEW`` again, ready for ``initialize``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
+from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta, supported_retry
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
+    LATEST_MODERN_VERSION,
     LATEST_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     SUPPORTED_PROTOCOL_VERSIONS,
+    DiscoverResult,
     ErrorObject,
     ErrorResponse,
     InitializeResult,
@@ -38,13 +46,18 @@ from actors.protocol.messages import (
     Response,
     Tool,
 )
-from actors.protocol.payloads import structure_initialize_result, structure_tool
+from actors.protocol.payloads import (
+    structure_discover_result,
+    structure_initialize_result,
+    structure_tool,
+)
 
 
 class Phase(enum.Enum):
     """Where the handshake stands."""
 
     NEW = "new"
+    DISCOVERING = "discovering"
     INITIALIZING = "initializing"
     READY = "ready"
     CLOSED = "closed"
@@ -58,6 +71,16 @@ class Initialized:
     """The server accepted ``initialize``; ``notifications/initialized`` is queued."""
 
     result: InitializeResult
+
+
+@attrs.frozen(slots=True)
+class DiscoverAnswered:
+    """``server/discover`` ended: how (``era.after_probe`` says what follows), the
+    result if the server speaks our per-request era, and what it said otherwise."""
+
+    outcome: ProbeOutcome
+    result: DiscoverResult | None = None
+    detail: str = ""
 
 
 @attrs.frozen(slots=True)
@@ -119,6 +142,7 @@ class ServerNotification:
 
 Event: TypeAlias = (
     Initialized
+    | DiscoverAnswered
     | ResponseReceived
     | ErrorReceived
     | StrayResponse
@@ -147,6 +171,10 @@ class ClientSession:
         self.offered_version = protocol_version
         self.phase = Phase.NEW
         self.negotiated: InitializeResult | None = None
+        self.discovered: DiscoverResult | None = None
+        self.version: str | None = None  # the revision spoken, once READY
+        self._meta: dict[str, Any] | None = None  # per-request era: every request's _meta
+        self._reprobed = False  # server/discover was sent again at a version the server named
         self._outbox: list[Message] = []
         self._events: deque[Event] = deque()
         self._pending: dict[RequestId, str] = {}
@@ -179,6 +207,41 @@ class ClientSession:
             "clientInfo": self.client_info,
         }
         return self._queue_request("initialize", params)
+
+    def start_discover(self, version: str = LATEST_MODERN_VERSION) -> RequestId:
+        """Queue ``server/discover`` (the per-request era's probe), itself carrying the
+        era's ``_meta``; its end arrives as a ``DiscoverAnswered`` event (a -32022 naming
+        a version we speak is probed again at it, once, as the SDK does)."""
+        if self.phase is not Phase.NEW:
+            raise RuntimeError(f"cannot probe server/discover in phase {self.phase.value}")
+        self.phase = Phase.DISCOVERING
+        meta = request_meta(self.client_info, self.capabilities, version)
+        return self._queue_request("server/discover", {"_meta": meta})
+
+    def adopt(self, result: DiscoverResult) -> None:
+        """Speak the per-request era: every request from now on carries its ``_meta``."""
+        version = mutual_version(result)
+        if self.phase is not Phase.DISCOVERING or version is None:
+            raise RuntimeError(f"cannot adopt {result.supported_versions} in phase {self.phase.value}")
+        self.discovered = result
+        self.version = version
+        self._meta = request_meta(self.client_info, self.capabilities, version)
+        self.phase = Phase.READY
+
+    def fall_back(self) -> None:
+        """The server is of the handshake era: ready for ``initialize`` (a late answer
+        to the probe becomes a StrayResponse)."""
+        if self.phase is not Phase.DISCOVERING:
+            raise RuntimeError(f"nothing to fall back from in phase {self.phase.value}")
+        for request_id, method in list(self._pending.items()):
+            if method == "server/discover":
+                del self._pending[request_id]
+        self.phase = Phase.NEW
+
+    @property
+    def era(self) -> Era | None:
+        """The era spoken, once READY."""
+        return None if self.version is None else Era.of_version(self.version)
 
     def send_request(self, method: str, params: Params = None, *, progress: bool = False) -> RequestId:
         """Queue a request; its answer arrives as ResponseReceived or ErrorReceived.
@@ -214,9 +277,12 @@ class ClientSession:
     def _queue_request(self, method: str, params: Params, *, progress: bool = False) -> RequestId:
         request_id = self._next_id
         self._next_id += 1
-        if progress and not isinstance(params, list):
+        stamp = self._meta
+        if (progress or stamp) and not isinstance(params, list):
             base: Mapping[str, Any] = params or {}
-            meta = {**(base.get("_meta") or {}), "progressToken": request_id}
+            meta = {**(base.get("_meta") or {}), **(stamp or {})}
+            if progress:
+                meta["progressToken"] = request_id
             params = {**base, "_meta": meta}
         self._outbox.append(Request(request_id, method, params))
         self._pending[request_id] = method
@@ -272,6 +338,8 @@ class ClientSession:
             return
         if method == "initialize":
             self._finish_initialize(message)
+        elif method == "server/discover":
+            self._finish_discover(message)
         elif isinstance(message, Response):
             self._events.append(ResponseReceived(request_id, method, message.result))
         else:
@@ -289,9 +357,34 @@ class ClientSession:
                 f"this client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
             )
         self.negotiated = result
+        self.version = result.protocol_version
         self.phase = Phase.READY
         self.send_notification("notifications/initialized")
         self._events.append(Initialized(result))
+
+    def _finish_discover(self, message: Response | ErrorResponse) -> None:
+        if isinstance(message, ErrorResponse):
+            error = message.error
+            retry = supported_retry(error) if not self._reprobed else None
+            if retry is not None:
+                self._reprobed = True
+                self.phase = Phase.NEW
+                self.start_discover(retry)
+                return
+            detail = f"{error.message} (code {error.code})"
+            self._events.append(DiscoverAnswered(ProbeOutcome.REFUSED, detail=detail))
+            return
+        try:
+            result = structure_discover_result(message.result)
+        except ProtocolError as exc:  # not evidence of the new era: a handshake-era server
+            self._events.append(DiscoverAnswered(ProbeOutcome.NO_MUTUAL_VERSION, detail=str(exc)))
+            return
+        if mutual_version(result) is None:
+            named = ", ".join(result.supported_versions) or "none"
+            detail = f"supported versions: {named}"
+            self._events.append(DiscoverAnswered(ProbeOutcome.NO_MUTUAL_VERSION, result, detail))
+            return
+        self._events.append(DiscoverAnswered(ProbeOutcome.PER_REQUEST, result))
 
     def _handle_notification(self, message: Notification) -> None:
         if message.method == "notifications/tools/list_changed":

@@ -332,6 +332,7 @@ class RouterActor:
             next_retry_at=message.next_retry_at,
             condition=message.condition,
             phase=message.phase,
+            protocol_version=message.protocol_version or previous.protocol_version,
             available=is_available(message.state, message.phase),
             reconnects=previous.reconnects + is_reconnect(message.previous, message.state),
             transitions=(

@@ -112,6 +112,7 @@ class ServerView:
     next_retry_at: float | None = None
     condition: str | None = None  # "needs_auth" or "crashed" (see StateChanged)
     phase: Phase | None = None  # "starting", "reconnecting" or "relisting" (see StateChanged)
+    protocol_version: str | None = None  # the revision last negotiated (see StateChanged)
     available: bool = False
     generation: int = 0
     entries: tuple[ToolEntry, ...] = attrs.field(default=(), repr=False)

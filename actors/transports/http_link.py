@@ -76,10 +76,12 @@ def content_type(response: httpx2.Response) -> str:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
-def error_answer(request_id: RequestId | None, message: str, code: int = INTERNAL_ERROR) -> ErrorResponse:
+def error_answer(
+    request_id: RequestId | None, message: str, code: int = INTERNAL_ERROR, data: Any = None
+) -> ErrorResponse:
     """A JSON-RPC error answering one of our requests that the server refused at the
     HTTP level, so the caller gets an answer instead of a wait."""
-    return ErrorResponse(request_id, ErrorObject(code, message))
+    return ErrorResponse(request_id, ErrorObject(code, message, data))
 
 
 class Inbox:
@@ -379,5 +381,8 @@ class RemoteLink:
             if isinstance(error, dict) and isinstance(error.get("message"), str):
                 code = error.get("code")
                 code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR
-                return error_answer(request_id, self.redactor.redact(error["message"]), code)
+                # data stays: a -32022 names the versions the server speaks there
+                return error_answer(
+                    request_id, self.redactor.redact(error["message"]), code, error.get("data")
+                )
         return error_answer(request_id, self.refusal(status, doing, "refused"))

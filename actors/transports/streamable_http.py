@@ -45,7 +45,7 @@ import trio
 
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
-from actors.protocol.http_framing import decode_body, decode_event, encode_body
+from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
 from actors.protocol.messages import ErrorResponse, Message, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transports.base import TransportClosed, TransportError
@@ -179,9 +179,8 @@ class StreamableHttpTransport:
         link = self._link
         with trio.move_on_after(link.request_bound_s):
             try:
-                response = await link.open(
-                    "POST", link.url, self._headers(ACCEPT_POST), request.method, content=body
-                )
+                headers = {**self._headers(ACCEPT_POST), **request_headers(request)}
+                response = await link.open("POST", link.url, headers, request.method, content=body)
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return

@@ -28,6 +28,7 @@ from actors.connection.spec import (
     ServerSpec,
     Start,
 )
+from actors.protocol.era import SETTING_VALUES
 
 from .expansion import Expander
 from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis
@@ -52,7 +53,7 @@ _KEYS = frozenset(
         "type", "transport", "command", "args", "env", "cwd", "url", "headers", "oauth",
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
-        "max_output_bytes", "reconnect_schedule_s",
+        "max_output_bytes", "reconnect_schedule_s", "protocol",
     }
 )  # fmt: skip
 
@@ -161,6 +162,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     call_s, max_call_s = call_timeouts(entry, path)
     scope = _choice(entry, "scope", [s.value for s in Scope], path, exp)
     start = _choice(entry, "start", [s.value for s in Start], path, exp)
+    protocol = _choice(entry, "protocol", list(SETTING_VALUES), path, exp)
     cwd = _cwd(entry, path, exp)
     enabled = _enabled(entry, path)
     trusted = expect_bool(entry.get("trusted", False), child(path, "trusted"))
@@ -182,6 +184,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         cwd=cwd,
         url=url,
         transport=transport,
+        protocol=protocol if protocol is not None else "auto",
         headers=MappingProxyType(headers),
         enabled=enabled,
         trusted=trusted,

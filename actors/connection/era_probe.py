@@ -1,0 +1,83 @@
+"""The era probe of ``handshake``: wait for ``server/discover``, say what follows.
+
+The decision itself is ``actors/protocol/era.py``'s table (``after_probe``); this
+module only waits for the probe's end (an answer, the connection closing, or the
+probe timeout) and carries out an adoption on the protocol session.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from actors.connection.live import Live
+from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
+from actors.protocol.era import PROBE_TIMEOUT_S, Opening, ProbeOutcome, Setting, Verdict, after_probe
+
+log = get_logger("actors.connection")
+
+
+async def settle(live: Live, init: trio.CancelScope, spec: ServerSpec, first: Opening) -> Verdict:
+    """Settle the era on a started connection that sent ``first``: ADOPT or FALL_BACK
+    (settled: the session is READY); REOPEN_AND_FALL_BACK (the connection closed under
+    the probe: open it again, send ``initialize``); FAIL (``live`` reported why)."""
+    verdict = Verdict.FALL_BACK
+    if first is Opening.PROBE:
+        verdict = await probe(live, init, spec)
+        if verdict is Verdict.REOPEN_AND_FALL_BACK:
+            live.nursery.cancel_scope.cancel()
+            return verdict
+        if verdict is Verdict.FAIL:
+            live.fail(probe_failed_text(live))
+            return verdict
+        if verdict is Verdict.FALL_BACK:
+            live.session.fall_back()
+            live.send_opening(Opening.INITIALIZE)
+    if live.session.version is None:
+        await live.initialized.wait()
+    return verdict
+
+
+async def probe(live: Live, init: trio.CancelScope, spec: ServerSpec) -> Verdict:
+    """Wait for ``server/discover``, at most the probe timeout and half of what is
+    left of the init timeout (so the fall back has time), and say what follows."""
+    left = init.deadline - trio.current_time()
+    with trio.move_on_after(min(PROBE_TIMEOUT_S, left / 2)):
+        await live.probe_done.wait()
+    live.probing = False
+    outcome = _outcome(live)
+    verdict = after_probe(Setting(spec.protocol), outcome)
+    if verdict is Verdict.ADOPT:
+        answered = live.probe_answer
+        assert answered is not None and answered.result is not None, "adopted without a result"
+        live.session.adopt(answered.result)
+    elif verdict is not Verdict.FAIL:
+        log.info(
+            "server/discover %s; falling back to initialize",
+            outcome.value,
+            extra={"fields": {"server": spec.name, "detail": _detail(live)}},
+        )
+    return verdict
+
+
+def probe_failed_text(live: Live) -> str:
+    """Why a server pinned to the per-request era failed its probe."""
+    detail = _detail(live)
+    tail = f" ({detail})" if detail else ""
+    return (
+        f"mcp server {live.name} is set to protocol 2026-07-28, "
+        f"but server/discover {_outcome(live).value}{tail}"
+    )
+
+
+def _outcome(live: Live) -> ProbeOutcome:
+    if live.probe_answer is not None:
+        return live.probe_answer.outcome
+    return ProbeOutcome.CLOSED if live.probe_closed is not None else ProbeOutcome.TIMED_OUT
+
+
+def _detail(live: Live) -> str:
+    answered = live.probe_answer
+    if answered is not None:
+        return answered.detail
+    return live.probe_closed or ""
