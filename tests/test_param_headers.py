@@ -22,6 +22,7 @@ from actors.protocol.param_headers import (
 )
 from actors.protocol.session import ResponseReceived
 from supervisor import Supervisor
+from supervisor.conformance_client import context_calls
 from supervisor.settings.model import Config
 from tests.test_http_transport_peers import START_S, hypercorn_app, remote
 
@@ -189,3 +190,22 @@ async def test_a_call_to_a_real_per_request_server_carries_its_parameter_headers
     assert all(h.get("mcp-protocol-version") == "2026-07-28" and "mcp-method" in h for h in seen), seen
     (call,) = [h for h in seen if h.get("mcp-method") == "tools/call"]
     assert call["mcp-param-region"] == "=?base64?IGV1LXdlc3QgMQ==?=" and call["mcp-param-hops"] == "3"
+
+
+def test_the_conformance_client_makes_the_calls_a_scenario_context_names() -> None:
+    """http-custom-headers names its calls; a null argument means "not given"."""
+    context = {
+        "toolCalls": [
+            {"name": "test_custom_headers", "arguments": {"region": "us-west1", "debug": True}},
+            {"name": "test_custom_headers_null", "arguments": {"region": "us-east1", "verbose": None}},
+            {"name": "no_arguments"},
+            {"arguments": {"nameless": 1}},
+            "not a call",
+        ]
+    }
+    assert context_calls(context) == [
+        ("test_custom_headers", {"region": "us-west1", "debug": True}),
+        ("test_custom_headers_null", {"region": "us-east1"}),
+        ("no_arguments", {}),
+    ]
+    assert context_calls({"name": "tools_call"}) is None
