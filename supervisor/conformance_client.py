@@ -28,6 +28,11 @@ Scenarios (releases 0.1.16 and 0.2.0-alpha.12; the full list is in docs/conforma
 * ``json-schema-ref-no-deref`` (0.2.0): the tool's ``inputSchema`` has a ``$ref`` to a
   network URI that must not be fetched; the tool is listed with a schema problem and
   skipped (``callable_tools``), the suite checks that nothing fetched the URI.
+* ``http-custom-headers`` (0.2.0): the scenario's context (``toolCalls``) names the
+  calls and their arguments (``context_calls``); the suite checks the ``Mcp-Param-*``
+  headers each call carried (``actors/protocol/param_headers.py``).
+* ``http-invalid-tool-headers`` (0.2.0): tools with a bad ``x-mcp-header`` are left
+  out of the listing, so only ``valid_tool`` is called.
 * ``auth/*``: the server has an ``oauth`` block made from ``MCP_CONFORMANCE_CONTEXT``
   (a pre-registered ``client_id``/``client_secret``, a ``private_key_pem`` for
   ``private_key_jwt``; the client-credentials flow for ``auth/client-credentials-*``) and
@@ -47,7 +52,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import trio
 
@@ -77,6 +82,10 @@ KNOWN_ARGUMENTS: dict[str, dict[str, Any]] = {
         "email": "conformance@example.com",
     },
 }
+
+
+ToolCall: TypeAlias = tuple[str, Mapping[str, Any]]
+"""A tool's name and the arguments to call it with."""
 
 
 class ScenarioFailed(Exception):
@@ -203,10 +212,15 @@ async def _wait_ready(supervisor: Supervisor) -> None:
 
 
 async def run_scenario(
-    url: str, state_dir: str, only: Sequence[str] | None = None, oauth: Mapping[str, str] | None = None
+    url: str,
+    state_dir: str,
+    only: Sequence[str] | None = None,
+    oauth: Mapping[str, str] | None = None,
+    calls: Sequence[ToolCall] | None = None,
 ) -> list[str]:
-    """Drive one scenario: connect, list, call every listed tool (or those in ``only``);
-    returns a line per step done, raises ScenarioFailed.
+    """Drive one scenario: connect, list, call every listed tool (or those in ``only``,
+    or the ``calls`` the scenario's context asks for); returns a line per step done,
+    raises ScenarioFailed.
 
     Failures are raised only after the supervisor closed (not through its nurseries,
     which would wrap them in an exception group).
@@ -225,7 +239,7 @@ async def run_scenario(
         supervisor.session() as session,
     ):
         try:
-            await _drive(supervisor, session, done, only)
+            await _drive(supervisor, session, done, only, calls)
         except ScenarioFailed as failed:
             failure = str(failed)
     if failure is not None:
@@ -253,7 +267,11 @@ def callable_tools(
 
 
 async def _drive(
-    supervisor: Supervisor, session: Session, done: list[str], only: Sequence[str] | None
+    supervisor: Supervisor,
+    session: Session,
+    done: list[str],
+    only: Sequence[str] | None,
+    calls: Sequence[ToolCall] | None = None,
 ) -> None:
     await _wait_ready(supervisor)
     done.append("initialized")
@@ -269,14 +287,39 @@ async def _drive(
     ids = {t.name: t.id for t in tools}
     tools, skipped = callable_tools(tools)
     done.extend(f"skipped {entry.name}: {problem}" for entry, problem in skipped)
-    for entry in tools:
-        arguments = _arguments_for(entry, listed, ids)
+    by_name = {entry.name: entry for entry in tools}
+    if calls is not None:
+        missing = sorted({name for name, _ in calls} - set(by_name))
+        if missing:
+            raise ScenarioFailed(f"the scenario calls tool(s) not listed: {', '.join(missing)}")
+    planned = (
+        [(by_name[name], dict(arguments)) for name, arguments in calls]
+        if calls is not None
+        else [(entry, _arguments_for(entry, listed, ids)) for entry in tools]
+    )
+    for entry, arguments in planned:
         result = await turn.call(entry.id, arguments)
         if not result.ok:
             error = result.error
             message = f"{error.code}: {error.message}" if error else "failed"
             raise ScenarioFailed(f"tools/call {entry.name} failed: {message}")
         done.append(f"called {entry.name}({json.dumps(arguments)}): {result.text[:120]!r}")
+
+
+def context_calls(context: Mapping[str, Any]) -> list[ToolCall] | None:
+    """The calls a scenario's context asks for (``toolCalls``: name and arguments, as
+    in ``http-custom-headers``), or None when it names none. A null argument is left
+    out: it stands for "not given" there, and our argument validation would refuse
+    null for a parameter whose schema says boolean."""
+    raw = context.get("toolCalls")
+    if not isinstance(raw, list):
+        return None
+    calls: list[ToolCall] = []
+    for call in raw:
+        arguments = call.get("arguments") or {} if isinstance(call, dict) else None
+        if isinstance(arguments, dict) and isinstance(call.get("name"), str):
+            calls.append((call["name"], {k: v for k, v in arguments.items() if v is not None}))
+    return calls
 
 
 def _arguments_for(entry: ToolEntry, listed: Mapping[str, Any], ids: Mapping[str, str]) -> dict[str, Any]:
@@ -322,12 +365,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     except ValueError:
         context = {}
-    oauth = oauth_settings(scenario, context if isinstance(context, dict) else {})
+    context = context if isinstance(context, dict) else {}
+    oauth = oauth_settings(scenario, context)
+    calls = context_calls(context)
 
     async def run() -> list[str]:
         with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as state_dir:
             with trio.move_on_after(OVERALL_TIMEOUT_S):
-                return await run_scenario(url, state_dir, only, oauth)
+                return await run_scenario(url, state_dir, only, oauth, calls)
             raise ScenarioFailed(f"did not complete within {OVERALL_TIMEOUT_S:g} s")
 
     try:

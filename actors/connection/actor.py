@@ -405,7 +405,7 @@ class ConnectionActor:
     async def _list(self, live: Live) -> None:
         """Read every page and publish; again while the machine says the list changed."""
         while True:
-            tools, problems = await read_tools(live.request, self.name)
+            tools, problems = await read_tools(live.request, self.name, live.session.era)
             for problem in problems:
                 log.warning("tool dropped: %s", problem, extra={"server": self.name})
             self._generation += 1

@@ -33,6 +33,10 @@ server is gone, as it is whenever a later GET is refused
 in flight are answered at once instead of after the retries. The GET stream for
 server-initiated messages is reopened by the same rules, so a server killed while idle
 is noticed at once too.
+
+In the 2026-07-28 era every POST also carries ``Mcp-Method`` and ``Mcp-Name``, and a
+``tools/call`` the ``Mcp-Param-*`` headers its tool's schema designates, learnt from
+the ``tools/list`` answers this transport carried (``param_headers.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
 from actors.protocol.messages import ErrorResponse, Message, Request, Response
+from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transports.base import TransportClosed, TransportError
 from actors.transports.http_link import (
@@ -106,6 +111,7 @@ class StreamableHttpTransport:
         self._listening = False
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
 
     def describe(self) -> str:
         return f"streamable-http {self._link.safe_url}"
@@ -179,12 +185,23 @@ class StreamableHttpTransport:
         link = self._link
         with trio.move_on_after(link.request_bound_s):
             try:
-                headers = {**self._headers(ACCEPT_POST), **request_headers(request)}
+                headers = {**self._headers(ACCEPT_POST), **self._request_headers(request)}
                 response = await link.open("POST", link.url, headers, request.method, content=body)
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return
             await self._settle(response, request)
+
+    def _request_headers(self, request: Request) -> dict[str, str]:
+        """The per-request era's headers, with a ``tools/call``'s ``Mcp-Param-*`` ones."""
+        headers = request_headers(request)
+        params = request.params
+        if headers and request.method == "tools/call" and isinstance(params, dict):
+            name = params.get("name")
+            designated = self._designations.get(name) if isinstance(name, str) else None
+            if designated:
+                headers.update(param_headers(designated, params.get("arguments")))
+        return headers
 
     async def _settle(self, response: httpx2.Response, request: Request) -> None:
         """Read a request's answer (JSON body or SSE stream); always close the response.
@@ -248,7 +265,8 @@ class StreamableHttpTransport:
 
     async def _deliver(self, messages: list[Message], answering: Request | None) -> bool:
         """Queue decoded messages for the actor; True if one answered ``answering``.
-        The initialize answer is read for the protocol version."""
+        The initialize answer is read for the protocol version, a ``tools/list``
+        answer for the tools' parameter headers (``param_headers.py``)."""
         answered = False
         if answering is not None:
             for message in messages:
@@ -256,9 +274,18 @@ class StreamableHttpTransport:
                     answered = True
                     if answering.method == "initialize" and isinstance(message, Response):
                         self._learn_version(message)
+                    elif answering.method == "tools/list" and isinstance(message, Response):
+                        self._learn_designations(message)
         if messages:
             await self._link.inbox.put(messages)
         return answered
+
+    def _learn_designations(self, answer: Response) -> None:
+        for tool, designated in listing_designations(answer.result).items():
+            if designated is None:
+                self._designations.pop(tool, None)
+            else:
+                self._designations[tool] = designated
 
     def _learn_version(self, answer: Response) -> None:
         version = answer.result.get("protocolVersion")
