@@ -247,14 +247,16 @@ def render(results: dict[str, Any]) -> str:
             lines.append(f"- not measured: {http['error']}")
         else:
             lines += calls_table(
-                {c: http[c] for c in ("ours-before", "ours", "sdk") if c in http},
-                base="sdk",
+                {c: rows for c, rows in http.items() if isinstance(rows, list)},
+                base="sdk 2026-07-28",
                 inflight=http["inflight"],
                 sdk_columns=False,
             )
             lines.append(
                 f"Server: benchmarks/http_server.py (the SDK's `MCPServer`, uvicorn, SSE answers) at {http['url']}; "
-                "SDK client: `streamable_http_client` + `ClientSession` on asyncio."
+                "SDK client: `streamable_http_client` + `ClientSession` on asyncio. Each client in each era: "
+                "2025-11-25 (`initialize`, a session) and 2026-07-28 (`server/discover`, `_meta` per request, "
+                "no session): ours by the server's `protocol` setting, the SDK's by `initialize()` / `discover()`."
             )
     if "breakdown" in results and "error" not in results["breakdown"]:
         lines += [
@@ -319,7 +321,9 @@ def render(results: dict[str, Any]) -> str:
                 "ours-http: a Streamable HTTP server (the SDK's own, `tests/servers/sdk_server.py --http`) "
                 "in its own process, not frozen: the calls are running there, each has reported progress on "
                 "its answer stream, when SIGKILL comes; `-resumable`: its streams carry event ids, so they "
-                "would be resumed. It is started again after each kill (no reconnect time of ours to show)."
+                "would be resumed. It is started again after each kill (no reconnect time of ours to show). "
+                "`-2026-07-28` / `-2025-11-25`: the server's `protocol` pinned to the per-request era (which "
+                "`auto` finds with the SDK 2.3 server) / to the handshake era."
             )
     if "search" in results and "error" not in results["search"]:
         lines += [

@@ -177,8 +177,11 @@ async def run_sdk(args: argparse.Namespace) -> dict[str, Any]:
         return await measure_sdk_session(session, args)
 
 
-async def measure_sdk_session(session: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Initialize an SDK ``ClientSession``, list, check one echo, then ``_measure``."""
+async def measure_sdk_session(
+    session: Any, args: argparse.Namespace, *, discover: bool = False
+) -> dict[str, Any]:
+    """Initialize an SDK ``ClientSession`` (``discover``: adopt the 2026-07-28 era with
+    ``server/discover`` instead), list, check one echo, then ``_measure``."""
     import anyio
 
     async def spawn(worker: Callable[[int], Awaitable[None]], counts: list[int]) -> None:
@@ -186,7 +189,7 @@ async def measure_sdk_session(session: Any, args: argparse.Namespace) -> dict[st
             for count in counts:
                 group.start_soon(worker, count)
 
-    await session.initialize()
+    await (session.discover() if discover else session.initialize())
     await session.list_tools()
 
     async def call() -> Any:

@@ -1,6 +1,7 @@
 """Worker: Streamable HTTP call latency of one client against the SDK's own server.
 
     python benchmarks/bench_http.py --client ours|sdk --url http://127.0.0.1:PORT/mcp
+                                    [--protocol auto|2025-11-25|2026-07-28]
                                     [--seq N] [--tput N] [--inflight 16] [--warmup N]
 
 The server is ``benchmarks/http_server.py`` (the official ``mcp`` SDK's Streamable HTTP
@@ -11,6 +12,11 @@ clients call its ``echo`` tool with ``{"text": "hi"}``:
   ``remote`` (``transport: streamable-http``): validation, trust decision, the
   connection actor, the envelope and the audit row, as in ``bench_calls.py``;
 * ``sdk``: the SDK's ``streamable_http_client`` + ``ClientSession`` (asyncio).
+
+``--protocol`` picks the era: ours gets it as the server's ``protocol`` setting
+(``auto`` probes ``server/discover``, and the SDK 2.3 server speaks 2026-07-28); the
+SDK's client opens with ``initialize()`` (``auto``, ``2025-11-25``) or with
+``discover()`` (``2026-07-28``).
 
 Measured as in ``bench_calls.py`` (sequential latency, then throughput with
 ``--inflight`` calls in flight on one session, client CPU per call).
@@ -33,13 +39,22 @@ async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     from supervisor.settings.model import Config
 
     quiet_logging()
-    spec = ServerSpec(name="bench", type="remote", url=args.url, transport="streamable-http", trusted=True)
+    spec = ServerSpec(
+        name="bench",
+        type="remote",
+        url=args.url,
+        transport="streamable-http",
+        trusted=True,
+        protocol=args.protocol,
+    )
     with tempfile.TemporaryDirectory(prefix="bench-http-") as state_dir:
         async with (
             Supervisor.open(Config(servers=(spec,)), state_dir=state_dir) as sup,
             sup.session() as session,
         ):
             turn = await session.begin_turn()
+            era = sup.servers()["bench"].protocol_version
+            assert args.protocol == "auto" or era == args.protocol, era
 
             async def call() -> Any:
                 return await turn.call("bench_echo", {"text": "hi"})
@@ -54,13 +69,14 @@ async def run_sdk(args: argparse.Namespace) -> dict[str, Any]:
     from mcp.client.streamable_http import streamable_http_client
 
     async with streamable_http_client(args.url) as streams, ClientSession(streams[0], streams[1]) as session:
-        return await measure_sdk_session(session, args)
+        return await measure_sdk_session(session, args, discover=args.protocol == "2026-07-28")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--client", required=True, choices=["ours", "sdk"])
     parser.add_argument("--url", required=True)
+    parser.add_argument("--protocol", default="auto", choices=["auto", "2025-11-25", "2026-07-28"])
     parser.add_argument("--seq", type=int, default=500)
     parser.add_argument("--tput", type=int, default=2000)
     parser.add_argument("--inflight", type=int, default=16)
@@ -75,6 +91,7 @@ def main() -> None:
 
         result = trio.run(run_ours, args)
     result["client"] = args.client
+    result["protocol"] = args.protocol
     emit(result)
 
 

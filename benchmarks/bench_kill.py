@@ -1,7 +1,7 @@
 """Worker: SIGKILL of a server → answer of its last in-flight call; reconnect to steady.
 
     python benchmarks/bench_kill.py --client ours|floor|sdk|ours-http [--kills N] [--inflight K]
-                                    [--resumable]
+                                    [--resumable] [--protocol auto|2025-11-25|2026-07-28]
 
 One kill: the server is frozen with SIGSTOP (so nothing it was asked gets answered),
 K calls are sent and confirmed in flight, then the server gets SIGKILL; we time from
@@ -20,6 +20,8 @@ must). Then the connection comes back and we go again:
   the server keeps an event store, so its streams carry event ids and the client
   would resume them. The server is started again after each kill (that start, about
   a second of imports, is no reconnect time of ours, so none is reported).
+  ``--protocol`` pins the server's era (``2026-07-28``: the per-request era, which
+  ``auto`` finds with the SDK 2.3 server; ``2025-11-25``: the handshake era).
 """
 
 from __future__ import annotations
@@ -197,7 +199,7 @@ async def sdk(kills: int, inflight: int) -> dict[str, Any]:
     }
 
 
-async def ours_http(kills: int, inflight: int, resumable: bool) -> dict[str, Any]:
+async def ours_http(kills: int, inflight: int, resumable: bool, protocol: str = "auto") -> dict[str, Any]:
     from actors.connection.spec import ServerSpec, Start
     from supervisor import Supervisor
     from supervisor.settings.model import Config
@@ -214,6 +216,7 @@ async def ours_http(kills: int, inflight: int, resumable: bool) -> dict[str, Any
         start=Start.EAGER,
         reconnect_schedule_s=(0.05,),  # while the server starts again
         shutdown_grace_s=0.5,
+        protocol=protocol,
     )
     answer_ms: list[float] = []
     codes: dict[str, int] = {}
@@ -223,7 +226,9 @@ async def ours_http(kills: int, inflight: int, resumable: bool) -> dict[str, Any
             for _ in range(kills):
                 answer_ms.append(await _one_http_kill(sup, session, argv, inflight, codes))
     return {
-        "client": "ours-http" + ("-resumable" if resumable else ""),
+        "client": "ours-http"
+        + ("-resumable" if resumable else "")
+        + ("" if protocol == "auto" else f"-{protocol}"),
         "answer_ms": quantiles(answer_ms),
         "reconnect_ms": None,
         "codes": codes,
@@ -272,11 +277,12 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--inflight", type=int, default=4)
     parser.add_argument("--resumable", action="store_true", help="ours-http: streams carry event ids")
+    parser.add_argument("--protocol", default="auto", choices=["auto", "2025-11-25", "2026-07-28"])
     args = parser.parse_args()
     if args.client == "ours-http":
         import trio
 
-        result = trio.run(ours_http, args.kills, args.inflight, args.resumable)
+        result = trio.run(ours_http, args.kills, args.inflight, args.resumable, args.protocol)
     elif args.client == "sdk":
         import anyio
 

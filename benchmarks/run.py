@@ -16,13 +16,14 @@ turns, scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on
   before/after comparison in one run).
 * whatif: ours with the patches of benchmarks/what_if.py applied (bounds, candidates).
 * http: ours and the SDK's client against the SDK's own Streamable HTTP server
-  (benchmarks/http_server.py): sequential p50/p99, throughput with 16 in flight.
+  (benchmarks/http_server.py), each in the handshake era (2025-11-25) and in the
+  per-request era (2026-07-28): sequential p50/p99, throughput with 16 in flight.
 * breakdown: what each step of our call path costs alone (benchmarks/bench_breakdown.py).
 * memory: client RSS per open stdio connection at 100 and 500 (floor, ours, SDK).
 * import: ``python -c "import supervisor"`` vs ``python -c "import mcp.client.session"``.
 * kill: SIGKILL of a server → answer of its last in-flight call; reconnect to steady;
   also ours against a Streamable HTTP server (the SDK's own, with and without resumable
-  streams).
+  streams, and pinned to the 2026-07-28 era).
 * search / turns: tool_search at 1,000 and 10,000 tools; begin_turn with 10,000 tools.
 * scale: ``--servers`` minimal servers in one supervisor; soak: ``--minutes`` of calls,
   crashes and list_changed storms.
@@ -58,6 +59,7 @@ SECTIONS = [
     *("calls", "whatif", "http", "breakdown", "memory", "import", "kill", "search", "turns", "scale", "soak"),
 ]
 HTTP_INFLIGHT = 16
+HTTP_ERAS = ("2025-11-25", "2026-07-28")  # the handshake era, the per-request era
 CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
 BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, in the same run
 # Patches of benchmarks/what_if.py measured next to ours. The first run's candidates went
@@ -177,20 +179,22 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
                     return {"error": f"the SDK's HTTP server did not start: {' | '.join(tail)}"}
                 time.sleep(0.1)
         seq, tput, warmup = (100, 400, 20) if args.quick else (500, 2000, 50)
-        clients = [BEFORE, "ours", "sdk"] if args.baseline else ["ours", "sdk"]
-        results: dict[str, Any] = {"url": url, "inflight": HTTP_INFLIGHT, **{c: [] for c in clients}}
+        # Each client in each era (``--protocol`` pins it); ours-before as it was (auto).
+        eras = [(f"{c} {era}", c, ("--protocol", era)) for c in ("ours", "sdk") for era in HTTP_ERAS]
+        clients = [(BEFORE, BEFORE, ()), *eras] if args.baseline else eras
+        results: dict[str, Any] = {"url": url, "inflight": HTTP_INFLIGHT, **{c[0]: [] for c in clients}}
         for rep in range(max(1, args.reps - 2)):
-            for client in clients:
+            for label, client, era in clients:
                 name, root = _code_of(client, args)
                 result = worker(
                     "bench_http.py",
-                    *("--client", name, "--url", url, "--seq", seq, "--tput", tput),
+                    *("--client", name, "--url", url, "--seq", seq, "--tput", tput, *era),
                     *("--warmup", warmup, "--inflight", HTTP_INFLIGHT),
                     timeout=300,
                     root=root,
                 )
-                results[client].append(result)
-                _progress(f"http rep {rep + 1} {client}", result)
+                results[label].append(result)
+                _progress(f"http rep {rep + 1} {label}", result)
         return results
     finally:
         server.terminate()
@@ -361,6 +365,12 @@ def main(argv: list[str]) -> None:
                 "bench_kill.py", "--client", "ours-http", "--resumable", "--kills", side
             ),
             "ours-http": worker("bench_kill.py", "--client", "ours-http", "--kills", side),
+            **{
+                f"ours-http-{era}": worker(
+                    "bench_kill.py", "--client", "ours-http", "--protocol", era, "--kills", side
+                )
+                for era in HTTP_ERAS
+            },
         }
         _progress("kill", {})
     if "search" in sections:

@@ -26,6 +26,7 @@ from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandl
 from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control, Retune
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
+from actors.protocol.era import Era
 from actors.protocol.messages import Tool
 from actors.router.actor import AddServer, RemoveServer, RouterMessage
 from actors.transports.base import Connector
@@ -43,6 +44,8 @@ class ConnectionFactory:
     client_capabilities: dict[str, Any] = attrs.field(factory=dict, converter=dict)
     """The host's, copied once; every actor reads this one dict (they never change it)."""
     server_requests: ServerRequestHandler | None = None
+    known_era: Callable[[str], Era | None] = lambda _server: None
+    """The era a shared server was last found to speak (``supervisor.server_memory``)."""
 
     def actor(
         self,
@@ -65,6 +68,7 @@ class ConnectionFactory:
             client_capabilities=self.client_capabilities,
             server_requests=self.server_requests,
             crashed=crashed,
+            known_era=self.known_era(spec.name) if owner is None else None,
         )
 
 

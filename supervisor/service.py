@@ -33,9 +33,8 @@ from actors.connection.messages import Command, ConnectionStatus, Control, GetSt
 from actors.connection.spec import Scope, ServerSpec
 from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox
-from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import Tool
-from actors.protocol.payloads import structure_tool, tool_to_wire
+from actors.protocol.payloads import tool_to_wire
 from actors.router.actor import RetuneServers, RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
@@ -59,6 +58,7 @@ from supervisor.metrics import Metrics
 from supervisor.policy import Policy
 from supervisor.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
 from supervisor.requests import RequestRegistry
+from supervisor.server_memory import EraMemory, read_cached_tools
 from supervisor.sessions import Session, SessionServices, open_session
 from supervisor.settings.loader import ConfigError, load_config
 from supervisor.settings.model import Config
@@ -130,23 +130,6 @@ def default_connector(
     return TransportConnector(
         state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer, instance=instance
     )
-
-
-def _cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
-    """Last-known tool lists of configured servers (unreadable entries skipped)."""
-    wanted = set(servers)
-    cached: dict[str, tuple[Tool, ...]] = {}
-    for server, (tools, _listed_at) in store.tool_lists().items():
-        if server not in wanted:
-            continue
-        parsed = []
-        for wire in tools:
-            try:
-                parsed.append(structure_tool(wire))
-            except ProtocolError:
-                continue
-        cached[server] = tuple(parsed)
-    return cached
 
 
 @attrs.frozen(eq=False)
@@ -285,12 +268,15 @@ class Supervisor:
         store_actor = StoreActor(store)
         router_pair: Channels[RouterMessage] = open_mailbox(4096)
         router_send, router_receive = router_pair
-        connections = ConnectionFactory(connector, router_send, client_capabilities or {}, server_requests)
         events: Broadcast[Mapping[str, Any]] = Broadcast()
         shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         with state_errors(store.path):  # the first reads find damage the open did not
-            cached_tools = _cached_tools(store, (spec.name for spec in shared_specs))
+            cached_tools = read_cached_tools(store, (spec.name for spec in shared_specs))
             pins, approvals = store.pins(), store.approvals()
+            eras = EraMemory.load(store, store_actor.submit)
+        connections = ConnectionFactory(
+            connector, router_send, client_capabilities or {}, server_requests, known_era=eras.known
+        )
 
         def save_tool_list(server: str, tools: tuple[Tool, ...]) -> None:
             store_actor.submit(SaveToolList(server, [tool_to_wire(t) for t in tools], time.time()))
@@ -302,6 +288,7 @@ class Supervisor:
             cached_tools=cached_tools,
             max_description_length=config.trust.max_description_length,
             tool_list_sink=save_tool_list,
+            era_sink=eras.saw,
             events=events,
         )
         trusted = {spec.name for spec in config.servers if spec.trusted}
@@ -391,7 +378,7 @@ class Supervisor:
         """
         if any(private.name == spec.name for private in self._sessions.private_servers):
             raise ValueError(f"a server named {spec.name!r} is supervised already (session-scoped)")
-        cached = await self.store.read(functools.partial(_cached_tools, servers=(spec.name,)))
+        cached = await self.store.read(functools.partial(read_cached_tools, servers=(spec.name,)))
         await self._shared.add(spec, cached.get(spec.name, ()))
         await self.router.cell.wait_until(lambda catalog: spec.name in catalog.servers)
 

@@ -163,7 +163,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 4, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 5, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -184,11 +184,48 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         store.add_audit([journaled])
         assert [row.record for row in store.audit_rows()].count("i-1.1") == 1
         assert len(store.audit_rows()) == 4
+        # 5: the protocol era each server speaks; none is remembered after the upgrade.
+        assert store.eras() == {}
+        store.save_era("time", "2025-11-25", 1700000001.0)
+        assert store.eras() == {"time": "2025-11-25"}
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (4,)
-    assert {"audit_by_time", "audit_by_tenant", "audit_by_session", "oauth", "audit_by_record"} <= _tables(
-        db_path
-    )
+        assert raw.execute("PRAGMA user_version").fetchone() == (5,)
+    assert {
+        "audit_by_time",
+        "audit_by_tenant",
+        "audit_by_session",
+        "oauth",
+        "audit_by_record",
+        "eras",
+    } <= _tables(db_path)
+
+
+# Version 4 as released (the version before the eras table), by hand as above.
+_V4 = (
+    _V1.replace("PRAGMA user_version = 1;", "")
+    + """
+CREATE INDEX audit_by_time ON audit (at);
+CREATE TABLE oauth (server TEXT NOT NULL, url TEXT NOT NULL, record TEXT NOT NULL,
+    updated_at REAL NOT NULL, PRIMARY KEY (server, url));
+ALTER TABLE audit ADD COLUMN record TEXT;
+PRAGMA user_version = 4;
+"""
+)
+
+
+def test_a_version_4_file_gains_the_eras_and_keeps_its_tool_lists(db_path: Path) -> None:
+    db_path.parent.mkdir()
+    with contextlib.closing(_raw(db_path)) as raw:
+        raw.executescript(_V4)
+    with Store.open(db_path) as store:
+        assert store.tool_lists() == {"time": ([{"name": "now"}], 1700000000.0)}
+        store.save_era("time", "2026-07-28", 1.0)
+        store.save_era("other", "2025-11-25", 2.0)
+        store.save_era("time", "2025-11-25", 3.0)  # found again: replaced
+        store.save_era("other", None, 4.0)  # forgotten
+        store.save_era("gone", None, 5.0)  # forgetting an unknown server is fine
+    with Store.open(db_path) as store:  # and it lasts
+        assert store.eras() == {"time": "2025-11-25"}
 
 
 def test_refuses_a_newer_version_and_leaves_the_file_alone(db_path: Path) -> None:

@@ -239,7 +239,7 @@ class ConnectionActor:
         if self.owner:
             fields["session"] = self.owner
         log.log(logging.WARNING if change.reason else logging.INFO, "state", extra={"fields": fields})
-        self._put(StateChanged(self.name, at=now, owner=self.owner, **message_fields(change)))
+        self._put(StateChanged(self.name, at=now, owner=self.owner, era=self.era, **message_fields(change)))
 
     def _fail_calls(self, effect: FailCalls) -> None:
         for entry in self._inflight.drain():

@@ -11,6 +11,7 @@ import trio
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import Control as Control  # an operator command's kind
 from actors.connection.vocabulary import Phase, State
+from actors.protocol.era import Era
 from actors.protocol.messages import CallResult, Tool
 from actors.protocol.session import ProgressReceived
 
@@ -134,6 +135,10 @@ class StateChanged:
     # The protocol revision the last handshake settled on ("2026-07-28": the
     # per-request era; up to "2025-11-25": the initialize handshake); None before.
     protocol_version: str | None = None
+    # The era the actor remembers for its next attempt (found by a handshake, or None
+    # once a remembered one failed): the supervisor keeps it in its store, and hands it
+    # back to the server's next actor (``ConnectionActor(known_era=…)``) at next start.
+    era: Era | None = None
 
 
 Published: TypeAlias = ToolsListed | StateChanged

@@ -34,6 +34,7 @@ from actors.connection.spec import ServerSpec
 from actors.connection.states import is_available, is_reconnect
 from actors.log_events import get_logger
 from actors.mailbox import queued
+from actors.protocol.era import Era
 from actors.protocol.messages import Tool
 from actors.router.catalog import (
     MAX_TRANSITIONS,
@@ -52,6 +53,8 @@ from actors.router.trust import listing_description
 log = get_logger("actors.router")
 
 ToolListSink = Callable[[str, tuple[Tool, ...]], object]
+EraSink = Callable[[str, Era | None], object]
+"""Told the era a shared server's actor remembers, at each of its state changes."""
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -203,9 +206,11 @@ class RouterActor:
         cached_tools: Mapping[str, Sequence[Tool]] | None = None,
         max_description_length: int = 200,
         tool_list_sink: ToolListSink | None = None,
+        era_sink: EraSink | None = None,
         events: Broadcast[Mapping[str, Any]] | None = None,
     ) -> None:
         self._mailbox = mailbox
+        self._era_sink = era_sink
         self._events = events
         self._max_description = max_description_length
         self._sink = tool_list_sink
@@ -341,6 +346,8 @@ class RouterActor:
             ),
         )
         self._put(views, view, message.owner)
+        if self._era_sink is not None and not message.owner:
+            self._era_sink(message.server, message.era)
         if self._events is not None and not message.owner:
             self._events.publish(
                 {

@@ -1,7 +1,8 @@
 """The embedded store: SQLite in the state directory (``supervisor.db``, WAL, mode 0600).
 
 It holds the audit rows, OAuth tokens, remembered approvals, tool-definition pins and
-the last-known tool lists (so a search can answer before a lazy server has started);
+the last-known tool lists (so a search can answer before a lazy server has started) and
+the protocol era each server speaks (so a start goes straight to it);
 writes survive a kill of the process without corruption.
 
 - ``records``: ``AuditRow``, ``hash_arguments`` (the audit keeps arguments only as a hash)
@@ -20,6 +21,7 @@ from supervisor.store.actor import (
     AddAudit,
     ForgetApproval,
     RememberApproval,
+    SaveEra,
     SaveToolList,
     SetPin,
     StoreActor,
@@ -38,6 +40,7 @@ __all__ = [
     "AuditRow",
     "ForgetApproval",
     "RememberApproval",
+    "SaveEra",
     "SaveToolList",
     "SetPin",
     "Store",

@@ -103,7 +103,16 @@ class SaveToolList:
     listed_at: float
 
 
-StoreMessage: TypeAlias = AddAudit | RememberApproval | ForgetApproval | SetPin | SaveToolList
+@attrs.frozen(slots=True)
+class SaveEra:
+    """Remember the protocol era a server speaks (None: forget it, so it is probed)."""
+
+    server: str
+    era: str | None
+    found_at: float
+
+
+StoreMessage: TypeAlias = AddAudit | RememberApproval | ForgetApproval | SetPin | SaveToolList | SaveEra
 
 
 @attrs.frozen(slots=True)
@@ -151,6 +160,8 @@ def _apply(store: Store, batch: Sequence[StoreMessage]) -> None:
         elif isinstance(message, SaveToolList):
             if last_list[message.server] == i:
                 store.save_tool_list(message.server, message.tools, message.listed_at)
+        elif isinstance(message, SaveEra):
+            store.save_era(message.server, message.era, message.found_at)
         else:
             assert_never(message)
 

@@ -88,8 +88,8 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 class Store:
-    """The supervisor's SQLite store: audit rows, remembered approvals, tool pins and
-    last-known tool lists. Open it with ``Store.open``.
+    """The supervisor's SQLite store: audit rows, remembered approvals, tool pins,
+    last-known tool lists and protocol eras. Open it with ``Store.open``.
 
     Threads: the connection is opened with ``check_same_thread=False`` because its one
     owner (the ``StoreActor``) calls it from whichever Trio worker thread is free, one
@@ -343,6 +343,25 @@ class Store:
         """``{server: (tools, listed_at)}`` for every server with a saved list."""
         rows = self._read("SELECT server, tools, listed_at FROM tool_lists")
         return {server: (cast(list[dict[str, Any]], json.loads(data)), at) for server, data, at in rows}
+
+    # ------------------------------------------------------------------ protocol eras
+
+    def save_era(self, server: str, era: str | None, found_at: float) -> None:
+        """Remember (or with None forget) the protocol era a server was found to speak
+        (``actors.protocol.era.Era`` values), at unix time ``found_at``."""
+        with self.transaction():
+            if era is None:
+                self._connection.execute("DELETE FROM eras WHERE server = ?", (server,))
+                return
+            self._connection.execute(
+                "INSERT INTO eras (server, era, found_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (server) DO UPDATE SET era = excluded.era, found_at = excluded.found_at",
+                (server, era, found_at),
+            )
+
+    def eras(self) -> dict[str, str]:
+        """``{server: era}`` for every server with a remembered era."""
+        return {server: era for server, era in self._read("SELECT server, era FROM eras")}
 
     # ------------------------------------------------------------------ OAuth records
 

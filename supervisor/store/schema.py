@@ -95,6 +95,18 @@ MIGRATIONS: tuple[Step, ...] = (
         "ALTER TABLE audit ADD COLUMN record TEXT",
         "CREATE UNIQUE INDEX audit_by_record ON audit (record)",
     ),
+    # 5: the protocol era each server was last found to speak ("2025-11-25": the
+    # initialize handshake, "2026-07-28": per-request), so the next start goes straight
+    # to it instead of probing. A server with no row is probed.
+    (
+        """
+        CREATE TABLE eras (
+            server   TEXT PRIMARY KEY,
+            era      TEXT NOT NULL,
+            found_at REAL NOT NULL
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,6 +13,7 @@ Flags (to script misbehaviour):
   --page-size N          tools/list page size (0, the default: everything in one page)
   --tools N              publish N extra generated tools tool_0 … tool_{N-1}
   --calls-log PATH       append one JSON line per tools/call received
+  --methods-log PATH     append the method of every message received, one a line
   --tools-file PATH      also publish the tools of this JSON array, exactly as written
                          (schemas included); a call answers with its arguments
   --garbage              after answering initialize, write a non-JSON line
@@ -129,6 +130,9 @@ class Server:
         method, params = message.get("method"), message.get("params") or {}
         if method is None:
             return  # a response to nothing we asked: ignore
+        if self.args.methods_log:
+            with self.lock, open(self.args.methods_log, "a", encoding="utf-8") as f:
+                f.write(f"{method}\n")
         if "id" not in message:
             self.handle_notification(method, params)
             return
@@ -304,6 +308,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--calls-log")
+    parser.add_argument("--methods-log")
     parser.add_argument("--tools-file")
     parser.add_argument("--garbage", action="store_true")
     parser.add_argument("--huge-line", type=int, default=0)
