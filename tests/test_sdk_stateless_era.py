@@ -5,9 +5,11 @@ no ``initialize`` and no session on the wire."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from supervisor import Supervisor
@@ -40,10 +42,15 @@ async def test_a_call_reaches_the_sdk_server_with_no_initialize_on_the_wire(tmp_
     assert {seen.version for seen in requests} == {"2026-07-28"}
 
 
-async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ended_first", [False, True], ids=["listening", "after-a-graceful-end"])
+async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(
+    tmp_path: Path, ended_first: bool
+) -> None:
     """The per-request era has no GET stream: ``notifications/tools/list_changed``
     comes on the ``subscriptions/listen`` stream we open after adoption, and the new
-    tool reaches the catalog (a new epoch) without any request of ours."""
+    tool reaches the catalog (a new epoch) without any request of ours.
+    ``ended_first``: the server ends the first stream gracefully (its result) right
+    after acknowledging it; we listen again on the same connection."""
     server = sdk_server()
 
     def late(text: str) -> str:
@@ -57,15 +64,35 @@ async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(tmp_pat
         return "grown"
 
     logged = MethodLog(server.streamable_http_app())
-    acknowledged = trio.Event()
+    acks = 0
+    listening = trio.Event()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        async def watched(message: Any) -> None:
-            if b"notifications/subscriptions/acknowledged" in message.get("body", b""):
-                acknowledged.set()  # the server subscribed this stream before it acked
-            await send(message)
+        body = b""
+        ended = False
 
-        await logged(scope, receive, watched)
+        async def recorded() -> Any:
+            nonlocal body
+            message = await receive()
+            body += message.get("body", b"")
+            return message
+
+        async def watched(message: Any) -> None:
+            nonlocal acks, ended
+            if ended:
+                return  # the app writes on into a stream we already ended
+            await send(message)
+            if b"notifications/subscriptions/acknowledged" in message.get("body", b""):
+                acks += 1  # the server subscribed this stream before it acked
+                if ended_first and acks == 1:
+                    answer = {"jsonrpc": "2.0", "id": json.loads(body)["id"], "result": {}}
+                    data = f"event: message\ndata: {json.dumps(answer)}\n\n".encode()
+                    await send({"type": "http.response.body", "body": data, "more_body": False})
+                    ended = True
+                elif acks == 1 + ended_first:
+                    listening.set()
+
+        await logged(scope, recorded, watched)
 
     async with hypercorn_app(app) as base:
         spec = remote("sdk", f"{base}/mcp", transport="streamable-http")
@@ -73,7 +100,7 @@ async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(tmp_pat
             with trio.fail_after(START_S):
                 turn = await s.begin_turn()
                 assert "sdk_late" not in {t.id for t in turn.tools}
-                await acknowledged.wait()
+                await listening.wait()
             assert (await turn.call("sdk_grow", {})).ok
             with trio.fail_after(2.0):  # no timer relists: only the notification can do this
                 catalog = await sup.router.cell.wait_until(lambda c: "sdk_late" in c.tools)
@@ -82,3 +109,5 @@ async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(tmp_pat
             reversed_ = await later.call("sdk_late", {"text": "abc"})
             assert reversed_.ok and reversed_.text == "cba", reversed_
     assert "initialize" not in logged.methods
+    assert logged.methods.count("server/discover") == 1  # one connection all along
+    assert logged.methods.count("subscriptions/listen") == 1 + ended_first
