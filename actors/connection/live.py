@@ -9,12 +9,13 @@ the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
 from actors.connection.calls import InFlight, InFlightTable
+from actors.connection.freshness import refetch_after
 from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
@@ -54,6 +55,7 @@ class Live:
         "_redactor",
         "_report",
         "_server_requests",
+        "_stale_timer",
         "deadline_scope",
         "initialized",
         "name",
@@ -99,6 +101,22 @@ class Live:
         self._redactor = redactor
         self._server_requests = server_requests
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
+        self._stale_timer = trio.CancelScope()
+
+    def list_expires(self, ttls: Sequence[int]) -> None:
+        """A listing whose pages carried ``ttls`` (``ttlMs``) was published: when it
+        goes stale, list again as after ``list_changed`` (``freshness.py``). A newer
+        listing restarts the timer."""
+        self._stale_timer.cancel()
+        self._stale_timer = timer = trio.CancelScope()
+        delay = refetch_after(ttls)
+        if delay is not None:
+            self.nursery.start_soon(self._stale_after, delay, timer)
+
+    async def _stale_after(self, delay: float, timer: trio.CancelScope) -> None:
+        with timer:
+            await trio.sleep(delay)
+            self._report(LIST_CHANGED)
 
     def start(self, first: Opening) -> None:
         """Start reading, and send ``server/discover`` or ``initialize``."""
