@@ -262,3 +262,24 @@ async def test_a_handshake_era_server_result_is_never_driven(autojump_clock: tri
     async with running(server, server_requests=host) as h:
         await h.call("deploy")
         assert len(server.calls()) == 1 and asked == []
+
+
+async def test_a_server_that_dies_during_the_handler_wait_answers_the_call_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    waiting, stopped = trio.Event(), trio.Event()
+    server = modern_server()
+    async with running(server, server_requests=stuck(waiting, stopped), call_timeout_s=30) as h:
+        await h.wait_state(State.STEADY)
+        answers = await h.send_call("deploy")
+        with trio.fail_after(60):
+            await waiting.wait()
+        start = trio.current_time()
+        await server.current.close()
+        with trio.fail_after(10):
+            outcome = await answers.receive()
+        assert trio.current_time() - start < 1
+        assert isinstance(outcome, CallFailed) and outcome.code == "unavailable"
+        await trio.sleep(0.1)
+        assert stopped.is_set()  # the host's handler was stopped with the connection
+        assert len(h.actor._inflight) == 0
