@@ -15,8 +15,10 @@ Scenarios (releases 0.1.16 and 0.2.0-alpha.12; the full list is in docs/conforma
 * ``tools_call``: every listed tool is called once with arguments made up from its
   ``inputSchema`` (``add_numbers {a, b}``).
 * ``elicitation-sep1034-client-defaults``: the tool's server sends
-  ``elicitation/create``; the connection actor answers server requests with
-  "method not found" today, so the suite's checks fail although we exit 0.
+  ``elicitation/create``; ``answer_server_request`` accepts it with the defaults.
+* ``sep-2322-client-request-state`` (0.2.0): the tools answer "input required"
+  (2026-07-28 era); the same handler answers the embedded ``elicitation/create`` and
+  the connection retries each call with the answers and the echoed ``requestState``.
 * ``sse-retry``: the tools/call answer stream closes before the answer; the transport
   must resume it with a GET carrying ``Last-Event-ID`` after the ``retry:`` delay.
 * ``json-schema-2020-12-preservation`` (0.2.0): ``json_schema_echo`` is called with

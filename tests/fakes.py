@@ -80,10 +80,12 @@ class FakeSession:
         self.stream = stream
         self.decoder = LineDecoder()
         self.closed = trio.Event()
+        self._send_lock = trio.Lock()  # answers finished together go one after the other
 
     async def send(self, message: Message) -> None:
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self.stream.send_all(encode(message))
+            async with self._send_lock:
+                await self.stream.send_all(encode(message))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.send(Notification(method, params))

@@ -599,7 +599,7 @@ def test_serve_logs_mask_every_secret_of_the_config(
     assert " warning peer said ***" in err
 
 
-def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from supervisor import cli
     from supervisor.one_for_one import SupervisorGaveUp
 
@@ -607,7 +607,8 @@ def test_serve_exits_1_when_the_supervisor_gives_up(monkeypatch: pytest.MonkeyPa
         raise ExceptionGroup("nursery", [ExceptionGroup("inner", [SupervisorGaveUp("time crashed 4 times")])])
 
     monkeypatch.setattr(cli, "_serve", crashing_serve)
-    assert cli.main(["serve", "--bind", "127.0.0.1:0"]) == 1
+    # A state dir of its own: the default one (the user's home) is never a test's.
+    assert cli.main(["serve", "--bind", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")]) == 1
 
 
 def test_serve_says_clearly_when_the_admin_port_is_taken(

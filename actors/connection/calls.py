@@ -4,6 +4,11 @@ Pure bookkeeping, no I/O: the actor registers a call when it sends it, finds it 
 an answer or progress arrives, and asks which calls are past their deadline. A call
 has a sliding deadline (``call_timeout`` after the last sign of life: the send or a
 progress notification) and an absolute cap (``max_call``) that progress cannot move.
+
+A call of the per-request era may be answered "input required" (``rounds.py``): while
+the host's handler answers, its entry waits off the wire (``park``), on no sliding
+deadline, still found by its reply channel; the retry puts it back (``resume``) under a
+new request id, with a fresh sliding deadline and the same cap.
 """
 
 from __future__ import annotations
@@ -30,21 +35,24 @@ class InFlight:
     hard_deadline: float
     timeout_s: float  # the sliding part: each sign of life moves the deadline this far
     max_s: float  # the cap, from the send
+    rounds: int = 0  # input-required answers so far (multi round-trip requests)
+    scope: trio.CancelScope | None = None  # the host's handler at work for it, if any
 
 
 class InFlightTable:
     """Calls by request id, and by their reply channel (for cancellation)."""
 
-    __slots__ = ("_by_id", "_by_reply", "call_timeout_s", "max_call_s")
+    __slots__ = ("_by_id", "_by_reply", "_waiting", "call_timeout_s", "max_call_s")
 
     def __init__(self, call_timeout_s: float, max_call_s: float) -> None:
         self.call_timeout_s = call_timeout_s
         self.max_call_s = max_call_s
         self._by_id: dict[RequestId, InFlight] = {}
         self._by_reply: dict[trio.MemorySendChannel[CallOutcome], InFlight] = {}
+        self._waiting: dict[trio.MemorySendChannel[CallOutcome], InFlight] = {}
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._by_id) + len(self._waiting)
 
     def __iter__(self) -> Iterator[InFlight]:
         return iter(list(self._by_id.values()))
@@ -63,8 +71,25 @@ class InFlightTable:
         return self._by_id.get(request_id)
 
     def by_reply(self, reply: trio.MemorySendChannel[CallOutcome]) -> InFlight | None:
-        """The call whose caller holds ``reply``."""
-        return self._by_reply.get(reply)
+        """The call whose caller holds ``reply`` (sent, or waiting between rounds)."""
+        return self._by_reply.get(reply) or self._waiting.get(reply)
+
+    def park(self, entry: InFlight) -> None:
+        """A popped call waits for the host's input, off the wire (no sliding deadline)."""
+        self._waiting[entry.call.reply] = entry
+
+    def unpark(self, entry: InFlight) -> bool:
+        """Take a waiting call back; False when it was answered meanwhile (cancelled,
+        or the connection died), and must be neither answered nor retried."""
+        return self._waiting.pop(entry.call.reply, None) is entry
+
+    def resume(self, entry: InFlight, request_id: RequestId, now: float) -> None:
+        """The call's retry was sent as ``request_id``: a fresh sliding deadline (the
+        time the host took is not counted), the cap unchanged."""
+        entry.request_id = request_id
+        entry.deadline = min(now + entry.timeout_s, entry.hard_deadline)
+        self._by_id[request_id] = entry
+        self._by_reply[entry.call.reply] = entry
 
     def pop(self, request_id: RequestId) -> InFlight | None:
         """Remove and return a call (it is about to be answered)."""
@@ -91,10 +116,15 @@ class InFlightTable:
         return due
 
     def drain(self) -> list[InFlight]:
-        """Remove and return everything (the connection died)."""
-        entries = list(self._by_id.values())
+        """Remove and return everything (the connection died); a host handler still at
+        work for a call is stopped."""
+        entries = [*self._by_id.values(), *self._waiting.values()]
+        for entry in self._waiting.values():
+            if entry.scope is not None:
+                entry.scope.cancel()
         self._by_id.clear()
         self._by_reply.clear()
+        self._waiting.clear()
         return entries
 
 

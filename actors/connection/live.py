@@ -9,7 +9,7 @@ the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -17,15 +17,17 @@ import trio
 from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.freshness import refetch_after
 from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
+from actors.connection.rounds import RoundTrips, ServerRequestHandler
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
 from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
-from actors.protocol.era import Opening
+from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
 from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId
 from actors.protocol.payloads import structure_call_result
+from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
     ClientSession,
     DiscoverAnswered,
@@ -42,8 +44,7 @@ from actors.transports.base import AuthRequired, Transport, TransportClosed, Tra
 
 log = get_logger("actors.connection")
 
-ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
-"""``(server, method, params) -> result``, or None when the host does not handle ``method``."""
+__all__ = ["Live", "ServerRequestHandler"]
 
 
 class Live:
@@ -64,6 +65,7 @@ class Live:
         "probe_closed",
         "probe_done",
         "probing",
+        "rounds",
         "session",
         "spec",
         "transport",
@@ -101,6 +103,7 @@ class Live:
         self._redactor = redactor
         self._server_requests = server_requests
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
+        self.rounds = RoundTrips(self.name, inflight, nursery, server_requests, self._resend)
         self._stale_timer = trio.CancelScope()
 
     def list_expires(self, ttls: Sequence[int]) -> None:
@@ -252,18 +255,34 @@ class Live:
 
     def send_call(self, call: CallTool) -> None:
         """Send one ``tools/call`` (the machine said calls are sent)."""
-        params = {"name": call.tool, "arguments": dict(call.arguments)}
-        request_id = self.session.send_request("tools/call", params, progress=True)
+        request_id = self.session.send_request("tools/call", _call_params(call), progress=True)
         entry = self._inflight.add(request_id, call, trio.current_time())
-        if entry.deadline < self.deadline_scope.deadline:
-            self.deadline_scope.deadline = entry.deadline
+        self._watch(entry)
         self.writes.call_queued(len(self._inflight))
 
-    def cancel(self, entry: InFlight, reason: str) -> None:
-        """The caller gave up: tell the server, answer ``cancelled``."""
-        self._inflight.pop(entry.request_id)
-        self.session.send_cancelled(entry.request_id, reason)
+    def _resend(self, entry: InFlight, answers: Mapping[str, Mapping[str, Any]], state: str | None) -> None:
+        """A call that asked for input goes again, with the answers and the state."""
+        params = retry_params(_call_params(entry.call), answers, state)
+        self._inflight.resume(
+            entry, self.session.send_request("tools/call", params, progress=True), trio.current_time()
+        )
+        self._watch(entry)
         self.writes.kick()
+
+    def _watch(self, entry: InFlight) -> None:
+        if entry.deadline < self.deadline_scope.deadline:
+            self.deadline_scope.deadline = entry.deadline
+
+    def cancel(self, entry: InFlight, reason: str) -> None:
+        """The caller gave up: tell the server (unless the call waits for the host's
+        input: nothing is open there), stop the host's handler, answer ``cancelled``."""
+        if self._inflight.unpark(entry):
+            if entry.scope is not None:
+                entry.scope.cancel()
+        else:
+            self._inflight.pop(entry.request_id)
+            self.session.send_cancelled(entry.request_id, reason)
+            self.writes.kick()
         answer(entry.call.reply, CallFailed("cancelled", f"tools/call {entry.call.tool} was cancelled"))
 
     def _finish_call(self, event: ResponseReceived | ErrorReceived) -> None:
@@ -279,7 +298,13 @@ class Live:
             )
         else:
             try:
-                outcome = CallSucceeded(structure_call_result(event.result))
+                required = input_required(event.result) if self.session.era is Era.PER_REQUEST else None
+                if required is not None:
+                    if (failed := self.rounds.begin(entry, required)) is None:
+                        return  # the host is asked; the retry answers the call
+                    outcome = failed
+                else:
+                    outcome = CallSucceeded(structure_call_result(event.result))
             except ProtocolError as exc:
                 outcome = CallFailed("server_error", f"mcp server {self.name}: {exc}")
         answer(entry.call.reply, outcome)
@@ -319,3 +344,7 @@ class Live:
             f"mcp server {self.name} did not answer ping within {self.spec.ping_timeout_s:g} s "
             f"after tools/call {tool} timed out"
         )
+
+
+def _call_params(call: CallTool) -> dict[str, Any]:
+    return {"name": call.tool, "arguments": dict(call.arguments)}
