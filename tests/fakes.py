@@ -134,7 +134,7 @@ class FakeSession:
             server.list_calls += 1
             if server.list_delay:
                 await trio.sleep(server.list_delay)
-            await self.send(Response(request.id, {"tools": list(server.tools)}))
+            await self.send(Response(request.id, {"tools": list(server.tools), **server.list_extra}))
         elif request.method == "ping":
             if server.answer_ping:
                 await self.send(Response(request.id, {}))
@@ -188,6 +188,7 @@ class FakeServer:
         # server/discover: None (method not found), a result, "silent" or "close".
         self.discover: dict[str, Any] | str | None = None
         self.list_calls = 0
+        self.list_extra: dict[str, Any] = {}  # more keys of every tools/list result (ttlMs)
         self.connected = trio.Event()
 
     @property

@@ -108,3 +108,28 @@ async def test_a_restart_moves_the_epoch_twice(tmp_path: Path) -> None:
                 assert State.TEARDOWN in states or State.RESOLVE in states, states
                 # Down, then up: two epochs, however many states it walked through.
                 assert [c.epoch for c in seen] == [before + 1] * (len(seen) - 1) + [before + 2], states
+
+
+async def test_a_listing_whose_ttl_ran_out_is_read_again_and_moves_the_epoch_only_on_change(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """``ttlMs`` on ``tools/list`` (2026-07-28): the list is read again in the
+    background when it goes stale, with no ``list_changed``; the epoch moves only when
+    the tools did."""
+    server = FakeServer([tool("echo", "Echo text back")])
+    server.list_extra = {"ttlMs": 30_000, "cacheScope": "public"}
+    async with running({"far": server}, (fake("far"),), tmp_path) as sup:
+        await until(sup, in_state("far", State.STEADY))
+        epoch = sup.router.cell.current.epoch
+        assert server.list_calls == 1
+        await trio.sleep(29.0)
+        assert server.list_calls == 1  # still fresh
+        await trio.sleep(2.0)
+        assert server.list_calls == 2  # stale: read again
+        await until(sup, in_state("far", State.STEADY))
+        assert sup.router.cell.current.epoch == epoch  # the same tools: no new epoch
+        server.tools.append(tool("shout", "Shout text back"))
+        await trio.sleep(30.0)  # the timer restarted with the second listing
+        await until(sup, lambda c: "far_shout" in c.tools)
+        assert server.list_calls == 3
+        assert sup.router.cell.current.epoch == epoch + 1

@@ -210,16 +210,18 @@ async def test_sigkill_of_a_remote_server_with_calls_in_flight(
             assert_gone(sup.servers()["far"].last_error)
 
 
-async def test_sigkill_of_an_idle_remote_server_is_noticed_at_once(tmp_path: Path) -> None:
-    """No call in flight: the GET stream for server messages breaks off, and reopening
-    it is refused (it used to be retried for ~3 s, after each retry delay). The
-    handshake era's GET stream: the per-request era has none (its subscriptions/listen
-    stream is not built yet), so this pins the handshake era."""
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+async def test_sigkill_of_an_idle_remote_server_is_noticed_at_once(tmp_path: Path, protocol: str) -> None:
+    """No call in flight: the stream for server messages breaks off, and reopening it
+    is refused (it used to be retried for ~3 s, after each retry delay). That stream is
+    the GET stream in the handshake era, the subscriptions/listen stream in the
+    per-request era (which, before it existed, noticed only at the next request)."""
     async with sdk_http_server() as (port, process):
-        config = Config(servers=(remote(port, (), protocol="2025-11-25"),))
+        config = Config(servers=(remote(port, (), protocol=protocol),))
         async with Supervisor.open(config, state_dir=tmp_path) as sup:
             epoch = await wait_for_state(sup, "far", State.STEADY, limit=20)
-            await trio.sleep(0.5)  # the handshake's answer streams end; the GET stream stays
+            assert sup.servers()["far"].protocol_version == protocol
+            await trio.sleep(0.5)  # the answer streams end; the notification stream stays
             process.kill()
             await wait_for_state(sup, "far", State.BACKOFF, after_epoch=epoch, limit=1.0)
             assert_gone(sup.servers()["far"].last_error)

@@ -405,7 +405,9 @@ class ConnectionActor:
     async def _list(self, live: Live) -> None:
         """Read every page and publish; again while the machine says the list changed."""
         while True:
-            tools, problems = await read_tools(live.request, self.name, live.session.era)
+            ttls: list[int] = []
+            tools, problems = await read_tools(live.request, self.name, live.session.era, ttls)
+            live.list_expires(ttls)  # relist in the background when the ttlMs runs out
             for problem in problems:
                 log.warning("tool dropped: %s", problem, extra={"server": self.name})
             self._generation += 1
@@ -430,10 +432,6 @@ class ConnectionActor:
         self._mailbox.close()
 
 
-def _ignore(actor: ConnectionActor, effect: ListAgain) -> None:
-    """Read by the lister that reported ``Listed``."""
-
-
 _EFFECTS: dict[type[Effect], Callable[[ConnectionActor, Any], None]] = {
     Announce: ConnectionActor._announce,
     FailCalls: ConnectionActor._fail_calls,
@@ -445,6 +443,6 @@ _EFFECTS: dict[type[Effect], Callable[[ConnectionActor, Any], None]] = {
     SendParked: ConnectionActor._send_parked,
     StartRelist: ConnectionActor._start_relist,
     CheckAlive: ConnectionActor._check_alive,
-    ListAgain: _ignore,
+    ListAgain: lambda actor, effect: None,  # read by the lister that reported ``Listed``
 }
 """How the actor carries out each effect."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from actors.connection.freshness import list_ttl_ms
 from actors.protocol.era import Era
 from actors.protocol.messages import Tool
 from actors.protocol.param_headers import annotation_problem
@@ -29,8 +30,11 @@ class ConnectionFailed(Exception):
     """The server misbehaved in a way that ends this connection (not the actor)."""
 
 
-async def read_tools(request: Request, server: str, era: Era | None = None) -> tuple[list[Tool], list[str]]:
-    """Every tool of every page, and the problems of the tools that were dropped."""
+async def read_tools(
+    request: Request, server: str, era: Era | None = None, ttls: list[int] | None = None
+) -> tuple[list[Tool], list[str]]:
+    """Every tool of every page, and the problems of the tools that were dropped;
+    ``ttls`` gets each page's ``ttlMs`` (``freshness.py``)."""
     tools: list[Tool] = []
     problems: list[str] = []
     cursor: str | None = None
@@ -40,6 +44,8 @@ async def read_tools(request: Request, server: str, era: Era | None = None) -> t
         if isinstance(event, ErrorReceived):
             raise ConnectionFailed(f"mcp server {server} refused tools/list: {event.error.message}")
         page = parse_tools_page(event.result)
+        if ttls is not None and (ttl := list_ttl_ms(event.result)) is not None:
+            ttls.append(ttl)
         problems.extend(page.problems)
         for tool in page.tools:
             bad = annotation_problem(tool.input_schema) if era is Era.PER_REQUEST else None

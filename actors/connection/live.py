@@ -9,12 +9,13 @@ the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
 from actors.connection.calls import InFlight, InFlightTable
+from actors.connection.freshness import refetch_after
 from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.rounds import RoundTrips, ServerRequestHandler
 from actors.connection.spec import ServerSpec
@@ -55,6 +56,7 @@ class Live:
         "_redactor",
         "_report",
         "_server_requests",
+        "_stale_timer",
         "deadline_scope",
         "initialized",
         "name",
@@ -102,6 +104,22 @@ class Live:
         self._server_requests = server_requests
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
         self.rounds = RoundTrips(self.name, inflight, nursery, server_requests, self._resend)
+        self._stale_timer = trio.CancelScope()
+
+    def list_expires(self, ttls: Sequence[int]) -> None:
+        """A listing whose pages carried ``ttls`` (``ttlMs``) was published: when it
+        goes stale, list again as after ``list_changed`` (``freshness.py``). A newer
+        listing restarts the timer."""
+        self._stale_timer.cancel()
+        self._stale_timer = timer = trio.CancelScope()
+        delay = refetch_after(ttls)
+        if delay is not None:
+            self.nursery.start_soon(self._stale_after, delay, timer)
+
+    async def _stale_after(self, delay: float, timer: trio.CancelScope) -> None:
+        with timer:
+            await trio.sleep(delay)
+            self._report(LIST_CHANGED)
 
     def start(self, first: Opening) -> None:
         """Start reading, and send ``server/discover`` or ``initialize``."""

@@ -36,7 +36,8 @@ is noticed at once too.
 
 In the 2026-07-28 era every POST also carries ``Mcp-Method`` and ``Mcp-Name``, and a
 ``tools/call`` the ``Mcp-Param-*`` headers its tool's schema designates, learnt from
-the ``tools/list`` answers this transport carried (``param_headers.py``).
+the ``tools/list`` answers this transport carried (``param_headers.py``). List changes
+come on a ``subscriptions/listen`` stream instead of the GET stream (``listen_stream.py``).
 """
 
 from __future__ import annotations
@@ -75,12 +76,10 @@ from actors.transports.http_status import (
     reconnect_delay,
     reopen_at_once,
 )
+from actors.transports.listen_stream import REOPEN_ATTEMPTS, ListenStream, keep_open, offers_tool_changes
 
 _log = get_logger("actors.transports.http")
 
-# Consecutive failed attempts to reopen a GET stream (or to resume a response
-# stream) before the connection counts as lost.
-REOPEN_ATTEMPTS = 3
 # After a request's answer, how long its SSE stream may take to end (servers end it
 # right away) so that its connection can be reused; past that it is closed.
 _DRAIN_S = 0.25
@@ -112,6 +111,7 @@ class StreamableHttpTransport:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
+        self._tool_changes = False  # server/discover offered tools.listChanged: listen for them
 
     def describe(self) -> str:
         return f"streamable-http {self._link.safe_url}"
@@ -186,11 +186,21 @@ class StreamableHttpTransport:
         with trio.move_on_after(link.request_bound_s):
             try:
                 headers = {**self._headers(ACCEPT_POST), **self._request_headers(request)}
+                self._listen_once_adopted(request, headers)
                 response = await link.open("POST", link.url, headers, request.method, content=body)
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return
             await self._settle(response, request)
+
+    def _listen_once_adopted(self, request: Request, headers: dict[str, str]) -> None:
+        """The first request of the per-request era after a ``server/discover`` that
+        offered tool changes opens the ``subscriptions/listen`` stream, with its ``_meta``."""
+        wanted = self._tool_changes and not self._listening and "Mcp-Method" in headers
+        if wanted and request.method != "server/discover" and isinstance(request.params, dict):
+            self._listening = True
+            stream = ListenStream(self._link, lambda: self._headers(ACCEPT_POST), self._link.inbox.put)
+            self._link.nursery.start_soon(stream.run, request.params.get("_meta") or {})
 
     def _request_headers(self, request: Request) -> dict[str, str]:
         """The per-request era's headers, with a ``tools/call``'s ``Mcp-Param-*`` ones."""
@@ -276,6 +286,8 @@ class StreamableHttpTransport:
                         self._learn_version(message)
                     elif answering.method == "tools/list" and isinstance(message, Response):
                         self._learn_designations(message)
+                    elif answering.method == "server/discover" and isinstance(message, Response):
+                        self._tool_changes = offers_tool_changes(message.result)
         if messages:
             await self._link.inbox.put(messages)
         return answered
@@ -350,31 +362,17 @@ class StreamableHttpTransport:
             await self._deliver(decode_event(event), None)
             return False
 
-        link = self._link
         parser = SSEParser()
-        opened = at_once = False
-        failures = 0
-        try:
-            while failures < REOPEN_ATTEMPTS:
-                parser = SSEParser(last_event_id=parser.last_event_id, retry=parser.retry)
-                doing = "the notification stream"
-                strict = at_once or not opened  # not opened: the first GET follows the handshake
-                step, _ = await self._get(parser, handle, doing, reopening=opened, strict=strict)
-                if step is GetNext.NO_STREAM:
-                    _log.debug("no GET stream", extra=link.log_fields)
-                    return
-                if step in (GetNext.LISTEN, GetNext.DROPPED):
-                    opened, failures = True, 0
-                else:
-                    failures += 1
-                at_once = reopen_at_once(step, after_at_once=at_once)
-                if not at_once:
-                    await trio.sleep(reconnect_delay(parser.retry))
-            raise TransportClosed(
-                f"mcp server {link.name}: the notification stream dropped and could not be reopened"
+
+        async def attempt(reopening: bool, strict: bool) -> tuple[GetNext, int | None]:
+            nonlocal parser
+            parser = SSEParser(last_event_id=parser.last_event_id, retry=parser.retry)
+            step, _ = await self._get(
+                parser, handle, "the notification stream", reopening=reopening, strict=strict
             )
-        except (TransportError, ProtocolError) as exc:
-            link.inbox.fail(exc)
+            return step, parser.retry
+
+        await keep_open(self._link, attempt, "the notification stream")
 
     async def _get(
         self, parser: SSEParser, handle: EventHandler, doing: str, *, reopening: bool, strict: bool
