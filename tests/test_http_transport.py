@@ -287,6 +287,22 @@ async def test_get_stream_list_changed_leads_to_a_relist(tmp_path: Path) -> None
             assert (await (await session.begin_turn()).call("far_fresh", {})).ok
 
 
+async def test_the_get_stream_is_answered_before_the_tools_are_listed(tmp_path: Path) -> None:
+    """A server may send a request that belongs to no call on its GET stream, and drops
+    it while none is open (the TypeScript SDK does, e.g. an elicitation from a tool
+    that names no related request): so the handshake waits, bounded, for the GET
+    stream's answer before ``tools/list`` and the calls go out."""
+    async with fault_server(get_delay_s=0.3) as server:
+        config = Config(servers=(remote(server.url, start=Start.EAGER),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup:
+            await wait_state(sup, [State.STEADY])
+        listed = server.rpc_seen("tools/list")[0]
+        assert server.get_answered_at is not None and listed.at >= server.get_answered_at, (
+            listed.at,
+            server.get_answered_at,
+        )
+
+
 async def test_get_stream_reopens_with_last_event_id_after_retry(tmp_path: Path) -> None:
     async with fault_server(resumable=True, retry_ms=400) as server:
         config = Config(servers=(remote(server.url, start=Start.EAGER),))

@@ -83,6 +83,8 @@ _log = get_logger("actors.transports.http")
 # After a request's answer, how long its SSE stream may take to end (servers end it
 # right away) so that its connection can be reused; past that it is closed.
 _DRAIN_S = 0.25
+# How long the notifications/initialized send waits for the GET stream's answer.
+GET_OPEN_WAIT_S = 1.0
 
 EventHandler: TypeAlias = Callable[[ServerSentEvent], Awaitable[bool]]
 
@@ -108,6 +110,7 @@ class StreamableHttpTransport:
         self._link = link
         self._may_fall_back = may_fall_back
         self._listening = False
+        self._get_answered = trio.Event()  # the first GET has its status (or gave up)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
@@ -270,6 +273,11 @@ class StreamableHttpTransport:
         if doing == "notifications/initialized" and not self._listening:
             self._listening = True
             link.nursery.start_soon(self._listen)
+            # A server may send a request that belongs to no call on the GET stream and
+            # drop it while none is open (the TypeScript SDK does): let tools/list and
+            # the calls wait for the stream's answer, briefly.
+            with trio.move_on_after(GET_OPEN_WAIT_S):
+                await self._get_answered.wait()
 
     # ---------------------------------------------------------------- receiving
 
@@ -394,6 +402,8 @@ class StreamableHttpTransport:
             if strict or isinstance(exc, Unreachable):
                 raise
             return GetNext.RETRY, False
+        finally:
+            self._get_answered.set()
         try:
             status = response.status_code
             step = decide_get(status, reopening=reopening, has_session=self.session_id is not None)

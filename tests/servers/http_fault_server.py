@@ -49,6 +49,7 @@ class FaultOptions:
 
     mode: str = "json"  # how requests are answered: "json" or "sse"
     get_stream: bool = True  # offer the GET stream (405 otherwise)
+    get_delay_s: float = 0.0  # the GET stream's answer waits this long
     expire_after: int | None = None  # a session's requests after this many get 404
     fail_status: int | None = None  # POSTs after `fail_after` (server-wide) get this status
     fail_after: int = 0
@@ -108,6 +109,7 @@ class FaultServer:
         self.sessions: dict[str, _Session] = {}
         self.deleted: list[str] = []
         self.posts = 0
+        self.get_answered_at: float | None = None  # when the first GET stream was answered
         self._ids = itertools.count(1)
         self._recorded = trio.Event()
 
@@ -286,8 +288,12 @@ class FaultServer:
         first = b""
         if self.options.resumable:
             first = sse(None, id=f"{session.id}-{next(self._ids)}", retry=self.options.retry_ms)
+        if self.options.get_delay_s:  # no checkpoint otherwise: tests wait for a GET seen, then send
+            await trio.sleep(self.options.get_delay_s)
         outbox, inbox = trio.open_memory_channel[bytes](100)
         session.listeners.append(outbox)
+        if self.get_answered_at is None:
+            self.get_answered_at = trio.current_time()
         await _stream(send, receive, inbox, first)
 
     async def _legacy(self, scope: Scope, receive: Receive, send: Send, message: Any) -> None:
