@@ -58,6 +58,7 @@ LIVE_KEYS: Mapping[str, str] = {
     "reconnect_schedule_s": "reconnect_schedule_s",
     "reset_after_s": "reset_after_s",
     "ping_timeout_s": "ping_timeout_s",
+    "log_level": "log_level",
     "shutdown_grace_s": "shutdown_grace_s",
 }
 """A change to one of these is applied to the running server (calls sent after it)."""

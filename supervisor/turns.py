@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 import trio
 
-from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
+from actors.connection.messages import Answered, CallFailed, CallOutcome, CallTool, CancelCall
 from actors.connection.states import Availability
 from actors.log_events import get_logger
 from actors.mailbox import try_send
@@ -408,6 +408,8 @@ _KEPT_REPLIES = 64
 def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms: int) -> Envelope:
     if isinstance(outcome, CallFailed):
         return failure(tool_id, outcome.code, outcome.message)
+    if isinstance(outcome, Answered):  # a tools/call is never answered so
+        return failure(tool_id, "server_error", f"{tool_id}: the answer is not a tools/call result")
     result = outcome.result
     if result.is_error:
         text, _ = truncate_utf8(join_text(result.content), view.spec.max_output_bytes)

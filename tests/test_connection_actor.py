@@ -22,8 +22,8 @@ from actors.connection.messages import (
     ConnectionMessage,
     Control,
     Published,
+    ServerListed,
     StateChanged,
-    ToolsListed,
 )
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import State
@@ -124,7 +124,7 @@ async def test_full_state_sequence_to_steady(autojump_clock: trio.testing.MockCl
     async with running(server) as h:
         await h.wait_state(State.STEADY)
         assert h.states() == [State.RESOLVE, State.AUTHENTICATE, State.HANDSHAKE, State.LIST, State.STEADY]
-        listed = [m for m in h.published if isinstance(m, ToolsListed)]
+        listed = [m for m in h.published if isinstance(m, ServerListed)]
         assert [t.name for t in listed[0].tools] == ["echo"]
         assert server.notifications("notifications/initialized")
 
@@ -277,8 +277,8 @@ async def test_list_changed_relists_while_a_call_is_in_flight(autojump_clock: tr
         answers = await h.send_call()
         server.tools.append({"name": "new_tool", "description": "Fresh", "inputSchema": {"type": "object"}})
         await server.current.notify("notifications/tools/list_changed")
-        listed = await h.wait_for(lambda m: isinstance(m, ToolsListed), 2)
-        assert isinstance(listed, ToolsListed) and listed.generation == 2
+        listed = await h.wait_for(lambda m: isinstance(m, ServerListed), 2)
+        assert isinstance(listed, ServerListed) and listed.generation == 2
         assert [t.name for t in listed.tools] == ["echo", "new_tool"]
         await h.wait_state(State.STEADY, 2)
         assert h.states()[-2:] == [State.LIST, State.STEADY]
@@ -298,7 +298,7 @@ async def test_a_burst_of_list_changed_ends_in_the_newest_list(
             await server.current.notify("notifications/tools/list_changed")
             await trio.sleep(0.1)
         await trio.sleep(10)
-        listed = [m for m in h.published if isinstance(m, ToolsListed)]
+        listed = [m for m in h.published if isinstance(m, ServerListed)]
         assert len(listed[-1].tools) == 6
         assert server.list_calls <= 4  # coalesced, not one listing per notification
         assert h.actor.state is State.STEADY

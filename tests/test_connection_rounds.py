@@ -9,8 +9,8 @@ from typing import Any
 import trio
 import trio.testing
 
+from actors.connection.client_side import ServerRequestHandler
 from actors.connection.messages import CallFailed, CallSucceeded, CancelCall
-from actors.connection.rounds import ServerRequestHandler
 from actors.connection.states import State
 from actors.protocol.messages import Request
 from tests.fakes import MODERN_DISCOVER, CallHandler, FakeServer, FakeSession

@@ -2,7 +2,7 @@
 new immutable catalog, with a larger epoch when a turn would see the difference, and a
 turn keeps the one it began with).
 
-No connection actors: the test plays them, publishing ``ToolsListed`` and
+No connection actors: the test plays them, publishing ``ServerListed`` and
 ``StateChanged`` as they would, and reads the ``CatalogCell``.
 """
 
@@ -19,7 +19,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors.connection.messages import ConnectionMessage, StateChanged, ToolsListed
+from actors.connection.messages import ConnectionMessage, ServerListed, StateChanged
 from actors.connection.spec import ServerSpec
 from actors.connection.states import Phase, State
 from actors.protocol.messages import Tool
@@ -116,8 +116,8 @@ def moved(
     return StateChanged(server, state, previous, at, attempt, reason, next_retry_at, owner, phase=phase)
 
 
-def listed(server: str, *tools: str, generation: int = 1, owner: str | None = None) -> ToolsListed:
-    return ToolsListed(
+def listed(server: str, *tools: str, generation: int = 1, owner: str | None = None) -> ServerListed:
+    return ServerListed(
         server,
         generation,
         tuple(Tool(name, description=f"{name} things") for name in tools),
@@ -492,10 +492,10 @@ async def test_a_relist_keeps_the_entries_of_unchanged_tools(
 
     schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 1}}}
     async with running_router("time") as h:
-        first = await h.feed(ToolsListed("time", 1, (tool("get"), tool("set", schema))))
+        first = await h.feed(ServerListed("time", 1, (tool("get"), tool("set", schema))))
         assert made == ["time_get", "time_set"]
         made.clear()
-        again = await h.feed(ToolsListed("time", 2, (tool("get"), tool("set", json_copy(schema)))))
+        again = await h.feed(ServerListed("time", 2, (tool("get"), tool("set", json_copy(schema)))))
         assert made == []
         assert again.tools["time_get"] is first.tools["time_get"]
         assert again.tools["time_set"] is first.tools["time_set"]
@@ -503,13 +503,13 @@ async def test_a_relist_keeps_the_entries_of_unchanged_tools(
         assert again.servers["time"].generation == 2
         # 1 and true are equal to Python, not as JSON Schema (nor to the pin).
         changed = {"type": "object", "properties": {"n": {"type": "integer", "default": True}}}
-        third = await h.feed(ToolsListed("time", 3, (tool("get"), tool("set", changed))))
+        third = await h.feed(ServerListed("time", 3, (tool("get"), tool("set", changed))))
         assert made == ["time_set"]
         assert third.tools["time_get"] is first.tools["time_get"]
         assert third.tools["time_set"].fingerprint != first.tools["time_set"].fingerprint
         made.clear()
         renamed = (tool("get", description="new words"), tool("set", changed))
-        fourth = await h.feed(ToolsListed("time", 4, renamed))
+        fourth = await h.feed(ServerListed("time", 4, renamed))
         assert made == ["time_get"]
         assert fourth.tools["time_get"].description == "new words"
         assert [match.id for match in fourth.search_index.search("words", 5)] == ["time_get"]

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from actors.auth.authorizers import FollowRedirectAuthorizer
-from actors.connection.messages import ToolsListed
+from actors.connection.messages import ServerListed
 from actors.connection.spec import Scope, ServerSpec, Start
 from actors.connection.states import State
 from actors.router.actor import RouterActor
@@ -169,7 +169,7 @@ async def test_a_part_that_fails_stops_the_supervisor_and_its_error_comes_out(
     real = RouterActor._apply
 
     def failing(self: RouterActor, message: Any) -> bool:
-        if isinstance(message, ToolsListed):
+        if isinstance(message, ServerListed):
             raise RuntimeError("router bug")
         return real(self, message)
 

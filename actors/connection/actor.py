@@ -37,8 +37,8 @@ from actors.connection.messages import (
     GetStatus,
     Published,
     Retune,
+    ServerListed,
     StateChanged,
-    ToolsListed,
 )
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
@@ -411,7 +411,7 @@ class ConnectionActor:
             for problem in problems:
                 log.warning("tool dropped: %s", problem, extra={"server": self.name})
             self._generation += 1
-            self._put(ToolsListed(self.name, self._generation, tuple(tools), tuple(problems), self.owner))
+            self._put(ServerListed(self.name, self._generation, tuple(tools), tuple(problems), self.owner))
             if LIST_AGAIN not in self._fire(Listed(trio.current_time())):
                 return
 

@@ -15,9 +15,10 @@ from typing import Any
 import trio
 
 from actors.connection.calls import InFlight, InFlightTable
+from actors.connection.client_side import ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
-from actors.connection.rounds import RoundTrips, ServerRequestHandler
+from actors.connection.rounds import RoundTrips
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath

@@ -8,11 +8,12 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
+from actors.connection.client_side import ClientSide
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import Control as Control  # an operator command's kind
 from actors.connection.vocabulary import Phase, State
 from actors.protocol.era import Era
-from actors.protocol.messages import CallResult, Tool
+from actors.protocol.messages import CallResult, Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
 from actors.protocol.session import ProgressReceived
 
 # ------------------------------------------------------------------------ answers
@@ -33,7 +34,16 @@ class CallFailed:
     message: str
 
 
-CallOutcome: TypeAlias = CallSucceeded | CallFailed
+@attrs.frozen(slots=True)
+class Answered:
+    """The server answered a request of the surface other than ``tools/call``
+    (``resources/read``, ``prompts/get``, ``completion/complete``,
+    ``resources/subscribe`` …): its result as sent."""
+
+    result: Mapping[str, Any]
+
+
+CallOutcome: TypeAlias = CallSucceeded | CallFailed | Answered
 
 
 # ------------------------------------------------------------------------ mailbox
@@ -41,7 +51,16 @@ CallOutcome: TypeAlias = CallSucceeded | CallFailed
 
 @attrs.frozen(slots=True, eq=False)
 class CallTool:
-    """Call one tool. The reply channel identifies the call for CancelCall."""
+    """Call one tool, or send another request of the surface through the same
+    in-flight table (timeouts, cancellation, multi round-trip results). The reply
+    channel identifies the call for CancelCall.
+
+    For ``method`` ``"tools/call"`` the params are ``{"name": tool, "arguments":
+    arguments}`` and a result is ``CallSucceeded``. For any other method (``resources/read``,
+    ``prompts/get``, ``completion/complete``) ``arguments`` are the request's params as
+    they are sent, ``tool`` only names the request in messages (the prompt's name, the
+    resource's URI), and a result is ``Answered``.
+    """
 
     tool: str
     arguments: Mapping[str, Any]
@@ -50,6 +69,35 @@ class CallTool:
     timeouts: tuple[float, float] | None = None
     """``(call_timeout_s, max_call_timeout_s)`` as the caller's turn saw the server (a
     config reload applies from the next turn); None: the connection's own."""
+    method: str = "tools/call"
+    client: ClientSide | None = None
+    """The calling session's side: who answers the server's requests tied to this call
+    (sampling, elicitation, roots, input-required rounds) and, in the per-request era,
+    the capabilities its requests declare. None: the supervisor-level default."""
+
+
+@attrs.frozen(slots=True, eq=False)
+class Subscribe:
+    """``resources/subscribe`` for one subscriber (reference-counted by the actor: the
+    first subscriber of a URI sends it, and it is sent again after a reconnect). Each
+    ``notifications/resources/updated`` for ``uri`` goes to ``updates`` (a slow reader
+    loses updates, never the connection). Answered on ``reply``: ``Answered`` or
+    ``CallFailed``."""
+
+    uri: str
+    subscriber: str
+    updates: trio.MemorySendChannel[ResourceUpdated]
+    reply: trio.MemorySendChannel[CallOutcome]
+
+
+@attrs.frozen(slots=True, eq=False)
+class Unsubscribe:
+    """Drop one subscriber of ``uri``; the last one sends ``resources/unsubscribe``.
+    ``reply`` (optional: a session that ends does not wait) gets ``Answered``."""
+
+    uri: str
+    subscriber: str
+    reply: trio.MemorySendChannel[CallOutcome] | None = None
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -97,21 +145,39 @@ class GetStatus:
     reply: trio.MemorySendChannel[ConnectionStatus]
 
 
-ConnectionMessage: TypeAlias = CallTool | CancelCall | EnsureStarted | Command | GetStatus | Retune
+ConnectionMessage: TypeAlias = (
+    CallTool | CancelCall | EnsureStarted | Command | GetStatus | Retune | Subscribe | Unsubscribe
+)
 
 
 # ---------------------------------------------------------------------- published
 
 
 @attrs.frozen(slots=True)
-class ToolsListed:
-    """A complete tool list read from the server (all pages)."""
+class ServerListed:
+    """A complete listing read from the server: its tools (all pages) and, for what
+    ``features`` declares, its resources, resource templates and prompts (all pages).
+    After a change notification of one kind only that kind is read again; the others
+    are carried over from the last listing, so every ``ServerListed`` is whole."""
 
     server: str
     generation: int
     tools: tuple[Tool, ...]
     problems: tuple[str, ...] = ()
     owner: str | None = None
+    resources: tuple[Resource, ...] = ()
+    templates: tuple[ResourceTemplate, ...] = ()
+    prompts: tuple[Prompt, ...] = ()
+    features: ServerFeatures = attrs.field(factory=ServerFeatures)
+
+
+@attrs.frozen(slots=True)
+class ResourceUpdated:
+    """``notifications/resources/updated`` from ``server`` for a subscribed ``uri`` (as
+    the server names it), sent to each subscriber's ``updates`` channel."""
+
+    server: str
+    uri: str
 
 
 @attrs.frozen(slots=True)
@@ -141,4 +207,4 @@ class StateChanged:
     era: Era | None = None
 
 
-Published: TypeAlias = ToolsListed | StateChanged
+Published: TypeAlias = ServerListed | StateChanged

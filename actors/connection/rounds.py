@@ -18,21 +18,19 @@ from the table answers the caller, so every call is answered exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
 
 from actors.connection.calls import InFlight, InFlightTable
+from actors.connection.client_side import ServerRequestHandler
 from actors.connection.messages import CallFailed, CallOutcome
 from actors.log_events import get_logger
 from actors.mailbox import answer
 from actors.protocol.rounds import MAX_ROUNDS, InputRequest, InputRequired, state_only_delay
 
 log = get_logger("actors.connection")
-
-ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
-"""``(server, method, params) -> result``, or None when the host does not handle ``method``."""
 
 Resend = Callable[[InFlight, Mapping[str, Mapping[str, Any]], "str | None"], None]
 """Send a waiting call again: ``(entry, answers by key, request state)``."""

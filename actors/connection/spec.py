@@ -88,6 +88,9 @@ class ServerSpec:
     server_name: str | None = None
     # type "remote": OAuth client settings, kept as written (deep-frozen) for the auth step.
     oauth: Mapping[str, Any] | None = None
+    # The least severe log message the server should send (``logging/setLevel``, sent
+    # when the server declares ``logging``): an RFC 5424 level, "debug" … "emergency".
+    log_level: str = "warning"
 
     def __repr__(self) -> str:
         # Specs end up in logs and tracebacks: show every field but never a secret.

@@ -104,6 +104,65 @@ class Tool:
 
 
 @attrs.frozen(slots=True)
+class Resource:
+    """One resource as a server publishes it in ``resources/list``; ``raw`` is the item
+    as sent (title, description, mimeType, size, annotations, icons, ``_meta`` …), handed
+    on unchanged."""
+
+    uri: str
+    name: str
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+
+@attrs.frozen(slots=True)
+class ResourceTemplate:
+    """One template of ``resources/templates/list`` (RFC 6570 ``uriTemplate``); ``raw``
+    as sent."""
+
+    uri_template: str
+    name: str
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+
+@attrs.frozen(slots=True)
+class Prompt:
+    """One prompt of ``prompts/list``; ``arguments`` are its arguments' names (the
+    required ones in ``required``); ``raw`` as sent."""
+
+    name: str
+    arguments: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+
+@attrs.frozen(slots=True)
+class ServerFeatures:
+    """What a server declared it serves beyond tools (from ``initialize`` or
+    ``server/discover`` capabilities), read once per connection."""
+
+    resources: bool = False
+    subscribe: bool = False  # resources.subscribe
+    templates: bool = False  # the same capability as resources: listed when it has any
+    prompts: bool = False
+    completions: bool = False
+    logging: bool = False
+
+    @classmethod
+    def of(cls, capabilities: Mapping[str, Any]) -> ServerFeatures:
+        """Read a server's declared capabilities (anything malformed counts as absent)."""
+        resources = capabilities.get("resources")
+        has_resources = isinstance(resources, Mapping)
+        return cls(
+            resources=has_resources,
+            subscribe=has_resources and resources.get("subscribe") is True,  # type: ignore[union-attr]
+            templates=has_resources,
+            prompts=isinstance(capabilities.get("prompts"), Mapping),
+            completions=isinstance(capabilities.get("completions"), Mapping),
+            logging=isinstance(capabilities.get("logging"), Mapping),
+        )
+
+
+@attrs.frozen(slots=True)
 class InitializeResult:
     """What the server said about itself in answer to ``initialize``."""
 

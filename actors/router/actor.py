@@ -1,6 +1,6 @@
 """RouterActor: the one owner of the catalog.
 
-Connection actors publish ``ToolsListed`` and ``StateChanged`` into the router's
+Connection actors publish ``ServerListed`` and ``StateChanged`` into the router's
 mailbox; the router folds them into a new immutable ``Catalog`` and makes it current
 in a ``CatalogCell``. Messages that arrive together are folded into one catalog. Its
 epoch number moves only when what a turn would see changed (tools, availability as a
@@ -29,7 +29,7 @@ import attrs
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.messages import ConnectionMessage, Published, ToolsListed
+from actors.connection.messages import ConnectionMessage, Published, ServerListed
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_available, is_reconnect
 from actors.log_events import get_logger
@@ -317,7 +317,7 @@ class RouterActor:
         if previous is None:
             log.warning("message for unknown server %s dropped", message.server)
             return False
-        if isinstance(message, ToolsListed):
+        if isinstance(message, ServerListed):
             tools, duplicates = _unique(message.server, message.tools)
             problems = message.problems + duplicates
             if message.owner:

@@ -24,11 +24,12 @@ import trio
 from actors.connection.messages import ConnectionMessage
 from actors.connection.spec import ServerSpec
 from actors.connection.states import Availability, Phase, State, turn_availability
-from actors.protocol.messages import Tool
+from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
 from actors.router.risk import Risk, classify
 from actors.router.schema_compiler import compile_schema
 from actors.router.search import SearchIndex, index_server
 from actors.router.subjects import declares_subject_arguments
+from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import fingerprint, listing_description
 from actors.router.validation import SchemaCheck
 
@@ -121,6 +122,12 @@ class ServerView:
     stale: bool = False
     transitions: tuple[Transition, ...] = ()
     reconnects: int = 0
+    # The rest of its surface, as last listed (``ServerListed``): raw items, shown to
+    # turns through the catalog's prompt ids and shown URIs.
+    resources: tuple[Resource, ...] = attrs.field(default=(), repr=False)
+    templates: tuple[ResourceTemplate, ...] = attrs.field(default=(), repr=False)
+    prompts: tuple[Prompt, ...] = attrs.field(default=(), repr=False)
+    features: ServerFeatures = attrs.field(factory=ServerFeatures)
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -166,6 +173,12 @@ class Catalog:
     tools: Mapping[str, ToolEntry] = attrs.field(factory=rpds.HashTrieMap)
     search_index: SearchIndex = attrs.field(factory=SearchIndex)
     overlays: Mapping[str, Mapping[str, ServerView]] = attrs.field(factory=dict)
+    prompts: Mapping[str, PromptEntry] = attrs.field(factory=dict)
+    """Prompt id (``<server>_<name>``) → entry, in config order."""
+    resources: Mapping[str, ResourceEntry] = attrs.field(factory=dict)
+    """Shown URI (``uris.py``) → entry, in config order."""
+    templates: Mapping[str, TemplateEntry] = attrs.field(factory=dict)
+    """Shown ``uriTemplate`` → entry, in config order."""
     _listing: list[tuple[ToolEntry, ...]] = attrs.field(factory=list, eq=False, repr=False, alias="_listing")
     _views: dict[str, Catalog] = attrs.field(factory=dict, eq=False, repr=False, alias="_views")
 

@@ -1,0 +1,32 @@
+"""The calling session's side of a connection: who answers a server's requests tied
+to one call, and what that session declares it can do.
+
+A shared connection serves many sessions. A server request tied to a call (SEP-2260:
+sampling, elicitation or roots asked while the server handles that call) goes to the
+calling session's handler; one that is not tied to a call, or whose session has no
+handler for it, goes to the supervisor-level handler (``Supervisor.open(server_requests=…)``);
+with neither, the server gets a JSON-RPC error that says none is attached. In the
+per-request era the capabilities ride in each request's ``_meta``, so they are the
+calling session's exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
+"""``(server, method, params) -> result``, or None when the host does not handle ``method``."""
+
+
+@attrs.frozen(slots=True, eq=False)
+class ClientSide:
+    """One session's side of its calls: ``handler`` answers the server requests tied to
+    them (None: the supervisor-level handler does), ``capabilities`` are what the
+    session declares (the per-request era's ``_meta.clientCapabilities``)."""
+
+    session: str
+    handler: ServerRequestHandler | None = None
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict)
