@@ -18,6 +18,9 @@ Every attempt ends in exactly one envelope and one audit row, refusals included
 (``unknown_tool``, ``invalid_arguments``, ``unavailable``, ``denied``), and so do calls of
 ``tool_search`` through ``call`` (server ``""``, decision ``none``). ``Turn.search``
 itself is a lookup, not a call, and leaves no row.
+
+The rest of the surface (resources, templates, prompts, completions) comes from
+``TurnSurface`` (``supervisor/surface.py``), the audit rows from ``TurnAudit``.
 """
 
 from __future__ import annotations

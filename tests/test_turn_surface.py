@@ -315,3 +315,17 @@ async def test_a_failed_request_and_a_malformed_answer_are_envelopes() -> None:
         assert malformed.error is not None and malformed.error.code == "server_error"
         assert malformed.error.message == "file:///a: the answer is not a resources/read result"
         assert [r.outcome for r in audit.rows] == ["timeout", "server_error"]
+
+
+async def test_reads_pin_nothing_so_a_tool_of_the_same_name_keeps_its_pin() -> None:
+    actors = {"fs1": FakeActor("fs1")}
+    catalog = surface_catalog(actors, {"fs1": {"resources": ["file:///a"]}})
+    async with surface_session(actors, catalog) as (session, turn, _audit):
+        policy = session._services.policy
+        submitted: list[Any] = []
+        policy._submit = submitted.append
+        policy._pins[("fs1", "resources")] = "fingerprint of a tool named resources"
+        read = await turn.read_resource("file:///a")
+        assert read.ok  # not dropped to ask by the tool's pin, which stays as it was
+        assert submitted == []
+        assert policy._pins[("fs1", "resources")] == "fingerprint of a tool named resources"
