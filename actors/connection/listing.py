@@ -17,8 +17,9 @@ from typing import Any
 from actors.connection.freshness import list_ttl_ms
 from actors.protocol.era import Era
 from actors.protocol.messages import Tool
+from actors.protocol.pages import parse_tools_page
 from actors.protocol.param_headers import annotation_problem
-from actors.protocol.session import ErrorReceived, ResponseReceived, parse_tools_page
+from actors.protocol.session import ErrorReceived, ResponseReceived
 
 MAX_TOOLS_PAGES = 1000
 
