@@ -67,6 +67,7 @@ DOCUMENTED_CODES = {
     "auth_failed",
     "server_error",
     "tool_error",
+    "unsupported",
 }
 
 

@@ -26,6 +26,7 @@ ERROR_CODES = frozenset(
         "auth_failed",
         "server_error",
         "tool_error",
+        "unsupported",
     }
 )
 
