@@ -234,7 +234,7 @@ def relist_steps(repeat: int = 20) -> dict[str, float]:
     import trio
     from search_bench import make_catalog
 
-    from actors.protocol.session import parse_tools_page
+    from actors.protocol.pages import parse_tools_page
     from actors.router import risk, trust
     from actors.router.catalog import ServerView, shard_of
 

@@ -30,6 +30,8 @@ from actors.protocol.ndjson import encode_line as encode
 from actors.transports.base import SpawnError, Transport, TransportClosed
 
 CallHandler = Callable[["FakeSession", Request], Awaitable[dict[str, Any] | None]]
+Answerer = Callable[[Request], "dict[str, Any] | ErrorObject | None"]
+"""Answers one request of another method: a result, an error, or None (no answer)."""
 
 
 async def echo_handler(session: FakeSession, request: Request) -> dict[str, Any] | None:
@@ -125,7 +127,7 @@ class FakeSession:
                     request.id,
                     {
                         "protocolVersion": server.protocol_version or version,
-                        "capabilities": {"tools": {"listChanged": True}},
+                        "capabilities": server.capabilities,
                         "serverInfo": {"name": "fake", "version": "1"},
                     },
                 )
@@ -142,6 +144,12 @@ class FakeSession:
             result = await server.call_handler(self, request)
             if result is not None:
                 await self.send(Response(request.id, result))
+        elif request.method in server.answers:
+            answered = server.answers[request.method](request)
+            if isinstance(answered, ErrorObject):
+                await self.send(ErrorResponse(request.id, answered))
+            elif answered is not None:
+                await self.send(Response(request.id, answered))
 
     async def _discover(self, request: Request) -> None:
         """A handshake-era server by default (method not found), else as scripted."""
@@ -190,6 +198,8 @@ class FakeServer:
         self.list_calls = 0
         self.list_extra: dict[str, Any] = {}  # more keys of every tools/list result (ttlMs)
         self.connected = trio.Event()
+        self.capabilities: dict[str, Any] = {"tools": {"listChanged": True}}  # initialize's
+        self.answers: dict[str, Answerer] = {}  # other methods (resources/list …), by method
 
     @property
     def current(self) -> FakeSession:

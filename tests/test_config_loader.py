@@ -432,6 +432,9 @@ ERRORS: list[tuple[object, str, str]] = [
      'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'),
     ({"servers": {"s": {"command": "a", "protocol": "2026"}}}, f"{S}.protocol",
      "expected 'auto' or '2026-07-28' or '2025-11-25', got \"2026\""),
+    ({"servers": {"s": {"command": "a", "log_level": "warn"}}}, f"{S}.log_level",
+     "expected 'debug' or 'info' or 'notice' or 'warning' or 'error' or 'critical' or 'alert' or "
+     "'emergency', got \"warn\" (did you mean 'warning'?)"),
     ({"servers": {"s": {"type": "remote"}}}, S,
      "a remote server needs 'url' (an http:// or https:// URL of the server's MCP endpoint, "
      "e.g. https://host/mcp)"),
@@ -591,6 +594,15 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_bytes(b'\xef\xbb\xbf{"servers": {"s": {"command": "a"}}}')
     assert len(load_config(path, environ={}).servers) == 1
+
+
+@pytest.mark.parametrize("value", ["debug", "notice", "emergency"])
+def test_log_level_reaches_the_spec(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"servers": {"s": {"command": "a", "log_level": value}}}))
+    assert load_config(path).servers[0].log_level == value
+    path.write_text(json.dumps({"servers": {"s": {"command": "a"}}}))
+    assert load_config(path).servers[0].log_level == "warning"
 
 
 @pytest.mark.parametrize("value", ["auto", "2026-07-28", "2025-11-25"])

@@ -14,8 +14,6 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
@@ -30,24 +28,27 @@ from actors.protocol.messages import (
     Notification,
     Request,
     Response,
-    Tool,
 )
 from actors.protocol.ndjson import LineDecoder, encode_lines
+from actors.protocol.pages import parse_tools_page
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
     ClientSession,
     ErrorReceived,
     Event,
     Initialized,
+    LogMessage,
     Phase,
     ProgressReceived,
+    PromptsListChanged,
+    ResourceChanged,
+    ResourcesListChanged,
     ResponseReceived,
     ServerNotification,
     ServerRequest,
     StrayResponse,
     ToolsListChanged,
     method_not_found,
-    parse_tools_page,
 )
 
 INIT_RESULT: dict[str, Any] = {
@@ -377,11 +378,45 @@ def test_malformed_progress_is_a_plain_server_notification(params: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("notification", "expected"),
+    [
+        (Notification("notifications/resources/list_changed"), ResourcesListChanged()),
+        (Notification("notifications/prompts/list_changed"), PromptsListChanged()),
+        (Notification("notifications/resources/updated", {"uri": "file:///a"}), ResourceChanged("file:///a")),
+        (
+            Notification("notifications/message", {"level": "error", "logger": "db", "data": {"x": 1}}),
+            LogMessage("error", "db", {"x": 1}),
+        ),
+        (
+            Notification("notifications/message", {"level": "info", "logger": 5}),
+            LogMessage("info", None, None),
+        ),
+        # Malformed: passed through as they came.
+        (
+            Notification("notifications/resources/updated", {"uri": 7}),
+            ServerNotification("notifications/resources/updated", {"uri": 7}),
+        ),
+        (
+            Notification("notifications/message", {"data": "no level"}),
+            ServerNotification("notifications/message", {"data": "no level"}),
+        ),
+        (
+            Notification("notifications/message", ["info"]),
+            ServerNotification("notifications/message", ["info"]),
+        ),
+    ],
+)
+def test_surface_notifications_become_typed_events(notification: Notification, expected: Event) -> None:
+    _, peer = ready()
+    assert peer.say(notification) == [expected]
+
+
 def test_other_notifications_pass_through() -> None:
     _, peer = ready()
-    params = {"level": "info", "data": "hello"}
-    assert peer.say(Notification("notifications/message", params)) == [
-        ServerNotification("notifications/message", params)
+    params = {"requestId": 3, "reason": "gave up"}
+    assert peer.say(Notification("notifications/cancelled", params)) == [
+        ServerNotification("notifications/cancelled", params)
     ]
 
 
@@ -496,101 +531,8 @@ def test_events_keep_arrival_order_across_partial_reads() -> None:
     assert drain(session) == [
         ToolsListChanged(),
         ResponseReceived(request_id, "tools/list", {"tools": []}),
-        ServerNotification("notifications/message", {"level": "info"}),
+        LogMessage("info", None, None),
     ]
-
-
-# ---------------------------------------------------------------- payload helpers
-
-
-def test_parse_tools_page() -> None:
-    page = parse_tools_page(
-        {
-            "tools": [
-                {
-                    "name": "echo",
-                    "title": "Echo",
-                    "description": "says it back",
-                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-                    "outputSchema": {"type": "object"},
-                    "annotations": {"readOnlyHint": True},
-                    "somethingNew": 1,
-                },
-                {"name": "bare"},
-                {"name": "null-description", "description": None},
-            ],
-            "nextCursor": "page-2",
-        }
-    )
-    assert page.tools == (
-        Tool(
-            name="echo",
-            description="says it back",
-            input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
-            title="Echo",
-            annotations={"readOnlyHint": True},
-            output_schema={"type": "object"},
-        ),
-        Tool(name="bare", description="", input_schema={"type": "object"}),
-        Tool(name="null-description", description=""),
-    )
-    assert page.next_cursor == "page-2"
-    assert page.problems == ()
-
-
-def test_last_tools_page_has_no_cursor() -> None:
-    assert parse_tools_page({"tools": []}).next_cursor is None
-    assert parse_tools_page({"tools": [], "nextCursor": None}).next_cursor is None
-
-
-def test_malformed_tools_are_dropped_and_reported_while_good_ones_stay() -> None:
-    page = parse_tools_page(
-        {
-            "tools": [
-                {"name": "good-1"},
-                42,
-                {"description": "no name"},
-                {"name": ""},
-                {"name": "bad-schema", "inputSchema": "object"},
-                {"name": "bad-annotations", "annotations": ["readOnly"]},
-                {"name": "good-2", "inputSchema": {"type": "object"}},
-            ]
-        }
-    )
-    assert [tool.name for tool in page.tools] == ["good-1", "good-2"]
-    assert len(page.problems) == 5
-    assert "must be an object, got int" in page.problems[0]
-    assert "no name" in page.problems[1]
-    assert "no name" in page.problems[2]
-    assert "'bad-schema'" in page.problems[3]
-    assert "'bad-annotations'" in page.problems[4]
-
-
-@pytest.mark.parametrize("result", [{}, {"tools": None}, {"tools": {"echo": {}}}, {"tools": "echo"}])
-def test_tools_page_without_a_tools_list_is_a_protocol_error(result: dict[str, Any]) -> None:
-    with pytest.raises(ProtocolError, match="no tools array"):
-        parse_tools_page(result)
-
-
-def test_non_string_cursor_is_a_protocol_error() -> None:
-    with pytest.raises(ProtocolError, match="nextCursor"):
-        parse_tools_page({"tools": [], "nextCursor": 2})
-
-
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(["name", "description", "inputSchema", "title"]) | st.text(), inner)
-    ),
-    max_leaves=10,
-)
-
-
-@given(entries=st.lists(_json, max_size=6))
-def test_every_tools_entry_is_either_a_tool_or_a_problem(entries: list[Any]) -> None:
-    page = parse_tools_page({"tools": entries})
-    assert len(page.tools) + len(page.problems) == len(entries)
 
 
 def test_structure_call_result() -> None:

@@ -24,7 +24,8 @@ import trio
 
 from actors.connection.calls import InFlightTable, call_failure
 from actors.connection.era_probe import settle
-from actors.connection.listing import ConnectionFailed, read_tools
+from actors.connection.lister import Lister
+from actors.connection.listing import ALL_KINDS, ConnectionFailed
 from actors.connection.live import Live, ServerRequestHandler
 from actors.connection.messages import (
     CallFailed,
@@ -37,8 +38,9 @@ from actors.connection.messages import (
     GetStatus,
     Published,
     Retune,
-    ServerListed,
     StateChanged,
+    Subscribe,
+    Unsubscribe,
 )
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
@@ -54,10 +56,10 @@ from actors.connection.states import (
     retuned,
     step,
 )
+from actors.connection.subscriptions import Subscriptions
 from actors.connection.vocabulary import (
     AUTHENTICATED,
     CLOSING,
-    LIST_AGAIN,
     NEEDED,
     RESOLVED,
     TORN_DOWN,
@@ -75,7 +77,6 @@ from actors.connection.vocabulary import (
     Initialized,
     Launched,
     ListAgain,
-    Listed,
     RetryDue,
     SendParked,
     Sleep,
@@ -87,6 +88,7 @@ from actors.log_events import get_logger
 from actors.mailbox import answer, queued
 from actors.protocol.era import Era, Opening, Setting, Verdict, opening, remembered_after
 from actors.protocol.errors import ProtocolError
+from actors.protocol.messages import ServerFeatures
 from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, Connector, TransportError
 
@@ -144,7 +146,8 @@ class ConnectionActor:
         self._order: Order | None = None
         self._wake = trio.Event()
         self._attempt_scope: trio.CancelScope | None = None
-        self._generation = 0
+        self._lister = Lister(self.name, owner, self._put)
+        self._subscriptions = Subscriptions(self.name)
         self._stopped = False
         self._stderr: tuple[str, ...] = ()  # the last stderr tail seen, kept after a crash
         self.unavailable = f"mcp server {self.name} is unavailable"
@@ -186,6 +189,9 @@ class ConnectionActor:
                 self._fire(NEEDED)
             else:
                 answer(message.reply, CallFailed("unavailable", self.unavailable))
+        elif isinstance(message, Subscribe | Unsubscribe):
+            if self._subscriptions.take(message, self._machine.call_route, self._live, self.unavailable):
+                self._fire(NEEDED)
         elif isinstance(message, CancelCall):
             self._cancel_call(message)
         elif isinstance(message, EnsureStarted):
@@ -204,11 +210,14 @@ class ConnectionActor:
     def _retune(self, spec: ServerSpec) -> None:
         """A reload changed what needs no new connection: calls sent from now on get the
         new timeouts, the next attempt the new init timeout, the machine the new schedule."""
+        level_changed = spec.log_level != self.spec.log_level
         self.spec = spec
         self._inflight.call_timeout_s = spec.call_timeout_s
         self._inflight.max_call_s = spec.max_call_timeout_s
         if self._live is not None:
             self._live.spec = spec
+            if level_changed and self._machine.call_route is _SEND:
+                self._lister.set_level(self._live)
         schedule = ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s)
         self._machine = retuned(
             self._machine, schedule, eager=spec.start is Start.EAGER, enabled=spec.enabled
@@ -218,7 +227,7 @@ class ConnectionActor:
         for parked in self._parked:
             if parked.reply is message.reply:
                 self._parked.remove(parked)
-                answer(parked.reply, CallFailed("cancelled", f"tools/call {parked.tool} was cancelled"))
+                answer(parked.reply, CallFailed("cancelled", f"{parked.method} {parked.tool} was cancelled"))
                 return
         entry = self._inflight.by_reply(message.reply)
         if entry is not None and self._live is not None:
@@ -247,6 +256,7 @@ class ConnectionActor:
         parked, self._parked = self._parked, []
         for call in parked:
             answer(call.reply, call_failure(effect.parked, call.tool, self.name))
+        self._subscriptions.fail_parked(call_failure(effect.parked, "resources/subscribe", self.name))
 
     def _give_order(self, order: Order) -> None:
         if isinstance(order, StartAttempt):
@@ -270,7 +280,7 @@ class ConnectionActor:
 
     def _start_relist(self, _: StartRelist) -> None:
         live = self._connection()
-        live.nursery.start_soon(self._relist, live)
+        live.nursery.start_soon(self._lister.relist, live, self._fire)
 
     def _check_alive(self, effect: CheckAlive) -> None:
         live = self._connection()
@@ -357,6 +367,7 @@ class ConnectionActor:
                         capabilities=self._capabilities,
                         redactor=self._redactor,
                         server_requests=self._server_requests,
+                        updated=self._subscriptions.updated,
                     )
                     reopen = await self._serve(live, init, first)
             except TransportError as exc:  # authenticate: nothing to send it with
@@ -389,8 +400,11 @@ class ConnectionActor:
             if verdict is Verdict.REOPEN_AND_FALL_BACK or verdict is Verdict.FAIL:
                 return verdict is Verdict.REOPEN_AND_FALL_BACK
             self.era = self._found = live.session.era
+            live.features = ServerFeatures.of(live.session.capabilities_of_server)
             self._fire(Initialized(live.session.version or ""))
-            await self._list(live)
+            await self._lister.list(live, ALL_KINDS, self._fire)
+            self._lister.set_level(live)
+            self._subscriptions.connected(live)
         except (ConnectionFailed, ProtocolError) as exc:
             live.fail(str(exc))
             return False
@@ -399,30 +413,6 @@ class ConnectionActor:
         # per connection than a watcher of its own).
         await live.watch_deadlines()
         return False
-
-    # ------------------------------------------------------------------ listing
-
-    async def _list(self, live: Live) -> None:
-        """Read every page and publish; again while the machine says the list changed."""
-        while True:
-            ttls: list[int] = []
-            tools, problems = await read_tools(live.request, self.name, live.session.era, ttls)
-            live.list_expires(ttls)  # relist in the background when the ttlMs runs out
-            for problem in problems:
-                log.warning("tool dropped: %s", problem, extra={"server": self.name})
-            self._generation += 1
-            self._put(ServerListed(self.name, self._generation, tuple(tools), tuple(problems), self.owner))
-            if LIST_AGAIN not in self._fire(Listed(trio.current_time())):
-                return
-
-    async def _relist(self, live: Live) -> None:
-        try:
-            with trio.fail_after(self.spec.init_timeout_s):
-                await self._list(live)
-        except trio.TooSlowError:
-            live.fail(f"mcp server {self.name} did not answer tools/list after list_changed")
-        except (ConnectionFailed, ProtocolError) as exc:
-            live.fail(str(exc))
 
     def _close_mailbox(self) -> None:
         """Final stop: refuse what is still queued, then close so senders fail fast."""

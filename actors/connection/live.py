@@ -17,8 +17,10 @@ import trio
 from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.client_side import ServerRequestHandler
 from actors.connection.freshness import refetch_after
-from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
+from actors.connection.listing import ALL_KINDS, Kind
+from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.rounds import RoundTrips
+from actors.connection.server_log import log_server_message
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
@@ -26,7 +28,7 @@ from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
 from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
-from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId
+from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId, ServerFeatures
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
@@ -34,7 +36,11 @@ from actors.protocol.session import (
     DiscoverAnswered,
     ErrorReceived,
     Initialized,
+    LogMessage,
     ProgressReceived,
+    PromptsListChanged,
+    ResourceChanged,
+    ResourcesListChanged,
     ResponseReceived,
     ServerRequest,
     ToolsListChanged,
@@ -58,10 +64,13 @@ class Live:
         "_report",
         "_server_requests",
         "_stale_timer",
+        "_updated",
         "deadline_scope",
+        "features",
         "initialized",
         "name",
         "nursery",
+        "pending",
         "probe_answer",
         "probe_closed",
         "probe_done",
@@ -84,6 +93,7 @@ class Live:
         capabilities: dict[str, Any],
         redactor: Redactor,
         server_requests: ServerRequestHandler | None,
+        updated: Callable[[str], None] = lambda uri: None,
     ) -> None:
         self.name = spec.name
         self.spec = spec
@@ -106,6 +116,9 @@ class Live:
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
         self.rounds = RoundTrips(self.name, inflight, nursery, server_requests, self._resend)
         self._stale_timer = trio.CancelScope()
+        self._updated = updated  # notifications/resources/updated, by URI
+        self.features = ServerFeatures()  # what the server declared, once the era is settled
+        self.pending: set[Kind] = set()  # kinds whose list changed since they were read
 
     def list_expires(self, ttls: Sequence[int]) -> None:
         """A listing whose pages carried ``ttls`` (``ttlMs``) was published: when it
@@ -120,7 +133,22 @@ class Live:
     async def _stale_after(self, delay: float, timer: trio.CancelScope) -> None:
         with timer:
             await trio.sleep(delay)
-            self._report(LIST_CHANGED)
+            self._changed(Kind.TOOLS)
+
+    def _changed(self, kind: Kind) -> None:
+        """A kind's list changed: note which, and tell the machine (which decides when
+        to read again; ``take_pending`` then says what)."""
+        self.pending.add(kind)
+        self._report(LIST_CHANGED)
+
+    def take_pending(self) -> frozenset[Kind]:
+        """The kinds to read again (all, if none was noted), forgotten from now on."""
+        pending, self.pending = frozenset(self.pending), set()
+        return pending or ALL_KINDS
+
+    def redact(self, text: str) -> str:
+        """The server's text with our secrets masked."""
+        return self._redactor.redact(text)
 
     def start(self, first: Opening) -> None:
         """Start reading, and send ``server/discover`` or ``initialize``."""
@@ -200,7 +228,15 @@ class Live:
             elif isinstance(event, ProgressReceived):
                 self._progress(event)
             elif isinstance(event, ToolsListChanged):
-                self._report(LIST_CHANGED)
+                self._changed(Kind.TOOLS)
+            elif isinstance(event, ResourcesListChanged):
+                self._changed(Kind.RESOURCES)
+            elif isinstance(event, PromptsListChanged):
+                self._changed(Kind.PROMPTS)
+            elif isinstance(event, ResourceChanged):
+                self._updated(event.uri)
+            elif isinstance(event, LogMessage):
+                log_server_message(self.name, event, self._redactor)
             elif isinstance(event, Initialized):
                 self.initialized.set()
             elif isinstance(event, DiscoverAnswered):
@@ -255,8 +291,9 @@ class Live:
     # -------------------------------------------------------------------- calls
 
     def send_call(self, call: CallTool) -> None:
-        """Send one ``tools/call`` (the machine said calls are sent)."""
-        request_id = self.session.send_request("tools/call", _call_params(call), progress=True)
+        """Send one ``tools/call``, or another request of the surface (the machine said
+        calls are sent)."""
+        request_id = self.session.send_request(call.method, _call_params(call), progress=True)
         entry = self._inflight.add(request_id, call, trio.current_time())
         self._watch(entry)
         self.writes.call_queued(len(self._inflight))
@@ -265,7 +302,7 @@ class Live:
         """A call that asked for input goes again, with the answers and the state."""
         params = retry_params(_call_params(entry.call), answers, state)
         self._inflight.resume(
-            entry, self.session.send_request("tools/call", params, progress=True), trio.current_time()
+            entry, self.session.send_request(entry.call.method, params, progress=True), trio.current_time()
         )
         self._watch(entry)
         self.writes.kick()
@@ -284,7 +321,7 @@ class Live:
             self._inflight.pop(entry.request_id)
             self.session.send_cancelled(entry.request_id, reason)
             self.writes.kick()
-        answer(entry.call.reply, CallFailed("cancelled", f"tools/call {entry.call.tool} was cancelled"))
+        answer(entry.call.reply, CallFailed("cancelled", f"{_what(entry.call)} was cancelled"))
 
     def _finish_call(self, event: ResponseReceived | ErrorReceived) -> None:
         entry = self._inflight.pop(event.id)
@@ -294,7 +331,7 @@ class Live:
         if isinstance(event, ErrorReceived):
             outcome = CallFailed(
                 "server_error",
-                f"mcp server {self.name} answered tools/call {entry.call.tool} with error "
+                f"mcp server {self.name} answered {_what(entry.call)} with error "
                 f"{event.error.code}: {self._redactor.redact(event.error.message)}",
             )
         else:
@@ -304,6 +341,8 @@ class Live:
                     if (failed := self.rounds.begin(entry, required)) is None:
                         return  # the host is asked; the retry answers the call
                     outcome = failed
+                elif entry.call.method != "tools/call":
+                    outcome = Answered(event.result)
                 else:
                     outcome = CallSucceeded(structure_call_result(event.result))
             except ProtocolError as exc:
@@ -328,9 +367,7 @@ class Live:
                 capped = entry.deadline >= entry.hard_deadline
                 limit = entry.max_s if capped else entry.timeout_s
                 self.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
-                text = (
-                    f"mcp server {self.name} did not answer tools/call {entry.call.tool} within {limit:g} s"
-                )
+                text = f"mcp server {self.name} did not answer {_what(entry.call)} within {limit:g} s"
                 answer(entry.call.reply, CallFailed("timeout", text))
                 self._report(CallTimedOut(entry.call.tool))
             self.writes.kick()
@@ -348,4 +385,12 @@ class Live:
 
 
 def _call_params(call: CallTool) -> dict[str, Any]:
+    """A call's params: a tool's name and arguments; any other request's as given."""
+    if call.method != "tools/call":
+        return dict(call.arguments)
     return {"name": call.tool, "arguments": dict(call.arguments)}
+
+
+def _what(call: CallTool) -> str:
+    """A call in messages: ``tools/call echo``, ``prompts/get greeting``."""
+    return f"{call.method} {call.tool}"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias, TypeGuard
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -44,13 +44,16 @@ from actors.protocol.messages import (
     Request,
     RequestId,
     Response,
-    Tool,
 )
-from actors.protocol.payloads import (
-    structure_discover_result,
-    structure_initialize_result,
-    structure_tool,
-)
+from actors.protocol.notifications import LogMessage as LogMessage
+from actors.protocol.notifications import Notified, notification_event
+from actors.protocol.notifications import ProgressReceived as ProgressReceived
+from actors.protocol.notifications import PromptsListChanged as PromptsListChanged
+from actors.protocol.notifications import ResourceChanged as ResourceChanged
+from actors.protocol.notifications import ResourcesListChanged as ResourcesListChanged
+from actors.protocol.notifications import ServerNotification as ServerNotification
+from actors.protocol.notifications import ToolsListChanged as ToolsListChanged
+from actors.protocol.payloads import structure_discover_result, structure_initialize_result
 
 
 class Phase(enum.Enum):
@@ -109,33 +112,10 @@ class StrayResponse:
 
 
 @attrs.frozen(slots=True)
-class ToolsListChanged:
-    """``notifications/tools/list_changed``."""
-
-
-@attrs.frozen(slots=True)
-class ProgressReceived:
-    """``notifications/progress`` for one of our requests."""
-
-    token: RequestId
-    progress: float
-    total: float | None = None
-    message: str | None = None
-
-
-@attrs.frozen(slots=True)
 class ServerRequest:
     """A request from the server (sampling, elicitation, roots, …) awaiting our answer."""
 
     id: RequestId
-    method: str
-    params: Params
-
-
-@attrs.frozen(slots=True)
-class ServerNotification:
-    """Any other notification (logging, resources, cancellations of server requests)."""
-
     method: str
     params: Params
 
@@ -146,10 +126,8 @@ Event: TypeAlias = (
     | ResponseReceived
     | ErrorReceived
     | StrayResponse
-    | ToolsListChanged
-    | ProgressReceived
     | ServerRequest
-    | ServerNotification
+    | Notified
 )
 
 
@@ -237,6 +215,12 @@ class ClientSession:
             if method == "server/discover":
                 del self._pending[request_id]
         self.phase = Phase.NEW
+
+    @property
+    def capabilities_of_server(self) -> Mapping[str, Any]:
+        """What the server declared (``initialize`` or ``server/discover``); empty before."""
+        settled = self.negotiated or self.discovered
+        return settled.capabilities if settled is not None else {}
 
     @property
     def era(self) -> Era | None:
@@ -387,62 +371,7 @@ class ClientSession:
         self._events.append(DiscoverAnswered(ProbeOutcome.PER_REQUEST, result))
 
     def _handle_notification(self, message: Notification) -> None:
-        if message.method == "notifications/tools/list_changed":
-            self._events.append(ToolsListChanged())
-            return
-        if message.method == "notifications/progress" and isinstance(message.params, dict):
-            params = message.params
-            token = params.get("progressToken")
-            progress = params.get("progress")
-            # bool is an int to Python: a token of true would match request id 1.
-            if isinstance(token, int | str) and not isinstance(token, bool) and _is_number(progress):
-                total = params.get("total")
-                text = params.get("message")
-                self._events.append(
-                    ProgressReceived(
-                        token,
-                        float(progress),
-                        float(total) if _is_number(total) else None,
-                        text if isinstance(text, str) else None,
-                    )
-                )
-                return
-        self._events.append(ServerNotification(message.method, message.params))
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-# ------------------------------------------------------------------ payload helpers
-
-
-@attrs.frozen(slots=True)
-class ToolsPage:
-    """One page of ``tools/list``: the tools, the next cursor, and entries we dropped."""
-
-    tools: tuple[Tool, ...]
-    next_cursor: str | None
-    problems: tuple[str, ...] = ()
-
-
-def parse_tools_page(result: Mapping[str, Any]) -> ToolsPage:
-    """Read one ``tools/list`` page. A malformed entry is dropped and reported, so one
-    bad tool never hides the server's other tools; a malformed page is a ProtocolError."""
-    raw = result.get("tools")
-    if not isinstance(raw, list):
-        raise ProtocolError("tools/list result has no tools array")
-    cursor = result.get("nextCursor")
-    if cursor is not None and not isinstance(cursor, str):
-        raise ProtocolError("tools/list nextCursor must be a string")
-    tools: list[Tool] = []
-    problems: list[str] = []
-    for entry in raw:
-        try:
-            tools.append(structure_tool(entry))
-        except ProtocolError as exc:
-            problems.append(str(exc))
-    return ToolsPage(tuple(tools), cursor or None, tuple(problems))
+        self._events.append(notification_event(message.method, message.params))
 
 
 def method_not_found(session: ClientSession, request: ServerRequest) -> None:

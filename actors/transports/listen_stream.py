@@ -6,9 +6,10 @@ SSE answer stays open: the server first sends ``notifications/subscriptions/ackn
 (what it agreed to send), then each change notification, and ends the stream with the
 request's result only when it shuts the subscription down.
 
-The Streamable HTTP transport opens one such stream for tools once the era is in use
-(the first request that carries the era's ``_meta``, after a ``server/discover`` answer
-that offered ``tools.listChanged``), and copies that request's ``_meta``. The
+The Streamable HTTP transport opens one such stream once the era is in use (the first
+request that carries the era's ``_meta``, after a ``server/discover`` answer that
+offered ``listChanged`` for tools, resources or prompts), for the kinds offered, and
+copies that request's ``_meta``. The
 notifications go to the actor's inbox as any other server message does; the
 acknowledgement and the closing result stay here. Reopening follows the GET stream's
 rules (``http_status.py``): a stream the server ended is reopened after its ``retry``
@@ -44,18 +45,32 @@ REOPEN_ATTEMPTS = 3
 _ids = itertools.count(1)
 
 
-def offers_tool_changes(discovered: Mapping[str, Any]) -> bool:
-    """Does a ``server/discover`` result offer ``notifications/tools/list_changed``
-    (which, in this era, only a listen stream carries)?"""
+_LIST_CHANGES = {
+    "tools": "toolsListChanged",
+    "resources": "resourcesListChanged",
+    "prompts": "promptsListChanged",
+}
+
+
+def listen_filter(discovered: Mapping[str, Any]) -> dict[str, bool]:
+    """The list changes a ``server/discover`` result offers (``listChanged`` of tools,
+    resources, prompts), as a ``subscriptions/listen`` filter; empty: nothing to hear,
+    which in this era only a listen stream carries."""
     capabilities = discovered.get("capabilities")
-    tools = capabilities.get("tools") if isinstance(capabilities, dict) else None
-    return isinstance(tools, dict) and tools.get("listChanged") is True
+    if not isinstance(capabilities, dict):
+        return {}
+    wanted: dict[str, bool] = {}
+    for kind, key in _LIST_CHANGES.items():
+        declared = capabilities.get(kind)
+        if isinstance(declared, dict) and declared.get("listChanged") is True:
+            wanted[key] = True
+    return wanted
 
 
-def listen_request(meta: Mapping[str, Any]) -> Request:
-    """A ``subscriptions/listen`` request for tool list changes, with its own id
-    (a string the session's integer ids never collide with)."""
-    params = {"notifications": {"toolsListChanged": True}, "_meta": dict(meta)}
+def listen_request(meta: Mapping[str, Any], notifications: Mapping[str, bool]) -> Request:
+    """A ``subscriptions/listen`` request for ``notifications`` (``listen_filter``),
+    with its own id (a string the session's integer ids never collide with)."""
+    params = {"notifications": dict(notifications), "_meta": dict(meta)}
     return Request(id=f"listen-{next(_ids)}", method=LISTEN, params=params)
 
 
@@ -96,7 +111,9 @@ class ListenStream:
         link: RemoteLink,
         headers: Callable[[], dict[str, str]],
         deliver: Callable[[list[Message]], Awaitable[object]],
+        notifications: Mapping[str, bool],
     ) -> None:
+        self._notifications = notifications  # what to listen for (``listen_filter``)
         self._link = link
         self._headers = headers  # the transport's headers for a POST
         self._deliver = deliver
@@ -107,7 +124,9 @@ class ListenStream:
         async def attempt(reopening: bool, strict: bool) -> tuple[GetNext, int | None]:
             nonlocal retry
             parser = SSEParser(retry=retry)
-            step = await self._once(listen_request(meta), parser, reopening=reopening, strict=strict)
+            step = await self._once(
+                listen_request(meta, self._notifications), parser, reopening=reopening, strict=strict
+            )
             retry = parser.retry
             return step, retry
 

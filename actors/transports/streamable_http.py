@@ -76,7 +76,7 @@ from actors.transports.http_status import (
     reconnect_delay,
     reopen_at_once,
 )
-from actors.transports.listen_stream import REOPEN_ATTEMPTS, ListenStream, keep_open, offers_tool_changes
+from actors.transports.listen_stream import REOPEN_ATTEMPTS, ListenStream, keep_open, listen_filter
 
 _log = get_logger("actors.transports.http")
 
@@ -114,7 +114,7 @@ class StreamableHttpTransport:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
-        self._tool_changes = False  # server/discover offered tools.listChanged: listen for them
+        self._listen_for: dict[str, bool] = {}  # the list changes server/discover offered
 
     def describe(self) -> str:
         return f"streamable-http {self._link.safe_url}"
@@ -199,10 +199,12 @@ class StreamableHttpTransport:
     def _listen_once_adopted(self, request: Request, headers: dict[str, str]) -> None:
         """The first request of the per-request era after a ``server/discover`` that
         offered tool changes opens the ``subscriptions/listen`` stream, with its ``_meta``."""
-        wanted = self._tool_changes and not self._listening and "Mcp-Method" in headers
+        wanted = bool(self._listen_for) and not self._listening and "Mcp-Method" in headers
         if wanted and request.method != "server/discover" and isinstance(request.params, dict):
             self._listening = True
-            stream = ListenStream(self._link, lambda: self._headers(ACCEPT_POST), self._link.inbox.put)
+            stream = ListenStream(
+                self._link, lambda: self._headers(ACCEPT_POST), self._link.inbox.put, self._listen_for
+            )
             self._link.nursery.start_soon(stream.run, request.params.get("_meta") or {})
 
     def _request_headers(self, request: Request) -> dict[str, str]:
@@ -295,7 +297,7 @@ class StreamableHttpTransport:
                     elif answering.method == "tools/list" and isinstance(message, Response):
                         self._learn_designations(message)
                     elif answering.method == "server/discover" and isinstance(message, Response):
-                        self._tool_changes = offers_tool_changes(message.result)
+                        self._listen_for = listen_filter(message.result)
         if messages:
             await self._link.inbox.put(messages)
         return answered

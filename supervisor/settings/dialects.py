@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from actors.auth import FLOWS, SETTING_KEYS
+from actors.connection.server_log import SERVER_LOG_LEVELS
 from actors.connection.spec import (
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
@@ -53,7 +54,7 @@ _KEYS = frozenset(
         "type", "transport", "command", "args", "env", "cwd", "url", "headers", "oauth",
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
-        "max_output_bytes", "reconnect_schedule_s", "protocol",
+        "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level",
     }
 )  # fmt: skip
 
@@ -163,6 +164,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     scope = _choice(entry, "scope", [s.value for s in Scope], path, exp)
     start = _choice(entry, "start", [s.value for s in Start], path, exp)
     protocol = _choice(entry, "protocol", list(SETTING_VALUES), path, exp)
+    log_level = _choice(entry, "log_level", list(SERVER_LOG_LEVELS), path, exp)
     cwd = _cwd(entry, path, exp)
     enabled = _enabled(entry, path)
     trusted = expect_bool(entry.get("trusted", False), child(path, "trusted"))
@@ -198,6 +200,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         secrets=tuple(dict.fromkeys(secret for secret in secrets if secret)),
         server_name=server_name,
         oauth=oauth,
+        log_level=log_level if log_level is not None else "warning",
     )
 
 
