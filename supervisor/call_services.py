@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import attrs
 
 from actors.broadcast import Broadcast
+from actors.connection.client_side import ClientSide
 from actors.connection.messages import CallOutcome
 from actors.mailbox import Channels
 from actors.router.catalog import ToolEntry
@@ -53,6 +54,10 @@ class TurnSession(Protocol):
 
     @property
     def id(self) -> str: ...
+    @property
+    def client(self) -> ClientSide:
+        """Who answers the server requests tied to its calls, and what they declare."""
+
     @property
     def tenant(self) -> str: ...
     @property

@@ -23,7 +23,9 @@ import attrs
 import trio
 
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
+from actors.connection.client_side import ClientSide
 from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control, Retune
+from actors.connection.server_requests import chain
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
 from actors.protocol.era import Era
@@ -55,9 +57,16 @@ class ConnectionFactory:
         owner: str | None = None,
         restart: bool = True,
         crashed: Crashed | None = None,
+        client: ClientSide | None = None,
     ) -> ConnectionActor:
         """A connection actor for ``spec`` that reads ``mailbox`` and publishes to the
-        router (a private one: ``owner`` is its session, and it is never restarted)."""
+        router (a private one: ``owner`` is its session, and it is never restarted;
+        ``client`` is that session's side: its connection declares the session's
+        capabilities, and the session's handler answers requests tied to no call
+        first)."""
+        capabilities, handler = self.client_capabilities, self.server_requests
+        if client is not None:
+            capabilities, handler = dict(client.capabilities), chain(client.handler, handler)
         return ConnectionActor(
             spec,
             self.connector,
@@ -65,8 +74,8 @@ class ConnectionFactory:
             self.router.clone(),
             owner=owner,
             restart=restart,
-            client_capabilities=self.client_capabilities,
-            server_requests=self.server_requests,
+            client_capabilities=capabilities,
+            server_requests=handler,
             crashed=crashed,
             known_era=self.known_era(spec.name) if owner is None else None,
         )

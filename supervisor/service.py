@@ -59,6 +59,7 @@ from supervisor.policy import Policy
 from supervisor.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
 from supervisor.requests import RequestRegistry
 from supervisor.server_memory import EraMemory, read_cached_tools
+from supervisor.session_handlers import RequestHandler, RootsSource, SessionHandlers
 from supervisor.sessions import Session, SessionServices, open_session
 from supervisor.settings.loader import ConfigError, load_config
 from supervisor.settings.model import Config
@@ -184,9 +185,9 @@ class Supervisor:
             ``~/.local/state/mcp-supervisor``).
           connector: how to reach a server (tests pass fakes); default: the real
             transports, with ``authorizer`` for OAuth.
-          server_requests: answers requests from servers (sampling, elicitation,
-            roots); declare what it handles in ``client_capabilities`` (e.g.
-            ``{"elicitation": {}}``). Without one, such requests get method-not-found.
+          server_requests: answers servers' requests (sampling, elicitation, roots) that
+            no session's handler takes (``session(sampling=...)``); shared connections
+            declare ``client_capabilities`` (e.g. ``{"elicitation": {}}``).
           authorizer: gets a person's consent for a remote server's OAuth
             authorization-code flow; without one such a server waits in
             ``needs_auth`` until ``mcp-supervisor auth login`` stored its tokens.
@@ -332,15 +333,27 @@ class Supervisor:
         return self._shared.factory.connector
 
     def session(
-        self, *, tenant: str = "default", host_tools: int = 0, pinned: Iterable[str] = ()
+        self,
+        *,
+        tenant: str = "default",
+        host_tools: int = 0,
+        pinned: Iterable[str] = (),
+        sampling: RequestHandler | None = None,
+        elicitation: RequestHandler | None = None,
+        roots: RootsSource | None = None,
     ) -> AbstractAsyncContextManager[Session]:
         """One conversation (``async with sup.session() as session``); its private
         connections end with it. Open it inside the supervisor's block.
 
         ``host_tools``: how many tools of its own the host shows the model (they count
         toward the ``tool_search`` threshold); ``pinned``: tool ids always listed.
+        ``sampling``, ``elicitation`` (form and URL mode), ``roots``: this session's
+        answers to its calls' server requests (``supervisor.session_handlers``).
         """
-        return open_session(self._sessions, tenant=tenant, host_tools=host_tools, pinned=pinned)
+        handlers = SessionHandlers(sampling, elicitation, roots)
+        return open_session(
+            self._sessions, tenant=tenant, host_tools=host_tools, pinned=pinned, handlers=handlers
+        )
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What the server's connection actor alone knows (stderr tail, calls in flight);

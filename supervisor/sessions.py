@@ -36,6 +36,7 @@ from supervisor.call_services import Authorization, CallServices
 from supervisor.connections import ConnectionFactory
 from supervisor.lifetimes import lifetime
 from supervisor.policy import Policy
+from supervisor.session_handlers import SessionHandlers
 from supervisor.subscriptions import ResourceUpdate, Subscriptions
 from supervisor.turns import Turn
 
@@ -71,6 +72,7 @@ async def open_session(
     tenant: str = "default",
     host_tools: int = 0,
     pinned: Iterable[str] = (),
+    handlers: SessionHandlers | None = None,
 ) -> AsyncIterator[Session]:
     """The lifetime of a session: see ``Session``."""
     session: Session | None = None
@@ -82,7 +84,9 @@ async def open_session(
 
     try:
         async with lifetime(stop, transparent=False) as nursery:
-            session = Session(services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned)
+            session = Session(
+                services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned, handlers=handlers
+            )
             yield session
     finally:
         if session is not None:  # the router forgets its private servers
@@ -117,8 +121,13 @@ class Session:
         tenant: str = "default",
         host_tools: int = 0,
         pinned: Iterable[str] = (),
+        handlers: SessionHandlers | None = None,
     ) -> None:
         self.id = secrets.token_hex(8)
+        # Who answers the server requests of its calls, and what they declare.
+        self.client = (handlers or SessionHandlers()).client_side(
+            self.id, services.connections.client_capabilities
+        )
         self._services = services
         self.tenant = tenant
         self.host_tools = host_tools
@@ -273,7 +282,9 @@ class Session:
         done = trio.Event()
         self._private[spec.name] = (send, done)
         await self._services.router.send(RegisterServer(spec, send, owner=self.id))
-        actor = self._services.connections.actor(spec, receive, owner=self.id, restart=False)
+        actor = self._services.connections.actor(
+            spec, receive, owner=self.id, restart=False, client=self.client
+        )
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             try:

@@ -264,7 +264,7 @@ class TurnSurface(TurnAudit):
             request.mailbox, request.reply = view.mailbox, reply
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
         name = params.get("name") or params.get("uri") or label
-        call = CallTool(str(name), params, reply, None, timeouts, method=method)
+        call = CallTool(str(name), params, reply, None, timeouts, method=method, client=self.session.client)
         started = trio.current_time()
         outcome = await dispatch(view, call, answers)
         duration_ms = round((trio.current_time() - started) * 1000)

@@ -303,7 +303,8 @@ class Turn(TurnSurface):
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
-        outcome = await _dispatch(view, CallTool(entry.name, arguments, reply, progress, timeouts), answers)
+        call = CallTool(entry.name, arguments, reply, progress, timeouts, client=self.session.client)
+        outcome = await _dispatch(view, call, answers)
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)

@@ -169,8 +169,8 @@ def services(
     desk = ApprovalDesk(approver, 30.0, events)
     cell: Any = SimpleNamespace(current=catalog)
     router, _ = trio.open_memory_channel[Any](16)
-    unused: Any = None
-    return SessionServices(cell, router, unused, (), policy, desk, calls), audit
+    connections: Any = SimpleNamespace(client_capabilities={})  # what a session declares by default
+    return SessionServices(cell, router, connections, (), policy, desk, calls), audit
 
 
 @asynccontextmanager

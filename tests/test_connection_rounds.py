@@ -212,7 +212,8 @@ async def test_without_a_handler_the_call_fails_saying_what_was_required(
         assert isinstance(outcome, CallFailed) and outcome.code == "server_error"
         assert outcome.message == (
             "mcp server fake needs input to finish tools/call deploy (elicitation/create (confirm)), "
-            "and no handler for server requests is attached (Supervisor.open(server_requests=...))"
+            "and no handler for server requests is attached "
+            "(sup.session(sampling=..., elicitation=..., roots=...) or Supervisor.open(server_requests=...))"
         )
         assert len(server.calls()) == 1
 

@@ -32,7 +32,8 @@ def _session(catalog: Catalog, private: tuple[ServerSpec, ...] = ()) -> tuple[Se
     cell: Any = SimpleNamespace(current=catalog)
     calls: Any = SimpleNamespace(tool_search=ToolSearchSettings(enabled=False))
     unused: Any = None  # no private server is ever spawned, no call made, here
-    services = SessionServices(cell, unused, unused, private, unused, unused, calls)
+    connections: Any = SimpleNamespace(client_capabilities={})  # what a session declares by default
+    services = SessionServices(cell, unused, connections, private, unused, unused, calls)
     return Session(services, unused), cell
 
 

@@ -66,7 +66,7 @@ async def test_listings_show_the_frozen_catalog_with_shown_uris_and_availability
 
 async def test_read_reaches_the_right_server_by_each_way_of_naming_a_resource() -> None:
     actors = _actors()
-    async with surface_session(actors, surface_catalog(actors, TWO_FILESYSTEMS)) as (_s, turn, audit):
+    async with surface_session(actors, surface_catalog(actors, TWO_FILESYSTEMS)) as (session, turn, audit):
         first = await turn.read_resource("mcp-supervisor://fs2/file:///notes.md")
         assert first.ok and first.tool == "mcp-supervisor://fs2/file:///notes.md"
         assert first.text == "text of file:///notes.md"
@@ -81,11 +81,11 @@ async def test_read_reaches_the_right_server_by_each_way_of_naming_a_resource() 
             (name, c.method, dict(c.arguments), c.client) for name in actors for c in actors[name].calls()
         ]
         assert sent == [
-            ("fs1", "resources/read", {"uri": "file:///only-one.md"}, None),
-            ("fs1", "resources/read", {"uri": "file:///notes.md"}, None),
-            ("fs1", "resources/read", {"uri": "file:///logs/monday.log"}, None),
-            ("fs2", "resources/read", {"uri": "file:///notes.md"}, None),
-            ("fs2", "resources/read", {"uri": "file:///unlisted"}, None),
+            ("fs1", "resources/read", {"uri": "file:///only-one.md"}, session.client),
+            ("fs1", "resources/read", {"uri": "file:///notes.md"}, session.client),
+            ("fs1", "resources/read", {"uri": "file:///logs/monday.log"}, session.client),
+            ("fs2", "resources/read", {"uri": "file:///notes.md"}, session.client),
+            ("fs2", "resources/read", {"uri": "file:///unlisted"}, session.client),
         ]
         assert [(r.tool, r.server, r.outcome, r.decision) for r in audit.rows] == [
             ("mcp-supervisor://fs2/file:///notes.md", "fs2", "ok", "allow"),
@@ -141,7 +141,7 @@ async def test_a_server_unavailable_when_the_turn_began_is_not_contacted() -> No
 
 async def test_prompt_get_sends_the_servers_name_and_checks_arguments_first() -> None:
     actors = _actors()
-    async with surface_session(actors, surface_catalog(actors, TWO_FILESYSTEMS)) as (_s, turn, audit):
+    async with surface_session(actors, surface_catalog(actors, TWO_FILESYSTEMS)) as (session, turn, audit):
         missing = await turn.get_prompt("fs2_review", {})
         assert missing.error is not None and missing.error.code == "invalid_arguments"
         assert missing.error.message == "invalid arguments for fs2_review: $.file: required"
@@ -157,6 +157,7 @@ async def test_prompt_get_sends_the_servers_name_and_checks_arguments_first() ->
             "prompts/get",
             {"name": "review", "arguments": {"file": "a.md"}},
         )
+        assert call.client is session.client  # the server's requests meanwhile reach this session
         assert [(r.tool, r.outcome) for r in audit.rows] == [
             ("fs2_review", "invalid_arguments"),
             ("fs2_review", "invalid_arguments"),

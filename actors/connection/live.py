@@ -21,6 +21,7 @@ from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.rounds import RoundTrips
 from actors.connection.server_log import log_server_message
+from actors.connection.server_requests import ServerRequests, refuse
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
@@ -44,7 +45,6 @@ from actors.protocol.session import (
     ResponseReceived,
     ServerRequest,
     ToolsListChanged,
-    method_not_found,
 )
 from actors.redaction import Redactor
 from actors.transports.base import AuthRequired, Transport, TransportClosed, TransportError
@@ -112,9 +112,9 @@ class Live:
         self._inflight = inflight
         self._report = report
         self._redactor = redactor
-        self._server_requests = server_requests
+        self._server_requests = ServerRequests(inflight, server_requests)
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
-        self.rounds = RoundTrips(self.name, inflight, nursery, server_requests, self._resend)
+        self.rounds = RoundTrips(self.name, inflight, nursery, self._server_requests.for_call, self._resend)
         self._stale_timer = trio.CancelScope()
         self._updated = updated  # notifications/resources/updated, by URI
         self.features = ServerFeatures()  # what the server declared, once the era is settled
@@ -243,10 +243,11 @@ class Live:
                 self.probe_answer = event
                 self.probe_done.set()
             elif isinstance(event, ServerRequest):
-                if self._server_requests is None:
-                    method_not_found(session, event)
+                handler = self._server_requests.for_request(event)
+                if handler is None:
+                    refuse(session, event)
                 else:
-                    self.nursery.start_soon(self._answer_server_request, self._server_requests, event)
+                    self.nursery.start_soon(self._answer_server_request, handler, event)
             else:
                 log.debug("ignored %s", type(event).__name__, extra={"server": self.name})
         self.writes.answered_last = answered
@@ -256,8 +257,9 @@ class Live:
             self.writes.kick()
 
     async def _answer_server_request(self, handler: ServerRequestHandler, request: ServerRequest) -> None:
-        """Sampling, elicitation, roots …: the host's handler answers; None means it does
-        not handle that method. Its failure is the server's error answer, never ours."""
+        """Sampling, elicitation, roots …: the host's handler answers (``server_requests.py``
+        says whose); None means it does not handle that method. Its failure is the
+        server's error answer, never ours."""
         try:
             result = await handler(self.name, request.method, request.params)
         except Exception as exc:
@@ -269,7 +271,7 @@ class Live:
             self.session.send_error(request.id, INTERNAL_ERROR, f"client failed to handle {request.method}")
         else:
             if result is None:
-                method_not_found(self.session, request)
+                refuse(self.session, request)
             else:
                 self.session.send_response(request.id, result)
         self.writes.kick()
@@ -292,8 +294,11 @@ class Live:
 
     def send_call(self, call: CallTool) -> None:
         """Send one ``tools/call``, or another request of the surface (the machine said
-        calls are sent)."""
-        request_id = self.session.send_request(call.method, _call_params(call), progress=True)
+        calls are sent); the caller's capabilities ride in the per-request era's ``_meta``."""
+        caps = call.client.capabilities if call.client is not None else None
+        request_id = self.session.send_request(
+            call.method, _call_params(call), progress=True, capabilities=caps
+        )
         entry = self._inflight.add(request_id, call, trio.current_time())
         self._watch(entry)
         self.writes.call_queued(len(self._inflight))
@@ -301,9 +306,9 @@ class Live:
     def _resend(self, entry: InFlight, answers: Mapping[str, Mapping[str, Any]], state: str | None) -> None:
         """A call that asked for input goes again, with the answers and the state."""
         params = retry_params(_call_params(entry.call), answers, state)
-        self._inflight.resume(
-            entry, self.session.send_request(entry.call.method, params, progress=True), trio.current_time()
-        )
+        caps = entry.call.client.capabilities if entry.call.client is not None else None
+        request_id = self.session.send_request(entry.call.method, params, progress=True, capabilities=caps)
+        self._inflight.resume(entry, request_id, trio.current_time())
         self._watch(entry)
         self.writes.kick()
 

@@ -4,8 +4,8 @@ required" answer and the call's retry.
 A call of the per-request era may be answered with the input the server needs
 (``actors/protocol/rounds.py``). Its entry then leaves the wire (``InFlightTable.park``)
 and a task in the connection's nursery, never the actor's own task, asks the host's
-handler (``Supervisor.open(server_requests=…)``, the one that answers handshake-era
-server requests) for every input, all at once; then the call is sent again, under a
+handler for every input, all at once (the calling session's first, then the
+supervisor-level one: the chain of ``server_requests.py``); then the call is sent again, under a
 new request id, with the answers and the echoed request state. Each exchange keeps
 its own entry and state, so parallel calls never see each other's.
 
@@ -25,7 +25,7 @@ import trio
 
 from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.client_side import ServerRequestHandler
-from actors.connection.messages import CallFailed, CallOutcome
+from actors.connection.messages import CallFailed, CallOutcome, CallTool
 from actors.log_events import get_logger
 from actors.mailbox import answer
 from actors.protocol.rounds import MAX_ROUNDS, InputRequest, InputRequired, state_only_delay
@@ -34,25 +34,27 @@ log = get_logger("actors.connection")
 
 Resend = Callable[[InFlight, Mapping[str, Mapping[str, Any]], "str | None"], None]
 """Send a waiting call again: ``(entry, answers by key, request state)``."""
+HandlerFor = Callable[[CallTool], ServerRequestHandler | None]
+"""Who answers the server's requests for one call (None: nobody)."""
 
 
 class RoundTrips:
     """The exchanges of one connection's calls that asked for input."""
 
-    __slots__ = ("_handler", "_inflight", "_nursery", "_resend", "name")
+    __slots__ = ("_handler_for", "_inflight", "_nursery", "_resend", "name")
 
     def __init__(
         self,
         name: str,
         inflight: InFlightTable,
         nursery: trio.Nursery,
-        handler: ServerRequestHandler | None,
+        handler_for: HandlerFor,
         resend: Resend,
     ) -> None:
         self.name = name
         self._inflight = inflight
         self._nursery = nursery
-        self._handler = handler
+        self._handler_for = handler_for
         self._resend = resend
 
     def begin(self, entry: InFlight, required: InputRequired) -> CallOutcome | None:
@@ -66,24 +68,29 @@ class RoundTrips:
                 f"mcp server {self.name} still asked for input after {MAX_ROUNDS} rounds "
                 f"of tools/call {tool}",
             )
-        if required.requests and self._handler is None:
+        handler = self._handler_for(entry.call)
+        if required.requests and handler is None:
             return CallFailed(
                 "server_error",
                 f"mcp server {self.name} needs input to finish tools/call {tool} "
                 f"({required.describe()}), and no handler for server requests is attached "
-                "(Supervisor.open(server_requests=...))",
+                "(sup.session(sampling=..., elicitation=..., roots=...) or "
+                "Supervisor.open(server_requests=...))",
             )
         self._inflight.park(entry)
-        self._nursery.start_soon(self._round, entry, required)
+        self._nursery.start_soon(self._round, entry, required, handler)
         return None
 
-    async def _round(self, entry: InFlight, required: InputRequired) -> None:
+    async def _round(
+        self, entry: InFlight, required: InputRequired, handler: ServerRequestHandler | None
+    ) -> None:
         answers: dict[str, Mapping[str, Any]] = {}
         failure: CallFailed | None = None
         with trio.CancelScope(deadline=entry.hard_deadline) as scope:
             entry.scope = scope
             if required.requests:
-                failure = await self._ask_host(entry, required.requests, answers)
+                assert handler is not None, "begin starts a round with requests only with a handler"
+                failure = await self._ask_host(handler, entry, required.requests, answers)
             else:  # only state: the server is still working; ask again shortly
                 await trio.sleep(state_only_delay(entry.rounds))
         entry.scope = None
@@ -101,13 +108,17 @@ class RoundTrips:
             self._resend(entry, answers, required.state)
 
     async def _ask_host(
-        self, entry: InFlight, requests: tuple[InputRequest, ...], answers: dict[str, Mapping[str, Any]]
+        self,
+        handler: ServerRequestHandler,
+        entry: InFlight,
+        requests: tuple[InputRequest, ...],
+        answers: dict[str, Mapping[str, Any]],
     ) -> CallFailed | None:
         """Every input at once; the first that cannot be had stops the others."""
         failures: list[CallFailed] = []
 
         async def one(request: InputRequest, siblings: trio.CancelScope) -> None:
-            failure = await self._ask_one(entry, request)
+            failure = await self._ask_one(handler, entry, request)
             if isinstance(failure, CallFailed):
                 failures.append(failure)
                 siblings.cancel()
@@ -119,11 +130,12 @@ class RoundTrips:
                 nursery.start_soon(one, request, nursery.cancel_scope)
         return failures[0] if failures else None
 
-    async def _ask_one(self, entry: InFlight, request: InputRequest) -> Mapping[str, Any] | CallFailed:
+    async def _ask_one(
+        self, handler: ServerRequestHandler, entry: InFlight, request: InputRequest
+    ) -> Mapping[str, Any] | CallFailed:
         tool, method = entry.call.tool, request.method
-        assert self._handler is not None, "begin starts a round only with a handler"
         try:
-            result = await self._handler(self.name, method, dict(request.params))
+            result = await handler(self.name, method, dict(request.params))
         except Exception as exc:  # a host bug fails this call, never the connection
             log.warning(
                 "server request handler failed",

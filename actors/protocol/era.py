@@ -29,6 +29,7 @@ from actors.protocol.messages import (
     MODERN_PROTOCOL_VERSIONS,
     SUPPORTED_PROTOCOL_VERSIONS,
     UNSUPPORTED_PROTOCOL_VERSION,
+    Caps,
     DiscoverResult,
     ErrorObject,
 )
@@ -169,3 +170,11 @@ def request_meta(
         META_CLIENT_INFO: dict(client_info),
         META_CLIENT_CAPABILITIES: dict(capabilities),
     }
+
+
+def restamp(meta: dict[str, Any] | None, capabilities: Caps) -> dict[str, Any] | None:
+    """A request's ``_meta`` stamp with ``capabilities`` in place of the session's own
+    (unchanged when there is no stamp, or no capabilities of the request's own)."""
+    if meta is None or capabilities is None:
+        return meta
+    return {**meta, META_CLIENT_CAPABILITIES: dict(capabilities)}

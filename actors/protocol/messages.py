@@ -7,6 +7,7 @@ fields are dropped at the edge by the payload converter (``payloads.py``).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
@@ -14,6 +15,7 @@ import attrs
 
 RequestId: TypeAlias = int | str
 Params: TypeAlias = Mapping[str, Any] | list[Any] | None
+Caps: TypeAlias = Mapping[str, Any] | None  # client capabilities for one request (None: the session's)
 
 # Protocol revisions negotiated through `initialize`, oldest to newest. 2026-07-28 is
 # the stateless per-request revision reached through `server/discover`, not through
@@ -46,6 +48,16 @@ INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
+class Untied(enum.Enum):
+    """The mark of a server request that arrived where no request of ours is
+    answered (Streamable HTTP's GET stream): it belongs to no call."""
+
+    UNTIED = "untied"
+
+
+UNTIED = Untied.UNTIED
+
+
 @attrs.frozen(slots=True)
 class Request:
     """A request that expects exactly one response with the same id."""
@@ -53,6 +65,11 @@ class Request:
     id: RequestId
     method: str
     params: Params = None
+    related: RequestId | Untied | None = attrs.field(default=None, eq=False, kw_only=True)
+    """A server's request only, never on the wire: the request of ours it belongs to,
+    as the transport knows it from where it arrived (on Streamable HTTP, the stream
+    answering that request: SEP-2260), ``UNTIED`` when it arrived where none is
+    answered, None when the transport cannot tell (stdio, legacy SSE)."""
 
 
 @attrs.frozen(slots=True)

@@ -27,13 +27,14 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta, supported_retry
+from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta, restamp, supported_retry
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_MODERN_VERSION,
     LATEST_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     SUPPORTED_PROTOCOL_VERSIONS,
+    Caps,
     DiscoverResult,
     ErrorObject,
     ErrorResponse,
@@ -44,6 +45,7 @@ from actors.protocol.messages import (
     Request,
     RequestId,
     Response,
+    Untied,
 )
 from actors.protocol.notifications import LogMessage as LogMessage
 from actors.protocol.notifications import Notified, notification_event
@@ -118,6 +120,7 @@ class ServerRequest:
     id: RequestId
     method: str
     params: Params
+    related: RequestId | Untied | None = None  # the request of ours it belongs to (Request.related)
 
 
 Event: TypeAlias = (
@@ -227,15 +230,18 @@ class ClientSession:
         """The era spoken, once READY."""
         return None if self.version is None else Era.of_version(self.version)
 
-    def send_request(self, method: str, params: Params = None, *, progress: bool = False) -> RequestId:
+    def send_request(
+        self, method: str, params: Params = None, *, progress: bool = False, capabilities: Caps = None
+    ) -> RequestId:
         """Queue a request; its answer arrives as ResponseReceived or ErrorReceived.
 
         With ``progress``, the request id doubles as ``_meta.progressToken`` so progress
-        notifications can be matched to the request without another table.
+        notifications can be matched to the request without another table. In the
+        per-request era, ``capabilities`` (the calling session's) replace the session's own.
         """
         if self.phase is not Phase.READY and method != "ping":
             raise RuntimeError(f"cannot send {method} before the handshake completed")
-        return self._queue_request(method, params, progress=progress)
+        return self._queue_request(method, params, progress=progress, capabilities=capabilities)
 
     def send_notification(self, method: str, params: Params = None) -> None:
         """Queue a notification."""
@@ -258,10 +264,12 @@ class ClientSession:
         """Answer a ServerRequest with an error."""
         self._outbox.append(ErrorResponse(request_id, ErrorObject(code, message)))
 
-    def _queue_request(self, method: str, params: Params, *, progress: bool = False) -> RequestId:
+    def _queue_request(
+        self, method: str, params: Params, *, progress: bool = False, capabilities: Caps = None
+    ) -> RequestId:
         request_id = self._next_id
         self._next_id += 1
-        stamp = self._meta
+        stamp = restamp(self._meta, capabilities)
         if (progress or stamp) and not isinstance(params, list):
             base: Mapping[str, Any] = params or {}
             meta = {**(base.get("_meta") or {}), **(stamp or {})}
@@ -306,7 +314,9 @@ class ClientSession:
             if message.method == "ping":
                 self.send_response(message.id, {})
             else:
-                self._events.append(ServerRequest(message.id, message.method, message.params))
+                self._events.append(
+                    ServerRequest(message.id, message.method, message.params, message.related)
+                )
         else:
             self._handle_notification(message)
 

@@ -14,6 +14,8 @@ to that shape instead of teaching the actor HTTP:
   once, here, and queued as messages in the
   :class:`~actors.transports.http_link.Inbox` that ``receive()`` reads. A body or an
   event that does not decode fails the connection with its ProtocolError.
+- A server's request on a POST's SSE stream belongs to that POST's request (SEP-2260)
+  and is tagged with it (``Request.related``); one on the GET stream as untied.
 - Failures from any task land in that inbox too, so the actor's reader sees the
   first one at once and fails the calls in flight; nothing waits for a timeout.
 
@@ -45,13 +47,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
 
+import attrs
 import httpx2
 import trio
 
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
-from actors.protocol.messages import ErrorResponse, Message, Request, Response
+from actors.protocol.messages import UNTIED, ErrorResponse, Message, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transports.base import TransportClosed, TransportError
@@ -288,6 +291,8 @@ class StreamableHttpTransport:
         The initialize answer is read for the protocol version, a ``tools/list``
         answer for the tools' parameter headers (``param_headers.py``)."""
         answered = False
+        related = UNTIED if answering is None else answering.id  # what a server's request belongs to
+        messages = [attrs.evolve(m, related=related) if isinstance(m, Request) else m for m in messages]
         if answering is not None:
             for message in messages:
                 if is_answer(message, answering):
