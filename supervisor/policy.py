@@ -5,7 +5,9 @@ allow turns into ask when the tool's definition changed since it was last allowe
 then remembered answers (only for what would otherwise be asked, and only while the
 tool's fingerprint is the one that was approved). The policy's own state — pins and
 "always" answers — is changed only by its synchronous methods, never across an
-await, and written through to the store.
+await, and written through to the store. The surface's reads (resources, prompts,
+completions: ``supervisor/surface.py``) come as entries without a fingerprint: no
+definition of theirs can change under an approval, so none is pinned.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class Policy:
             rules=self.rules,
             subject_arguments=entry.subject_arguments,
         )
-        decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
+        if entry.fingerprint:  # the surface's reads have no definition to pin
+            decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
         if decision.action is not Action.ASK:
             return decision
         permission = permission_of(entry.server, entry.name)
@@ -84,7 +87,7 @@ class Policy:
     def allowed(self, entry: ToolEntry) -> None:
         """A call of ``entry`` goes ahead: pin its definition as the allowed one."""
         key = (entry.server, entry.name)
-        if self._pins.get(key) != entry.fingerprint:
+        if entry.fingerprint and self._pins.get(key) != entry.fingerprint:
             self._pins[key] = entry.fingerprint
             if self._submit is not None:
                 self._submit(SetPin(entry.server, entry.name, entry.fingerprint))

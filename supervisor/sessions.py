@@ -2,7 +2,8 @@
 
 A ``Session`` owns a nursery for its private (``scope: session``) connections, which
 end with it; it remembers which tools ``tool_search`` activated and which approvals
-were given "for the session". ``begin_turn`` freezes the current catalog epoch into
+were given "for the session", and its resource subscriptions
+(``supervisor/subscriptions.py``). ``begin_turn`` freezes the current catalog epoch into
 a ``Turn`` (supervisor/turns.py).
 
 A session never sees the supervisor: it is given ``SessionServices``, what it may
@@ -28,12 +29,14 @@ from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox, try_send
 from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMessage
 from actors.router.catalog import Catalog, ServerView, ToolEntry
+from actors.router.envelope import Envelope
 from actors.router.trust import Action, Decision, permission_of
 from supervisor.approvals import ApprovalDesk, ApprovalRequest
 from supervisor.call_services import Authorization, CallServices
 from supervisor.connections import ConnectionFactory
 from supervisor.lifetimes import lifetime
 from supervisor.policy import Policy
+from supervisor.subscriptions import ResourceUpdate, Subscriptions
 from supervisor.turns import Turn
 
 log = get_logger("supervisor.sessions")
@@ -74,6 +77,7 @@ async def open_session(
 
     async def stop() -> None:
         if session is not None:
+            await session._subscriptions.close()
             await session._stop_private()
 
     try:
@@ -130,6 +134,26 @@ class Session:
         # A per-epoch cache that keeps begin_turn O(1) over a settled catalog
         # (catalogs are immutable: identity is the key).
         self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
+        self._subscriptions = Subscriptions(self.id, nursery)
+
+    # ------------------------------------------------------------ subscriptions
+
+    @property
+    def resource_updates(self) -> trio.MemoryReceiveChannel[ResourceUpdate]:
+        """Updates of the resources this session subscribed to (``subscribe``); ends
+        when the session does."""
+        return self._subscriptions.updates
+
+    async def subscribe(self, uri: str, server: str | None = None) -> Envelope:
+        """Subscribe to a resource (``uri`` as shown, qualified, or the server's own
+        with ``server``): its updates come on ``resource_updates``. One envelope:
+        ``unknown_resource``, ``unsupported`` (the server offers no subscriptions),
+        ``unavailable``; the session leaves its subscriptions when it ends."""
+        return await self._subscriptions.subscribe(self._current(), uri, server)
+
+    async def unsubscribe(self, uri: str, server: str | None = None) -> Envelope:
+        """Leave a subscription (ok also when there was none)."""
+        return await self._subscriptions.unsubscribe(self._current(), uri, server)
 
     # ------------------------------------------------------------------- turns
 

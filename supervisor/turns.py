@@ -18,22 +18,23 @@ Every attempt ends in exactly one envelope and one audit row, refusals included
 (``unknown_tool``, ``invalid_arguments``, ``unavailable``, ``denied``), and so do calls of
 ``tool_search`` through ``call`` (server ``""``, decision ``none``). ``Turn.search``
 itself is a lookup, not a call, and leaves no row.
+
+The rest of the surface (resources, templates, prompts, completions) comes from
+``TurnSurface`` (``supervisor/surface.py``), the audit rows from ``TurnAudit``.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 import trio
 
-from actors.connection.messages import Answered, CallFailed, CallOutcome, CallTool, CancelCall
+from actors.connection.messages import Answered, CallFailed, CallOutcome, CallTool
 from actors.connection.states import Availability
 from actors.log_events import get_logger
-from actors.mailbox import try_send
 from actors.protocol.session import ProgressReceived
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
@@ -41,10 +42,10 @@ from actors.router.envelope import Envelope, failure, join_text, success, trunca
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
 from supervisor.call_services import CallServices, TurnSession
+from supervisor.dispatch import dispatch as _dispatch
 from supervisor.requests import InFlightRequest
-from supervisor.store import AuditRow
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
-from supervisor.store.replay import INTERRUPTED
+from supervisor.surface import TurnSurface
 
 log = get_logger("supervisor.turns")
 
@@ -67,7 +68,7 @@ TOOL_SEARCH_ENTRY = ToolEntry(
 )
 
 
-class Turn:
+class Turn(TurnSurface):
     """One agent turn; everything in it comes from ``catalog`` (its epoch)."""
 
     def __init__(
@@ -266,24 +267,13 @@ class Turn:
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
         # From here the call may wait (an approval, the server): a row that says so first.
-        audit = self._calls.audit
-        record = audit.new_id()
-        began = trio.current_time()
-        audit.started(
-            self._row(entry.id, entry.server, digest, first.action.value, INTERRUPTED, 0, 0, record)
+        return await self._journaled(
+            entry.id,
+            entry.server,
+            digest,
+            first.action.value,
+            lambda: self._go(entry, arguments, first, progress, request),
         )
-        try:
-            decided, envelope = await self._go(entry, arguments, first, progress, request)
-        except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
-            outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
-            duration_ms = round((trio.current_time() - began) * 1000)
-            row = self._row(
-                entry.id, entry.server, digest, first.action.value, outcome, duration_ms, 0, record
-            )
-            audit.finished_now(row)
-            self._observe(row)
-            raise
-        return await self._audited(entry.id, entry.server, digest, decided, envelope, record)
 
     async def _go(
         self,
@@ -331,76 +321,6 @@ class Turn:
         text = orjson.dumps(result).decode()
         return success(TOOL_SEARCH, [{"type": "text", "text": text}], result, 0, 1 << 20)
 
-    async def _audited(
-        self,
-        tool: str,
-        server: str,
-        digest: tuple[str, int],
-        decision: str,
-        envelope: Envelope,
-        record: str | None = None,
-    ) -> Envelope:
-        """Leave the call's row (durable before this returns), count it, announce it."""
-        audit = self._calls.audit
-        outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
-        row = self._row(
-            tool,
-            server,
-            digest,
-            decision,
-            outcome,
-            envelope.duration_ms,
-            len(envelope.text.encode()),
-            record or audit.new_id(),
-        )
-        await audit.finished(row)
-        self._observe(row)
-        return envelope
-
-    def _row(
-        self,
-        tool: str,
-        server: str,
-        digest: tuple[str, int],
-        decision: str,
-        outcome: str,
-        duration_ms: int,
-        result_bytes: int,
-        record: str,
-    ) -> AuditRow:
-        session = self.session
-        return AuditRow(
-            time.time(),
-            session.tenant,
-            session.id,
-            tool,
-            server,
-            decision,
-            outcome,
-            duration_ms,
-            digest[0],
-            digest[1],
-            result_bytes,
-            record,
-        )
-
-    def _observe(self, row: AuditRow) -> None:
-        """Metrics and the call event of one ended call."""
-        calls = self._calls
-        calls.metrics.observe_call(row.outcome, row.duration_ms)
-        calls.events.publish(
-            {
-                "type": "call",
-                "tool": row.tool,
-                "server": row.server,
-                "outcome": row.outcome,
-                "decision": row.decision,
-                "duration_ms": row.duration_ms,
-                "session": row.session,
-                "tenant": row.tenant,
-            }
-        )
-
 
 _KEPT_REPLIES = 64
 
@@ -417,21 +337,3 @@ def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms:
     return success(
         tool_id, result.content, result.structured_content, duration_ms, view.spec.max_output_bytes
     )
-
-
-async def _dispatch(
-    view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
-) -> CallOutcome:
-    """Send one call to its connection actor's mailbox (without a yield unless the
-    mailbox is full) and wait for the one answer."""
-    mailbox = view.mailbox
-    try:
-        if not try_send(mailbox, call):  # full (or gone: then send says which)
-            await mailbox.send(call)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        return CallFailed("unavailable", f"mcp server {view.name} is unavailable")
-    try:
-        return await answers.receive()
-    except trio.Cancelled:
-        try_send(mailbox, CancelCall(call.reply))
-        raise

@@ -67,6 +67,9 @@ DOCUMENTED_CODES = {
     "auth_failed",
     "server_error",
     "tool_error",
+    "unknown_resource",
+    "unknown_prompt",
+    "unsupported",
 }
 
 

@@ -26,6 +26,9 @@ ERROR_CODES = frozenset(
         "auth_failed",
         "server_error",
         "tool_error",
+        "unknown_resource",
+        "unknown_prompt",
+        "unsupported",
     }
 )
 
