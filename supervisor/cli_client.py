@@ -1,4 +1,5 @@
-"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]``.
+"""``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]`` (and ``resources``,
+``read URI``, ``prompts``: ``cli_surface.py``).
 
 These commands talk to a *running* service over the admin API (``supervisor.client``);
 they never load a config or start servers, so they answer in milliseconds and work
@@ -31,7 +32,13 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from actors.protocol.sse import ServerSentEvent
-from supervisor import cli_reload
+from supervisor import cli_reload, cli_surface
+from supervisor.cli_output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, envelope_status
+from supervisor.cli_output import err as _err
+from supervisor.cli_output import items as _items
+from supervisor.cli_output import out as _out
+from supervisor.cli_output import raw as _raw
+from supervisor.cli_output import warn_not_deleted as _warn_not_deleted
 from supervisor.cli_text import (
     Progress,
     cell,
@@ -49,12 +56,10 @@ from supervisor.client import (
     URL_ENV_VAR,
     AdminClient,
     ClientError,
-    Reply,
     UsageError,
 )
 
-COMMANDS = ("status", "tools", "search", "call", "reload")
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+COMMANDS = ("status", "tools", "search", "call", "reload", *cli_surface.COMMANDS)
 # A short wait for the clean-up requests after Ctrl-C: the user wants their prompt back.
 _CLEANUP_TIMEOUT_S = 3.0
 
@@ -110,6 +115,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="arguments as a JSON object ('-': stdin; default {})",
     )
     cli_reload.add_command(commands, common)
+    cli_surface.add_commands(commands, common, table)
 
 
 def parse_arguments(text: str, stdin: TextIO) -> dict[str, Any]:
@@ -136,36 +142,9 @@ def _tool_count(server: dict[str, Any]) -> object:
     return len(tools) if isinstance(tools, list) else tools
 
 
-def _items(reply: Reply, key: str, what: str, url: str) -> list[dict[str, Any]]:
-    """The list in ``reply`` (a bare list, or wrapped as ``{key: [...]}``)."""
-    data = reply.data
-    if isinstance(data, dict):
-        data = data.get(key)
-    if not isinstance(data, list):
-        raise ClientError(f"the supervisor at {url} answered with something that is not a list of {what}")
-    return [item for item in data if isinstance(item, dict)]
-
-
 def _with_stale(text: str, item: dict[str, Any]) -> str:
     """Mark entries served from the last-known list in the store (the server is not up)."""
     return f"{text} (stale)" if item.get("stale") else text
-
-
-# ---------------------------------------------------------------- output
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def _raw(reply_text: str) -> None:
-    """``--json``: the service's document as served (one trailing newline)."""
-    _out(reply_text.strip())
 
 
 # ---------------------------------------------------------------- the commands
@@ -227,10 +206,6 @@ def cmd_tools(client: AdminClient, args: argparse.Namespace) -> int:
     for line in render_table(headers, rows, table_width(sys.stdout, args.wide)):
         _out(line)
     return EXIT_OK
-
-
-def _warn_not_deleted(sid: str, exc: ClientError) -> None:
-    _err(f"mcp-supervisor: warning: could not delete session {sid}: {exc}")
 
 
 def cmd_search(client: AdminClient, args: argparse.Namespace) -> int:
@@ -306,14 +281,7 @@ def cmd_call(client: AdminClient, args: argparse.Namespace) -> int:
             _out(text)
         elif envelope.get("ok") and envelope.get("structured") is not None:
             _out(json.dumps(envelope["structured"], ensure_ascii=False))
-    if envelope["ok"]:
-        return EXIT_OK
-    error = envelope.get("error")
-    error = error if isinstance(error, dict) else {}
-    code = one_line(str(error.get("code") or "unknown"))
-    message = printable(str(error.get("message") or "the call failed"), keep_newlines=True)
-    _err(f"error {code}: {message}")
-    return EXIT_FAILED
+    return envelope_status(envelope)
 
 
 _HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], int]] = {
@@ -322,6 +290,7 @@ _HANDLERS: dict[str, Callable[[AdminClient, argparse.Namespace], int]] = {
     "search": cmd_search,
     "call": cmd_call,
     "reload": cli_reload.cmd_reload,
+    **cli_surface.HANDLERS,
 }
 
 

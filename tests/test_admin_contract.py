@@ -48,7 +48,9 @@ def test_route_table_has_no_duplicates_and_documents_every_route() -> None:
     assert {(method.upper(), path) for path, ops in paths.items() for method in ops} == set(keys)
     for route in ROUTES:
         operation = paths[route.path][route.method.lower()]
-        assert [p["name"] for p in operation.get("parameters", [])] == list(route.parameters)
+        parameters = operation.get("parameters", [])
+        assert [p["name"] for p in parameters if p["in"] == "path"] == list(route.parameters)
+        assert [p["name"] for p in parameters if p["in"] == "query"] == list(route.query)
         assert str(route.status) in operation["responses"]
     assert all(route.path.startswith("/v1/") or route.path == "/metrics" for route in ROUTES)
 

@@ -74,6 +74,13 @@ EXPECTED: dict[str, set[Role]] = {
     "list_approvals": CLIENTS,
     "answer_approval": CLIENTS,
     "cancel_request": CLIENTS,
+    "list_resources": CLIENTS,
+    "read_resource": CLIENTS,
+    "list_prompts": CLIENTS,
+    "get_prompt": CLIENTS,
+    "complete": CLIENTS,
+    "subscribe": CLIENTS,
+    "unsubscribe": CLIENTS,
 }
 DUMMY_IDS = {"sid": "s", "tid": "t", "approval_id": "a", "rid": "r", "name": "nope"}
 

@@ -7,6 +7,8 @@ epoch number moves only when what a turn would see changed (tools, availability 
 turn sees it, descriptions: ``catalog.same_for_turns``), so a restart moves it twice
 (down, up) and a server that keeps failing its retries not at all; every catalog is
 still published, since status pages read the states from it.
+A listing's resources, templates and prompts become the catalog's prompt ids and
+shown URIs (``surface.py``), and move the epoch only when they change.
 Turns read the cell's current catalog (a reference to a frozen object: nothing is
 shared that anybody can change) and may wait for the next epoch.
 
@@ -48,6 +50,7 @@ from actors.router.catalog import (
     shard_of,
 )
 from actors.router.naming import IdBook, assign_ids
+from actors.router.surface import Listed, SurfaceBook, same_items
 from actors.router.trust import listing_description
 
 log = get_logger("actors.router")
@@ -215,6 +218,7 @@ class RouterActor:
         self._max_description = max_description_length
         self._sink = tool_list_sink
         self._book = IdBook()
+        self._surface = SurfaceBook()  # prompts, resources, templates: see surface.py
         self._shared: dict[str, ServerView] = {}
         self._overlays: dict[str, dict[str, ServerView]] = {}
         # Whose turns would see a change since the last epoch (None: the shared servers').
@@ -223,7 +227,7 @@ class RouterActor:
         self._tools, self._index = catalog.tools, catalog.search_index
         for spec, channel in servers:
             self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
-        self.cell = CatalogCell(Catalog(1, dict(self._shared), self._tools, self._index, {}))
+        self.cell = CatalogCell(self._catalog(1, dict(self._shared), {}))
         self._changed_for.clear()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -268,6 +272,7 @@ class RouterActor:
         if view is None:
             return False
         self._changed_for.add(None)
+        self._surface.drop(name, self._max_description)
         others = self._book.replace(name, ())
         self._tools = replace_entries(self._tools, view.entries, ())
         self._index = self._index.without_server(name)
@@ -283,14 +288,18 @@ class RouterActor:
         retuned = {spec.name: spec for spec in message.specs if spec.name in self._shared}
         for name, view in list(self._shared.items()):
             spec = retuned.get(name, view.spec)
-            if spec.trusted != view.spec.trusted or wider:
+            redo = spec.trusted != view.spec.trusted or wider
+            if redo:
                 entries = tuple(
                     attrs.evolve(e, listed_description=self._listed(e.description, spec))
                     for e in view.entries
                 )
                 self._tools = replace_entries(self._tools, view.entries, entries)
                 view = attrs.evolve(view, entries=entries)
-            self._put(self._shared, attrs.evolve(view, spec=spec), None)
+            view = attrs.evolve(view, spec=spec)
+            if redo:
+                self._surface.put(view, self._max_description)
+            self._put(self._shared, view, None)
         return True
 
     def _listed(self, description: str, spec: ServerSpec) -> str:
@@ -319,12 +328,14 @@ class RouterActor:
             return False
         if isinstance(message, ServerListed):
             tools, duplicates = _unique(message.server, message.tools)
-            problems = message.problems + duplicates
+            surface = Listed.of(message)
+            problems = message.problems + duplicates + surface.problems
             if message.owner:
                 view = self._private_view(previous, message.generation, tools, problems)
-                self._put(views, view, message.owner)
+                self._put(views, surface.onto(view), message.owner)
                 return False
             self._set_tools(previous, tools, problems, generation=message.generation)
+            self._set_surface(self._shared[message.server], surface)
             if self._sink is not None:
                 self._sink(message.server, tools)
             return True
@@ -388,6 +399,14 @@ class RouterActor:
         for other in others:  # a collision renamed some of another server's tools
             self._renumber(self._shared[other])
 
+    def _set_surface(self, previous: ServerView, surface: Listed) -> None:
+        """Swap one shared server's resources, templates and prompts in (their entries
+        are redone only when they changed)."""
+        view = surface.onto(previous)
+        if not same_items(previous, view):  # features alone change no entry
+            self._surface.put(view, self._max_description)
+        self._put(self._shared, view, None)
+
     def _renumber(self, view: ServerView) -> None:
         ids = self._book.ids_of(view.name)
         entries = tuple(attrs.evolve(e, id=ids[e.name]) for e in view.entries)
@@ -417,6 +436,13 @@ class RouterActor:
         overlays = {owner: dict(views) for owner, views in self._overlays.items()}
         changed, self._changed_for = self._changed_for, set()
         epoch = old.epoch + 1 if changed else old.epoch  # status alone keeps the number
-        self.cell._set(Catalog(epoch, servers, self._tools, self._index, overlays))
+        self.cell._set(self._catalog(epoch, servers, overlays))
         if self._events is not None and None in changed:
             self._events.publish({"type": "epoch", "epoch": epoch, "tools": len(self._tools)})
+
+    def _catalog(
+        self, epoch: int, servers: Mapping[str, ServerView], overlays: Mapping[str, Mapping[str, ServerView]]
+    ) -> Catalog:
+        prompts, resources, templates = self._surface.maps(self._shared)
+        return Catalog(epoch, servers, self._tools, self._index, overlays, prompts, resources, templates,
+                       self._max_description)  # fmt: skip

@@ -29,6 +29,7 @@ from actors.router.risk import Risk, classify
 from actors.router.schema_compiler import compile_schema
 from actors.router.search import SearchIndex, index_server
 from actors.router.subjects import declares_subject_arguments
+from actors.router.surface import overlay_maps, same_surface
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import fingerprint, listing_description
 from actors.router.validation import SchemaCheck
@@ -152,8 +153,9 @@ class ServerView:
 
 def same_for_turns(a: ServerView, b: ServerView) -> bool:
     """Whether a turn would see no difference between two views of one server: the
-    same tools (ids, descriptions, schemas), availability as a turn sees it, cache
-    flag, spec and mailbox. The rest (the exact state, attempts, errors, transitions)
+    same tools (ids, descriptions, schemas), the same resources, templates, prompts
+    and features (items as sent), availability as a turn sees it, cache flag, spec and
+    mailbox. The rest (the exact state, attempts, errors, transitions)
     is status for operators: it changes without a new epoch."""
     return (
         (a.entries is b.entries or a.entries == b.entries)
@@ -161,6 +163,7 @@ def same_for_turns(a: ServerView, b: ServerView) -> bool:
         and a.cached_only == b.cached_only
         and a.mailbox is b.mailbox
         and (a.spec is b.spec or a.spec == b.spec)
+        and same_surface(a, b)
     )
 
 
@@ -179,6 +182,8 @@ class Catalog:
     """Shown URI (``uris.py``) → entry, in config order."""
     templates: Mapping[str, TemplateEntry] = attrs.field(factory=dict)
     """Shown ``uriTemplate`` → entry, in config order."""
+    max_description_length: int = 200
+    """How long an untrusted server's listed descriptions may be (for overlays)."""
     _listing: list[tuple[ToolEntry, ...]] = attrs.field(factory=list, eq=False, repr=False, alias="_listing")
     _views: dict[str, Catalog] = attrs.field(factory=dict, eq=False, repr=False, alias="_views")
 
@@ -190,8 +195,9 @@ class Catalog:
         return self._listing[0]
 
     def view_for(self, owner: str | None) -> Catalog:
-        """This epoch as one session sees it: shared servers plus its private ones
-        (built on first use, then kept with this epoch: the same object every time)."""
+        """This epoch as one session sees it: shared servers plus its private ones, their
+        surface included (``surface.overlay_maps``); built on first use, then kept with
+        this epoch (the same object every time)."""
         overlay = self.overlays.get(owner) if owner is not None else None
         if not overlay:
             return self
@@ -204,7 +210,12 @@ class Catalog:
             for view in overlay.values():
                 tools = tools.update({entry.id: entry for entry in view.entries})
                 index = index.with_server(shard_of(view))
-            mine = self._views[owner] = Catalog(self.epoch, servers, tools, index, {})
+            prompts, resources, templates = overlay_maps(
+                (self.prompts, self.resources, self.templates), overlay.values(), self.max_description_length
+            )
+            mine = Catalog(self.epoch, servers, tools, index, {}, prompts, resources, templates,
+                           self.max_description_length)  # fmt: skip
+            self._views[owner] = mine
         return mine
 
 

@@ -36,15 +36,15 @@ def unqualify(shown: str) -> tuple[str, str] | None:
     return unquote(server), uri
 
 
+def shown_uri(server: str, uri: str, publishers: int) -> str:
+    """How ``server``'s ``uri`` is shown when ``publishers`` servers publish it."""
+    return qualify(server, uri) if publishers > 1 or uri.startswith(QUALIFIED_PREFIX) else uri
+
+
 def shown_uris(published: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """How each published ``(server, uri)`` pair is shown (see the module docstring)."""
     pairs = list(dict.fromkeys(published))
     publishers: dict[str, int] = {}
     for _server, uri in pairs:
         publishers[uri] = publishers.get(uri, 0) + 1
-    return {
-        (server, uri): (
-            qualify(server, uri) if publishers[uri] > 1 or uri.startswith(QUALIFIED_PREFIX) else uri
-        )
-        for server, uri in pairs
-    }
+    return {(server, uri): shown_uri(server, uri, publishers[uri]) for server, uri in pairs}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
-from quart import g, request
+from quart import request
 from quart_trio.wrappers import TrioResponse
 from quart_trio.wrappers.response import TrioIterableBody
 
@@ -28,10 +28,16 @@ from actors.redaction import Redactor
 from supervisor.admin import bodies
 from supervisor.admin.auth import TokenBook
 from supervisor.admin.bodies import ApiError, not_found
+from supervisor.admin.caller import body as _body
+from supervisor.admin.caller import principal as _principal
+from supervisor.admin.caller import raw_body as _raw_body
+from supervisor.admin.caller import scope as _scope
+from supervisor.admin.caller import tenant as _tenant
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import JSON, METRICS, SSE, document
-from supervisor.admin.roles import Action, Principal, authorize
+from supervisor.admin.roles import Action, authorize
 from supervisor.admin.sse import EventFeeds, StreamedCall
+from supervisor.admin.surface_handlers import SurfaceHandlers
 from supervisor.admin.views import (
     Clock,
     SecretScrubber,
@@ -81,31 +87,6 @@ def stream_response(
     return response
 
 
-def _principal() -> Principal:
-    principal: Principal | None = g.principal
-    assert principal is not None, "a non-public route without a principal"  # the guard ensures it
-    return principal
-
-
-def _tenant() -> str:
-    """The caller's own tenant."""
-    return _principal().tenant
-
-
-def _scope() -> str | None:
-    """Whose objects the caller sees: its own tenant's, or (operator) None, every tenant's."""
-    return _principal().scope
-
-
-async def _raw_body() -> bytes:
-    data = await request.get_data()
-    return data if isinstance(data, bytes) else data.encode()
-
-
-async def _body(*, optional: bool = False) -> dict[str, Any]:
-    return bodies.parse_object(await _raw_body(), optional=optional)
-
-
 # A call body nested deeper than orjson reads is pruned below this depth (in a worker
 # thread: a pathological 1 MiB body takes a fraction of a second) rather than refused,
 # so that its arguments get the call's own ``invalid_arguments`` envelope and audit row.
@@ -131,8 +112,9 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi:
-    """The handlers, bound to one supervisor and its hosted sessions."""
+class AdminApi(SurfaceHandlers):
+    """The handlers, bound to one supervisor and its hosted sessions (the surface's
+    beyond tools: ``surface_handlers.py``)."""
 
     def __init__(
         self,

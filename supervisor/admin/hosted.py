@@ -16,7 +16,8 @@ keeps its last ``max_turns`` turns; older turn ids answer 404.
 
 The same nursery runs the calls streamed over SSE (``start_background``): a response
 body generator must not own a nursery across its ``yield``s, so the call runs here
-and the generator only reads what it produces.
+and the generator only reads what it produces. It also runs, per session, the task
+that announces its resource updates on the event stream (to its tenant only).
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class HostedSessions:
             ) as session:
                 hosted = _Hosted(session)
                 self._sessions[session.id] = hosted
+                self._running().start_soon(self._announce_updates, session)
                 try:
                     task_status.started(session)
                     await hosted.close_requested.wait()
@@ -166,6 +168,20 @@ class HostedSessions:
         finally:
             if hosted is not None:
                 hosted.closed.set()
+
+    async def _announce_updates(self, session: Session) -> None:
+        """Hand the session's resource updates to ``/v1/events`` as ``resource_updated``
+        events of its tenant; ends with the session (its update channel closes)."""
+        async for update in session.resource_updates:
+            self._supervisor.events.publish(
+                {
+                    "type": "resource_updated",
+                    "tenant": session.tenant,
+                    "session": session.id,
+                    "uri": update.uri,
+                    "server": update.server,
+                }
+            )
 
     # --------------------------------------------------------------------- turns
 

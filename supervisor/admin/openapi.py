@@ -39,6 +39,7 @@ class Route:
     media: str = JSON
     streams: bool = False  # also answers text/event-stream when asked to
     errors: tuple[tuple[str, str], ...] = ()  # (status, description) beyond the common ones
+    query: tuple[str, ...] = ()  # optional string query parameters
     action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
 
     @property
@@ -58,6 +59,7 @@ class Route:
 
 
 _READ, _USE, _CONTROL = Action.READ_STATE, Action.USE_SESSIONS, Action.CONTROL_SERVERS
+OPTIONAL_BODIES = frozenset({"NewSession"})  # and a DELETE's body (its query may say the same)
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -83,9 +85,9 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/events",
         "events",
-        "Server-sent events: hello first, then state and epoch changes, and call and approval "
-        "events (a tenant's own; an operator's stream carries every tenant's); a comment "
-        "heartbeat every 15 s.",
+        "Server-sent events: hello first, then state and epoch changes, and call, approval and "
+        "resource_updated events (a tenant's own; an operator's stream carries every tenant's); "
+        "a comment heartbeat every 15 s.",
         media=SSE,
         action=_READ,
     ),
@@ -222,6 +224,79 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET",
+        "/v1/sessions/{sid}/turns/{tid}/resources",
+        "list_resources",
+        "The turn's resources and resource templates, frozen with it: each item as its server "
+        "sent it, with the uri (uriTemplate) as shown (qualified as mcp-supervisor://<server>/<uri> "
+        "when several servers publish it), its server and availability.",
+        response="ResourceList",
+        action=_READ,
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/turns/{tid}/resources/read",
+        "read_resource",
+        "Read a resource: a URI as shown, a qualified form, or the server's own URI with server; "
+        "an unlisted URI goes to the one server whose template matches it. The answer is an "
+        "envelope (unknown_resource says which server= or form to use); one audit row.",
+        request="ReadRequest",
+        response="Envelope",
+        action=_USE,
+    ),
+    Route(
+        "GET",
+        "/v1/sessions/{sid}/turns/{tid}/prompts",
+        "list_prompts",
+        "The turn's prompts, frozen with it: each as its server sent it, named by its id "
+        "<server>_<prompt>, with its server and availability.",
+        response="PromptList",
+        action=_READ,
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/turns/{tid}/prompts/get",
+        "get_prompt",
+        "Get a prompt of the turn by id, with its arguments; the answer is an envelope (the "
+        "messages in structured); one audit row.",
+        request="PromptRequest",
+        response="Envelope",
+        action=_USE,
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/turns/{tid}/completions",
+        "complete",
+        "Complete an argument of a prompt (ref/prompt with its id) or a resource template "
+        "(ref/resource with the template as shown); the answer is an envelope (the "
+        "completion in structured); one audit row.",
+        request="CompletionRequest",
+        response="Envelope",
+        action=_USE,
+    ),
+    Route(
+        "POST",
+        "/v1/sessions/{sid}/subscriptions",
+        "subscribe",
+        "Subscribe the session to a resource (uri as for a read; server optional): its updates "
+        "come on /v1/events as resource_updated events, to this tenant only. The answer is an "
+        "envelope (unsupported: the server offers no subscriptions).",
+        request="Subscription",
+        response="Envelope",
+        action=_USE,
+    ),
+    Route(
+        "DELETE",
+        "/v1/sessions/{sid}/subscriptions",
+        "unsubscribe",
+        "Leave a subscription: the same body as to subscribe, or ?uri=…&server=… (ok also when "
+        "there was none).",
+        request="Subscription",
+        response="Envelope",
+        query=("uri", "server"),
+        action=_USE,
+    ),
+    Route(
+        "GET",
         "/v1/approvals",
         "list_approvals",
         "Approval requests waiting for an answer: a tenant's own; an operator sees every tenant's.",
@@ -272,13 +347,13 @@ ROLES_DESCRIPTION = (
 
 def _operation(route: Route) -> dict[str, Any]:
     operation: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
-    if route.parameters:
-        operation["parameters"] = [
-            {"name": name, "in": "path", "required": True, "schema": STR} for name in route.parameters
-        ]
+    parameters = [{"name": name, "in": "path", "required": True, "schema": STR} for name in route.parameters]
+    parameters += [{"name": name, "in": "query", "required": False, "schema": STR} for name in route.query]
+    if parameters:
+        operation["parameters"] = parameters
     if route.request is not None:
         operation["requestBody"] = {
-            "required": route.request != "NewSession",
+            "required": route.request not in OPTIONAL_BODIES and route.method != "DELETE",
             "content": {JSON: {"schema": ref(route.request)}},
         }
     success: dict[str, Any] = {"description": "Success."}

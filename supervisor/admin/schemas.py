@@ -36,6 +36,16 @@ _OUTPUT_SCHEMA = {
     "description": "The tool's outputSchema, as its server sent it; absent when it declares none.",
 }
 
+_REQUEST_ID = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"}
+
+
+def _surface_item(key: str, meaning: str) -> dict[str, Any]:
+    """A listed resource, template or prompt: the server's item as sent, ``key`` as shown."""
+    item = _obj((key, "name", "server", "availability"), name=STR, server=STR, availability=_AVAILABILITY)
+    item["properties"] = {key: {"type": "string", "description": meaning}, **item["properties"]}
+    return item
+
+
 SCHEMAS: dict[str, Any] = {
     "Error": _obj(
         ("error",),
@@ -184,7 +194,7 @@ SCHEMAS: dict[str, Any] = {
                 f"{MAX_ARGUMENT_DEPTH} levels deep. Anything else is answered with the call's "
                 "own invalid_arguments envelope (and audit row), not a 400."
             },
-            "request_id": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+            "request_id": _REQUEST_ID,
         },
     },
     "Envelope": {
@@ -246,4 +256,56 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "Cancelled": _obj(("request_id", "status"), request_id=STR, status={"const": "cancelling"}),
+    "ResourceList": _obj(
+        ("turn_id", "epoch", "resources", "templates"),
+        turn_id=STR,
+        epoch=_INT,
+        resources={
+            "type": "array",
+            "items": _surface_item("uri", "The URI as shown: itself, or mcp-supervisor://<server>/<uri>."),
+        },
+        templates={
+            "type": "array",
+            "items": _surface_item("uriTemplate", "The template as shown, by the same rule as a URI."),
+        },
+    ),
+    "PromptList": _obj(
+        ("turn_id", "epoch", "prompts"),
+        turn_id=STR,
+        epoch=_INT,
+        prompts={"type": "array", "items": _surface_item("id", "The prompt id, <server>_<prompt>.")},
+    ),
+    "ReadRequest": {
+        "type": "object",
+        "required": ["uri"],
+        "properties": {"uri": STR, "server": STR, "request_id": _REQUEST_ID},
+    },
+    "PromptRequest": {
+        "type": "object",
+        "required": ["id"],
+        "properties": {
+            "id": STR,
+            "arguments": {"type": "object", "additionalProperties": STR},
+            "request_id": _REQUEST_ID,
+        },
+    },
+    "CompletionRequest": {
+        "type": "object",
+        "required": ["ref", "argument"],
+        "properties": {
+            "ref": {
+                "oneOf": [
+                    _obj(("type", "name"), type={"const": "ref/prompt"}, name=STR),
+                    _obj(("type", "uri"), type={"const": "ref/resource"}, uri=STR),
+                ],
+                "description": "A prompt by its id, or a resource template as shown.",
+            },
+            "argument": _obj(("name", "value"), name=STR, value=STR),
+            "context": {
+                "type": "object",
+                "properties": {"arguments": {"type": "object", "additionalProperties": STR}},
+            },
+        },
+    },
+    "Subscription": {"type": "object", "required": ["uri"], "properties": {"uri": STR, "server": STR}},
 }
