@@ -104,14 +104,14 @@ async def test_what_goes_nowhere_is_refused_with_its_code_and_a_row() -> None:
     async with surface_session(actors, catalog) as (_s, turn, audit):
         unknown = await turn.read_resource("file:///nowhere")
         assert unknown.error is not None and unknown.error.code == "unknown_resource"
-        assert (
-            unknown.error.message == "unknown resource file:///nowhere: no server of this turn publishes it"
+        assert unknown.error.message.startswith(
+            "unknown resource file:///nowhere: no server in this turn lists it or has a template it matches"
         )
         both = await turn.read_resource("file:///logs/a.log")  # fs1's and fs2's templates both make it
         assert both.error is not None and both.error.code == "unknown_resource"
-        assert "several servers (fs1, fs2): name one with server=" in both.error.message
+        assert "matches templates of fs1 and fs2: pass server=" in both.error.message
         no_server = await turn.read_resource("mcp-supervisor://fs9/file:///x")
-        assert no_server.error is not None and "no server fs9 in this turn" in no_server.error.message
+        assert no_server.error is not None and "this turn shows no server 'fs9'" in no_server.error.message
         prompt = await turn.get_prompt("fs1_review")
         assert prompt.error is not None and prompt.error.code == "unknown_prompt"
         completion = await turn.complete(
