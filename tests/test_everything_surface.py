@@ -11,6 +11,7 @@ shows came from a session's handler.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import trio
 
 from supervisor import Supervisor, load_config
 from tests.test_real_peers import EVERYTHING
+from tests.test_stdio_transport import eventually
 
 SAMPLING_TOOL = "everything_trigger-sampling-request"
 FORM_TOOL = "everything_trigger-elicitation-request"
@@ -81,7 +83,7 @@ async def everything(tmp_path: Path) -> AsyncIterator[Everything]:
         reason = "npm is not on PATH" if shutil.which("npm") is None else ".ci/setup could not install it"
         pytest.skip(f"@modelcontextprotocol/server-everything is not installed: {reason}")
     config = tmp_path / "config.json"
-    server = {"command": str(EVERYTHING), "args": ["stdio"], "trusted": True}
+    server = {"command": str(EVERYTHING), "args": ["stdio"], "trusted": True, "log_level": "info"}
     config.write_text(json.dumps({"servers": {"everything": server}, "tool_search": {"enabled": False}}))
     asked: list[tuple[str, str, Any]] = []
     untied_roots = trio.Event()
@@ -143,3 +145,54 @@ async def test_calls_of_two_sessions_at_once_never_reach_the_other_session(every
         assert all(f"prompt of {other}" not in json.dumps(params) for _, params in everything.of(who))
     # every request went somewhere: to its own session, or (both in flight) to the supervisor level
     assert len(everything.asked) == 1 + 6
+
+
+async def test_the_whole_surface_through_a_turn(
+    everything: Everything, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Resources, templates, prompts, completion, a subscription and the server's log
+    messages, all through the embedding API."""
+    caplog.set_level(logging.DEBUG, logger="actors.server")
+    await everything.ready()
+    async with everything.sup.session(**everything.handlers("A")) as session:
+        turn = await session.begin_turn()
+        resources = {entry.uri: entry for entry in turn.resources()}
+        static = next(uri for uri in resources if uri.startswith("demo://resource/static/document/"))
+        assert resources[static].server == "everything"
+        templates = {entry.uri_template for entry in turn.resource_templates()}
+        assert "demo://resource/dynamic/text/{resourceId}" in templates
+        read = await turn.read_resource(static)
+        assert read.ok and read.text and read.tool == static, read
+        made = await turn.read_resource("demo://resource/dynamic/text/7")  # only a template makes it
+        assert made.ok and made.structured["contents"][0]["uri"] == "demo://resource/dynamic/text/7", made
+
+        prompts = {entry.id: entry for entry in turn.prompts()}
+        assert {"everything_simple-prompt", "everything_args-prompt", "everything_completable-prompt"} <= set(
+            prompts
+        )
+        assert prompts["everything_args-prompt"].required == ("city",)
+        got = await turn.get_prompt("everything_args-prompt", {"city": "Lisbon"})
+        assert got.ok and "Lisbon" in got.text, got
+        missing = await turn.get_prompt("everything_args-prompt", {})
+        assert missing.error is not None and missing.error.code == "invalid_arguments"
+        completed = await turn.complete(
+            {"type": "ref/prompt", "name": "everything_completable-prompt"},
+            {"name": "department", "value": "E"},
+        )
+        assert completed.ok and completed.text.splitlines() == ["Engineering"], completed
+
+        # A subscription, and the server's log messages at the configured level (info).
+        subscribed = await session.subscribe(static)
+        assert subscribed.ok, subscribed
+        assert (await turn.call("everything_toggle-subscriber-updates", {})).ok
+        assert (await turn.call("everything_toggle-simulated-logging", {})).ok
+        with trio.fail_after(20):
+            update = await session.resource_updates.receive()
+            await eventually(lambda: bool(_server_logs(caplog)))
+        assert (update.uri, update.server, update.server_uri) == (static, "everything", static)
+        assert all(record.levelno >= logging.INFO for record in _server_logs(caplog))
+        assert (await session.unsubscribe(static)).ok
+
+
+def _server_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "actors.server" and "everything" in str(r.__dict__)]
