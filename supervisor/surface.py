@@ -44,7 +44,7 @@ from supervisor.dispatch import dispatch
 from supervisor.requests import InFlightRequest
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash
 from supervisor.surface_results import surface_envelope
-from supervisor.surface_targets import completion_target, prompt_problem, resource_target
+from supervisor.surface_targets import completion_target, prompt_problem, prompt_target, resource_target
 from supervisor.turn_audit import TurnAudit
 
 RESOURCES = "resources"
@@ -136,10 +136,9 @@ class TurnSurface(TurnAudit):
         One envelope (``unknown_prompt``, ``invalid_arguments``, ``unsupported``, and
         the codes of ``read_resource``) and one audit row."""
         with self._in_flight(request_id, prompt_id) as request:
-            prompt = self.catalog.prompts.get(prompt_id)
-            if prompt is None:
-                why = CallError("unknown_prompt", f"unknown prompt {prompt_id}: this turn does not show it")
-                return await self._refused(audited_name(prompt_id), "", arguments, why)
+            prompt = prompt_target(self.catalog, prompt_id)
+            if isinstance(prompt, CallError):
+                return await self._refused(audited_name(prompt_id), "", arguments, prompt)
             given: Any = {} if arguments is None else arguments
             problem = prompt_problem(prompt, given)
             if problem is not None:

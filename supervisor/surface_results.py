@@ -11,13 +11,13 @@ out (``truncated``: true).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
 from actors.connection.messages import Answered, CallFailed, CallOutcome
-from actors.router.envelope import Envelope, describe_item, failure, truncate_utf8
+from actors.router.envelope import Envelope, bounded, describe_item, failure
 
 Reading = tuple[tuple[Mapping[str, Any], ...], str]
 """What a result shows: its content items, and its text."""
@@ -40,36 +40,9 @@ def surface_envelope(
     if reading is None:
         return failure(label, "server_error", f"{label}: the answer is not a {method} result")
     items, text = reading
-    return bounded(label, items, text, outcome.result, duration_ms, max_output_bytes)
-
-
-def bounded(
-    label: str,
-    items: Sequence[Mapping[str, Any]],
-    text: str,
-    result: Mapping[str, Any],
-    duration_ms: int,
-    max_output_bytes: int,
-) -> Envelope:
-    """A success envelope within ``max_output_bytes`` (see the module docstring)."""
-    cut, truncated = truncate_utf8(text, max_output_bytes)
-    content: tuple[Mapping[str, Any], ...] = tuple(items)
-    structured: Any = result
-    if truncated or _encoded_size(result) > max_output_bytes:
-        truncated = True
-        content = (
-            {"type": "text", "text": cut},
-            *(_named(item) for item in items if item.get("type") != "text"),
-        )
-        structured = None
-    return Envelope(
-        ok=True,
-        tool=label,
-        text=cut,
-        content=content,
-        structured=structured,
-        truncated=truncated,
-        duration_ms=duration_ms,
+    oversized = _encoded_size(outcome.result) > max_output_bytes
+    return bounded(
+        label, items, text, outcome.result, duration_ms, max_output_bytes, oversized=oversized, named=_named
     )
 
 

@@ -17,7 +17,7 @@ import attrs
 from actors.router.catalog import Catalog
 from actors.router.envelope import CallError
 from actors.router.surface_entries import PromptEntry
-from actors.router.surface_lookup import SurfaceMiss, resolve_ref, resolve_uri
+from actors.router.surface_lookup import SurfaceMiss, resolve_prompt, resolve_ref, resolve_uri
 
 
 @attrs.frozen(slots=True)
@@ -36,6 +36,14 @@ def resource_target(catalog: Catalog, uri: str, server: str | None = None) -> Re
     except SurfaceMiss as miss:
         return CallError(miss.code, miss.message)
     return ResourceTarget(where, server_uri, _shown(catalog, where, server_uri, uri))
+
+
+def prompt_target(catalog: Catalog, prompt_id: str) -> PromptEntry | CallError:
+    """The prompt the turn shows under ``prompt_id``."""
+    try:
+        return resolve_prompt(catalog, prompt_id)
+    except SurfaceMiss as miss:
+        return CallError(miss.code, miss.message)
 
 
 def completion_target(catalog: Catalog, ref: Any) -> tuple[str, dict[str, Any], str] | CallError:

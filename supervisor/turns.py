@@ -207,14 +207,8 @@ class Turn(TurnSurface):
           the real one before the envelope is returned (durable against a kill of the
           process from then on), and the store writes it to SQLite in a batch.
         """
-        if request_id is None:
-            return await self._call(tool_id, arguments, progress, None, raw_request)
-        requests = self._calls.requests
-        request = requests.open(request_id, self.session.tenant, tool_id)
-        try:
+        with self._in_flight(request_id, tool_id) as request:
             return await self._call(tool_id, arguments, progress, request, raw_request)
-        finally:
-            requests.close(request_id, self.session.tenant)
 
     async def _call(
         self,

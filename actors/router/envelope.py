@@ -8,7 +8,7 @@ whole text, marker included, fits ``max_output_bytes`` encoded as UTF-8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -122,21 +122,35 @@ def success(
     max_output_bytes: int,
 ) -> Envelope:
     """A success envelope with text bounded by ``max_output_bytes``."""
-    text, truncated = truncate_utf8(join_text(content), max_output_bytes)
-    items: tuple[Mapping[str, Any], ...] = tuple(content)
-    if truncated:
-        # The content would carry the same oversized payload again: keep only the cut
-        # text and the names of non-text items.
-        items = (
-            {"type": "text", "text": text},
-            *(_strip_payload(item) for item in content if item.get("type") != "text"),
-        )
+    return bounded(tool, content, join_text(content), structured, duration_ms, max_output_bytes)
+
+
+def bounded(
+    tool: str,
+    items: Sequence[Mapping[str, Any]],
+    text: str,
+    structured: Any,
+    duration_ms: int,
+    max_output_bytes: int,
+    *,
+    oversized: bool = False,
+    named: Callable[[Mapping[str, Any]], Mapping[str, Any]] = _strip_payload,
+) -> Envelope:
+    """A success envelope whose ``text`` fits ``max_output_bytes``. When the text is cut
+    (or ``oversized``: the caller found the rest over the bound), the content would
+    carry the same oversized payload again: keep only the cut text and each non-text
+    item as ``named`` leaves it, and drop ``structured``."""
+    cut, truncated = truncate_utf8(text, max_output_bytes)
+    kept: tuple[Mapping[str, Any], ...] = tuple(items)
+    if truncated or oversized:
+        truncated = True
+        kept = ({"type": "text", "text": cut}, *(named(item) for item in items if item.get("type") != "text"))
         structured = None
     return Envelope(
         ok=True,
         tool=tool,
-        text=text,
-        content=items,
+        text=cut,
+        content=kept,
         structured=structured,
         truncated=truncated,
         duration_ms=duration_ms,
