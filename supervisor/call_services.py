@@ -8,7 +8,9 @@ provide it, so imports go one way: service → sessions → turns.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import attrs
@@ -23,6 +25,28 @@ from supervisor.audit_trail import AuditTrail
 from supervisor.metrics import Metrics
 from supervisor.requests import RequestRegistry
 from supervisor.settings.model import ToolSearchSettings
+
+_CALLING_CLIENT: ContextVar[ClientSide | None] = ContextVar("calling_client", default=None)
+
+
+@contextmanager
+def answered_by(client: ClientSide | None) -> Iterator[None]:
+    """Within this block, the calling task's calls (tools, reads, prompt gets,
+    completions) have their server requests answered by ``client`` instead of their
+    session's side. The MCP gateway uses it to send a backend's sampling or elicitation
+    to the stream of the very client request that caused it."""
+    token = _CALLING_CLIENT.set(client)
+    try:
+        yield
+    finally:
+        _CALLING_CLIENT.reset(token)
+
+
+def calling_client(session: TurnSession) -> ClientSide:
+    """Who answers the server requests of a call made now: ``answered_by``'s, else
+    the session's."""
+    client = _CALLING_CLIENT.get()
+    return session.client if client is None else client
 
 
 @attrs.define(slots=True, eq=False)

@@ -195,6 +195,10 @@ class Session:
         """Make a tool part of every later listing in this session."""
         self.activated.setdefault(tool_id, len(self.activated))
 
+    def catalog_now(self) -> Catalog:
+        """The current epoch as this session sees it (no turn is begun)."""
+        return self._current()
+
     def _current(self) -> Catalog:
         return self._services.catalog.current.view_for(self.id)
 

@@ -40,6 +40,7 @@ from actors.router.envelope import CallError, Envelope, failure
 from actors.router.risk import Risk
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import Action, Decision
+from supervisor.call_services import calling_client
 from supervisor.dispatch import dispatch
 from supervisor.requests import InFlightRequest
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash
@@ -263,7 +264,8 @@ class TurnSurface(TurnAudit):
             request.mailbox, request.reply = view.mailbox, reply
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
         name = params.get("name") or params.get("uri") or label
-        call = CallTool(str(name), params, reply, None, timeouts, method=method, client=self.session.client)
+        client = calling_client(self.session)
+        call = CallTool(str(name), params, reply, None, timeouts, method=method, client=client)
         started = trio.current_time()
         outcome = await dispatch(view, call, answers)
         duration_ms = round((trio.current_time() - started) * 1000)

@@ -41,7 +41,7 @@ from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
-from supervisor.call_services import CallServices, TurnSession
+from supervisor.call_services import CallServices, TurnSession, calling_client
 from supervisor.dispatch import dispatch as _dispatch
 from supervisor.requests import InFlightRequest
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
@@ -297,7 +297,7 @@ class Turn(TurnSurface):
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
-        call = CallTool(entry.name, arguments, reply, progress, timeouts, client=self.session.client)
+        call = CallTool(entry.name, arguments, reply, progress, timeouts, client=calling_client(self.session))
         outcome = await _dispatch(view, call, answers)
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))

@@ -1,0 +1,15 @@
+"""The MCP gateway: the supervised aggregate served as one MCP server.
+
+Any MCP client (a desktop host, an IDE agent, a TypeScript runtime) reaches every
+supervised server through one endpoint, with what the embedding API gives a host:
+self-healing connections, a turn per listing, ``tool_search``, trust rules, argument
+validation, bounded output and one audit row per call.
+
+- ``core.py``: the MCP methods over one supervisor ``Session`` (either era on the
+  front; backends of either era behind it, which the connection actors translate).
+- ``results.py``: our envelope as an MCP result or a JSON-RPC error (pure).
+- ``outlet.py``: where one client request's related messages go, and the requests we
+  send a client (sampling, elicitation, roots asked by a backend) awaiting answers.
+- The fronts do the I/O: Streamable HTTP at ``/mcp`` on the admin app, and
+  ``mcp-supervisor stdio``.
+"""

@@ -1,0 +1,342 @@
+"""The MCP methods of the gateway, over one supervisor ``Session``.
+
+A front (``/mcp`` or ``mcp-supervisor stdio``) parses and frames messages; this class
+answers them. One ``GatewayCore`` serves one gateway client: a handshake-era MCP
+session (one ``Mcp-Session-Id``, or the stdio peer), or a tenant's new-era clients,
+which have no sessions.
+
+The turn rule: every listing (``tools/list``, ``resources/list``,
+``resources/templates/list``, ``prompts/list``) begins a new turn of the session, and
+calls, reads, prompt gets and completions resolve against the latest turn (one is
+begun for a client that calls before it lists). A turn is frozen, so a client calls
+exactly what it was last shown.
+
+Names: tools and prompts are ``<server>_<name>`` (the router's ids), resources keep
+their URIs unless several servers publish one (then its qualified form). With
+``prefix=False`` (a gateway over exactly one server) the backend's own names are shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from actors.connection.client_side import ClientSide
+from actors.protocol.notifications import ProgressReceived
+from actors.router.catalog import Catalog, ToolEntry
+from actors.router.envelope import Envelope
+from supervisor.call_services import answered_by
+from supervisor.gateway.outlet import Outlet
+from supervisor.gateway.results import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    JsonRpcError,
+    surface_error,
+    tool_result,
+)
+from supervisor.sessions import Session
+from supervisor.turns import TOOL_SEARCH, Turn
+
+SERVER_NAME = "mcp-supervisor"
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+@attrs.define(slots=True, eq=False)
+class RequestContext:
+    """What the core needs to know about one client request besides its params."""
+
+    outlet: Outlet | None = None
+    """Where its related messages go (progress; server requests, when ``client`` is
+    None and the session's side has none); None: nowhere."""
+    progress_token: Any = None
+    """The client's ``_meta.progressToken``, echoed on each progress notification."""
+    cancel_key: str | None = None
+    """The request's key for ``Supervisor.requests.cancel`` (unique per tenant while in
+    flight): the front cancels it on ``notifications/cancelled`` or a hang-up."""
+    client: ClientSide | None = None
+    """Who answers the server requests this request causes (None: the session's side)."""
+
+
+Params = Mapping[str, Any]
+Result = dict[str, Any]
+Handler = Callable[["GatewayCore", Params, RequestContext], Awaitable[Result]]
+
+
+class GatewayCore:
+    """One gateway client's MCP methods over ``session`` (see the module docstring)."""
+
+    def __init__(self, session: Session, *, prefix: bool = True, version: str = "0") -> None:
+        self.session = session
+        self.prefix = prefix
+        self.server_info = {"name": SERVER_NAME, "version": version}
+        self.turn: Turn | None = None
+        self.log_level = "warning"
+        """The least severe backend log message this client is sent (``logging/setLevel``)."""
+        self.in_flight = 0
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def handle(self, method: str, params: Params | None, ctx: RequestContext) -> Result:
+        """The result of one request; ``JsonRpcError`` for an error answer."""
+        handler = _METHODS.get(method)
+        if handler is None:
+            raise JsonRpcError(METHOD_NOT_FOUND, f"method not found: {method}")
+        if params is not None and not isinstance(params, Mapping):
+            raise JsonRpcError(INVALID_PARAMS, f"{method}: params must be an object")
+        self.in_flight += 1
+        try:
+            return await handler(self, params or {}, ctx)
+        finally:
+            self.in_flight -= 1
+
+    def capabilities(self) -> dict[str, Any]:
+        """What the gateway declares: tools always; resources, prompts, completions and
+        logging only when a server behind it serves them (as last listed)."""
+        catalog = self.catalog()
+        features = [view.features for view in catalog.servers.values()]
+        declared: dict[str, Any] = {"tools": {"listChanged": True}}
+        if any(f.resources for f in features):
+            declared["resources"] = {"listChanged": True, "subscribe": any(f.subscribe for f in features)}
+        if any(f.prompts for f in features):
+            declared["prompts"] = {"listChanged": True}
+        if any(f.completions for f in features):
+            declared["completions"] = {}
+        if any(f.logging for f in features):
+            declared["logging"] = {}
+        return declared
+
+    def catalog(self) -> Catalog:
+        """The catalog this client would see now (its latest turn's, else the current)."""
+        if self.turn is not None:
+            return self.turn.catalog
+        return self.session.catalog_now()
+
+    # ------------------------------------------------------------------- turns
+
+    async def new_turn(self) -> Turn:
+        """Begin a turn of the session; it is the one later calls resolve against."""
+        self.turn = await self.session.begin_turn()
+        return self.turn
+
+    async def latest_turn(self) -> Turn:
+        """The turn calls resolve against (one is begun if the client never listed)."""
+        return self.turn if self.turn is not None else await self.new_turn()
+
+    # ------------------------------------------------------------------- names
+
+    def tool_name(self, entry: ToolEntry) -> str:
+        """The name a client sees for a tool."""
+        return entry.id if self.prefix or entry.id == TOOL_SEARCH else entry.name
+
+    def tool_id(self, turn: Turn, name: str) -> str:
+        """The router id of a tool name a client sent (unknown names come back as is)."""
+        if self.prefix or name == TOOL_SEARCH:
+            return name
+        for entry in turn.catalog.tools.values():
+            if entry.name == name:
+                return entry.id
+        return name
+
+    def prompt_name(self, prompt_id: str, name: str) -> str:
+        return prompt_id if self.prefix else name
+
+    def prompt_id(self, turn: Turn, name: str) -> str:
+        if self.prefix:
+            return name
+        for prompt in turn.prompts():
+            if prompt.name == name:
+                return prompt.id
+        return name
+
+
+# ------------------------------------------------------------------------ methods
+
+
+async def _ping(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    return {}
+
+
+def _tool(core: GatewayCore, entry: ToolEntry) -> dict[str, Any]:
+    schemas = entry.schemas()
+    tool: dict[str, Any] = {
+        "name": core.tool_name(entry),
+        "description": entry.listed_description or entry.description,
+        "inputSchema": schemas["input_schema"],
+    }
+    if entry.title is not None:
+        tool["title"] = entry.title
+    if "output_schema" in schemas:
+        tool["outputSchema"] = schemas["output_schema"]
+    if entry.annotations is not None:
+        tool["annotations"] = dict(entry.annotations)
+    return tool
+
+
+async def _tools_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    turn = await core.new_turn()
+    return {"tools": [_tool(core, entry) for entry in turn.tools]}
+
+
+async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise JsonRpcError(INVALID_PARAMS, "tools/call: params.name must be a string")
+    arguments = params.get("arguments")
+    turn = await core.latest_turn()
+    tool_id = core.tool_id(turn, name)
+    envelope = await _with_progress(
+        ctx,
+        lambda progress: turn.call(tool_id, arguments, progress=progress, request_id=ctx.cancel_key),
+    )
+    return tool_result(envelope)
+
+
+async def _with_progress(
+    ctx: RequestContext,
+    call: Callable[[trio.MemorySendChannel[ProgressReceived] | None], Awaitable[Envelope]],
+) -> Envelope:
+    """Run ``call``; the progress it reports goes to the request's outlet under the
+    client's own token, while the call runs (never after its answer)."""
+    outlet, token = ctx.outlet, ctx.progress_token
+    if outlet is None or token is None:
+        with answered_by(ctx.client):
+            return await call(None)
+    send, receive = trio.open_memory_channel[ProgressReceived](16)
+
+    async def forward() -> None:
+        async for report in receive:
+            params: dict[str, Any] = {"progressToken": token, "progress": report.progress}
+            if report.total is not None:
+                params["total"] = report.total
+            if report.message is not None:
+                params["message"] = report.message
+            await outlet.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(forward)
+        with answered_by(ctx.client):
+            async with send:
+                return await call(send)
+
+
+async def _resources_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    turn = await core.new_turn()
+    return {"resources": [{**entry.raw, "uri": entry.uri} for entry in turn.resources()]}
+
+
+async def _templates_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    turn = await core.new_turn()
+    return {
+        "resourceTemplates": [
+            {**entry.raw, "uriTemplate": entry.uri_template} for entry in turn.resource_templates()
+        ]
+    }
+
+
+async def _resources_read(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcError(INVALID_PARAMS, "resources/read: params.uri must be a string")
+    turn = await core.latest_turn()
+    with answered_by(ctx.client):
+        envelope = await turn.read_resource(uri, request_id=ctx.cancel_key)
+    return _surface_result(envelope, "contents")
+
+
+def _surface_result(envelope: Envelope, key: str) -> dict[str, Any]:
+    """A read's, prompt get's or completion's result: the server's as it came, or
+    (cut to its bound) rebuilt from the envelope's items."""
+    if not envelope.ok:
+        raise surface_error(envelope)
+    if isinstance(envelope.structured, Mapping):
+        return dict(envelope.structured)
+    if key == "contents":
+        return {"contents": [item.get("resource", item) for item in envelope.content]}
+    return {key: [{"role": "user", "content": dict(item)} for item in envelope.content]}
+
+
+async def _prompts_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    turn = await core.new_turn()
+    return {
+        "prompts": [
+            {**prompt.raw, "name": core.prompt_name(prompt.id, prompt.name)} for prompt in turn.prompts()
+        ]
+    }
+
+
+async def _prompts_get(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise JsonRpcError(INVALID_PARAMS, "prompts/get: params.name must be a string")
+    turn = await core.latest_turn()
+    arguments = params.get("arguments")
+    with answered_by(ctx.client):
+        envelope = await turn.get_prompt(core.prompt_id(turn, name), arguments, request_id=ctx.cancel_key)
+    return _surface_result(envelope, "messages")
+
+
+async def _complete(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    ref, argument = params.get("ref"), params.get("argument")
+    if not isinstance(ref, Mapping) or not isinstance(argument, Mapping):
+        why = "completion/complete: params.ref and params.argument must be objects"
+        raise JsonRpcError(INVALID_PARAMS, why)
+    turn = await core.latest_turn()
+    if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+        ref = {**ref, "name": core.prompt_id(turn, ref["name"])}
+    context = params.get("context")
+    with answered_by(ctx.client):
+        envelope = await turn.complete(ref, argument, context if isinstance(context, Mapping) else None)
+    if not envelope.ok:
+        raise surface_error(envelope)
+    if isinstance(envelope.structured, Mapping):
+        return dict(envelope.structured)
+    return {"completion": {"values": envelope.text.splitlines()[:100]}}
+
+
+async def _subscribe(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    return await _subscription(core, params, subscribe=True)
+
+
+async def _unsubscribe(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    return await _subscription(core, params, subscribe=False)
+
+
+async def _subscription(core: GatewayCore, params: Mapping[str, Any], *, subscribe: bool) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise JsonRpcError(INVALID_PARAMS, "params.uri must be a string")
+    session = core.session
+    envelope = await (session.subscribe(uri) if subscribe else session.unsubscribe(uri))
+    if not envelope.ok:
+        raise surface_error(envelope)
+    return {}
+
+
+async def _set_level(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise JsonRpcError(INVALID_PARAMS, f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
+    core.log_level = str(level)
+    return {}
+
+
+_METHODS: dict[str, Handler] = {
+    "ping": _ping,
+    "tools/list": _tools_list,
+    "tools/call": _tools_call,
+    "resources/list": _resources_list,
+    "resources/templates/list": _templates_list,
+    "resources/read": _resources_read,
+    "resources/subscribe": _subscribe,
+    "resources/unsubscribe": _unsubscribe,
+    "prompts/list": _prompts_list,
+    "prompts/get": _prompts_get,
+    "completion/complete": _complete,
+    "logging/setLevel": _set_level,
+}
+METHODS = frozenset(_METHODS)
+"""The requests the core answers (besides the era's own: ``initialize``,
+``server/discover``, ``subscriptions/listen``, which the fronts handle)."""

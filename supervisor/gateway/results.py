@@ -1,0 +1,90 @@
+"""Our envelope as the MCP answer a gateway client gets (pure).
+
+- A tool's own result passes through: its content items, ``structuredContent``, and
+  its text cut at the server's ``max_output_bytes`` (the envelope did that).
+- A tool's own error (``tool_error``) is ``isError: true`` with the tool's text.
+- Our outcomes (``unavailable``, ``timeout``, ``cancelled``, ``denied``,
+  ``invalid_arguments``, ``busy``, …) are ``isError: true`` results too, so a model
+  reads them: the envelope's message as text, its code (and ``retry_after_ms`` for
+  ``busy``) under ``_meta["mcp-supervisor/error"]``.
+- An unknown tool is a JSON-RPC error -32602 (invalid params), as the spec says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from actors.router.envelope import Envelope
+
+ERROR_META = "mcp-supervisor/error"
+
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+METHOD_NOT_FOUND = -32601
+INVALID_REQUEST = -32600
+PARSE_ERROR = -32700
+RESOURCE_NOT_FOUND = -32002
+
+
+class JsonRpcError(Exception):
+    """A request answered with a JSON-RPC error instead of a result."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def error(self) -> dict[str, Any]:
+        """The ``error`` member of the response."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            body["data"] = self.data
+        return body
+
+
+def error_response(request_id: Any, error: JsonRpcError) -> dict[str, Any]:
+    """A JSON-RPC error response."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.error()}
+
+
+def result_response(request_id: Any, result: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC success response."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def tool_result(envelope: Envelope, *, retry_after_ms: int | None = None) -> dict[str, Any]:
+    """The ``CallToolResult`` of one call's envelope; raises ``JsonRpcError`` for an
+    unknown tool."""
+    if envelope.ok:
+        result: dict[str, Any] = {"content": [dict(item) for item in envelope.content], "isError": False}
+        if envelope.structured is not None:
+            result["structuredContent"] = envelope.structured
+        return result
+    assert envelope.error is not None
+    code, message = envelope.error.code, envelope.error.message
+    if code == "unknown_tool":
+        raise JsonRpcError(INVALID_PARAMS, message)
+    content = [dict(item) for item in envelope.content] or [{"type": "text", "text": message}]
+    result = {"content": content, "isError": True}
+    if code != "tool_error":
+        detail: dict[str, Any] = {"code": code}
+        if retry_after_ms is not None:
+            detail["retry_after_ms"] = retry_after_ms
+        result["_meta"] = {ERROR_META: detail}
+    return result
+
+
+def surface_error(envelope: Envelope) -> JsonRpcError:
+    """The JSON-RPC error of a failed read, prompt get, completion or subscription:
+    the envelope's message, its code in ``data``."""
+    assert envelope.error is not None
+    code, message = envelope.error.code, envelope.error.message
+    if code == "unknown_resource":
+        return JsonRpcError(RESOURCE_NOT_FOUND, message, {"code": code})
+    if code in ("unknown_prompt", "invalid_arguments"):
+        return JsonRpcError(INVALID_PARAMS, message, {"code": code})
+    if code == "unsupported":
+        return JsonRpcError(METHOD_NOT_FOUND, message, {"code": code})
+    return JsonRpcError(INTERNAL_ERROR, message, {"code": code})
