@@ -10,10 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from supervisor import Supervisor
 from supervisor.gateway.core import GatewayCore, RequestContext
-from supervisor.gateway.results import ERROR_META, INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
+from supervisor.gateway.peer import GatewayPeer
+from supervisor.gateway.results import (
+    ERROR_META,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    JsonRpcError,
+)
 from tests.test_embedding import config_of, mini_spec
 
 
@@ -94,3 +102,44 @@ async def test_without_prefix_the_backends_own_names_are_shown(tmp_path: Path, p
             "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, RequestContext()
         )
         assert result["content"] == [{"type": "text", "text": "3"}]
+
+
+async def test_a_peer_initializes_refuses_early_requests_and_cancels_by_the_clients_id(
+    tmp_path: Path, python: str
+) -> None:
+    config = config_of(mini_spec("mini", python=python))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+        peer = GatewayPeer(session, lambda key: sup.requests.cancel(key, session.tenant))
+        outlet = Recorder()
+        early = await peer.receive({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, outlet)
+        assert early is not None and early["error"]["code"] == INVALID_REQUEST
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+        answer = await peer.receive(
+            {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": init}, outlet
+        )
+        assert answer is not None
+        assert answer["result"]["protocolVersion"] == "2025-06-18"
+        assert answer["result"]["capabilities"] == {"tools": {"listChanged": True}}
+        newer = {**init, "protocolVersion": "2099-01-01"}
+        again = await peer.receive(
+            {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": newer}, outlet
+        )
+        assert again is not None and again["error"]["code"] == INVALID_REQUEST
+
+        async with trio.open_nursery() as nursery:
+            answers: list[dict[str, Any] | None] = []
+
+            async def slow() -> None:
+                call = {"name": "mini_sleep", "arguments": {"seconds": 30}}
+                message = {"jsonrpc": "2.0", "id": "c-1", "method": "tools/call", "params": call}
+                answers.append(await peer.receive(message, outlet))
+
+            nursery.start_soon(slow)
+            await trio.sleep(0.3)
+            cancel = {"requestId": "c-1", "reason": "user"}
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            with trio.fail_after(5):
+                assert await peer.receive(note, outlet) is None
+        (cancelled,) = answers
+        assert cancelled is not None
+        assert cancelled["result"]["_meta"][ERROR_META] == {"code": "cancelled"}

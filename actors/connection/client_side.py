@@ -21,6 +21,16 @@ ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | N
 """``(server, method, params) -> result``, or None when the host does not handle ``method``."""
 
 
+class RequestRefused(Exception):
+    """A handler's refusal of a server request, handed on as its JSON-RPC error (the
+    MCP gateway raises it with what its own client answered)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 @attrs.frozen(slots=True, eq=False)
 class ClientSide:
     """One session's side of its calls: ``handler`` answers the server requests tied to

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from actors.connection.calls import InFlight, InFlightTable
-from actors.connection.client_side import ServerRequestHandler
+from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
@@ -262,6 +262,8 @@ class Live:
         server's error answer, never ours."""
         try:
             result = await handler(self.name, request.method, request.params)
+        except RequestRefused as refused:
+            self.session.send_error(request.id, refused.code, refused.message)
         except Exception as exc:
             log.warning(
                 "server request handler failed",
