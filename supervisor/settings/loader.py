@@ -30,6 +30,7 @@ from supervisor.net import parse_bind
 
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers, refuse_unbuilt
 from .expansion import Expander
+from .gateway import read_gateway
 from .model import (
     DEFAULT_TENANT,
     AdminSettings,
@@ -61,7 +62,7 @@ CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 
 log = get_logger(__name__)
 
-_TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "state_dir")
+_TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
 # A bearer token is sent as one header word: printable ASCII, no spaces. Sixteen
 # characters is the least we accept; ``secrets.token_urlsafe(32)`` gives 43.
@@ -219,6 +220,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         tool_search=_tool_search(root.get("tool_search", {}), "$.tool_search", exp),
         trust=_trust(root.get("trust", {}), "$.trust", exp),
         admin=_admin(root.get("admin", {}), "$.admin", exp),
+        gateway=read_gateway(root.get("gateway", {}), "$.gateway", servers),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),
     )
 

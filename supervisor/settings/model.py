@@ -20,6 +20,7 @@ __all__ = [
     "AdminSettings",
     "Config",
     "ConfigWarning",
+    "GatewaySettings",
     "Role",
     "ServerSpec",
     "TokenGrant",
@@ -48,6 +49,24 @@ class ToolSearchSettings:
     enabled: Literal["auto"] | bool = "auto"
     threshold: int = 20
     max_matches: int = 10
+
+
+@attrs.frozen(slots=True)
+class GatewaySettings:
+    """The MCP gateway (``/mcp`` and ``mcp-supervisor stdio``).
+
+    ``prefix``: tool and prompt names are ``<server>_<name>``; false (a plain proxy of
+    one backend, accepted only with exactly one server) shows the backend's own names.
+    ``max_message_bytes``: one client message larger than this gets an error of its own
+    (the session lives on). ``session_idle_s``: a handshake-era session (and a tenant's
+    new-era state) idle that long ends, never while a call is in flight.
+    ``max_sessions_per_tenant``: the session over it is refused with a clear error.
+    """
+
+    prefix: bool = True
+    max_message_bytes: int = 4 * 1024 * 1024
+    session_idle_s: float = 1800.0
+    max_sessions_per_tenant: int = 256
 
 
 @attrs.frozen(slots=True)
@@ -138,6 +157,7 @@ class Config:
     tool_search: ToolSearchSettings = ToolSearchSettings()
     trust: TrustSettings = TrustSettings()
     admin: AdminSettings = AdminSettings()
+    gateway: GatewaySettings = GatewaySettings()
     state_dir: str | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 
