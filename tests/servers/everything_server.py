@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.shared.exceptions import MCPError
@@ -144,8 +145,9 @@ def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedR
 
 @server.tool()
 def test_error_handling() -> str:
-    """Fails: the client sees isError: true."""
-    raise RuntimeError(ERROR_TEXT)
+    """Fails on purpose: the client sees isError: true with this text (a ToolError: the
+    SDK keeps any other exception's text on the server)."""
+    raise ToolError(ERROR_TEXT)
 
 
 @server.tool()
