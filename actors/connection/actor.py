@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from actors.connection.calls import InFlightTable, call_failure
+from actors.connection.calls import InFlightTable, busy, call_failure
 from actors.connection.era_probe import settle
 from actors.connection.lister import Lister
 from actors.connection.listing import ALL_KINDS, ConnectionFailed
@@ -180,7 +180,10 @@ class ConnectionActor:
     def _dispatch(self, message: ConnectionMessage) -> None:
         if isinstance(message, CallTool):
             route = self._machine.call_route
-            if route is _SEND:  # the hot path: one attribute read decides
+            refused = busy(self.spec.concurrency, len(self._inflight) + len(self._parked), self.name)
+            if refused is not None:
+                answer(message.reply, refused)
+            elif route is _SEND:  # the hot path: one attribute read decides
                 live = self._live
                 assert live is not None, "the machine sends calls only while connected"
                 live.send_call(message)
