@@ -24,7 +24,7 @@ from actors.protocol.messages import (
 from supervisor import Supervisor
 from supervisor.gateway.listen import SUBSCRIPTION_ID
 from supervisor.gateway.results import ERROR_META, INVALID_PARAMS, METHOD_NOT_FOUND
-from supervisor.gateway.stateless import UNAVAILABLE_META, StatelessGateway
+from supervisor.gateway.stateless import UNAVAILABLE_META, StatelessGateway, header_refusal, http_status
 from tests.test_embedding import config_of, mini_spec
 from tests.test_gateway_core import Recorder
 from tests.test_stdio_transport import eventually
@@ -198,3 +198,26 @@ async def test_listen_without_a_filter_object_is_refused(tmp_path: Path) -> None
         answer = await gw.receive(request(1, "subscriptions/listen", {"notifications": 3}), Recorder(), "t")
         assert answer is not None and answer["error"]["code"] == INVALID_PARAMS
         assert "notifications" in json.dumps(answer["error"])
+
+
+def test_the_http_front_gets_the_eras_statuses_and_header_check() -> None:
+    listed = request(1, "tools/list")
+    assert header_refusal(listed, VERSION) is None
+    missing = header_refusal(listed, None)
+    assert missing is not None and missing["error"]["code"] == -32020 and missing["id"] == 1
+    differs = header_refusal(
+        {**listed, "params": {"_meta": {**meta(), META_PROTOCOL_VERSION: "v9"}}}, VERSION
+    )
+    assert differs is not None and "differs" in differs["error"]["message"]
+    assert header_refusal({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, VERSION) is None
+    assert http_status(None) == 202
+    assert http_status({"jsonrpc": "2.0", "id": 1, "result": {}}) == 200
+    for code, status in (
+        (-32602, 400),
+        (-32022, 400),
+        (-32021, 400),
+        (-32020, 400),
+        (-32601, 404),
+        (-32603, 200),
+    ):
+        assert http_status({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "m"}}) == status

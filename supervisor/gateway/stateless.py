@@ -50,7 +50,7 @@ from actors.router.actor import CatalogCell
 from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
-from supervisor.gateway.parked import InputRound, ParkedCall
+from supervisor.gateway.parked import MISSING_CAPABILITY, InputRound, ParkedCall
 from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
 from supervisor.gateway.results import (
     ERROR_META,
@@ -368,3 +368,42 @@ def check_meta(method: str, params: Any) -> Mapping[str, Any]:
             {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version},
         )
     return params
+
+
+HEADER_MISMATCH = -32020
+_STATUS_OF_ERROR = {
+    INVALID_PARAMS: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_CAPABILITY: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+def header_refusal(message: Mapping[str, Any], protocol_header: str | None) -> dict[str, Any] | None:
+    """For the HTTP front: the -32020 error response when the ``MCP-Protocol-Version``
+    header is absent or differs from the request's ``_meta`` version, else None."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+    if protocol_header is not None and (version is None or protocol_header == version):
+        return None  # a missing _meta version is check_meta's to refuse (-32602)
+    why = (
+        "the MCP-Protocol-Version header is missing"
+        if protocol_header is None
+        else f"the MCP-Protocol-Version header ({protocol_header}) differs from _meta's ({version})"
+    )
+    error = JsonRpcError(HEADER_MISMATCH, f"header mismatch: {why}; send the same version in both")
+    return error_response(message.get("id"), error)
+
+
+def http_status(response: Mapping[str, Any] | None) -> int:
+    """For the HTTP front: the status of a new-era response (the era's rules: 400 for
+    bad ``_meta``, versions, headers, params and capabilities, 404 for an unknown
+    method, else 200; 202 for no response)."""
+    if response is None:
+        return 202
+    error = response.get("error")
+    if not isinstance(error, Mapping):
+        return 200
+    return _STATUS_OF_ERROR.get(error.get("code"), 200)  # type: ignore[arg-type]
