@@ -221,3 +221,12 @@ def test_the_http_front_gets_the_eras_statuses_and_header_check() -> None:
         (-32603, 200),
     ):
         assert http_status({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "m"}}) == status
+
+
+async def test_an_unknown_resource_is_invalid_params_naming_the_uri(tmp_path: Path) -> None:
+    config = config_of(mini_spec("mini", python=sys.executable))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, gateway(sup) as gw:
+        uri = "test://nonexistent-resource-for-conformance-testing"
+        answer = await gw.receive(request(1, "resources/read", {"uri": uri}), Recorder(), "t")
+        assert answer is not None and answer["error"]["code"] == INVALID_PARAMS
+        assert answer["error"]["data"]["uri"] == uri
