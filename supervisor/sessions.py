@@ -144,6 +144,9 @@ class Session:
         # (catalogs are immutable: identity is the key).
         self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
         self._subscriptions = Subscriptions(self.id, nursery)
+        self.runs_private = True
+        """Whether its turns start its ``scope: session`` servers (the MCP gateway's
+        per-tenant state of new-era clients does not: they need a handshake-era session)."""
 
     # ------------------------------------------------------------ subscriptions
 
@@ -276,6 +279,8 @@ class Session:
     # ---------------------------------------------------------- private servers
 
     async def _spawn_private_servers(self) -> None:
+        if not self.runs_private:
+            return
         for spec in self._services.private_servers:
             if spec.name not in self._private:
                 await self._spawn_private(spec)
