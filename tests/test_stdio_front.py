@@ -16,7 +16,8 @@ import trio.testing
 from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from supervisor.gateway.stdio_front import Oversized, lines
+from supervisor.approvals import ApprovalDesk, ApprovalRequest
+from supervisor.gateway.stdio_front import Oversized, deny_asks, lines
 from tests.test_stdio_transport import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,3 +208,15 @@ async def test_lines_are_read_with_a_bound_and_an_oversized_one_is_skipped_not_k
     oversized, short = got
     assert isinstance(oversized, Oversized) and oversized.head.startswith(b'{"id": 7')
     assert short == b"short"
+
+
+async def test_an_ask_is_denied_at_once_saying_there_is_no_operator(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    desk = ApprovalDesk(deny_asks, timeout_s=120)
+    request = ApprovalRequest("apr-1", "mini_rm", "mini", "mcp:mini:rm", {}, "risky", "s1", "default")
+    started = trio.current_time()
+    verdict = await desk.ask(request)
+    assert trio.current_time() - started < 1  # not after the 120 s approval timeout
+    assert verdict.approval.decision == "deny"
+    assert verdict.denial is not None and "no operator" in verdict.denial and "trust rule" in verdict.denial
