@@ -22,7 +22,9 @@ from typing import Any
 import attrs
 import trio
 
+from actors.broadcast import Broadcast
 from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
+from actors.connection.server_log import ServerLogged
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_settled, needs_start
 from actors.log_events import get_logger
@@ -197,6 +199,21 @@ class Session:
     def activate(self, tool_id: str) -> None:
         """Make a tool part of every later listing in this session."""
         self.activated.setdefault(tool_id, len(self.activated))
+
+    @property
+    def server_logs(self) -> Broadcast[ServerLogged]:
+        """Every server's log messages (a private one's carry its session as ``owner``)."""
+        return self._services.connections.server_logs
+
+    def preview_turn(self) -> Turn:
+        """A turn over the current epoch, to see what a listing would show now (no
+        server is started; make calls in turns from ``begin_turn``)."""
+        catalog = self._current()
+        return Turn(self, self._services.calls, f"{self.id}-preview", catalog, self.search_enabled(catalog))
+
+    def denied_outright(self, entry: ToolEntry) -> bool:
+        """A trust rule denies every call of the tool (pattern ``*``): it is not shown."""
+        return bool(entry.server) and self._services.policy.denied_outright(entry)
 
     def catalog_now(self) -> Catalog:
         """The current epoch as this session sees it (no turn is begun)."""

@@ -44,6 +44,7 @@ from actors.connection.messages import (
 )
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
+from actors.connection.server_log import LogSink
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import (
     Crashed,
@@ -118,8 +119,10 @@ class ConnectionActor:
         server_requests: ServerRequestHandler | None = None,
         crashed: Crashed | None = None,
         known_era: Era | None = None,
+        log_sink: LogSink | None = None,
     ) -> None:
         self.spec = spec
+        self._log_sink = log_sink
         self.name = spec.name
         self.owner = owner
         self._connector = connector
@@ -371,6 +374,7 @@ class ConnectionActor:
                         redactor=self._redactor,
                         server_requests=self._server_requests,
                         updated=self._subscriptions.updated,
+                        log_sink=self._log_sink,
                     )
                     reopen = await self._serve(live, init, first)
             except TransportError as exc:  # authenticate: nothing to send it with
