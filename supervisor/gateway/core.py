@@ -76,6 +76,8 @@ class GatewayCore:
         self.log_level = "warning"
         """The least severe backend log message this client is sent (``logging/setLevel``)."""
         self.in_flight = 0
+        self.turns = 0
+        """Turns begun for this client (one per listing)."""
 
     # ------------------------------------------------------------------ dispatch
 
@@ -119,6 +121,7 @@ class GatewayCore:
     async def new_turn(self) -> Turn:
         """Begin a turn of the session; it is the one later calls resolve against."""
         self.turn = await self.session.begin_turn()
+        self.turns += 1
         return self.turn
 
     async def latest_turn(self) -> Turn:
