@@ -3,13 +3,14 @@ the session id and protocol version carried along, SSE bodies parsed with their 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+import h11
 import orjson
 
-from tests.test_admin_support import Http, Reply
+from tests.test_admin_support import EventStream, Http, Reply
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 PROTOCOL = "2025-11-25"
@@ -106,3 +107,16 @@ class McpHttp:
         reply = await self.post(request(request_id, method, params), accept="application/json")
         assert reply.status == 200 and reply.headers["content-type"] == "application/json", reply
         return reply.json()
+
+
+async def events_until(stream: EventStream, predicate: Callable[[Event], bool]) -> list[Event]:
+    """The SSE events of a streamed answer up to the first that ``predicate`` accepts
+    (read raw: ``EventStream.next`` does not take a priming event's empty data)."""
+    raw = b""
+    while True:
+        events = parse_sse(raw[: raw.rfind(b"\n\n") + 2]) if b"\n\n" in raw else []
+        if any(predicate(event) for event in events):
+            return events
+        item = await stream._exchange.next_event()
+        assert isinstance(item, h11.Data), f"the stream ended first; saw {events}"
+        raw += bytes(item.data)

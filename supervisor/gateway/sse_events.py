@@ -119,10 +119,10 @@ class EventStream:
         seen = after
         while token is None or token == self._follower:
             for number, data in self.after(seen):
-                yield data
                 seen = number
-                self.delivered = max(self.delivered, number)
-            if self.finished:
+                self.delivered = max(self.delivered, number)  # a client that lost it resumes by id
+                yield data
+            if self.finished and self.last <= seen:
                 return
             woke = False
             with trio.move_on_after(HEARTBEAT_S):
