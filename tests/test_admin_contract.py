@@ -52,7 +52,7 @@ def test_route_table_has_no_duplicates_and_documents_every_route() -> None:
         assert [p["name"] for p in parameters if p["in"] == "path"] == list(route.parameters)
         assert [p["name"] for p in parameters if p["in"] == "query"] == list(route.query)
         assert str(route.status) in operation["responses"]
-    assert all(route.path.startswith("/v1/") or route.path == "/metrics" for route in ROUTES)
+    assert all(route.path.startswith("/v1/") or route.path in ("/metrics", "/mcp") for route in ROUTES)
 
 
 async def test_every_served_route_is_documented_and_every_documented_one_served(tmp_path: Path) -> None:
@@ -76,7 +76,9 @@ async def test_every_documented_operation_answers_on_the_wire(tmp_path: Path) ->
                     body = {"tool": "mini_echo", "query": "x", "decision": "deny"}
                     reply = await http.request(route.method, path_of(route.operation, **ids), json=body)
                 assert reply.status != 405, route
-                if reply.status == 404:
+                if route.path == "/mcp":  # no session here: refused, saying why, as JSON-RPC
+                    assert reply.status == 400 and reply.json()["error"]["message"], reply
+                elif reply.status == 404:
                     assert reply.json()["error"]["message"].startswith("no "), (route, reply)
                 elif route.operation == "reload_config":  # its config was built here, not read
                     assert reply.json()["error"]["code"] == "no_config_file", reply
@@ -221,7 +223,9 @@ def _check(
     data = reply.read()
     if media == "application/json" and data:
         decoded = json.loads(data)
-        if status >= 400:
+        if status >= 400 and path.split("?")[0] == "/mcp":  # a JSON-RPC error object
+            assert set(decoded) == {"jsonrpc", "id", "error"} and decoded["error"]["message"], decoded
+        elif status >= 400:
             assert set(decoded) == {"error"}, decoded
             assert {"code", "message"} <= set(decoded["error"]) <= {"code", "message", "roles"}, decoded
     elif media == "text/event-stream":  # a streamed call: its order holds whatever happened

@@ -67,6 +67,10 @@ EXPECTED: dict[str, set[Role]] = {
     "list_tools": CLIENTS,
     "list_sessions": CLIENTS,
     "create_session": CLIENTS,
+    "mcp_post": CLIENTS,
+    "mcp_get": CLIENTS,
+    "mcp_delete": CLIENTS,
+    "list_gateway_sessions": CLIENTS,
     "delete_session": CLIENTS,
     "begin_turn": CLIENTS,
     "call_tool": CLIENTS,
@@ -162,6 +166,9 @@ async def test_each_role_against_each_endpoint(tmp_path: Path, role: Role) -> No
                 if allowed:
                     assert reply.status not in (401, 403), (route.operation, reply)
                     # no_config_file: these supervisors run a config built in the test
+                    if route.path == "/mcp":  # no session here: refused, saying why, as JSON-RPC
+                        assert reply.status == 400 and reply.json()["error"]["message"], reply
+                        continue
                     assert reply.status < 300 or reply.json()["error"]["code"] in (
                         "not_found",
                         "no_config_file",
@@ -169,6 +176,8 @@ async def test_each_role_against_each_endpoint(tmp_path: Path, role: Role) -> No
                 else:
                     assert reply.status == 403, (route.operation, reply)
                     error = reply.json()["error"]
+                    if route.path == "/mcp":  # a JSON-RPC error object: the details in data
+                        error = {**error, **error["data"]}
                     expected = sorted(r.value for r in EXPECTED[route.operation])
                     assert error["code"] == "forbidden" and sorted(error["roles"]) == expected
                     assert f"this token has the {role.value} role" in error["message"]

@@ -42,6 +42,7 @@ from tests.test_admin_support import (
     admin_running,
     config_of,
     conforms,
+    error_code,
     mini_spec,
     path_of,
     until,
@@ -64,7 +65,7 @@ async def test_every_endpoint_but_health_needs_a_valid_token(tmp_path: Path) -> 
                         continue
                     assert reply.status == 401, (route, reply)
                     assert reply.headers["www-authenticate"] == challenge
-                    assert reply.json()["error"]["code"] == "unauthorized"
+                    assert error_code(reply) == "unauthorized"
                     conforms(route.operation, reply)
             assert (await alice.request("GET", "/v1/servers")).status == 200
             # The scheme is case-insensitive; anything but a bearer token is not one.

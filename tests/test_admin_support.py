@@ -403,6 +403,15 @@ def conforms(operation: str, reply: Reply) -> None:
         jsonschema.Draft202012Validator(schema).validate(reply.json())
 
 
+def error_code(reply: Reply) -> str:
+    """The admin error code of a refusal: ``error.code``, or on ``/mcp`` (a JSON-RPC
+    error object) ``error.data.code``."""
+    error = reply.json()["error"]
+    code = error["data"]["code"] if isinstance(error["code"], int) else error["code"]
+    assert isinstance(code, str), reply
+    return code
+
+
 def path_of(operation: str, **ids: str) -> str:
     """The path of an operation with its parameters filled (percent-encoded)."""
     path = OPERATIONS[operation].path

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from quart import g, request
 from quart_trio import QuartTrio
-from quart_trio.wrappers import TrioResponse
+from quart_trio.wrappers import TrioRequest, TrioResponse
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from actors.log_events import get_logger
@@ -33,6 +33,10 @@ from supervisor.admin.openapi import ROUTES
 from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
+from supervisor.gateway.eras import NewEraHandler
+from supervisor.gateway.http_front import MCP_PATH, refusal_response
+from supervisor.gateway.http_rules import HttpRefusal
+from supervisor.gateway.http_sessions import GatewaySessions
 from supervisor.net import is_loopback_host
 
 if TYPE_CHECKING:
@@ -54,14 +58,38 @@ _CODES = {
     415: "unsupported_media_type",
     429: "too_many_requests",
 }
+MCP_REFUSAL = -32600
+"""The JSON-RPC error code of an HTTP refusal on ``/mcp`` (its ``data.code`` is the
+admin API's error code: ``unauthorized``, ``forbidden``…)."""
 _PUBLIC = frozenset(route.operation for route in ROUTES if route.public)
 # endpoint → the action it needs; the guard's one source of what a route requires.
 ROUTE_ACTIONS: Mapping[str, Action] = {route.operation: route.action for route in ROUTES}
 
 
-def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopback: bool) -> QuartTrio:
-    """The admin app for ``supervisor``; HTTP sessions live in ``hosted``."""
+class _Request(TrioRequest):
+    """A request whose body bound is the admin API's, except on ``/mcp``, where the
+    gateway reads the body itself against ``gateway.max_message_bytes`` (a message
+    over it gets a JSON-RPC error of its own, and the session lives on)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) > 2 and args[2] == MCP_PATH:
+            kwargs["max_content_length"] = None
+        super().__init__(*args, **kwargs)
+
+
+def create_app(
+    supervisor: Supervisor,
+    hosted: HostedSessions,
+    *,
+    bind_is_loopback: bool,
+    gateway: GatewaySessions | None = None,
+    new_era: NewEraHandler | None = None,
+) -> QuartTrio:
+    """The admin app for ``supervisor``; HTTP sessions live in ``hosted``, MCP
+    sessions of ``/mcp`` in ``gateway`` (None: one that ``/mcp`` finds not running);
+    per-request-era MCP messages go to ``new_era`` (None: refused, saying so)."""
     app = QuartTrio("mcp_supervisor_admin", static_folder=None)
+    app.request_class = _Request
     app.config.update(
         MAX_CONTENT_LENGTH=MAX_BODY_BYTES,
         BODY_TIMEOUT=BODY_TIMEOUT_S,
@@ -73,6 +101,8 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
     scrubber = SecretScrubber(config.secrets)
     feeds = EventFeeds(supervisor.events)
     api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
+    api.gateway = gateway if gateway is not None else GatewaySessions(supervisor)
+    api.new_era = new_era
     app.extensions[EXTENSION] = api
 
     for route in ROUTES:
@@ -99,18 +129,30 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
         )
         if isinstance(verdict, Denial):
             error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
-            return json_response(error.body(), scrubber, error.status, error.headers)
+            return _refusal(error)
         endpoint = request.endpoint
         if endpoint is not None:  # None: no route matched; routing answers 404 or 405
             refused = role_refusal(verdict.principal, endpoint)
             if refused is not None:
-                return json_response(refused.body(), scrubber, refused.status)
+                return _refusal(refused)
         g.principal = verdict.principal
         return None
 
+    def _refusal(error: ApiError) -> TrioResponse:
+        """An error answer: a JSON-RPC error object on ``/mcp`` (its client speaks
+        JSON-RPC), the admin API's error body elsewhere."""
+        if request.path == MCP_PATH:
+            refusal = HttpRefusal(
+                error.status, error.message, code=MCP_REFUSAL, data={"code": error.code, **error.extra}
+            )
+            response = refusal_response(refusal, scrubber.scrub)
+            response.headers.update(error.headers)
+            return response
+        return json_response(error.body(), scrubber, error.status, error.headers)
+
     @app.errorhandler(ApiError)
     async def api_error(error: ApiError) -> TrioResponse:
-        return json_response(error.body(), scrubber, error.status, error.headers)
+        return _refusal(error)
 
     @app.errorhandler(HTTPException)
     async def http_error(error: HTTPException) -> TrioResponse:
@@ -120,7 +162,7 @@ def create_app(supervisor: Supervisor, hosted: HostedSessions, *, bind_is_loopba
             headers["Allow"] = ", ".join(sorted(set(error.valid_methods) - {"HEAD", "OPTIONS"}))
         code = _CODES.get(status, "server_error" if status >= 500 else "bad_request")
         message = error.description or error.name
-        return json_response({"error": {"code": code, "message": message}}, scrubber, status, headers)
+        return _refusal(ApiError(status, code, message, headers))
 
     @app.errorhandler(Exception)
     async def unexpected(error: Exception) -> TrioResponse:

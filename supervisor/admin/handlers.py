@@ -49,6 +49,7 @@ from supervisor.admin.views import (
     unsupervised_summary,
 )
 from supervisor.approvals import Approval
+from supervisor.gateway.http_front import GatewayHandlers
 from supervisor.reload_plan import ReloadRefused
 from supervisor.sessions import Session
 from supervisor.settings.loader import ConfigError
@@ -112,9 +113,9 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(SurfaceHandlers):
+class AdminApi(SurfaceHandlers, GatewayHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
-    beyond tools: ``surface_handlers.py``)."""
+    beyond tools: ``surface_handlers.py``; ``/mcp``: ``gateway/http_front.py``)."""
 
     def __init__(
         self,

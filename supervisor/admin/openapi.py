@@ -40,6 +40,8 @@ class Route:
     streams: bool = False  # also answers text/event-stream when asked to
     errors: tuple[tuple[str, str], ...] = ()  # (status, description) beyond the common ones
     query: tuple[str, ...] = ()  # optional string query parameters
+    bodiless: tuple[tuple[str, str], ...] = ()  # (status, description): other successes, no body
+    error_schema: str = "Error"  # the schema of its error bodies
     action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
 
     @property
@@ -296,6 +298,51 @@ ROUTES: tuple[Route, ...] = (
         action=_USE,
     ),
     Route(
+        "POST",
+        "/mcp",
+        "mcp_post",
+        "MCP Streamable HTTP: one JSON-RPC message. initialize without Mcp-Session-Id opens a "
+        "session (its id comes back in Mcp-Session-Id); later messages carry it. A request's "
+        "response is JSON, or (Accept: text/event-stream) an SSE stream when progress or a "
+        "server request comes before it.",
+        request="JsonRpcMessage",
+        response="JsonRpcMessage",
+        streams=True,
+        bodiless=(("202", "A notification or a response was taken."),),
+        errors=(("429", "The tenant holds gateway.max_sessions_per_tenant sessions already."),),
+        error_schema="JsonRpcError",
+        action=_USE,
+    ),
+    Route(
+        "GET",
+        "/mcp",
+        "mcp_get",
+        "The session's SSE stream of messages no request caused; with Last-Event-ID, the rest of "
+        "any of its streams after that event.",
+        media=SSE,
+        errors=(("406", "Accept does not include text/event-stream."),),
+        error_schema="JsonRpcError",
+        action=_USE,
+    ),
+    Route(
+        "DELETE",
+        "/mcp",
+        "mcp_delete",
+        "End the MCP session: its scope: session servers stop.",
+        status=204,
+        error_schema="JsonRpcError",
+        action=_USE,
+    ),
+    Route(
+        "GET",
+        "/v1/gateway/sessions",
+        "list_gateway_sessions",
+        "Open MCP sessions of /mcp (a tenant's own; an operator sees every tenant's): era, "
+        "client, tenant, age, turns, calls in flight, servers.",
+        response="GatewaySessionList",
+        action=_USE,
+    ),
+    Route(
         "GET",
         "/v1/approvals",
         "list_approvals",
@@ -366,10 +413,12 @@ def _operation(route: Route) -> dict[str, Any]:
     if route.streams:
         success.setdefault("content", {})[SSE] = {"schema": STR}
     responses: dict[str, Any] = {str(route.status): success}
+    responses.update({status: {"description": text} for status, text in route.bodiless})
     for status, description in (*_ERRORS.items(), *route.errors):
         if status == "401" and route.public:
             continue
-        responses[status] = {"description": description, "content": {JSON: {"schema": ref("Error")}}}
+        schema = ref(route.error_schema)
+        responses[status] = {"description": description, "content": {JSON: {"schema": schema}}}
     operation["responses"] = responses
     operation["security"] = [] if route.public else [{"bearer": []}]
     operation["x-roles"] = [role.value for role in allowed_roles(route.action)]

@@ -47,6 +47,44 @@ def _surface_item(key: str, meaning: str) -> dict[str, Any]:
 
 
 SCHEMAS: dict[str, Any] = {
+    "JsonRpcMessage": {
+        **_obj(("jsonrpc",), jsonrpc={"const": "2.0"}),
+        "description": "One JSON-RPC 2.0 message.",
+    },
+    "JsonRpcError": _obj(
+        ("jsonrpc", "id", "error"),
+        jsonrpc={"const": "2.0"},
+        id={"type": ["string", "integer", "null"]},
+        error=_obj(("code", "message"), code=_INT, message=STR),
+    ),
+    "GatewaySessionList": _obj(
+        ("sessions",),
+        sessions={
+            "type": "array",
+            "items": _obj(
+                (
+                    "session_id",
+                    "era",
+                    "protocol_version",
+                    "client",
+                    "tenant",
+                    "age_s",
+                    "turns",
+                    "in_flight",
+                    "servers",
+                ),
+                session_id=STR,
+                era=STR,
+                protocol_version=_NULL_STR,
+                client={"type": ["object", "null"]},
+                tenant=STR,
+                age_s=_NUM,
+                turns=_INT,
+                in_flight=_INT,
+                servers={"type": "array", "items": STR},
+            ),
+        },
+    ),
     "Error": _obj(
         ("error",),
         error=_obj(

@@ -38,6 +38,7 @@ from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
+from supervisor.gateway.http_sessions import GatewaySessions
 from supervisor.net import bind_is_loopback
 
 if TYPE_CHECKING:
@@ -95,7 +96,10 @@ class _AdminServer:
 
     def __init__(self, supervisor: Supervisor, bind: str, listener: socket.socket) -> None:
         self.hosted = HostedSessions(supervisor)
-        self.app = create_app(supervisor, self.hosted, bind_is_loopback=bind_is_loopback(bind))
+        self.gateway = GatewaySessions(supervisor)
+        self.app = create_app(
+            supervisor, self.hosted, bind_is_loopback=bind_is_loopback(bind), gateway=self.gateway
+        )
         self.config = hypercorn_config(bind)
         self.listener = listener
         self.shutdown = trio.Event()
@@ -104,6 +108,7 @@ class _AdminServer:
     def stop(self) -> None:
         """Begin the graceful drain, bounded by ``DRAIN_DEADLINE_S`` from now."""
         admin_api(self.app).feeds.close()
+        self.gateway.close_streams()
         self.shutdown.set()
         self.scope.deadline = min(self.scope.deadline, trio.current_time() + DRAIN_DEADLINE_S)
 
@@ -111,6 +116,7 @@ class _AdminServer:
         with self.scope:
             async with trio.open_nursery() as sessions:
                 await sessions.start(self.hosted.run)
+                await sessions.start(self.gateway.run)
                 sessions.start_soon(self._wind_down_calls)
                 async with trio.open_nursery() as server:
                     # hypercorn.trio.serve, with the socket bound beforehand.

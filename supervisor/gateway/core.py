@@ -83,6 +83,8 @@ class GatewayCore:
         notices compare against (``supervisor/gateway/notices.py``)."""
         self.on_activation: Callable[[], None] = lambda: None
         """Called when a ``tool_search`` call of this client activated tools."""
+        self.turns = 0
+        """Turns begun for this client (one per listing)."""
 
     # ------------------------------------------------------------------ dispatch
 
@@ -126,6 +128,7 @@ class GatewayCore:
     async def new_turn(self) -> Turn:
         """Begin a turn of the session; it is the one later calls resolve against."""
         self.turn = await self.session.begin_turn()
+        self.turns += 1
         return self.turn
 
     async def latest_turn(self) -> Turn:

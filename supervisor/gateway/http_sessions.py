@@ -1,0 +1,312 @@
+"""Handshake-era gateway sessions over Streamable HTTP, each held by a task we own.
+
+One MCP session (one ``Mcp-Session-Id``) is one supervisor ``Session``: its
+activations, its approvals and its ``scope: session`` servers. As in
+``admin/hosted.py``, a session outlives the request that opened it, so each one gets
+a *holder* task in ``GatewaySessions``' nursery that enters ``sup.session(tenant=…)``
+and a nursery of the session's own, where its requests are answered (a client that
+drops a POST stream does not cancel the request: the spec says a disconnect is not a
+cancel, and the client may resume the stream) and where tasks attached to every
+session run (``session_tasks``: e.g. the notices a client is sent).
+
+A session ends by ``DELETE /mcp``, by idle expiry (``gateway.session_idle_s`` with
+no request; never while a call is in flight), or at shutdown; its requests still in
+flight are cancelled and answered with an error, its streams end, its servers stop.
+Each tenant holds at most ``gateway.max_sessions_per_tenant`` sessions. Lookups take
+the caller's tenant: another tenant's id is simply unknown (404, as for an expired
+one). Opening and closing are events on the supervisor's broadcast
+(``gateway_session_opened`` / ``gateway_session_closed``, to that tenant's stream).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import itertools
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from actors.log_events import get_logger
+from supervisor.gateway.peer import GatewayPeer
+from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError, error_response
+from supervisor.gateway.sse_events import EventStream, StreamOutlet
+
+if TYPE_CHECKING:
+    from supervisor.service import Supervisor
+
+log = get_logger("supervisor.gateway")
+
+KEEP_STREAMS = 32
+"""POST streams a session keeps for resumption (the oldest finished ones go first)."""
+STANDALONE = "0"
+
+
+class GatewayClosed(RuntimeError):
+    """The gateway is not running (not started yet, or shutting down)."""
+
+
+class TooManyGatewaySessions(RuntimeError):
+    """A tenant already holds ``gateway.max_sessions_per_tenant`` sessions."""
+
+
+@attrs.define(eq=False)
+class GatewaySession:
+    """One open MCP session: its peer, its streams and its clocks."""
+
+    peer: GatewayPeer
+    nursery: trio.Nursery
+    opened_at: float = attrs.field(factory=time.time)
+    last_seen: float = attrs.field(factory=trio.current_time)
+    standalone: EventStream = attrs.field(factory=lambda: EventStream(STANDALONE))
+    streams: OrderedDict[str, EventStream] = attrs.field(factory=OrderedDict)
+    close_requested: trio.Event = attrs.field(factory=trio.Event)
+    closed: trio.Event = attrs.field(factory=trio.Event)
+    announced: bool = False
+    _activity: trio.Event = attrs.field(factory=trio.Event)
+    _stream_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
+
+    @property
+    def id(self) -> str:
+        return self.peer.session.id
+
+    @property
+    def tenant(self) -> str:
+        return self.peer.session.tenant
+
+    def touch(self) -> None:
+        """A request came or was answered: the idle clock starts again."""
+        self.last_seen = trio.current_time()
+        self._activity.set()
+        self._activity = trio.Event()
+
+    async def activity(self) -> None:
+        await self._activity.wait()
+
+    def new_stream(self) -> EventStream:
+        """A POST's SSE stream, kept (bounded) for resumption by ``Last-Event-ID``."""
+        stream = EventStream(str(next(self._stream_ids)))
+        self.streams[stream.id] = stream
+        while len(self.streams) > KEEP_STREAMS:
+            self.streams.popitem(last=False)
+        return stream
+
+    def stream(self, stream_id: str) -> EventStream | None:
+        return self.standalone if stream_id == STANDALONE else self.streams.get(stream_id)
+
+    def outlet(self) -> StreamOutlet:
+        """The standalone (``GET``) stream's outlet: messages no request caused."""
+        return StreamOutlet(self.standalone)
+
+
+SessionTask = Callable[[GatewaySession], Awaitable[None]]
+
+
+class GatewaySessions:
+    """The gateway's MCP sessions, by id, per tenant (see the module docstring)."""
+
+    def __init__(self, supervisor: Supervisor, *, version: str | None = None) -> None:
+        self._supervisor = supervisor
+        self._version = version if version is not None else _installed_version()
+        self._sessions: dict[str, GatewaySession] = {}
+        self._nursery: trio.Nursery | None = None
+        self.session_tasks: list[SessionTask] = []
+        """Run in every session's nursery from its opening until it ends."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the holders until cancelled; then every session closes."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+                self.close_streams()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _running(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise GatewayClosed("the MCP gateway is not running (the service is starting or stopping)")
+        return self._nursery
+
+    # ------------------------------------------------------------------ sessions
+
+    async def open(self, tenant: str) -> GatewaySession:
+        """A new session of ``tenant``; it lives until ``close``, idle expiry or shutdown."""
+        nursery = self._running()
+        bound = self._supervisor.config.gateway.max_sessions_per_tenant
+        if len(self.listing(tenant)) >= bound:
+            raise TooManyGatewaySessions(
+                f"tenant {tenant!r} already holds {bound} MCP sessions, the bound "
+                "(gateway.max_sessions_per_tenant); end one with DELETE /mcp or raise the bound"
+            )
+        record: GatewaySession = await nursery.start(self._hold, tenant)
+        return record
+
+    def get(self, session_id: str, tenant: str | None) -> GatewaySession | None:
+        """The open session, if it belongs to ``tenant`` (None: to any tenant)."""
+        record = self._sessions.get(session_id)
+        if record is None or record.close_requested.is_set():
+            return None
+        if tenant is not None and record.tenant != tenant:
+            return None
+        return record
+
+    def listing(self, tenant: str | None) -> list[GatewaySession]:
+        """The open sessions of ``tenant`` (None: of every tenant), oldest first."""
+        return [
+            r
+            for r in self._sessions.values()
+            if not r.close_requested.is_set() and (tenant is None or r.tenant == tenant)
+        ]
+
+    async def close(self, session_id: str, tenant: str | None, *, timeout_s: float = 15.0) -> bool:
+        """End a session and wait (bounded) until its servers are gone."""
+        record = self.get(session_id, tenant)
+        if record is None:
+            return False
+        record.close_requested.set()
+        with trio.move_on_after(timeout_s):
+            await record.closed.wait()
+        return True
+
+    def announce(self, record: GatewaySession) -> None:
+        """The session is initialized: tell the event stream (once)."""
+        if record.announced:
+            return
+        record.announced = True
+        peer = record.peer
+        self._publish(
+            record,
+            "gateway_session_opened",
+            {"protocol_version": peer.protocol_version, "client": dict(peer.client_info or {})},
+        )
+
+    def close_streams(self) -> None:
+        """End every standalone stream (shutdown: open GETs must not hold the drain)."""
+        for record in self._sessions.values():
+            record.standalone.finish()
+
+    # ----------------------------------------------------------------- requests
+
+    def answer(
+        self, record: GatewaySession, message: Mapping[str, Any], outlet: StreamOutlet, stream: EventStream
+    ) -> None:
+        """Answer one request in the session's nursery; its response ends ``stream``."""
+        record.nursery.start_soon(self._answer, record, message, outlet, stream)
+
+    async def _answer(
+        self, record: GatewaySession, message: Mapping[str, Any], outlet: StreamOutlet, stream: EventStream
+    ) -> None:
+        response: dict[str, Any] | None = None
+        try:
+            response = await record.peer.receive(message, outlet)
+        except Exception:
+            log.exception("gateway request failed", extra={"fields": {"session": record.id}})
+        finally:
+            record.touch()
+            if response is None:
+                why = "the request failed in the supervisor; see its log"
+                if record.close_requested.is_set():
+                    why = "the session ended before this request was answered"
+                response = error_response(message.get("id"), JsonRpcError(INTERNAL_ERROR, why))
+            stream.publish(response, response=True)
+
+    def start_background(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in the gateway's own nursery (new-era requests)."""
+        self._running().start_soon(fn, *args)
+
+    # ------------------------------------------------------------------ holders
+
+    async def _hold(self, tenant: str, *, task_status: trio.TaskStatus[GatewaySession]) -> None:
+        sup = self._supervisor
+        record: GatewaySession | None = None
+        try:
+            async with sup.session(tenant=tenant) as session:
+                peer = GatewayPeer(
+                    session,
+                    lambda key: sup.requests.cancel(key, tenant),
+                    prefix=sup.config.gateway.prefix,
+                    version=self._version,
+                )
+                try:
+                    async with trio.open_nursery() as nursery:
+                        record = GatewaySession(peer, nursery)
+                        self._sessions[record.id] = record
+                        for task in self.session_tasks:
+                            nursery.start_soon(task, record)
+                        nursery.start_soon(self._expire_when_idle, record)
+                        task_status.started(record)
+                        await record.close_requested.wait()
+                        nursery.cancel_scope.cancel()
+                finally:
+                    if record is not None:
+                        self._end(record)
+        except Exception:
+            if record is None:
+                raise  # not started yet: the initialize gets the error
+            log.exception("gateway session failed", extra={"fields": {"session": record.id}})
+        finally:
+            if record is not None:
+                record.closed.set()
+
+    def _end(self, record: GatewaySession) -> None:
+        record.close_requested.set()
+        self._sessions.pop(record.id, None)
+        record.peer.close("the MCP session ended")
+        record.standalone.finish()
+        for stream in record.streams.values():
+            stream.finish()
+        if record.announced:
+            self._publish(record, "gateway_session_closed", {})
+
+    async def _expire_when_idle(self, record: GatewaySession) -> None:
+        """End the session once it has been idle ``gateway.session_idle_s``; a call in
+        flight keeps it open (its answer starts the idle clock again)."""
+        while True:
+            deadline = record.last_seen + self._supervisor.config.gateway.session_idle_s
+            if trio.current_time() < deadline:
+                with trio.move_on_at(deadline):
+                    await record.activity()
+                continue
+            if record.peer.core.in_flight:
+                await record.activity()
+                continue
+            log.info("gateway session expired", extra={"fields": {"session": record.id}})
+            record.close_requested.set()
+            return
+
+    def _publish(self, record: GatewaySession, kind: str, fields: Mapping[str, Any]) -> None:
+        event = {"type": kind, "tenant": record.tenant, "session": record.id, **fields}
+        self._supervisor.events.publish(event)
+
+
+def _installed_version() -> str:
+    """Our version as installed (``serverInfo.version``); "0" when not installed."""
+    try:
+        return importlib.metadata.version("trio-mcp-supervisor")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+def session_item(record: GatewaySession, now: float | None = None) -> dict[str, Any]:
+    """One session as ``GET /v1/gateway/sessions`` lists it."""
+    peer = record.peer
+    core = peer.core
+    return {
+        "session_id": record.id,
+        "era": "handshake",
+        "protocol_version": peer.protocol_version,
+        "client": dict(peer.client_info) if peer.client_info is not None else None,
+        "tenant": record.tenant,
+        "age_s": round((time.time() if now is None else now) - record.opened_at, 3),
+        "turns": core.turns,
+        "in_flight": core.in_flight,
+        "servers": sorted(core.catalog().servers),
+    }

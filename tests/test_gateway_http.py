@@ -1,0 +1,202 @@
+"""``/mcp`` over the real admin server (Hypercorn on a loopback port) fronting
+mini_server.py: sessions, JSON and SSE answers, resumption, and the HTTP rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
+from supervisor.settings.model import GatewaySettings
+from tests.gateway_http_support import McpHttp, events_until, initialize, parse_sse, request
+from tests.test_admin_support import ALICE, BOB, TOKENS, admin_running, config_of, mini_spec
+
+
+async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_path: Path) -> None:
+    async with admin_running(config_of(mini_spec("mini")), tmp_path) as api:
+        mcp = McpHttp(api.http())
+        with trio.fail_after(15):
+            opened = await mcp.open()
+            result = opened.json()["result"]
+            assert result["protocolVersion"] == "2025-11-25"
+            assert result["serverInfo"]["name"] == "mcp-supervisor"
+            listed = await mcp.call(1, "tools/list")
+            assert "mini_echo" in [tool["name"] for tool in listed["result"]["tools"]]
+            echoed = await mcp.call(2, "tools/call", {"name": "mini_echo", "arguments": {"text": "hi"}})
+            assert echoed["result"] == {"content": [{"type": "text", "text": "hi"}], "isError": False}
+
+            params = {
+                "name": "mini_progress",
+                "arguments": {"steps": 2, "interval": 0.01},
+                "_meta": {"progressToken": "p"},
+            }
+            streamed = await mcp.post(request(3, "tools/call", params))
+            assert streamed.status == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+            events = parse_sse(streamed.body)
+            assert events[0].data is None and events[0].retry is not None and events[0].id is not None
+            assert [e.data["method"] for e in events[1:-1]] == ["notifications/progress"] * 2
+            assert [e.data["params"]["progressToken"] for e in events[1:-1]] == ["p", "p"]
+            assert events[-1].data["id"] == 3 and events[-1].data["result"]["isError"] is False
+            ids = [e.id for e in events]
+            assert len(set(ids)) == len(ids)
+
+            deleted = await mcp.http.request("DELETE", "/mcp", headers=mcp.headers())
+            assert deleted.status == 204
+            gone = await mcp.post(request(4, "tools/list"))
+            assert gone.status == 404
+            assert "initialize" in gone.json()["error"]["message"]
+
+
+async def test_http_rules_each_refusal_says_why_and_the_session_lives_on(tmp_path: Path) -> None:
+    config = attrs.evolve(config_of(mini_spec("mini")), gateway=GatewaySettings(max_message_bytes=64 * 1024))
+    async with admin_running(config, tmp_path) as api:
+        mcp = McpHttp(api.http())
+        with trio.fail_after(15):
+            # Before a session: no id → 400; a batch → invalid_request; the new era → not served.
+            early = await mcp.post(request(1, "tools/list"))
+            assert early.status == 400 and "Mcp-Session-Id is missing" in early.json()["error"]["message"]
+            await mcp.open()
+            batch = await mcp.post([request(2, "tools/list"), request(3, "ping")])
+            assert batch.status == 400 and batch.json()["error"]["code"] == INVALID_REQUEST
+            assert "batches are not accepted" in batch.json()["error"]["message"]
+            garbage = await mcp.http.request("POST", "/mcp", body=b"{nope", headers=mcp.headers())
+            assert garbage.status == 400 and garbage.json()["error"]["code"] == PARSE_ERROR
+
+            # A response or a notification alone → 202.
+            note = await mcp.post(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}
+            )
+            assert note.status == 202 and note.body == b""
+            answer = await mcp.post({"jsonrpc": "2.0", "id": "s-41", "result": {}})
+            assert answer.status == 202
+
+            # The protocol version must be the negotiated one.
+            wrong = await mcp.post(request(4, "ping"), {"MCP-Protocol-Version": "2025-06-18"})
+            assert wrong.status == 400 and "2025-11-25" in wrong.json()["error"]["message"]
+            assert wrong.json()["id"] == 4
+
+            # Mcp-Method / Mcp-Name must repeat the body.
+            call = request(5, "tools/call", {"name": "mini_echo", "arguments": {"text": "x"}})
+            for headers, what in (
+                ({"Mcp-Method": "tools/list"}, "Mcp-Method"),
+                ({"Mcp-Method": "tools/call", "Mcp-Name": "mini_add"}, "Mcp-Name"),
+            ):
+                refused = await mcp.post(call, headers)
+                assert refused.status == 400 and what in refused.json()["error"]["message"], refused
+            matching = await mcp.post(call, {"Mcp-Method": "tools/call", "Mcp-Name": "mini_echo"})
+            assert matching.status == 200 and matching.json()["result"]["content"][0]["text"] == "x"
+
+            # A message over gateway.max_message_bytes (above the admin API's own 1 MiB
+            # too) gets its own error; the session lives on.
+            for size in (100 * 1024, 2 * 1024 * 1024):
+                big = request(6, "tools/call", {"name": "mini_echo", "arguments": {"text": "y" * size}})
+                refused = await mcp.post(big)
+                assert refused.status == 413, refused
+                assert "gateway.max_message_bytes" in refused.json()["error"]["message"]
+            alive = await mcp.call(7, "ping")
+            assert alive == {"jsonrpc": "2.0", "id": 7, "result": {}}
+
+            # A per-request-era message: no handler here yet, and the 400 says so.
+            modern = request(8, "server/discover")
+            unserved = await mcp.http.request(
+                "POST", "/mcp", json=modern, headers={"Accept": "application/json"}
+            )
+            assert unserved.status == 400 and "2026-07-28" in unserved.json()["error"]["message"]
+
+            # GET /mcp without a session, or without Accept: text/event-stream.
+            nameless = await mcp.http.request("GET", "/mcp", headers={"Accept": "text/event-stream"})
+            assert nameless.status == 400 and "Mcp-Session-Id" in nameless.json()["error"]["message"]
+            no_sse = await mcp.http.request("GET", "/mcp", headers=mcp.headers(accept="application/json"))
+            assert no_sse.status == 406
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "why"),
+    [
+        ({"Origin": "null"}, 403, "Origin"),
+        ({"Origin": "http://evil.example"}, 403, "Origin"),
+        ({"Host": "evil.example"}, 403, "Host"),
+    ],
+)
+async def test_mcp_has_the_admin_guard_as_json_rpc_errors(
+    tmp_path: Path, headers: dict[str, str], status: int, why: str
+) -> None:
+    async with admin_running(config_of(), tmp_path) as api:
+        with trio.fail_after(10):
+            host = headers.pop("Host", None)
+            reply = await api.http().request("POST", "/mcp", json=initialize(), headers=headers, host=host)
+    assert reply.status == status
+    body = reply.json()
+    assert body["jsonrpc"] == "2.0" and why in body["error"]["message"]
+    assert body["error"]["data"]["code"] == "forbidden"
+
+
+async def test_a_401_carries_www_authenticate_and_sessions_are_per_tenant(tmp_path: Path) -> None:
+    config = attrs.evolve(
+        config_of(mini_spec("mini"), tokens=TOKENS), gateway=GatewaySettings(max_sessions_per_tenant=1)
+    )
+    async with admin_running(config, tmp_path) as api:
+        with trio.fail_after(15):
+            anonymous = await api.http().request("POST", "/mcp", json=initialize())
+            assert anonymous.status == 401 and anonymous.headers["www-authenticate"] == "Bearer"
+            assert "Authorization: Bearer" in anonymous.json()["error"]["message"]
+
+            alice, bob = McpHttp(api.http(ALICE)), McpHttp(api.http(BOB))
+            await alice.open()
+            over = await McpHttp(api.http(ALICE)).post(initialize())
+            assert over.status == 429 and "gateway.max_sessions_per_tenant" in over.json()["error"]["message"]
+            await bob.open()  # bob's bound is his own
+            # Bob cannot use, see or end Alice's session: it is unknown to him (404).
+            bob.session_id, mine = alice.session_id, bob.session_id
+            assert (await bob.post(request(1, "ping"))).status == 404
+            assert (await bob.http.request("DELETE", "/mcp", headers=bob.headers())).status == 404
+            bob.session_id = mine
+
+            await alice.call(1, "tools/call", {"name": "mini_echo", "arguments": {"text": "a"}})
+            listed = await api.http(ALICE).request("GET", "/v1/gateway/sessions")
+            [item] = listed.json()["sessions"]
+            assert item["tenant"] == "alice" and item["session_id"] == alice.session_id
+            assert item["client"] == {"name": "raw-test", "version": "1"} and item["turns"] == 1
+            assert item["era"] == "handshake" and item["protocol_version"] == "2025-11-25"
+            assert "mini" in item["servers"] and item["in_flight"] == 0
+
+            # The call's audit row is under the token's tenant.
+            await api.sup.store.flush()
+            rows = await api.sup.store.read(lambda s: s.audit_rows(limit=100))
+            assert [(row.tenant, row.tool) for row in rows if row.tool == "mini_echo"] == [
+                ("alice", "mini_echo")
+            ]
+
+
+async def test_a_dropped_post_stream_resumes_with_last_event_id(tmp_path: Path) -> None:
+    async with admin_running(config_of(mini_spec("mini")), tmp_path) as api:
+        mcp = McpHttp(api.http())
+        with trio.fail_after(15):
+            await mcp.open()
+            params = {
+                "name": "mini_progress",
+                "arguments": {"steps": 4, "interval": 0.2},
+                "_meta": {"progressToken": 1},
+            }
+            async with mcp.http.stream(
+                "POST", "/mcp", json=request(9, "tools/call", params), headers=mcp.headers()
+            ) as s:
+                seen = await events_until(s, lambda e: e.data is not None)
+                assert seen[-1].data["method"] == "notifications/progress"
+                last_id = seen[-1].id
+            assert last_id is not None  # the client hung up here, mid-call
+            headers = mcp.headers({"Last-Event-ID": last_id}, accept="text/event-stream")
+            resumed = await mcp.http.request("GET", "/mcp", headers=headers)
+            events = parse_sse(resumed.body)
+            assert events[0].data is None  # priming
+            messages = [e.data for e in events[1:]]
+            assert messages[-1]["id"] == 9 and messages[-1]["result"]["isError"] is False
+            steps = [m["params"]["progress"] for m in messages[:-1]]
+            assert steps == sorted(steps) and 1 not in steps  # only what was missed
+            unknown = await mcp.http.request(
+                "GET", "/mcp", headers=mcp.headers({"Last-Event-ID": "77-1"}, accept="text/event-stream")
+            )
+            assert unknown.status == 400 and "Last-Event-ID" in unknown.json()["error"]["message"]

@@ -1,0 +1,134 @@
+"""The registry of ``/mcp`` sessions (``supervisor/gateway/http_sessions.py``), in
+virtual time: idle expiry (never with a call in flight), the per-tenant bound,
+the open/close events and the listing; and the SSE streams' ids, replay and takeover."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from supervisor import Supervisor
+from supervisor.gateway.http_sessions import GatewaySessions, TooManyGatewaySessions, session_item
+from supervisor.gateway.sse_events import EventStream, parse_event_id
+from supervisor.settings.model import GatewaySettings
+from tests.gateway_http_support import initialize, parse_sse
+from tests.test_admin_support import config_of
+
+IDLE_S = 600.0
+
+
+@asynccontextmanager
+async def registry(tmp_path: Path, **gateway: Any) -> AsyncIterator[tuple[Supervisor, GatewaySessions]]:
+    config = attrs.evolve(config_of(), gateway=GatewaySettings(session_idle_s=IDLE_S, **gateway))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, trio.open_nursery() as nursery:
+        sessions = GatewaySessions(sup, version="9")
+        await nursery.start(sessions.run)
+        yield sup, sessions
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_idle_session_expires_but_never_with_a_call_in_flight(
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
+    async with registry(tmp_path) as (sup, sessions):
+        with sup.events.subscribe() as events:
+            record = await sessions.open("alice")
+            answer = await record.peer.receive(initialize(), record.outlet())
+            assert answer is not None and answer["result"]["serverInfo"] == {
+                "name": "mcp-supervisor",
+                "version": "9",
+            }
+            sessions.announce(record)
+            opened = await events.events.receive()
+            assert opened["type"] == "gateway_session_opened" and opened["tenant"] == "alice"
+            assert opened["client"] == {"name": "raw-test", "version": "1"}
+
+            await trio.sleep(IDLE_S - 1)
+            record.touch()  # a request: the clock starts again
+            await trio.sleep(IDLE_S - 1)
+            assert sessions.get(record.id, "alice") is record
+
+            record.peer.core.in_flight = 1  # a call that outlasts the idle time
+            await trio.sleep(IDLE_S * 3)
+            assert sessions.get(record.id, "alice") is record
+            record.peer.core.in_flight = 0
+            record.touch()  # its answer
+            began = trio.current_time()
+            with trio.fail_after(IDLE_S * 2):
+                await record.closed.wait()
+            assert trio.current_time() - began == pytest.approx(IDLE_S, abs=1)
+            assert sessions.get(record.id, None) is None and len(sessions) == 0
+            closed = await events.events.receive()
+            assert closed == {"type": "gateway_session_closed", "tenant": "alice", "session": record.id}
+
+
+async def test_the_per_tenant_bound_refuses_the_session_over_it_naming_the_bound(
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
+    async with registry(tmp_path, max_sessions_per_tenant=2) as (_sup, sessions):
+        first = await sessions.open("alice")
+        await sessions.open("alice")
+        with pytest.raises(TooManyGatewaySessions, match=r"2 MCP sessions.*gateway\.max_sessions_per_tenant"):
+            await sessions.open("alice")
+        await sessions.open("bob")  # another tenant's bound is its own
+        assert await sessions.close(first.id, "bob") is False  # not bob's
+        assert await sessions.close(first.id, "alice") is True
+        await sessions.open("alice")  # room again
+        assert [r.tenant for r in sessions.listing(None)].count("alice") == 2
+        assert len(sessions.listing("bob")) == 1
+        item = session_item(sessions.listing("bob")[0])
+        assert item["tenant"] == "bob" and item["era"] == "handshake" and item["in_flight"] == 0
+        assert item["turns"] == 0 and item["protocol_version"] is None
+
+
+async def test_a_stream_numbers_its_events_replays_after_an_id_and_ends_with_its_response(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    stream = EventStream("3")
+    stream.publish({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
+    stream.publish({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 2}})
+    stream.publish({"jsonrpc": "2.0", "id": 7, "result": {}}, response=True)
+    assert stream.related == 2 and stream.response == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    body = b"".join([chunk async for chunk in stream.follow(1)])
+    events = parse_sse(body)
+    assert events[0].id == "3-1" and events[0].data is None and events[0].retry == 1000
+    assert [(e.id, e.data.get("id")) for e in events[1:]] == [("3-2", None), ("3-3", 7)]
+    assert parse_event_id("3-2") == ("3", 2) and parse_event_id("x") is None and parse_event_id("-1") is None
+
+
+async def test_the_standalone_stream_keeps_what_no_get_took_and_a_newer_get_takes_over(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    stream = EventStream("0")
+    stream.publish({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    first = stream.follow(stream.delivered, stream.take_over())
+    assert (await first.__anext__()).startswith(b"id: 0-0\nretry:")
+    assert b"list_changed" in await first.__anext__()
+    second = stream.follow(stream.delivered, stream.take_over())
+    assert (await second.__anext__()).startswith(b"id: 0-1\n")  # nothing replayed twice
+    with pytest.raises(StopAsyncIteration):
+        await first.__anext__()  # taken over: the old GET ends
+    stream.publish({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+    assert b"0-2" in await second.__anext__()
+    stream.finish()
+    with pytest.raises(StopAsyncIteration):
+        await second.__anext__()
+
+
+async def test_a_response_published_while_the_follower_waits_at_a_yield_is_still_sent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    stream = EventStream("1")
+    stream.publish({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
+    body = stream.follow(0)
+    await body.__anext__()  # priming
+    assert b"progress" in await body.__anext__()  # the body waits here for the client to read
+    stream.publish({"jsonrpc": "2.0", "id": 7, "result": {}}, response=True)
+    assert b'"id":7' in await body.__anext__()
