@@ -38,7 +38,9 @@ from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
-from supervisor.gateway.http_sessions import GatewaySessions
+from supervisor.gateway.http_sessions import GatewaySessions, installed_version
+from supervisor.gateway.notices import run_notices
+from supervisor.gateway.stateless import StatelessGateway
 from supervisor.net import bind_is_loopback
 
 if TYPE_CHECKING:
@@ -97,8 +99,15 @@ class _AdminServer:
     def __init__(self, supervisor: Supervisor, bind: str, listener: socket.socket) -> None:
         self.hosted = HostedSessions(supervisor)
         self.gateway = GatewaySessions(supervisor)
+        cell = supervisor.router.cell
+        self.gateway.session_tasks.append(lambda record: run_notices(record.peer, record.outlet(), cell))
+        self.new_era = StatelessGateway.of(supervisor, version=installed_version())
         self.app = create_app(
-            supervisor, self.hosted, bind_is_loopback=bind_is_loopback(bind), gateway=self.gateway
+            supervisor,
+            self.hosted,
+            bind_is_loopback=bind_is_loopback(bind),
+            gateway=self.gateway,
+            new_era=self.new_era,
         )
         self.config = hypercorn_config(bind)
         self.listener = listener
@@ -117,6 +126,7 @@ class _AdminServer:
             async with trio.open_nursery() as sessions:
                 await sessions.start(self.hosted.run)
                 await sessions.start(self.gateway.run)
+                await sessions.start(self.new_era.run)
                 sessions.start_soon(self._wind_down_calls)
                 async with trio.open_nursery() as server:
                     # hypercorn.trio.serve, with the socket bound beforehand.

@@ -35,6 +35,7 @@ import trio
 from actors.log_events import get_logger
 from supervisor.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.gateway.core import plain_json
+from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError, error_response
@@ -128,7 +129,10 @@ async def serve_stdio(sup: Supervisor, stdin: trio.abc.ReceiveStream, stdout: tr
     outlet = StdoutOutlet(stdout)
     async with sup.session() as session:
         peer = GatewayPeer(
-            session, lambda key: sup.requests.cancel(key, session.tenant), prefix=gateway.prefix
+            session,
+            lambda key: sup.requests.cancel(key, session.tenant),
+            prefix=gateway.prefix,
+            version=installed_version(),
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_notices, peer, outlet, sup.router.cell)
