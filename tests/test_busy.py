@@ -17,6 +17,7 @@ from supervisor.gateway.results import ERROR_META, tool_result
 from supervisor.sessions import Session
 from supervisor.settings.loader import ConfigError
 from supervisor.settings.model import Config
+from tests.test_stdio_transport import eventually
 
 MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
 SLOW = 30.0  # the sleeping calls' length: every busy answer must come long before
@@ -30,7 +31,18 @@ def python() -> str:
 
 
 def spec(name: str, python: str, **options: object) -> ServerSpec:
-    return ServerSpec(name=name, command=(python, MINI), trusted=True, shutdown_grace_s=0.5, **options)  # type: ignore[arg-type]
+    command = (python, MINI, "--calls-log", str(calls_log(name)))
+    return ServerSpec(name=name, command=command, trusted=True, shutdown_grace_s=0.5, **options)  # type: ignore[arg-type]
+
+
+def calls_log(name: str) -> Path:
+    """Where the server ``name`` records each call as it arrives (per test: cwd is its tmp dir)."""
+    return Path.cwd() / f"{name}-calls.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
 
 
 async def sleepers(session: Session, tool: str, count: int, nursery: trio.Nursery) -> list[Envelope]:
@@ -43,7 +55,15 @@ async def sleepers(session: Session, tool: str, count: int, nursery: trio.Nurser
 
     for _ in range(count):
         nursery.start_soon(one)
-    await trio.sleep(0.3)  # the calls reach the connection actor (well under SLOW)
+    server, _, name = tool.partition("_")
+    log = calls_log(server)
+
+    def arrived() -> int:
+        lines = log.read_text().splitlines() if log.exists() else []
+        return sum(1 for line in lines if json.loads(line)["name"] == name)
+
+    with trio.fail_after(10):  # the server has them all (well under SLOW)
+        await eventually(lambda: arrived() >= count)
     return answers
 
 

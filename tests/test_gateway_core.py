@@ -23,6 +23,7 @@ from supervisor.gateway.results import (
     JsonRpcError,
 )
 from tests.test_embedding import config_of, mini_spec
+from tests.test_stdio_transport import eventually
 
 
 @pytest.fixture
@@ -107,7 +108,8 @@ async def test_without_prefix_the_backends_own_names_are_shown(tmp_path: Path, p
 async def test_a_peer_initializes_refuses_early_requests_and_cancels_by_the_clients_id(
     tmp_path: Path, python: str
 ) -> None:
-    config = config_of(mini_spec("mini", python=python))
+    calls = tmp_path / "calls.jsonl"
+    config = config_of(mini_spec("mini", "--calls-log", str(calls), python=python))
     async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
         peer = GatewayPeer(session, lambda key: sup.requests.cancel(key, session.tenant))
         outlet = Recorder()
@@ -135,7 +137,8 @@ async def test_a_peer_initializes_refuses_early_requests_and_cancels_by_the_clie
                 answers.append(await peer.receive(message, outlet))
 
             nursery.start_soon(slow)
-            await trio.sleep(0.3)
+            with trio.fail_after(10):  # the backend has the call
+                await eventually(lambda: calls.exists() and '"sleep"' in calls.read_text())
             cancel = {"requestId": "c-1", "reason": "user"}
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
             with trio.fail_after(5):

@@ -202,15 +202,8 @@ def _tools_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
     return [_tool(core, entry) for entry in turn.tools if not denied(entry)]
 
 
-async def _tools_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    turn = await core.new_turn()
-    return {"tools": core.show("tools", _tools_of(core, turn))}
-
-
 async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise JsonRpcError(INVALID_PARAMS, "tools/call: params.name must be a string")
+    name = _string(params, "name", "tools/call: ")
     arguments = params.get("arguments")
     turn = await core.latest_turn()
     tool_id = core.tool_id(turn, name)
@@ -260,20 +253,8 @@ def _templates_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
     return [{**entry.raw, "uriTemplate": entry.uri_template} for entry in turn.resource_templates()]
 
 
-async def _resources_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    turn = await core.new_turn()
-    return {"resources": core.show("resources", _resources_of(core, turn))}
-
-
-async def _templates_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    turn = await core.new_turn()
-    return {"resourceTemplates": core.show("templates", _templates_of(core, turn))}
-
-
 async def _resources_read(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise JsonRpcError(INVALID_PARAMS, "resources/read: params.uri must be a string")
+    uri = _string(params, "uri", "resources/read: ")
     turn = await core.latest_turn()
     with answered_by(ctx.client):
         envelope = await turn.read_resource(uri, request_id=ctx.cancel_key)
@@ -296,15 +277,8 @@ def _prompts_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
     return [{**prompt.raw, "name": core.prompt_name(prompt.id, prompt.name)} for prompt in turn.prompts()]
 
 
-async def _prompts_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    turn = await core.new_turn()
-    return {"prompts": core.show("prompts", _prompts_of(core, turn))}
-
-
 async def _prompts_get(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
-    name = params.get("name")
-    if not isinstance(name, str):
-        raise JsonRpcError(INVALID_PARAMS, "prompts/get: params.name must be a string")
+    name = _string(params, "name", "prompts/get: ")
     turn = await core.latest_turn()
     arguments = params.get("arguments")
     with answered_by(ctx.client):
@@ -339,9 +313,7 @@ async def _unsubscribe(core: GatewayCore, params: Params, ctx: RequestContext) -
 
 
 async def _subscription(core: GatewayCore, params: Mapping[str, Any], *, subscribe: bool) -> dict[str, Any]:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise JsonRpcError(INVALID_PARAMS, "params.uri must be a string")
+    uri = _string(params, "uri", "")
     session = core.session
     envelope = await (session.subscribe(uri) if subscribe else session.unsubscribe(uri))
     if not envelope.ok:
@@ -376,16 +348,36 @@ _LISTINGS: dict[str, Callable[[GatewayCore, Turn], list[dict[str, Any]]]] = {
     "prompts": _prompts_of,
 }
 
+
+def _string(params: Params, key: str, where: str) -> str:
+    """``params[key]``, which must be a string (else -32602 naming it)."""
+    value = params.get(key)
+    if not isinstance(value, str):
+        raise JsonRpcError(INVALID_PARAMS, f"{where}params.{key} must be a string")
+    return value
+
+
+def _listing(kind: str, key: str) -> Handler:
+    """The handler of one listing method: a new turn, and what it shows of ``kind``
+    (remembered as this client's view, for its list_changed notices)."""
+
+    async def list_kind(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
+        turn = await core.new_turn()
+        return {key: core.show(kind, _LISTINGS[kind](core, turn))}
+
+    return list_kind
+
+
 _METHODS: dict[str, Handler] = {
     "ping": _ping,
-    "tools/list": _tools_list,
+    "tools/list": _listing("tools", "tools"),
     "tools/call": _tools_call,
-    "resources/list": _resources_list,
-    "resources/templates/list": _templates_list,
+    "resources/list": _listing("resources", "resources"),
+    "resources/templates/list": _listing("templates", "resourceTemplates"),
     "resources/read": _resources_read,
     "resources/subscribe": _subscribe,
     "resources/unsubscribe": _unsubscribe,
-    "prompts/list": _prompts_list,
+    "prompts/list": _listing("prompts", "prompts"),
     "prompts/get": _prompts_get,
     "completion/complete": _complete,
     "logging/setLevel": _set_level,
