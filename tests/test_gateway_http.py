@@ -4,15 +4,19 @@ mini_server.py: sessions, JSON and SSE answers, resumption, and the HTTP rules."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 import trio
 
+from supervisor import Supervisor
+from supervisor.admin import serve_admin
+from supervisor.admin import server as admin_server
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
 from supervisor.settings.model import GatewaySettings
-from tests.gateway_http_support import McpHttp, events_until, initialize, parse_sse, request
-from tests.test_admin_support import ALICE, BOB, TOKENS, admin_running, config_of, mini_spec
+from tests.gateway_http_support import McpHttp, events_until, initialize, parse_sse, request, rest_raw
+from tests.test_admin_support import ALICE, BOB, TOKENS, Http, admin_running, config_of, mini_spec, until
 
 
 async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_path: Path) -> None:
@@ -200,3 +204,40 @@ async def test_a_dropped_post_stream_resumes_with_last_event_id(tmp_path: Path) 
                 "GET", "/mcp", headers=mcp.headers({"Last-Event-ID": "77-1"}, accept="text/event-stream")
             )
             assert unknown.status == 400 and "Last-Event-ID" in unknown.json()["error"]["message"]
+
+
+async def test_the_drain_answers_mcp_calls_in_flight_and_ends_the_get_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(admin_server, "CALL_GRACE_S", 0.5)
+    calls_log = tmp_path / "calls.log"
+    results: dict[str, Any] = {}
+    async with Supervisor.open(
+        config_of(mini_spec("mini", "--calls-log", str(calls_log))), state_dir=tmp_path
+    ) as sup:
+        with trio.fail_after(20):
+            async with trio.open_nursery() as clients:
+                async with trio.open_nursery() as admin:
+                    mcp = McpHttp(Http(await admin.start(serve_admin, sup, "127.0.0.1:0")))
+                    await mcp.open()
+
+                    async def call() -> None:
+                        sleep = request(1, "tools/call", {"name": "mini_sleep", "arguments": {"seconds": 30}})
+                        results["call"] = await mcp.post(sleep)
+
+                    async def listen(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                        headers = mcp.headers(accept="text/event-stream")
+                        async with mcp.http.stream("GET", "/mcp", headers=headers) as stream:
+                            task_status.started()
+                            results["get"] = await rest_raw(stream)
+
+                    await clients.start(listen)
+                    clients.start_soon(call)
+                    await until(lambda: calls_log.exists() and bool(calls_log.read_text()))
+                    started = trio.current_time()
+                    admin.cancel_scope.cancel()
+                drained_in = trio.current_time() - started
+    assert drained_in < admin_server.GRACEFUL_TIMEOUT_S, drained_in
+    answer = results["call"].json()
+    assert answer["id"] == 1 and "session ended" in answer["error"]["message"]
+    assert parse_sse(results["get"])[0].retry is not None  # primed, then ended by the drain
