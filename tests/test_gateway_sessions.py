@@ -17,7 +17,12 @@ import trio.testing
 from supervisor import Supervisor
 from supervisor.admin.app import create_app
 from supervisor.admin.hosted import HostedSessions
-from supervisor.gateway.http_sessions import GatewaySessions, TooManyGatewaySessions, session_item
+from supervisor.gateway.http_sessions import (
+    GatewaySession,
+    GatewaySessions,
+    TooManyGatewaySessions,
+    session_item,
+)
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.sse_events import EventStream, parse_event_id
 from supervisor.settings.model import GatewaySettings
@@ -170,3 +175,27 @@ async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_pat
             taken = await client.post("/mcp", json=note, headers=headers)
             assert taken.status_code == 202
     assert handler.seen == [("server/discover", "default"), ("notifications/cancelled", "default")]
+
+
+async def test_a_session_task_runs_with_each_session_and_its_messages_go_to_the_get_stream(
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
+    ran: list[str] = []
+
+    async def notices(record: GatewaySession) -> None:
+        ran.append(record.id)
+        try:
+            await record.outlet().send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            await trio.sleep_forever()
+        finally:
+            ran.append(f"ended {record.id}")
+
+    async with registry(tmp_path) as (_sup, sessions):
+        sessions.session_tasks.append(notices)
+        record = await sessions.open("alice")
+        await trio.sleep(1)
+        assert ran == [record.id]
+        [(_, frame)] = record.standalone.after(0)
+        assert b"list_changed" in frame and frame.startswith(b"id: 0-1\n")
+        assert await sessions.close(record.id, "alice")
+        assert ran == [record.id, f"ended {record.id}"]
