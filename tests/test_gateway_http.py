@@ -47,6 +47,17 @@ async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_p
             ids = [e.id for e in events]
             assert len(set(ids)) == len(ids)
 
+            # A call is streamed at once (a priming event to resume from); a listing
+            # with nothing related before its response is JSON.
+            quick = await mcp.post(
+                request(5, "tools/call", {"name": "mini_echo", "arguments": {"text": "q"}})
+            )
+            assert quick.headers["content-type"].startswith("text/event-stream")
+            primed, answered = parse_sse(quick.body)
+            assert primed.data is None and primed.retry == 1000 and answered.data["id"] == 5
+            listing = await mcp.post(request(6, "tools/list"))
+            assert listing.headers["content-type"] == "application/json" and listing.json()["id"] == 6
+
             deleted = await mcp.http.request("DELETE", "/mcp", headers=mcp.headers())
             assert deleted.status == 204
             gone = await mcp.post(request(4, "tools/list"))
@@ -81,6 +92,8 @@ async def test_http_rules_each_refusal_says_why_and_the_session_lives_on(tmp_pat
             wrong = await mcp.post(request(4, "ping"), {"MCP-Protocol-Version": "2025-06-18"})
             assert wrong.status == 400 and "2025-11-25" in wrong.json()["error"]["message"]
             assert wrong.json()["id"] == 4
+            assumed = await mcp.post(request(4, "ping"), {"MCP-Protocol-Version": "2025-03-26"})
+            assert assumed.status == 200  # the version a server assumes when none is said
 
             # Mcp-Method / Mcp-Name must repeat the body.
             call = request(5, "tools/call", {"name": "mini_echo", "arguments": {"text": "x"}})
@@ -90,7 +103,8 @@ async def test_http_rules_each_refusal_says_why_and_the_session_lives_on(tmp_pat
             ):
                 refused = await mcp.post(call, headers)
                 assert refused.status == 400 and what in refused.json()["error"]["message"], refused
-            matching = await mcp.post(call, {"Mcp-Method": "tools/call", "Mcp-Name": "mini_echo"})
+            named = {"Mcp-Method": "tools/call", "Mcp-Name": "mini_echo"}
+            matching = await mcp.post(call, named, accept="application/json")
             assert matching.status == 200 and matching.json()["result"]["content"][0]["text"] == "x"
 
             # A message over gateway.max_message_bytes (above the admin API's own 1 MiB
@@ -238,6 +252,6 @@ async def test_the_drain_answers_mcp_calls_in_flight_and_ends_the_get_stream(
                     admin.cancel_scope.cancel()
                 drained_in = trio.current_time() - started
     assert drained_in < admin_server.GRACEFUL_TIMEOUT_S, drained_in
-    answer = results["call"].json()
+    answer = parse_sse(results["call"].body)[-1].data  # a call is streamed: priming, then its answer
     assert answer["id"] == 1 and "session ended" in answer["error"]["message"]
     assert parse_sse(results["get"])[0].retry is not None  # primed, then ended by the drain
