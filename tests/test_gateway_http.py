@@ -10,6 +10,7 @@ import attrs
 import pytest
 import trio
 
+from actors.connection.spec import Scope, Start
 from supervisor import Supervisor
 from supervisor.admin import serve_admin
 from supervisor.admin import server as admin_server
@@ -255,3 +256,19 @@ async def test_the_drain_answers_mcp_calls_in_flight_and_ends_the_get_stream(
     answer = parse_sse(results["call"].body)[-1].data  # a call is streamed: priming, then its answer
     assert answer["id"] == 1 and "session ended" in answer["error"]["message"]
     assert parse_sse(results["get"])[0].retry is not None  # primed, then ended by the drain
+
+
+async def test_delete_stops_the_sessions_own_servers(tmp_path: Path) -> None:
+    config = config_of(mini_spec("mini"), mini_spec("mine", scope=Scope.SESSION, start=Start.LAZY))
+    async with admin_running(config, tmp_path) as api:
+        mcp = McpHttp(api.http())
+        with trio.fail_after(15):
+            await mcp.open()
+            listed = await mcp.call(1, "tools/list")
+            assert "mine_echo" in [tool["name"] for tool in listed["result"]["tools"]]
+            sid = mcp.session_id
+            assert sid is not None and api.sup.router.cell.current.overlays.get(sid)
+            [item] = (await mcp.http.request("GET", "/v1/gateway/sessions")).json()["sessions"]
+            assert {"mini", "mine"} <= set(item["servers"])
+            assert (await mcp.http.request("DELETE", "/mcp", headers=mcp.headers())).status == 204
+            await until(lambda: not api.sup.router.cell.current.overlays.get(sid))
