@@ -45,10 +45,10 @@ class BaselineError(ValueError):
     """A malformed baseline file; the message names the file and line."""
 
 
-def parse_baseline(text: str, source: str) -> dict[str, str]:
+def parse_baseline(text: str, source: str, key: str = "client") -> dict[str, str]:
     """Scenario -> reason, from the suite's expected-failures YAML (a ``client:`` list,
-    ``- scenario  # reason`` per line, or ``client: []``). Only this subset is accepted,
-    so what we read is what the suite would read."""
+    ``- scenario  # reason`` per line, or ``client: []``; ``server:`` for the server
+    scenarios). Only this subset is accepted, so what we read is what the suite would read."""
     entries: dict[str, str] = {}
     seen_key = False
     for number, line in enumerate(text.splitlines(), 1):
@@ -56,18 +56,18 @@ def parse_baseline(text: str, source: str) -> dict[str, str]:
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        if re.fullmatch(r"client:\s*(\[\s*\])?\s*(#.*)?", stripped) and not line[0].isspace():
+        if re.fullmatch(rf"{key}:\s*(\[\s*\])?\s*(#.*)?", stripped) and not line[0].isspace():
             if seen_key:
-                raise BaselineError(f"{where}: a second 'client:' key")
+                raise BaselineError(f"{where}: a second '{key}:' key")
             seen_key = True
             continue
         match = _ENTRY.match(line)
         if match is None:
             raise BaselineError(
-                f"{where}: expected '  - scenario  # reason' under 'client:', got {stripped[:60]!r}"
+                f"{where}: expected '  - scenario  # reason' under '{key}:', got {stripped[:60]!r}"
             )
         if not seen_key:
-            raise BaselineError(f"{where}: an entry before the 'client:' key")
+            raise BaselineError(f"{where}: an entry before the '{key}:' key")
         name, reason = match["name"], (match["reason"] or "").strip()
         if not reason:
             raise BaselineError(f"{where}: {name} has no reason (add '  # why it fails')")
@@ -75,7 +75,7 @@ def parse_baseline(text: str, source: str) -> dict[str, str]:
             raise BaselineError(f"{where}: {name} is listed twice")
         entries[name] = reason
     if not seen_key:
-        raise BaselineError(f"{source}: no 'client:' key (write 'client: []' for an empty baseline)")
+        raise BaselineError(f"{source}: no '{key}:' key (write '{key}: []' for an empty baseline)")
     return entries
 
 

@@ -52,7 +52,9 @@ class ApprovalRequest:
     tenant: str
 
 
-Approver = Callable[[ApprovalRequest], Awaitable["Approval | str"]]
+Approver = Callable[[ApprovalRequest], Awaitable["Approval | Verdict | str"]]
+"""A host's approver; a ``Verdict`` answer denies with its own message (a front that
+has nobody to ask says why)."""
 
 
 def coerce(answer: object) -> Approval:
@@ -137,7 +139,8 @@ class ApprovalDesk:
     async def _ask_callback(self, approver: Approver, request: ApprovalRequest) -> Verdict:
         with trio.move_on_after(self.timeout_s):
             try:
-                return Verdict(coerce(await approver(request)))
+                answer = await approver(request)
+                return answer if isinstance(answer, Verdict) else Verdict(coerce(answer))
             except Exception as exc:  # the host's code failed: fail closed, say so
                 log.exception("approver failed", extra={"fields": {"tool": request.tool}})
                 return Verdict(Approval("deny"), f"the approver failed ({type(exc).__name__}); denied")

@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", choices=("text", "json"), default="text")
     serve.add_argument("--verbose", "-v", action="store_true", help="debug logging")
 
+    stdio = commands.add_parser("stdio", help="serve the gateway to one MCP client on stdin/stdout")
+    stdio.add_argument("--config", help=config_help)
+    stdio.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+    stdio.add_argument("--verbose", "-v", action="store_true", help="debug logging (on stderr)")
+
     auth = commands.add_parser("auth", help="authorize a remote server (OAuth)")
     auth_commands = auth.add_subparsers(dest="auth_command", required=True, metavar="ACTION")
     login = auth_commands.add_parser(
@@ -251,6 +256,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stdio(args: argparse.Namespace) -> int:
+    from supervisor.gateway.stdio_front import run_stdio
+
+    config = _load(args.config)
+    configure(config.secrets, level=logging.DEBUG if args.verbose else logging.INFO)
+    check_state_dir(config, args.state_dir)
+    try:
+        run_stdio(config, args.state_dir)
+    except BaseExceptionGroup as exc:
+        bad_state = _find(exc, StateError)
+        if bad_state is not None:
+            raise bad_state from None  # main() prints it
+        raise
+    return 0
+
+
 def cmd_auth_login(args: argparse.Namespace) -> int:
     from supervisor import auth_login  # the OAuth code (and httpx2) only when needed
 
@@ -287,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(args)
         if args.command == "auth":
             return cmd_auth_login(args)
+        if args.command == "stdio":
+            return cmd_stdio(args)
         return cmd_serve(args)
     except ConfigError as exc:
         print(exc, file=sys.stderr)

@@ -22,9 +22,11 @@ from typing import Any
 import attrs
 import trio
 
+from actors.broadcast import Broadcast
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
 from actors.connection.client_side import ClientSide
 from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control, Retune
+from actors.connection.server_log import LogSink, ServerLogged
 from actors.connection.server_requests import chain
 from actors.connection.spec import Scope, ServerSpec
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
@@ -48,6 +50,8 @@ class ConnectionFactory:
     server_requests: ServerRequestHandler | None = None
     known_era: Callable[[str], Era | None] = lambda _server: None
     """The era a shared server was last found to speak (``supervisor.server_memory``)."""
+    server_logs: Broadcast[ServerLogged] = attrs.field(factory=Broadcast)
+    """Every server's log messages, as logged (a gateway passes them on to its clients)."""
 
     def actor(
         self,
@@ -78,7 +82,14 @@ class ConnectionFactory:
             server_requests=handler,
             crashed=crashed,
             known_era=self.known_era(spec.name) if owner is None else None,
+            log_sink=self._log_sink(owner),
         )
+
+    def _log_sink(self, owner: str | None) -> LogSink:
+        publish = self.server_logs.publish
+        if owner is None:
+            return publish
+        return lambda record: publish(attrs.evolve(record, owner=owner))
 
 
 def shared_child(

@@ -16,7 +16,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from actors.router.catalog import ToolEntry
-from actors.router.trust import Action, Decision, apply_pin, compile_rules, decide, permission_of
+from actors.router.trust import (
+    Action,
+    Decision,
+    apply_pin,
+    compile_rules,
+    decide,
+    denied_outright,
+    permission_of,
+)
 from supervisor.settings.model import TrustSettings
 from supervisor.store import RememberApproval, SetPin, StoreMessage
 
@@ -83,6 +91,10 @@ class Policy:
             action = Action(always[1])
             return Decision(action, f"remembered always: {action.value}", None)
         return decision
+
+    def denied_outright(self, entry: ToolEntry) -> bool:
+        """Whether every call of ``entry`` is denied by a rule, whatever its arguments."""
+        return denied_outright(permission_of(entry.server, entry.name), self.rules)
 
     def allowed(self, entry: ToolEntry) -> None:
         """A call of ``entry`` goes ahead: pin its definition as the allowed one."""

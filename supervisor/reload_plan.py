@@ -60,6 +60,7 @@ LIVE_KEYS: Mapping[str, str] = {
     "ping_timeout_s": "ping_timeout_s",
     "log_level": "log_level",
     "shutdown_grace_s": "shutdown_grace_s",
+    "concurrency": "concurrency",
 }
 """A change to one of these is applied to the running server (calls sent after it)."""
 

@@ -22,7 +22,9 @@ from typing import Any
 import attrs
 import trio
 
+from actors.broadcast import Broadcast
 from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
+from actors.connection.server_log import ServerLogged
 from actors.connection.spec import ServerSpec
 from actors.connection.states import is_settled, needs_start
 from actors.log_events import get_logger
@@ -144,6 +146,9 @@ class Session:
         # (catalogs are immutable: identity is the key).
         self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
         self._subscriptions = Subscriptions(self.id, nursery)
+        self.runs_private = True
+        """Whether its turns start its ``scope: session`` servers (the MCP gateway's
+        per-tenant state of new-era clients does not: they need a handshake-era session)."""
 
     # ------------------------------------------------------------ subscriptions
 
@@ -194,6 +199,21 @@ class Session:
     def activate(self, tool_id: str) -> None:
         """Make a tool part of every later listing in this session."""
         self.activated.setdefault(tool_id, len(self.activated))
+
+    @property
+    def server_logs(self) -> Broadcast[ServerLogged]:
+        """Every server's log messages (a private one's carry its session as ``owner``)."""
+        return self._services.connections.server_logs
+
+    def preview_turn(self) -> Turn:
+        """A turn over the current epoch, to see what a listing would show now (no
+        server is started; make calls in turns from ``begin_turn``)."""
+        catalog = self._current()
+        return Turn(self, self._services.calls, f"{self.id}-preview", catalog, self.search_enabled(catalog))
+
+    def denied_outright(self, entry: ToolEntry) -> bool:
+        """A trust rule denies every call of the tool (pattern ``*``): it is not shown."""
+        return bool(entry.server) and self._services.policy.denied_outright(entry)
 
     def catalog_now(self) -> Catalog:
         """The current epoch as this session sees it (no turn is begun)."""
@@ -276,6 +296,8 @@ class Session:
     # ---------------------------------------------------------- private servers
 
     async def _spawn_private_servers(self) -> None:
+        if not self.runs_private:
+            return
         for spec in self._services.private_servers:
             if spec.name not in self._private:
                 await self._spawn_private(spec)

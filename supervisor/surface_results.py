@@ -33,7 +33,7 @@ def surface_envelope(
     """The envelope of one answered surface request (``method``: ``resources/read``,
     ``prompts/get`` or ``completion/complete``), or its failure."""
     if isinstance(outcome, CallFailed):
-        return failure(label, outcome.code, outcome.message)
+        return failure(label, outcome.code, outcome.message, outcome.retry_after_ms)
     if not isinstance(outcome, Answered):
         return failure(label, "server_error", f"{label}: the answer is not a {method} result")
     reading = _READERS[method](outcome.result)

@@ -194,3 +194,53 @@ def test_a_malformed_baseline_stops_the_run_with_status_2(
 ) -> None:
     assert run_gate(tmp_path, "client:\n  - known-bad\n") == 2
     assert "b.yml:2: known-bad has no reason" in capsys.readouterr().err
+
+
+def load_server_gate() -> ModuleType:
+    sys.path.insert(0, str(ROOT / ".ci"))  # it imports conformance_gate as the script does
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "conformance_server_gate", ROOT / ".ci" / "conformance_server_gate.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / ".ci"))
+
+
+def test_a_server_baseline_uses_the_server_key() -> None:
+    text = "server:\n  - caching  # gateway /mcp not merged yet\n"
+    assert gate.parse_baseline(text, "s.yml", "server") == {"caching": "gateway /mcp not merged yet"}
+    with pytest.raises(gate.BaselineError, match=r"s\.yml: no 'server:' key"):
+        gate.parse_baseline("# only a comment\n", "s.yml", "server")
+
+
+def test_the_server_gate_reads_the_suites_summary_only() -> None:
+    server_gate = load_server_gate()
+    log = textwrap.dedent(
+        """\
+        ✗ ping: 0 passed, 1 failed   (a line of progress before the summary: ignored)
+
+        === SUMMARY ===
+        ✓ ping: 1 passed, 0 failed
+        ✗ caching: 2 passed, 5 failed
+        ✓ tasks-lifecycle: 0 passed, 0 failed
+        Total: 3 passed, 5 failed
+        """
+    )
+    outcomes = server_gate.verdicts(log, "x.log")
+    assert [(o.scenario, o.passed, o.reason) for o in outcomes] == [
+        ("ping", True, ""),
+        ("caching", False, "5 of 7 checks failed"),
+        ("tasks-lifecycle", True, ""),
+    ]
+    assert server_gate.verdicts("no summary", "x.log") == []
+
+
+def test_every_server_baseline_parses_and_has_a_reason_per_entry() -> None:
+    baselines = sorted((ROOT / ".ci").glob("conformance-server-baseline-*-gateway.yml"))
+    assert len(baselines) == 3  # 0.1.16 all; 0.2.0-alpha.12 at 2025-11-25 and at 2026-07-28
+    for path in baselines:
+        assert all(gate.parse_baseline(path.read_text(), str(path), "server").values())

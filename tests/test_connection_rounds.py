@@ -9,7 +9,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from actors.connection.client_side import ServerRequestHandler
+from actors.connection.client_side import INPUT_KEY, ServerRequestHandler
 from actors.connection.messages import CallFailed, CallSucceeded, CancelCall
 from actors.connection.states import State
 from actors.protocol.messages import Request
@@ -98,6 +98,22 @@ async def test_the_call_is_retried_with_the_answers_and_the_echoed_state(
         assert retry.params["requestState"] == "state-of-deploy"
         assert retry.params["_meta"]["progressToken"] == retry.id  # the era's _meta too
         assert len(h.actor._inflight) == 0
+
+
+async def test_the_handler_sees_the_servers_own_key_of_each_input(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The MCP gateway relays a backend's input requests to its own new-era clients
+    under the backend's keys (``INPUT_KEY``), and sees none outside a round."""
+    keys: list[str | None] = []
+
+    async def host(server_name: str, method: str, params: Any) -> dict[str, Any]:
+        keys.append(INPUT_KEY.get())
+        return ACCEPT
+
+    async with running(modern_server(), server_requests=host) as h:
+        assert text(await h.call("deploy")).startswith("deploy:")
+    assert keys == ["confirm"] and INPUT_KEY.get() is None
 
 
 async def test_a_result_without_state_is_retried_without_state(

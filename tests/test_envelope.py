@@ -70,6 +70,7 @@ DOCUMENTED_CODES = {
     "unknown_resource",
     "unknown_prompt",
     "unsupported",
+    "busy",
 }
 
 

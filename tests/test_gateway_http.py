@@ -118,12 +118,14 @@ async def test_http_rules_each_refusal_says_why_and_the_session_lives_on(tmp_pat
             alive = await mcp.call(7, "ping")
             assert alive == {"jsonrpc": "2.0", "id": 7, "result": {}}
 
-            # A per-request-era message: no handler here yet, and the 400 says so.
+            # A per-request-era message goes to the new era's handler: without its
+            # MCP-Protocol-Version header it is refused, saying so.
             modern = request(8, "server/discover")
             unserved = await mcp.http.request(
                 "POST", "/mcp", json=modern, headers={"Accept": "application/json"}
             )
-            assert unserved.status == 400 and "2026-07-28" in unserved.json()["error"]["message"]
+            assert unserved.status == 400
+            assert "MCP-Protocol-Version header is missing" in unserved.json()["error"]["message"]
 
             # GET /mcp without a session, or without Accept: text/event-stream.
             nameless = await mcp.http.request("GET", "/mcp", headers={"Accept": "text/event-stream"})

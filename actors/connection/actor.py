@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from actors.connection.calls import InFlightTable, call_failure
+from actors.connection.calls import InFlightTable, busy, call_failure
 from actors.connection.era_probe import settle
 from actors.connection.lister import Lister
 from actors.connection.listing import ALL_KINDS, ConnectionFailed
@@ -44,6 +44,7 @@ from actors.connection.messages import (
 )
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
+from actors.connection.server_log import LogSink
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import (
     Crashed,
@@ -118,8 +119,10 @@ class ConnectionActor:
         server_requests: ServerRequestHandler | None = None,
         crashed: Crashed | None = None,
         known_era: Era | None = None,
+        log_sink: LogSink | None = None,
     ) -> None:
         self.spec = spec
+        self._log_sink = log_sink
         self.name = spec.name
         self.owner = owner
         self._connector = connector
@@ -180,7 +183,10 @@ class ConnectionActor:
     def _dispatch(self, message: ConnectionMessage) -> None:
         if isinstance(message, CallTool):
             route = self._machine.call_route
-            if route is _SEND:  # the hot path: one attribute read decides
+            refused = busy(self.spec.concurrency, len(self._inflight) + len(self._parked), self.name)
+            if refused is not None:
+                answer(message.reply, refused)
+            elif route is _SEND:  # the hot path: one attribute read decides
                 live = self._live
                 assert live is not None, "the machine sends calls only while connected"
                 live.send_call(message)
@@ -368,6 +374,7 @@ class ConnectionActor:
                         redactor=self._redactor,
                         server_requests=self._server_requests,
                         updated=self._subscriptions.updated,
+                        log_sink=self._log_sink,
                     )
                     reopen = await self._serve(live, init, first)
             except TransportError as exc:  # authenticate: nothing to send it with

@@ -128,6 +128,26 @@ class InFlightTable:
         return entries
 
 
+BUSY_RETRY_AFTER_MS = 250
+"""What a ``busy`` answer suggests waiting: fixed, short. Recent call durations would be
+a guess too (one slow call says little about when the next slot frees), and a caller
+that retries early is answered ``busy`` again at once, at no cost to the server."""
+
+
+def busy(limit: int | None, in_flight: int, server: str) -> CallFailed | None:
+    """The answer to a call beyond the server's ``concurrency`` (``limit`` requests are
+    already in flight to this instance), or None when it may go. Never a wait: a caller
+    that queued silently behind a slow call could not tell it from a hung server."""
+    if limit is None or in_flight < limit:
+        return None
+    return CallFailed(
+        "busy",
+        f"mcp server {server} is busy: {in_flight} calls in flight, its concurrency limit is "
+        f"{limit}; retry in {BUSY_RETRY_AFTER_MS} ms",
+        BUSY_RETRY_AFTER_MS,
+    )
+
+
 def call_failure(why: Why, tool: str, server: str) -> CallFailed:
     """The answer to a call the machine fails (``FailCalls``), by why."""
     if why is Why.STOPPED_RESPONDING:

@@ -13,12 +13,19 @@ calling session's exactly.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import attrs
 
 ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
 """``(server, method, params) -> result``, or None when the host does not handle ``method``."""
+
+
+INPUT_KEY: ContextVar[str | None] = ContextVar("input_key", default=None)
+"""While a handler answers one input request of a per-request-era server's
+"input required" result, the server's own key for it (``inputRequests.<key>``), so a
+handler that relays it to a client of that era (the MCP gateway) can keep the key."""
 
 
 class RequestRefused(Exception):

@@ -20,7 +20,7 @@ from actors.connection.freshness import refetch_after
 from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.rounds import RoundTrips
-from actors.connection.server_log import log_server_message
+from actors.connection.server_log import LogSink, log_server_message
 from actors.connection.server_requests import ServerRequests, refuse
 from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
@@ -60,6 +60,7 @@ class Live:
     __slots__ = (
         "_inflight",
         "_internal",
+        "_log_sink",
         "_redactor",
         "_report",
         "_server_requests",
@@ -94,8 +95,10 @@ class Live:
         redactor: Redactor,
         server_requests: ServerRequestHandler | None,
         updated: Callable[[str], None] = lambda uri: None,
+        log_sink: LogSink | None = None,
     ) -> None:
         self.name = spec.name
+        self._log_sink = log_sink
         self.spec = spec
         self.transport = transport
         self.nursery = nursery
@@ -236,7 +239,7 @@ class Live:
             elif isinstance(event, ResourceChanged):
                 self._updated(event.uri)
             elif isinstance(event, LogMessage):
-                log_server_message(self.name, event, self._redactor)
+                log_server_message(self.name, event, self._redactor, self._log_sink)
             elif isinstance(event, Initialized):
                 self.initialized.set()
             elif isinstance(event, DiscoverAnswered):

@@ -28,10 +28,12 @@ class CallSucceeded:
 
 @attrs.frozen(slots=True)
 class CallFailed:
-    """The call ended without a server result; ``code`` is an envelope error code."""
+    """The call ended without a server result; ``code`` is an envelope error code
+    (``retry_after_ms``: set with ``busy``)."""
 
     code: str
     message: str
+    retry_after_ms: int | None = None
 
 
 @attrs.frozen(slots=True)

@@ -24,7 +24,7 @@ from typing import Any
 import trio
 
 from actors.connection.calls import InFlight, InFlightTable
-from actors.connection.client_side import ServerRequestHandler
+from actors.connection.client_side import INPUT_KEY, ServerRequestHandler
 from actors.connection.messages import CallFailed, CallOutcome, CallTool
 from actors.log_events import get_logger
 from actors.mailbox import answer
@@ -134,6 +134,7 @@ class RoundTrips:
         self, handler: ServerRequestHandler, entry: InFlight, request: InputRequest
     ) -> Mapping[str, Any] | CallFailed:
         tool, method = entry.call.tool, request.method
+        token = INPUT_KEY.set(request.key)
         try:
             result = await handler(self.name, method, dict(request.params))
         except Exception as exc:  # a host bug fails this call, never the connection
@@ -147,6 +148,8 @@ class RoundTrips:
                 f"the host's handler failed on {method}, which mcp server {self.name} "
                 f"needs for tools/call {tool}",
             )
+        finally:
+            INPUT_KEY.reset(token)
         if result is None:
             return CallFailed(
                 "server_error",

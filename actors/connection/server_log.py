@@ -6,12 +6,18 @@ Python level its RFC 5424 level maps to. The server is untrusted input: its ``da
 text) and cut to ``MAX_DATA_CHARS``, so a chatty or hostile server cannot fill the
 log with one message or leak a token through it. How much it sends at all is its
 ``log_level`` (``logging/setLevel``, sent by the connection actor).
+
+A connection may also be given a ``LogSink``: each message, as logged (redacted and
+bounded), is handed to it as a ``ServerLogged``, so a gateway can pass it on to the
+clients that asked for it, without this package knowing who they are.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+import attrs
 import orjson
 
 from actors.log_events import get_logger
@@ -63,11 +69,35 @@ def data_text(data: object, redactor: Redactor) -> str:
     return text
 
 
-def log_server_message(server: str, message: LogMessage, redactor: Redactor) -> None:
-    """Log one of the server's messages under its name (unknown levels as warning)."""
+@attrs.frozen(slots=True)
+class ServerLogged:
+    """One of a server's log messages as we logged it: redacted, bounded, and the
+    level one of ``SERVER_LOG_LEVELS`` (an unknown one is ``warning``). ``owner``: the
+    session of a private (``scope: session``) server, None for a shared one."""
+
+    server: str
+    level: str
+    data: str
+    logger: str | None = None
+    owner: str | None = None
+
+
+LogSink = Callable[[ServerLogged], None]
+"""Takes each message a connection logs (it must not block: an actor's loop calls it)."""
+
+
+def log_server_message(
+    server: str, message: LogMessage, redactor: Redactor, sink: LogSink | None = None
+) -> None:
+    """Log one of the server's messages under its name (unknown levels as warning),
+    and hand it to ``sink``."""
     level = message.level.lower()
     fields: dict[str, object] = {"server": server, "level": level[:MAX_NAME_CHARS]}
-    if message.logger is not None:
-        fields["logger"] = redactor.redact(message.logger[:MAX_NAME_CHARS])
-    fields["data"] = data_text(message.data, redactor)
+    logger = None if message.logger is None else redactor.redact(message.logger[:MAX_NAME_CHARS])
+    if logger is not None:
+        fields["logger"] = logger
+    data = fields["data"] = data_text(message.data, redactor)
     log.log(PYTHON_LEVELS.get(level, logging.WARNING), "server log", extra={"fields": fields})
+    if sink is not None:
+        known = level if level in PYTHON_LEVELS else "warning"
+        sink(ServerLogged(server, known, data, logger))

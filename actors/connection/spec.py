@@ -91,6 +91,9 @@ class ServerSpec:
     # The least severe log message the server should send (``logging/setLevel``, sent
     # when the server declares ``logging``): an RFC 5424 level, "debug" … "emergency".
     log_level: str = "warning"
+    # At most this many requests in flight to one instance of the server (None: no
+    # bound); one more is answered ``busy`` at once (``actors/connection/calls.py``).
+    concurrency: int | None = None
 
     def __repr__(self) -> str:
         # Specs end up in logs and tracebacks: show every field but never a secret.

@@ -29,16 +29,25 @@ ERROR_CODES = frozenset(
         "unknown_resource",
         "unknown_prompt",
         "unsupported",
+        "busy",
     }
 )
 
 
 @attrs.frozen(slots=True)
 class CallError:
-    """Why a call failed: a code from ERROR_CODES and a message for the model."""
+    """Why a call failed: a code from ERROR_CODES and a message for the model.
+    ``retry_after_ms`` is set for ``busy``: when trying again is worth it."""
 
     code: str
     message: str
+    retry_after_ms: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.retry_after_ms is not None:
+            body["retry_after_ms"] = self.retry_after_ms
+        return body
 
 
 @attrs.frozen(slots=True)
@@ -61,7 +70,7 @@ class Envelope:
             return {
                 "ok": False,
                 "tool": self.tool,
-                "error": {"code": self.error.code, "message": self.error.message},
+                "error": self.error.as_dict(),
             }
         return {
             "ok": True,
@@ -74,10 +83,10 @@ class Envelope:
         }
 
 
-def failure(tool: str, code: str, message: str) -> Envelope:
+def failure(tool: str, code: str, message: str, retry_after_ms: int | None = None) -> Envelope:
     """An error envelope."""
     assert code in ERROR_CODES, code
-    return Envelope(ok=False, tool=tool, error=CallError(code, message))
+    return Envelope(ok=False, tool=tool, error=CallError(code, message, retry_after_ms))
 
 
 def describe_item(item: Mapping[str, Any]) -> str:

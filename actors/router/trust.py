@@ -35,7 +35,8 @@ from actors.router.subjects import Candidate, candidates_of
 
 __all__ = [
     "PIN_CHANGED_REASON", "Action", "CompiledRule", "Decision", "Rule", "RuleLike", "apply_pin",
-    "compile_rules", "decide", "default_action", "fingerprint", "listing_description", "permission_of",
+    "compile_rules", "decide", "default_action", "denied_outright", "fingerprint", "listing_description",
+    "permission_of",
 ]  # fmt: skip
 
 
@@ -237,6 +238,20 @@ def decide(
             compiled.index,
         )
     return Decision(default_action(trusted, risk), _default_reason(trusted, risk), None)
+
+
+def denied_outright(permission: str, rules: Sequence[CompiledRule]) -> bool:
+    """Whether ``decide`` denies every call of ``permission``, whatever its arguments:
+    the last rule for it with pattern ``*`` denies, and no later rule for it could allow
+    or ask about some call (a later deny with another pattern changes nothing)."""
+    for compiled in reversed(rules):
+        if not compiled.permission_matches(permission):
+            continue
+        if compiled.rule.pattern == "*":
+            return compiled.rule.action is Action.DENY
+        if compiled.rule.action is not Action.DENY:
+            return False
+    return False
 
 
 def _jsonable(value: Any) -> Any:

@@ -251,7 +251,15 @@ SCHEMAS: dict[str, Any] = {
                 ("ok", "tool", "error"),
                 ok={"const": False},
                 tool=STR,
-                error=_obj(("code", "message"), code=STR, message=STR),
+                error=_obj(
+                    ("code", "message"),
+                    code=STR,
+                    message=STR,
+                    retry_after_ms={
+                        "type": "integer",
+                        "description": "With code busy: when trying again is worth it.",
+                    },
+                ),
             ),
         ]
     },

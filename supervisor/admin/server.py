@@ -38,8 +38,9 @@ from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
-from supervisor.gateway.eras import NewEraHandler
-from supervisor.gateway.http_sessions import GatewaySessions
+from supervisor.gateway.http_sessions import GatewaySessions, installed_version
+from supervisor.gateway.notices import run_notices
+from supervisor.gateway.stateless import StatelessGateway
 from supervisor.net import bind_is_loopback
 
 if TYPE_CHECKING:
@@ -95,17 +96,18 @@ def listen_admin(bind: str) -> socket.socket:
 class _AdminServer:
     """The shielded part of ``serve_admin``; ``stop`` turns cancellation into a drain."""
 
-    def __init__(
-        self, supervisor: Supervisor, bind: str, listener: socket.socket, new_era: NewEraHandler | None
-    ) -> None:
+    def __init__(self, supervisor: Supervisor, bind: str, listener: socket.socket) -> None:
         self.hosted = HostedSessions(supervisor)
         self.gateway = GatewaySessions(supervisor)
+        cell = supervisor.router.cell
+        self.gateway.session_tasks.append(lambda record: run_notices(record.peer, record.outlet(), cell))
+        self.new_era = StatelessGateway.of(supervisor, version=installed_version())
         self.app = create_app(
             supervisor,
             self.hosted,
             bind_is_loopback=bind_is_loopback(bind),
             gateway=self.gateway,
-            new_era=new_era,
+            new_era=self.new_era,
         )
         self.config = hypercorn_config(bind)
         self.listener = listener
@@ -124,6 +126,7 @@ class _AdminServer:
             async with trio.open_nursery() as sessions:
                 await sessions.start(self.hosted.run)
                 await sessions.start(self.gateway.run)
+                await sessions.start(self.new_era.run)
                 sessions.start_soon(self._wind_down_calls)
                 async with trio.open_nursery() as server:
                     # hypercorn.trio.serve, with the socket bound beforehand.
@@ -155,7 +158,6 @@ async def serve_admin(
     bind: str,
     *,
     listener: socket.socket | None = None,
-    new_era: NewEraHandler | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the admin API on ``bind`` until cancelled, then drain gracefully.
@@ -163,13 +165,12 @@ async def serve_admin(
     Start it with ``await nursery.start(serve_admin, supervisor, bind)``, which
     returns the URL it listens on (``http://127.0.0.1:54321``). ``listener``: a socket
     from ``listen_admin(bind)``, bound before the supervisor started (else it binds
-    now; ``AdminBindError`` if it cannot). ``new_era``: what answers ``/mcp``'s
-    per-request-era (2026-07-28) messages (None: they are refused). While it serves,
-    approval requests with no embedding approver wait for an operator
-    (``GET /v1/approvals``) instead of being denied at once.
+    now; ``AdminBindError`` if it cannot). While it serves, approval requests with no
+    embedding approver wait for an operator (``GET /v1/approvals``) instead of being
+    denied at once.
     """
     with listener if listener is not None else listen_admin(bind) as sock:
-        server = _AdminServer(supervisor, bind, sock, new_era)
+        server = _AdminServer(supervisor, bind, sock)
         approvals = supervisor.approvals
         was_remote, approvals.remote = approvals.remote, True
         started = False

@@ -10,6 +10,10 @@ validation, bounded output and one audit row per call.
 - ``results.py``: our envelope as an MCP result or a JSON-RPC error (pure).
 - ``outlet.py``: where one client request's related messages go, and the requests we
   send a client (sampling, elicitation, roots asked by a backend) awaiting answers.
+- ``stateless.py``: the front for per-request-era (2026-07-28) clients, with
+  ``tenants.py`` (a session per tenant, idle expiry), ``parked.py`` and
+  ``request_state.py`` (input-required rounds) and ``listen.py``
+  (``subscriptions/listen``).
 - The fronts do the I/O: Streamable HTTP at ``/mcp`` on the admin app, and
   ``mcp-supervisor stdio``.
 """

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+import orjson
 import trio
 
 from actors.connection.client_side import ClientSide
@@ -76,6 +77,12 @@ class GatewayCore:
         self.log_level = "warning"
         """The least severe backend log message this client is sent (``logging/setLevel``)."""
         self.in_flight = 0
+        self.shown: dict[str, bytes] = {}
+        """What this client's latest listing of each kind (``tools``, ``resources``,
+        ``templates``, ``prompts``) showed, as canonical JSON: the view its list_changed
+        notices compare against (``supervisor/gateway/notices.py``)."""
+        self.on_activation: Callable[[], None] = lambda: None
+        """Called when a ``tool_search`` call of this client activated tools."""
         self.turns = 0
         """Turns begun for this client (one per listing)."""
 
@@ -128,6 +135,17 @@ class GatewayCore:
         """The turn calls resolve against (one is begun if the client never listed)."""
         return self.turn if self.turn is not None else await self.new_turn()
 
+    # ---------------------------------------------------------------- listings
+
+    def listed(self, kind: str, turn: Turn) -> list[dict[str, Any]]:
+        """What a listing of ``kind`` shows over ``turn``."""
+        return _LISTINGS[kind](self, turn)
+
+    def show(self, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Remember ``items`` as what this client was last shown of ``kind``."""
+        self.shown[kind] = view_digest(items)
+        return items
+
     # ------------------------------------------------------------------- names
 
     def tool_name(self, entry: ToolEntry) -> str:
@@ -178,9 +196,15 @@ def _tool(core: GatewayCore, entry: ToolEntry) -> dict[str, Any]:
     return tool
 
 
+def _tools_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
+    """The turn's tools, without those a trust rule denies outright (pattern ``*``)."""
+    denied = core.session.denied_outright
+    return [_tool(core, entry) for entry in turn.tools if not denied(entry)]
+
+
 async def _tools_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     turn = await core.new_turn()
-    return {"tools": [_tool(core, entry) for entry in turn.tools]}
+    return {"tools": core.show("tools", _tools_of(core, turn))}
 
 
 async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
@@ -190,10 +214,13 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     arguments = params.get("arguments")
     turn = await core.latest_turn()
     tool_id = core.tool_id(turn, name)
+    activated = len(core.session.activated)
     envelope = await _with_progress(
         ctx,
         lambda progress: turn.call(tool_id, arguments, progress=progress, request_id=ctx.cancel_key),
     )
+    if len(core.session.activated) != activated:
+        core.on_activation()
     return tool_result(envelope)
 
 
@@ -225,18 +252,22 @@ async def _with_progress(
                 return await call(send)
 
 
+def _resources_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
+    return [{**entry.raw, "uri": entry.uri} for entry in turn.resources()]
+
+
+def _templates_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
+    return [{**entry.raw, "uriTemplate": entry.uri_template} for entry in turn.resource_templates()]
+
+
 async def _resources_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     turn = await core.new_turn()
-    return {"resources": [{**entry.raw, "uri": entry.uri} for entry in turn.resources()]}
+    return {"resources": core.show("resources", _resources_of(core, turn))}
 
 
 async def _templates_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     turn = await core.new_turn()
-    return {
-        "resourceTemplates": [
-            {**entry.raw, "uriTemplate": entry.uri_template} for entry in turn.resource_templates()
-        ]
-    }
+    return {"resourceTemplates": core.show("templates", _templates_of(core, turn))}
 
 
 async def _resources_read(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
@@ -261,13 +292,13 @@ def _surface_result(envelope: Envelope, key: str) -> dict[str, Any]:
     return {key: [{"role": "user", "content": dict(item)} for item in envelope.content]}
 
 
+def _prompts_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
+    return [{**prompt.raw, "name": core.prompt_name(prompt.id, prompt.name)} for prompt in turn.prompts()]
+
+
 async def _prompts_list(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     turn = await core.new_turn()
-    return {
-        "prompts": [
-            {**prompt.raw, "name": core.prompt_name(prompt.id, prompt.name)} for prompt in turn.prompts()
-        ]
-    }
+    return {"prompts": core.show("prompts", _prompts_of(core, turn))}
 
 
 async def _prompts_get(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
@@ -325,6 +356,25 @@ async def _set_level(core: GatewayCore, params: Params, ctx: RequestContext) -> 
     core.log_level = str(level)
     return {}
 
+
+def view_digest(items: list[dict[str, Any]]) -> bytes:
+    """A listing as canonical JSON (keys sorted; 1, 1.0 and true stay different)."""
+    return orjson.dumps(items, option=orjson.OPT_SORT_KEYS, default=plain_json)
+
+
+def plain_json(value: Any) -> Any:
+    """orjson's fallback: frozen mappings (the catalog's) as dicts."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_LISTINGS: dict[str, Callable[[GatewayCore, Turn], list[dict[str, Any]]]] = {
+    "tools": _tools_of,
+    "resources": _resources_of,
+    "templates": _templates_of,
+    "prompts": _prompts_of,
+}
 
 _METHODS: dict[str, Handler] = {
     "ping": _ping,

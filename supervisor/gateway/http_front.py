@@ -53,6 +53,7 @@ from supervisor.gateway.http_sessions import (
     session_item,
 )
 from supervisor.gateway.sse_events import EventStream, StreamOutlet, parse_event_id
+from supervisor.gateway.stateless import header_refusal, http_status
 
 if TYPE_CHECKING:
     from supervisor.admin.views import SecretScrubber
@@ -198,6 +199,9 @@ class GatewayHandlers:
         handler = self.new_era
         if handler is None:
             raise HttpRefusal(400, NEW_ERA_UNSERVED, request_id=message.get("id"))
+        refused = header_refusal(message, request.headers.get("MCP-Protocol-Version"))
+        if refused is not None:
+            return self._mcp_rpc_json(refused, http_status(refused))
         stream = EventStream("n") if self._mcp_accepts_sse() else EventStream("json")
         tenant = _tenant()
 
@@ -215,6 +219,8 @@ class GatewayHandlers:
         await stream.changed(0)
         if stream.finished and stream.response is None and stream.related == 0:
             return TrioResponse(b"", status=202)
+        if stream.finished and stream.related == 0 and stream.response is not None:
+            return self._mcp_rpc_json(stream.response, http_status(stream.response))
         return await self._mcp_reply(stream)
 
     # ---------------------------------------------------------------------- GET

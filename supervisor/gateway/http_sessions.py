@@ -110,7 +110,7 @@ class GatewaySessions:
 
     def __init__(self, supervisor: Supervisor, *, version: str | None = None) -> None:
         self._supervisor = supervisor
-        self._version = version if version is not None else _installed_version()
+        self._version = version if version is not None else installed_version()
         self._sessions: dict[str, GatewaySession] = {}
         self._nursery: trio.Nursery | None = None
         self.session_tasks: list[SessionTask] = []
@@ -293,7 +293,7 @@ class GatewaySessions:
         self._supervisor.events.publish(event)
 
 
-def _installed_version() -> str:
+def installed_version() -> str:
     """Our version as installed (``serverInfo.version``); "0" when not installed."""
     try:
         return importlib.metadata.version("trio-mcp-supervisor")

@@ -64,6 +64,8 @@ def tool_result(envelope: Envelope, *, retry_after_ms: int | None = None) -> dic
         return result
     assert envelope.error is not None
     code, message = envelope.error.code, envelope.error.message
+    if retry_after_ms is None:
+        retry_after_ms = envelope.error.retry_after_ms
     if code == "unknown_tool":
         raise JsonRpcError(INVALID_PARAMS, message)
     content = [dict(item) for item in envelope.content] or [{"type": "text", "text": message}]

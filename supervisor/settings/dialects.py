@@ -54,7 +54,7 @@ _KEYS = frozenset(
         "type", "transport", "command", "args", "env", "cwd", "url", "headers", "oauth",
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
-        "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level",
+        "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency",
     }
 )  # fmt: skip
 
@@ -173,6 +173,11 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         child(path, "max_output_bytes"),
         minimum=1,
     )
+    concurrency = (
+        expect_int(entry["concurrency"], child(path, "concurrency"), minimum=1)
+        if "concurrency" in entry
+        else None
+    )
     schedule = _schedule(entry, path)
     server_name = _server_name(name, entry, kind, path, exp)
     oauth = _oauth(entry, path, exp)
@@ -201,6 +206,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         server_name=server_name,
         oauth=oauth,
         log_level=log_level if log_level is not None else "warning",
+        concurrency=concurrency,
     )
 
 

@@ -1,0 +1,145 @@
+"""What one gateway client hears besides answers to its requests.
+
+A front runs ``run_notices(peer, outlet, cell)`` as a task for each handshake-era
+client, with the client's standalone outlet (the stdio peer: stdout; Streamable
+HTTP: the GET stream). It sends, once the client initialized:
+
+- ``notifications/{tools,resources,prompts}/list_changed`` when THIS client's view
+  changed: after each catalog change (or a ``tool_search`` call of this client that
+  activated tools) it compares what the client's latest listing of each kind showed
+  (``GatewayCore.shown``) with what a listing would show now for its session
+  (``Session.preview_turn``), and sends only on a difference, once per difference.
+  Clients whose view did not change hear nothing; a kind the client never listed, or
+  the gateway does not declare, is never announced.
+- ``notifications/resources/updated`` for the session's subscriptions.
+- the servers' log messages (``notifications/message``; redacted and bounded as we
+  logged them) at or above the client's ``logging/setLevel`` level, ``logger`` naming
+  the server, from the shared servers and the session's own private ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from actors.connection.server_log import ServerLogged
+from actors.router.actor import CatalogCell
+from actors.router.catalog import Catalog
+from supervisor.gateway.core import LOG_LEVELS, GatewayCore, view_digest
+from supervisor.gateway.outlet import Outlet
+from supervisor.gateway.peer import GatewayPeer
+
+# A listing kind → the notification that announces its change, and the capability
+# the gateway must have declared to send it.
+_ANNOUNCED = {
+    "tools": ("notifications/tools/list_changed", "tools"),
+    "resources": ("notifications/resources/list_changed", "resources"),
+    "templates": ("notifications/resources/list_changed", "resources"),
+    "prompts": ("notifications/prompts/list_changed", "prompts"),
+}
+
+
+def _note(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = dict(params)
+    return message
+
+
+def admits(threshold: str, level: str) -> bool:
+    """Whether a message at ``level`` passes a client's ``threshold`` (RFC 5424 order)."""
+    return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+
+
+class ViewWatch:
+    """Which list_changed notices one client is owed (see the module docstring)."""
+
+    def __init__(self, core: GatewayCore) -> None:
+        self.core = core
+        # kind → (what was shown, what we announced since): a view announced once is
+        # not announced again until the client lists anew.
+        self._announced: dict[str, tuple[bytes, bytes]] = {}
+
+    def owed(self) -> list[str]:
+        """The notifications to send now, each once."""
+        core = self.core
+        if not core.shown:
+            return []
+        declared = core.capabilities()
+        preview = core.session.preview_turn()
+        methods: list[str] = []
+        for kind, shown in core.shown.items():
+            method, capability = _ANNOUNCED[kind]
+            if capability not in declared:
+                continue
+            now = view_digest(core.listed(kind, preview))
+            if now == shown or self._announced.get(kind) == (shown, now):
+                continue
+            self._announced[kind] = (shown, now)
+            if method not in methods:
+                methods.append(method)
+        return methods
+
+
+async def run_notices(peer: GatewayPeer, outlet: Outlet, cell: CatalogCell) -> None:
+    """Send ``peer``'s client its notices through ``outlet`` until cancelled."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_views, peer, outlet, cell)
+        nursery.start_soon(_resource_updates, peer, outlet)
+        nursery.start_soon(_server_logs, peer, outlet)
+
+
+async def _views(peer: GatewayPeer, outlet: Outlet, cell: CatalogCell) -> None:
+    watch = ViewWatch(peer.core)
+    wake = trio.Event()
+
+    def wake_up() -> None:
+        wake.set()
+
+    peer.core.on_activation = wake_up
+
+    async def catalog_changes() -> None:
+        seen: Catalog = cell.current
+
+        def moved(catalog: Catalog) -> bool:
+            return catalog is not seen
+
+        while True:
+            seen = await cell.wait_until(moved)
+            wake.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(catalog_changes)
+        while True:
+            await wake.wait()
+            wake = trio.Event()
+            if peer.initialized:
+                for method in watch.owed():
+                    await outlet.send(_note(method))
+
+
+async def _resource_updates(peer: GatewayPeer, outlet: Outlet) -> None:
+    async for update in peer.session.resource_updates:
+        if peer.initialized:
+            await outlet.send(_note("notifications/resources/updated", {"uri": update.uri}))
+
+
+async def _server_logs(peer: GatewayPeer, outlet: Outlet) -> None:
+    session = peer.session
+    with session.server_logs.subscribe() as logs:
+        async for record in logs.events:
+            if _for_client(peer, record):
+                params = {"level": record.level, "logger": record.server, "data": record.data}
+                await outlet.send(_note("notifications/message", params))
+
+
+def _for_client(peer: GatewayPeer, record: ServerLogged) -> bool:
+    """A shared server's message, or one of this session's own servers', at a level
+    the client asked for, when the gateway declares logging."""
+    if record.owner is not None and record.owner != peer.session.id:
+        return False
+    if not peer.initialized or not admits(peer.core.log_level, record.level):
+        return False
+    return "logging" in peer.core.capabilities()

@@ -1,0 +1,148 @@
+"""The per-tenant state of new-era gateway clients, with idle expiry.
+
+Per-request-era clients have no sessions, yet a tenant's activations (``tool_search``)
+and its "for the session" approvals must outlive one request. So each tenant gets one
+supervisor ``Session`` (and one ``GatewayCore`` over it), opened at its first request
+and held by a task of a nursery we own (as ``supervisor/admin/hosted.py`` holds HTTP
+sessions). It ends after ``idle_s`` with nothing in use: no request being answered,
+no call parked between input-required rounds, no ``subscriptions/listen`` stream
+open. The next request opens a fresh one.
+
+The tenant session does not run ``scope: session`` servers (``Session.runs_private``):
+those need one handshake-era session each, which a new-era client does not have.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import attrs
+import trio
+
+from actors.log_events import get_logger
+from supervisor.gateway.core import GatewayCore
+from supervisor.gateway.listen import ResourceFanout
+from supervisor.gateway.parked import ParkedCall
+from supervisor.sessions import Session
+
+log = get_logger("supervisor.gateway")
+
+OpenSession = Callable[[str], AbstractAsyncContextManager[Session]]
+"""``tenant -> async with … as session`` (``lambda t: sup.session(tenant=t)``)."""
+
+
+@attrs.define(eq=False)
+class TenantState:
+    """One tenant's session, its core, and what of it is in use."""
+
+    tenant: str
+    session: Session
+    core: GatewayCore
+    fanout: ResourceFanout
+    parked: dict[str, ParkedCall] = attrs.field(factory=dict)
+    users: int = 0
+    """Requests being answered, listen streams open, calls parked."""
+    touched: float = 0.0
+    changed: trio.Event = attrs.field(factory=trio.Event)
+
+    def _bump(self, delta: int) -> None:
+        self.users += delta
+        self.touched = trio.current_time()
+        self.changed.set()
+        self.changed = trio.Event()
+
+
+class TenantStates:
+    """Every tenant's ``TenantState``; ``run`` owns the holders."""
+
+    def __init__(
+        self, open_session: OpenSession, core_of: Callable[[Session], GatewayCore], idle_s: float
+    ) -> None:
+        self._open_session = open_session
+        self._core_of = core_of
+        self.idle_s = idle_s
+        self._states: dict[str, TenantState] = {}
+        self._opening = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, tenant: str) -> TenantState | None:
+        """The tenant's open state, if any (nothing is opened)."""
+        return self._states.get(tenant)
+
+    def bind(self, nursery: trio.Nursery | None) -> None:
+        """Hold states in ``nursery`` (the front's) from now on (None: open no more)."""
+        self._nursery = nursery
+
+    @asynccontextmanager
+    async def use(self, tenant: str) -> AsyncIterator[TenantState]:
+        """The tenant's state (opened if need be), kept from expiring in the block."""
+        state = self._states.get(tenant)
+        if state is None:
+            async with self._opening:
+                state = self._states.get(tenant)
+                if state is None:
+                    state = await self._open(tenant)
+        state._bump(+1)
+        try:
+            yield state
+        finally:
+            state._bump(-1)
+
+    def hold(self, state: TenantState) -> Callable[[], None]:
+        """Keep ``state`` in use until the returned release is called (once)."""
+        state._bump(+1)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                state._bump(-1)
+
+        return release
+
+    async def _open(self, tenant: str) -> TenantState:
+        if self._nursery is None:
+            raise RuntimeError("the new-era gateway is not running")
+        state: TenantState = await self._nursery.start(self._hold, tenant)
+        return state
+
+    async def _hold(self, tenant: str, *, task_status: trio.TaskStatus[TenantState]) -> None:
+        started = False
+        try:
+            async with self._open_session(tenant) as session:
+                session.runs_private = False
+                core, fanout = self._core_of(session), ResourceFanout(session)
+                state = TenantState(tenant, session, core, fanout, touched=trio.current_time())
+                self._states[tenant] = state
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(fanout.run)
+                        task_status.started(state)
+                        started = True
+                        await self._until_idle(state)
+                        nursery.cancel_scope.cancel()
+                finally:
+                    if self._states.get(tenant) is state:
+                        del self._states[tenant]
+                    for parked in list(state.parked.values()):
+                        parked.cancel()
+        except Exception:
+            if not started:
+                raise
+            log.exception("gateway tenant state failed", extra={"fields": {"tenant": tenant}})
+
+    async def _until_idle(self, state: TenantState) -> None:
+        """Return once the state was unused for ``idle_s`` (never while in use)."""
+        while True:
+            if state.users == 0 and trio.current_time() >= state.touched + self.idle_s:
+                del self._states[state.tenant]  # no await since the check: nobody took it
+                return
+            deadline = state.touched + self.idle_s if state.users == 0 else math.inf
+            with trio.move_on_at(deadline):
+                await state.changed.wait()

@@ -1,0 +1,51 @@
+"""The TypeScript SDK's client, through ``@modelcontextprotocol/inspector-cli`` (npm,
+installed by .ci/setup into .venv/node), against an MCP server of ours over stdio.
+
+It skips, saying why, only when the package truly cannot be had here. The CLI reads
+its own package.json by a path relative to the working directory, so it runs from its
+``build`` directory, with absolute paths.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_MODULES = ROOT / ".venv" / "node" / "node_modules"
+INSPECTOR = NODE_MODULES / ".bin" / "mcp-inspector-cli"
+FIXTURE = ROOT / "tests" / "servers" / "everything_server.py"
+
+
+def inspector() -> Path:
+    if not INSPECTOR.exists():
+        reason = "npm is not on PATH" if shutil.which("npm") is None else ".ci/setup could not install it"
+        pytest.skip(f"@modelcontextprotocol/inspector-cli is not installed: {reason}")
+    return INSPECTOR
+
+
+async def inspect(*args: str) -> dict[str, object]:
+    """One CLI call against the fixture over stdio; its JSON answer."""
+    command = [str(inspector()), "--cli", sys.executable, str(FIXTURE), *args]
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            command,
+            cwd=NODE_MODULES / "@modelcontextprotocol" / "inspector-cli" / "build",
+            capture_stdout=True,
+        )
+    answer = json.loads(done.stdout)
+    assert isinstance(answer, dict)
+    return answer
+
+
+async def test_the_inspector_cli_lists_and_calls_over_stdio() -> None:
+    listed = await inspect("--method", "tools/list")
+    names = {tool["name"] for tool in listed["tools"]}  # type: ignore[attr-defined]
+    assert {"test_simple_text", "test_error_handling"} <= names
+    called = await inspect("--method", "tools/call", "--tool-name", "test_simple_text")
+    assert called["content"] == [{"type": "text", "text": "This is a simple text response for testing."}]
