@@ -161,7 +161,11 @@ async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_pat
     async with registry(tmp_path) as (sup, sessions):
         app = create_app(sup, HostedSessions(sup), bind_is_loopback=True, gateway=sessions, new_era=handler)
         client = app.test_client()
-        headers = {"Host": "127.0.0.1", "Accept": "application/json, text/event-stream"}
+        headers = {
+            "Host": "127.0.0.1",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+        }
         with trio.fail_after(10):
             reply = await client.post("/mcp", json=request(1, "server/discover"), headers=headers)
             assert reply.status_code == 200 and reply.content_type == "text/event-stream"
@@ -171,7 +175,6 @@ async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_pat
                 {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"]}},
             ]
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
-            headers["MCP-Protocol-Version"] = "2026-07-28"
             taken = await client.post("/mcp", json=note, headers=headers)
             assert taken.status_code == 202
     assert handler.seen == [("server/discover", "default"), ("notifications/cancelled", "default")]
