@@ -120,3 +120,13 @@ async def events_until(stream: EventStream, predicate: Callable[[Event], bool]) 
         item = await stream._exchange.next_event()
         assert isinstance(item, h11.Data), f"the stream ended first; saw {events}"
         raw += bytes(item.data)
+
+
+async def rest_raw(stream: EventStream) -> bytes:
+    """Every byte of a streamed answer until it ends."""
+    raw = b""
+    while True:
+        item = await stream._exchange.next_event()
+        if not isinstance(item, h11.Data):
+            return raw
+        raw += bytes(item.data)

@@ -4,15 +4,20 @@ mini_server.py: sessions, JSON and SSE answers, resumption, and the HTTP rules."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 import trio
 
+from actors.connection.spec import Scope, Start
+from supervisor import Supervisor
+from supervisor.admin import serve_admin
+from supervisor.admin import server as admin_server
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
 from supervisor.settings.model import GatewaySettings
-from tests.gateway_http_support import McpHttp, events_until, initialize, parse_sse, request
-from tests.test_admin_support import ALICE, BOB, TOKENS, admin_running, config_of, mini_spec
+from tests.gateway_http_support import McpHttp, events_until, initialize, parse_sse, request, rest_raw
+from tests.test_admin_support import ALICE, BOB, TOKENS, Http, admin_running, config_of, mini_spec, until
 
 
 async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_path: Path) -> None:
@@ -42,6 +47,17 @@ async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_p
             assert events[-1].data["id"] == 3 and events[-1].data["result"]["isError"] is False
             ids = [e.id for e in events]
             assert len(set(ids)) == len(ids)
+
+            # A call is streamed at once (a priming event to resume from); a listing
+            # with nothing related before its response is JSON.
+            quick = await mcp.post(
+                request(5, "tools/call", {"name": "mini_echo", "arguments": {"text": "q"}})
+            )
+            assert quick.headers["content-type"].startswith("text/event-stream")
+            primed, answered = parse_sse(quick.body)
+            assert primed.data is None and primed.retry == 1000 and answered.data["id"] == 5
+            listing = await mcp.post(request(6, "tools/list"))
+            assert listing.headers["content-type"] == "application/json" and listing.json()["id"] == 6
 
             deleted = await mcp.http.request("DELETE", "/mcp", headers=mcp.headers())
             assert deleted.status == 204
@@ -77,6 +93,8 @@ async def test_http_rules_each_refusal_says_why_and_the_session_lives_on(tmp_pat
             wrong = await mcp.post(request(4, "ping"), {"MCP-Protocol-Version": "2025-06-18"})
             assert wrong.status == 400 and "2025-11-25" in wrong.json()["error"]["message"]
             assert wrong.json()["id"] == 4
+            assumed = await mcp.post(request(4, "ping"), {"MCP-Protocol-Version": "2025-03-26"})
+            assert assumed.status == 200  # the version a server assumes when none is said
 
             # Mcp-Method / Mcp-Name must repeat the body.
             call = request(5, "tools/call", {"name": "mini_echo", "arguments": {"text": "x"}})
@@ -86,7 +104,8 @@ async def test_http_rules_each_refusal_says_why_and_the_session_lives_on(tmp_pat
             ):
                 refused = await mcp.post(call, headers)
                 assert refused.status == 400 and what in refused.json()["error"]["message"], refused
-            matching = await mcp.post(call, {"Mcp-Method": "tools/call", "Mcp-Name": "mini_echo"})
+            named = {"Mcp-Method": "tools/call", "Mcp-Name": "mini_echo"}
+            matching = await mcp.post(call, named, accept="application/json")
             assert matching.status == 200 and matching.json()["result"]["content"][0]["text"] == "x"
 
             # A message over gateway.max_message_bytes (above the admin API's own 1 MiB
@@ -202,3 +221,56 @@ async def test_a_dropped_post_stream_resumes_with_last_event_id(tmp_path: Path) 
                 "GET", "/mcp", headers=mcp.headers({"Last-Event-ID": "77-1"}, accept="text/event-stream")
             )
             assert unknown.status == 400 and "Last-Event-ID" in unknown.json()["error"]["message"]
+
+
+async def test_the_drain_answers_mcp_calls_in_flight_and_ends_the_get_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(admin_server, "CALL_GRACE_S", 0.5)
+    calls_log = tmp_path / "calls.log"
+    results: dict[str, Any] = {}
+    async with Supervisor.open(
+        config_of(mini_spec("mini", "--calls-log", str(calls_log))), state_dir=tmp_path
+    ) as sup:
+        with trio.fail_after(20):
+            async with trio.open_nursery() as clients:
+                async with trio.open_nursery() as admin:
+                    mcp = McpHttp(Http(await admin.start(serve_admin, sup, "127.0.0.1:0")))
+                    await mcp.open()
+
+                    async def call() -> None:
+                        sleep = request(1, "tools/call", {"name": "mini_sleep", "arguments": {"seconds": 30}})
+                        results["call"] = await mcp.post(sleep)
+
+                    async def listen(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                        headers = mcp.headers(accept="text/event-stream")
+                        async with mcp.http.stream("GET", "/mcp", headers=headers) as stream:
+                            task_status.started()
+                            results["get"] = await rest_raw(stream)
+
+                    await clients.start(listen)
+                    clients.start_soon(call)
+                    await until(lambda: calls_log.exists() and bool(calls_log.read_text()))
+                    started = trio.current_time()
+                    admin.cancel_scope.cancel()
+                drained_in = trio.current_time() - started
+    assert drained_in < admin_server.GRACEFUL_TIMEOUT_S, drained_in
+    answer = parse_sse(results["call"].body)[-1].data  # a call is streamed: priming, then its answer
+    assert answer["id"] == 1 and "session ended" in answer["error"]["message"]
+    assert parse_sse(results["get"])[0].retry is not None  # primed, then ended by the drain
+
+
+async def test_delete_stops_the_sessions_own_servers(tmp_path: Path) -> None:
+    config = config_of(mini_spec("mini"), mini_spec("mine", scope=Scope.SESSION, start=Start.LAZY))
+    async with admin_running(config, tmp_path) as api:
+        mcp = McpHttp(api.http())
+        with trio.fail_after(15):
+            await mcp.open()
+            listed = await mcp.call(1, "tools/list")
+            assert "mine_echo" in [tool["name"] for tool in listed["result"]["tools"]]
+            sid = mcp.session_id
+            assert sid is not None and api.sup.router.cell.current.overlays.get(sid)
+            [item] = (await mcp.http.request("GET", "/v1/gateway/sessions")).json()["sessions"]
+            assert {"mini", "mine"} <= set(item["servers"])
+            assert (await mcp.http.request("DELETE", "/mcp", headers=mcp.headers())).status == 204
+            await until(lambda: not api.sup.router.cell.current.overlays.get(sid))

@@ -4,7 +4,7 @@ the open/close events and the listing; and the SSE streams' ids, replay and take
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,18 @@ import trio
 import trio.testing
 
 from supervisor import Supervisor
-from supervisor.gateway.http_sessions import GatewaySessions, TooManyGatewaySessions, session_item
+from supervisor.admin.app import create_app
+from supervisor.admin.hosted import HostedSessions
+from supervisor.gateway.http_sessions import (
+    GatewaySession,
+    GatewaySessions,
+    TooManyGatewaySessions,
+    session_item,
+)
+from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.sse_events import EventStream, parse_event_id
 from supervisor.settings.model import GatewaySettings
-from tests.gateway_http_support import initialize, parse_sse
+from tests.gateway_http_support import initialize, parse_sse, request
 from tests.test_admin_support import config_of
 
 IDLE_S = 600.0
@@ -132,3 +140,65 @@ async def test_a_response_published_while_the_follower_waits_at_a_yield_is_still
     assert b"progress" in await body.__anext__()  # the body waits here for the client to read
     stream.publish({"jsonrpc": "2.0", "id": 7, "result": {}}, response=True)
     assert b'"id":7' in await body.__anext__()
+
+
+class Discoverer:
+    """A stand-in ``NewEraHandler``: reports progress on the request's outlet, then answers."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    async def receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> dict[str, Any] | None:
+        self.seen.append((str(message.get("method")), tenant))
+        if "id" not in message:
+            return None
+        await outlet.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
+        return {"jsonrpc": "2.0", "id": message["id"], "result": {"supportedVersions": ["2026-07-28"]}}
+
+
+async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_path: Path) -> None:
+    handler = Discoverer()
+    async with registry(tmp_path) as (sup, sessions):
+        app = create_app(sup, HostedSessions(sup), bind_is_loopback=True, gateway=sessions, new_era=handler)
+        client = app.test_client()
+        headers = {
+            "Host": "127.0.0.1",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+        }
+        with trio.fail_after(10):
+            reply = await client.post("/mcp", json=request(1, "server/discover"), headers=headers)
+            assert reply.status_code == 200 and reply.content_type == "text/event-stream"
+            events = parse_sse(await reply.get_data())
+            assert [e.data for e in events[1:]] == [
+                {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
+                {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"]}},
+            ]
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+            taken = await client.post("/mcp", json=note, headers=headers)
+            assert taken.status_code == 202
+    assert handler.seen == [("server/discover", "default"), ("notifications/cancelled", "default")]
+
+
+async def test_a_session_task_runs_with_each_session_and_its_messages_go_to_the_get_stream(
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
+    ran: list[str] = []
+
+    async def notices(record: GatewaySession) -> None:
+        ran.append(record.id)
+        try:
+            await record.outlet().send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            await trio.sleep_forever()
+        finally:
+            ran.append(f"ended {record.id}")
+
+    async with registry(tmp_path) as (_sup, sessions):
+        sessions.session_tasks.append(notices)
+        record = await sessions.open("alice")
+        await trio.sleep(1)
+        assert ran == [record.id]
+        [(_, frame)] = record.standalone.after(0)
+        assert b"list_changed" in frame and frame.startswith(b"id: 0-1\n")
+        assert await sessions.close(record.id, "alice")
+        assert ran == [record.id, f"ended {record.id}"]

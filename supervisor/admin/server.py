@@ -148,6 +148,7 @@ class _AdminServer:
         api = admin_api(self.app)
         await trio.sleep(CALL_GRACE_S)
         api.cancel_calls()
+        self.gateway.end_all()
         await trio.sleep(CUT_AFTER_S)
         api.cut_streams()
 

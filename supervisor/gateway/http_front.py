@@ -9,9 +9,10 @@ methods as it names the others.
   opens a session (``http_sessions.py``) and answers with its id; every later message
   names it (unknown or expired → 404, so the client initializes again). A
   notification or response → 202. A request → its response as ``application/json``,
-  or, when the client accepts ``text/event-stream`` and something related is sent
-  before the response (progress, a server request), as an SSE stream: a priming
-  event, the related messages, then the response. A per-request-era message
+  or, when the client accepts ``text/event-stream``, as an SSE stream (a priming
+  event, the related messages: progress, server requests; then the response): a
+  ``tools/call`` at once (``STREAMED_AT_ONCE``), others when something related is
+  sent before their response. A per-request-era message
   (``eras.is_new_era``) goes to the ``NewEraHandler``.
 - ``GET /mcp``: the session's standalone SSE stream, or (``Last-Event-ID``) the rest
   of any stream of the session after that event.
@@ -61,6 +62,11 @@ if TYPE_CHECKING:
 MCP_PATH = "/mcp"
 SESSION_HEADER = "Mcp-Session-Id"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+STREAMED_AT_ONCE = frozenset({"tools/call"})
+"""Requests answered as SSE from the start when the client accepts it: a call may run
+long, and the priming event gives the client an id to resume from (SEP-1699) if its
+connection drops before the response. Others are JSON unless something related
+comes before their response."""
 NEW_ERA_UNSERVED = (
     "this gateway does not serve the 2026-07-28 protocol era yet; connect with the initialize "
     "handshake (protocol version 2025-11-25) instead"
@@ -133,9 +139,11 @@ class GatewayHandlers:
         if kind_of(message) != "request":
             await record.peer.receive(message, record.outlet())
             return TrioResponse(b"", status=202)
-        stream = record.new_stream() if self._mcp_accepts_sse() else EventStream("json")
-        outlet = StreamOutlet(stream) if self._mcp_accepts_sse() else record.outlet()
-        self.gateway.answer(record, message, outlet, stream)
+        sse = self._mcp_accepts_sse()
+        stream = record.new_stream() if sse else EventStream("json")
+        self.gateway.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
+        if sse and message.get("method") in STREAMED_AT_ONCE:
+            return self._mcp_sse(stream.follow(0))
         return await self._mcp_reply(stream)
 
     async def _mcp_read_message(self) -> bytes:

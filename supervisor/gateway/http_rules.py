@@ -11,7 +11,10 @@ the request without reading our source:
   name (tool, prompt) or URI (resource) it names (400);
 - after ``initialize``, ``MCP-Protocol-Version`` must be the negotiated version (400).
   A request without the header is taken, as the spec asks of servers (it then
-  assumes a version; we keep the negotiated one).
+  assumes a version; we keep the negotiated one), and so is one that says
+  ``2025-03-26``, the version the spec tells a server to assume when a client does
+  not say: it reads as "not said" (the 0.1.16 conformance suite sends it on every
+  request of a session that negotiated 2025-11-25).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from actors.protocol.http_framing import NAME_BEARING_METHODS, header_value
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
 
 Kind = Literal["request", "notification", "response"]
+ASSUMED_VERSION = "2025-03-26"
+"""What the spec tells a server to assume of a request that names no version."""
 
 
 class HttpRefusal(Exception):
@@ -124,7 +129,7 @@ def check_param_headers(message: Mapping[str, Any], mcp_method: str | None, mcp_
 
 def check_version(header: str | None, negotiated: str | None, request_id: Any) -> None:
     """After initialize, ``MCP-Protocol-Version`` (when sent) must be the negotiated one."""
-    if header is None or negotiated is None or header == negotiated:
+    if header in (None, ASSUMED_VERSION) or negotiated is None or header == negotiated:
         return
     raise HttpRefusal(
         400,

@@ -193,6 +193,12 @@ class GatewaySessions:
         for record in self._sessions.values():
             record.standalone.finish()
 
+    def end_all(self) -> None:
+        """End every session (the drain: its requests still in flight are answered with
+        an error, so their streams end before Hypercorn's deadline cuts them)."""
+        for record in self._sessions.values():
+            record.close_requested.set()
+
     # ----------------------------------------------------------------- requests
 
     def answer(

@@ -1,9 +1,10 @@
 """A small MCP server built on the official ``mcp`` Python SDK, for interop tests.
 
 Runs over stdio by default. Tools: ``add`` (structured int result), ``shout``,
-``count``, which reports progress through the SDK's own progress API, and ``sleep``,
+``count``, which reports progress through the SDK's own progress API, ``sleep``,
 which reports progress 0 at once (so a test knows the call reached the server) and
-then sleeps.
+then sleeps, and ``ask``, which asks its client the question (elicitation) and says
+what came back.
 
 ``--http PORT`` serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead, with
 the SDK's own stack (uvicorn, SSE answers): a real remote server process that a test
@@ -20,6 +21,7 @@ import itertools
 import logging
 
 import anyio
+from pydantic import BaseModel
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import Context, MCPServer
@@ -59,6 +61,19 @@ async def sleep(seconds: float, ctx: Context) -> str:  # type: ignore[type-arg]
     await ctx.report_progress(0, seconds, "sleeping")
     await anyio.sleep(seconds)
     return "slept"
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+@server.tool()
+async def ask(question: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the client ``question`` (elicitation) and say what it answered."""
+    result = await ctx.elicit(question, Answer)
+    if result.action == "accept":
+        return f"answered: {result.data.answer}"
+    return f"no answer: {result.action}"
 
 
 class MemoryEventStore(EventStore):
