@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import itertools
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,9 @@ class GatewaySessions:
         self._nursery: trio.Nursery | None = None
         self.session_tasks: list[SessionTask] = []
         """Run in every session's nursery from its opening until it ends."""
+        self.counts: Counter[str] = Counter()
+        """Sessions ``opened``, ``closed``, ``expired`` (idle) and ``refused`` (over the
+        tenant's bound), for the metrics."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the holders until cancelled; then every session closes."""
@@ -142,6 +145,7 @@ class GatewaySessions:
         nursery = self._running()
         bound = self._supervisor.config.gateway.max_sessions_per_tenant
         if len(self.listing(tenant)) >= bound:
+            self.counts["refused"] += 1
             raise TooManyGatewaySessions(
                 f"tenant {tenant!r} already holds {bound} MCP sessions, the bound "
                 "(gateway.max_sessions_per_tenant); end one with DELETE /mcp or raise the bound"
@@ -181,6 +185,7 @@ class GatewaySessions:
         if record.announced:
             return
         record.announced = True
+        self.counts["opened"] += 1
         peer = record.peer
         self._publish(
             record,
@@ -270,6 +275,7 @@ class GatewaySessions:
         for stream in record.streams.values():
             stream.finish()
         if record.announced:
+            self.counts["closed"] += 1
             self._publish(record, "gateway_session_closed", {})
 
     async def _expire_when_idle(self, record: GatewaySession) -> None:
@@ -285,6 +291,7 @@ class GatewaySessions:
                 await record.activity()
                 continue
             log.info("gateway session expired", extra={"fields": {"session": record.id}})
+            self.counts["expired"] += 1
             record.close_requested.set()
             return
 
