@@ -85,6 +85,7 @@ async def test_a_backend_sigkilled_with_20_calls_from_4_clients_answers_every_ca
 
 CYCLES = 200
 AT_ONCE = 10
+IDLE_S = 3.0
 
 
 def open_fds() -> int:
@@ -96,7 +97,9 @@ async def test_200_session_cycles_with_session_servers_leave_no_process_and_flat
 ) -> None:
     marker = str(tmp_path / "cycle-marker")
     own = mini_spec("own", "--methods-log", marker, scope=Scope.SESSION, start=Start.EAGER)
-    config = attrs.evolve(config_of(own, tokens=TOKENS), gateway=GatewaySettings(session_idle_s=1.0))
+    # Short enough to reap the vanished clients quickly, long enough that a loaded
+    # machine never expires a live client between two of its requests.
+    config = attrs.evolve(config_of(own, tokens=TOKENS), gateway=GatewaySettings(session_idle_s=IDLE_S))
     async with admin_running(config, tmp_path) as api:
 
         async def cycle(n: int) -> None:
