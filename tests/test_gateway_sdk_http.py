@@ -20,11 +20,11 @@ from tests.test_admin_support import ALICE, BOB, TOKENS, admin_running, config_o
 SDK_SERVER = str(Path(__file__).parent / "servers" / "sdk_server.py")
 
 
-def sdk_client(url: str, token: str, *, elicitation: Any = None) -> Client:
+def sdk_client(url: str, token: str, *, elicitation: Any = None, sampling: Any = None) -> Client:
     """The SDK's client over Streamable HTTP, initialize handshake (``mode="legacy"``)."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=10)
     transport = streamable_http_client(f"{url}/mcp", http_client=http)
-    return Client(transport, mode="legacy", elicitation_callback=elicitation)
+    return Client(transport, mode="legacy", elicitation_callback=elicitation, sampling_callback=sampling)
 
 
 async def test_the_sdk_client_lists_calls_sees_progress_and_its_cancel_reaches_the_backend(

@@ -13,7 +13,9 @@ methods as it names the others.
   event, the related messages: progress, server requests; then the response): a
   ``tools/call`` at once (``STREAMED_AT_ONCE``), others when something related is
   sent before their response. A per-request-era message
-  (``eras.is_new_era``) goes to the ``NewEraHandler``.
+  (``eras.is_new_era``) goes to the ``NewEraHandler``, in a task of the gateway's
+  nursery; the client's hang-up (before its answer, or mid-stream) cancels that task,
+  as a cancel would: the backend call is cancelled and its server told.
 - ``GET /mcp``: the session's standalone SSE stream, or (``Last-Event-ID``) the rest
   of any stream of the session after that event.
 - ``DELETE /mcp``: the session ends, its ``scope: session`` servers stop.
@@ -26,9 +28,11 @@ The request's body bound is ``gateway.max_message_bytes``, not the admin API's
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import trio
 from quart import request
 from quart_trio.wrappers import TrioResponse
 from quart_trio.wrappers.response import TrioIterableBody
@@ -71,6 +75,19 @@ NEW_ERA_UNSERVED = (
     "this gateway does not serve the 2026-07-28 protocol era yet; connect with the initialize "
     "handshake (protocol version 2025-11-25) instead"
 )
+
+
+async def cancel_when_closed(
+    body: AsyncGenerator[bytes, None], scope: trio.CancelScope
+) -> AsyncGenerator[bytes, None]:
+    """``body``, and ``scope`` cancelled when it ends: a response stream that closes
+    before its answer (the client hung up) cancels the work behind it."""
+    try:
+        async with aclosing(body):
+            async for chunk in body:
+                yield chunk
+    finally:
+        scope.cancel()
 
 
 def refusal_response(refusal: HttpRefusal, scrub: Any = None) -> TrioResponse:
@@ -204,11 +221,13 @@ class GatewayHandlers:
             return self._mcp_rpc_json(refused, http_status(refused))
         stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
         tenant = _tenant()
+        hung_up = trio.CancelScope()
 
         async def answer() -> None:
             response: dict[str, Any] | None = None
             try:
-                response = await handler.receive(message, StreamOutlet(stream), tenant)
+                with hung_up:
+                    response = await handler.receive(message, StreamOutlet(stream), tenant)
             finally:
                 if response is not None:
                     stream.publish(response, response=True)
@@ -216,12 +235,16 @@ class GatewayHandlers:
                     stream.finish()
 
         self.gateway.start_background(answer)
-        await stream.changed(0)
+        try:  # Quart cancels this handler when the client hangs up before the answer
+            await stream.changed(0)
+        except BaseException:
+            hung_up.cancel()
+            raise
         if stream.finished and stream.response is None and stream.related == 0:
             return TrioResponse(b"", status=202)
         if stream.finished and stream.related == 0 and stream.response is not None:
             return self._mcp_rpc_json(stream.response, http_status(stream.response))
-        return await self._mcp_reply(stream)
+        return self._mcp_sse(cancel_when_closed(stream.follow(0), hung_up))
 
     # ---------------------------------------------------------------------- GET
 

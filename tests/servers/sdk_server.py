@@ -3,8 +3,9 @@
 Runs over stdio by default. Tools: ``add`` (structured int result), ``shout``,
 ``count``, which reports progress through the SDK's own progress API, ``sleep``,
 which reports progress 0 at once (so a test knows the call reached the server) and
-then sleeps, and ``ask``, which asks its client the question (elicitation) and says
-what came back.
+then sleeps, ``ask``, which asks its client the question (elicitation) and says
+what came back, and ``sample``, which asks its client's model (sampling) and says
+what it wrote.
 
 ``--http PORT`` serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead, with
 the SDK's own stack (uvicorn, SSE answers): a real remote server process that a test
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import warnings
 
 import anyio
 from pydantic import BaseModel
@@ -30,6 +32,7 @@ except ImportError:  # pragma: no cover - mcp 1.x
     from mcp.server.fastmcp import FastMCP as MCPServer
 
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.types import SamplingMessage, TextContent
 
 server = MCPServer("sdk-test-server")
 
@@ -74,6 +77,19 @@ async def ask(question: str, ctx: Context) -> str:  # type: ignore[type-arg]
     if result.action == "accept":
         return f"answered: {result.data.answer}"
     return f"no answer: {result.action}"
+
+
+@server.tool()
+async def sample(prompt: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the client's model (sampling) to answer ``prompt`` and say what it wrote."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    with warnings.catch_warnings():  # deprecated by the 2026-07-28 era, still the handshake era's
+        warnings.simplefilter("ignore")
+        result = await ctx.request_context.session.create_message(
+            [message], max_tokens=64, related_request_id=ctx.request_id
+        )
+    content = result.content
+    return f"sampled: {content.text if isinstance(content, TextContent) else content}"
 
 
 class MemoryEventStore(EventStore):
