@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
 
 from actors.connection.states import State
 from actors.router.catalog import ServerView
@@ -17,6 +19,23 @@ LATENCY_BUCKETS_MS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def labels(**values: str) -> str:
+    """``{name="value",...}`` with the values escaped ("" when there are none)."""
+    if not values:
+        return ""
+    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in values.items()) + "}"
+
+
+@attrs.frozen
+class Family:
+    """One metric family a part of the service contributes (the gateway, the bridge)."""
+
+    name: str
+    kind: str
+    help: str
+    samples: Sequence[tuple[str, float]]
 
 
 class Metrics:
@@ -43,6 +62,7 @@ class Metrics:
         *,
         audit_rows_pending: int = 0,
         audit_rows_dropped: int = 0,
+        extra: Iterable[Family] = (),
     ) -> str:
         """The text exposition format."""
         lines: list[str] = []
@@ -98,4 +118,6 @@ class Metrics:
             "Audit journal lines dropped because the memory queue was full.",
             [("", audit_rows_dropped)],
         )
+        for more in extra:
+            family(more.name, more.kind, more.help, more.samples)
         return "\n".join(lines) + "\n"

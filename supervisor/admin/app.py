@@ -102,6 +102,7 @@ def create_app(
     feeds = EventFeeds(supervisor.events)
     api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
     api.gateway = gateway if gateway is not None else GatewaySessions(supervisor)
+    api.gateway.scrub = scrubber.scrub
     api.new_era = new_era
     app.extensions[EXTENSION] = api
 

@@ -49,6 +49,7 @@ from supervisor.admin.views import (
     unsupervised_summary,
 )
 from supervisor.approvals import Approval
+from supervisor.gateway.gauges import gateway_families
 from supervisor.gateway.http_front import GatewayHandlers
 from supervisor.reload_plan import ReloadRefused
 from supervisor.sessions import Session
@@ -172,6 +173,7 @@ class AdminApi(SurfaceHandlers, GatewayHandlers):
             len(sup.approvals.pending()),
             audit_rows_pending=sup.journal.pending,
             audit_rows_dropped=sup.journal.dropped,
+            extra=gateway_families(self.gateway, self.new_era),
         )
         return TrioResponse(text, status=200, content_type=METRICS)
 

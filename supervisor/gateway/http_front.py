@@ -204,7 +204,7 @@ class GatewayHandlers:
         if refused is not None:
             return self._mcp_rpc_json(refused, http_status(refused))
         require_param_headers(message, request.headers.get("Mcp-Method"), request.headers.get("Mcp-Name"))
-        stream = EventStream("n") if self._mcp_accepts_sse() else EventStream("json")
+        stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
         tenant = _tenant()
 
         async def answer() -> None:
