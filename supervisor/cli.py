@@ -135,6 +135,7 @@ async def _serve(
 ) -> None:
     # Imported here: the client commands need neither Quart nor Hypercorn.
     from supervisor.admin import serve_admin
+    from supervisor.gateway.peer import PASSED_ON  # /mcp passes the servers' requests on
 
     # The receiver outlives the service: a second Ctrl-C during the shutdown is
     # answered with a line, never a KeyboardInterrupt in the middle of a teardown.
@@ -143,7 +144,7 @@ async def _serve(
         async with trio.open_nursery() as watcher:
             watcher.start_soon(control.watch, signals)
             async with (
-                open_service(config, state_dir, "serve", reread) as sup,
+                open_service(config, state_dir, "serve", reread=reread, client_capabilities=PASSED_ON) as sup,
                 trio.open_nursery() as nursery,
             ):
                 url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))

@@ -81,12 +81,12 @@ def open_service(
     config: Config,
     state_dir: str | os.PathLike[str] | None,
     kind: str,
-    reread: Callable[[], Config] | None = None,
+    **more: Any,
 ) -> AbstractAsyncContextManager[Supervisor]:
-    """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``):
-    an instance of that ``kind``, and a child subreaper (the process owns its children).
-    ``reread``: how ``reload`` reads the config again (as the command line read it)."""
-    return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True, reread=reread)
+    """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``): an instance
+    of that ``kind``, and a child subreaper (the process owns its children). ``more``: other options of
+    ``Supervisor.open`` (``reread``: how ``reload`` reads the config again; ``client_capabilities``)."""
+    return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True, **more)
 
 
 @attrs.define(eq=False)

@@ -303,7 +303,12 @@ async def test_a_secret_a_backend_hands_back_is_masked_in_json_and_sse_answers_o
                 "POST",
                 "/mcp",
                 json=request(3, "tools/call", {**echo, "_meta": meta()}),
-                headers={"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": "2026-07-28"},
+                headers={
+                    "Accept": ACCEPT_BOTH,
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": "tools/call",
+                    "Mcp-Name": "mini_echo",
+                },
             )
     assert as_json["result"]["content"] == [{"type": "text", "text": "key ***"}]
     assert parse_sse(as_sse.body)[-1].data["result"]["content"] == [{"type": "text", "text": "key ***"}]

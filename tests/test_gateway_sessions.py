@@ -167,7 +167,8 @@ async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_pat
             "MCP-Protocol-Version": "2026-07-28",
         }
         with trio.fail_after(10):
-            reply = await client.post("/mcp", json=request(1, "server/discover"), headers=headers)
+            discover = {**headers, "Mcp-Method": "server/discover"}
+            reply = await client.post("/mcp", json=request(1, "server/discover"), headers=discover)
             assert reply.status_code == 200 and reply.content_type == "text/event-stream"
             events = parse_sse(await reply.get_data())
             assert [e.data for e in events[1:]] == [

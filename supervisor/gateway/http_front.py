@@ -47,6 +47,7 @@ from supervisor.gateway.http_rules import (
     check_version,
     kind_of,
     parse_message,
+    require_param_headers,
     too_large,
 )
 from supervisor.gateway.http_sessions import (
@@ -219,6 +220,7 @@ class GatewayHandlers:
         refused = header_refusal(message, request.headers.get("MCP-Protocol-Version"))
         if refused is not None:
             return self._mcp_rpc_json(refused, http_status(refused))
+        require_param_headers(message, request.headers.get("Mcp-Method"), request.headers.get("Mcp-Name"))
         stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
         tenant = _tenant()
         hung_up = trio.CancelScope()

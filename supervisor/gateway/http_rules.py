@@ -127,6 +127,29 @@ def check_param_headers(message: Mapping[str, Any], mcp_method: str | None, mcp_
         )
 
 
+HEADER_MISMATCH = -32020
+"""The 2026-07-28 era's error for headers that do not repeat the body (SEP-2243)."""
+
+
+def require_param_headers(message: Mapping[str, Any], mcp_method: str | None, mcp_name: str | None) -> None:
+    """A 2026-07-28 request must send ``Mcp-Method``, and ``Mcp-Name`` when its method
+    names something (``check_param_headers`` has checked the values of those sent)."""
+    method = message.get("method")
+    if not isinstance(method, str) or "id" not in message:
+        return
+    missing = "Mcp-Method" if mcp_method is None else None
+    if missing is None and mcp_name is None and method in NAME_BEARING_METHODS:
+        missing = "Mcp-Name"
+    if missing is not None:
+        raise HttpRefusal(
+            400,
+            f"header mismatch: the {missing} header is missing; a 2026-07-28 request repeats its "
+            "method in Mcp-Method (and what it names, e.g. params.name, in Mcp-Name)",
+            code=HEADER_MISMATCH,
+            request_id=message.get("id"),
+        )
+
+
 def check_version(header: str | None, negotiated: str | None, request_id: Any) -> None:
     """After initialize, ``MCP-Protocol-Version`` (when sent) must be the negotiated one."""
     if header in (None, ASSUMED_VERSION) or negotiated is None or header == negotiated:

@@ -34,6 +34,12 @@ from supervisor.sessions import Session
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 """Handshake-era protocol versions we speak, newest first."""
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
+PASSED_ON: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
+"""What a gateway's fronts (``serve``'s ``/mcp``, ``mcp-supervisor stdio``) tell the
+handshake-era servers their client can do: the servers start before any client says
+what it can, so they are told everything a client may pass on; each request is then
+passed on to the client whose call caused it when that client declared the
+capability, and refused when it did not (``GatewayPeer.client_side``)."""
 
 # A server request's method → the client capability it needs.
 _CAPABILITY_OF = {

@@ -48,6 +48,7 @@ from actors.protocol.messages import (
 )
 from actors.router.actor import CatalogCell
 from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
+from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.parked import MISSING_CAPABILITY, InputRound, ParkedCall
@@ -370,7 +371,6 @@ def check_meta(method: str, params: Any) -> Mapping[str, Any]:
     return params
 
 
-HEADER_MISMATCH = -32020
 _STATUS_OF_ERROR = {
     INVALID_PARAMS: 400,
     UNSUPPORTED_PROTOCOL_VERSION: 400,

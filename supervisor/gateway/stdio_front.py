@@ -37,7 +37,7 @@ from supervisor.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.gateway.core import plain_json
 from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
-from supervisor.gateway.peer import GatewayPeer
+from supervisor.gateway.peer import PASSED_ON, GatewayPeer
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError, error_response
 from supervisor.service import Supervisor
 from supervisor.settings.model import Config
@@ -45,10 +45,6 @@ from supervisor.settings.model import Config
 log = get_logger("supervisor.gateway.stdio")
 
 READ_CHUNK = 65536
-PASSED_ON: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
-"""What the servers are told their client can do: the requests are passed on to the
-stdio client when it declared the capability, and refused when it did not (the
-servers start before the client says what it can)."""
 # The id of an oversized request, read from its first bytes when it is the first
 # member (or the second, after "jsonrpc"), as clients write it; otherwise null.
 _LEADING_ID = re.compile(
