@@ -24,6 +24,16 @@ def new_era_call(request_id: int, name: str, arguments: dict[str, Any]) -> dict[
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
+def headers_of(call: dict[str, Any], accept: str | None = None) -> dict[str, str]:
+    """The era's headers: the version, and the method and tool the body names."""
+    headers = {
+        "MCP-Protocol-Version": NEW_ERA,
+        "Mcp-Method": call["method"],
+        "Mcp-Name": call["params"]["name"],
+    }
+    return headers if accept is None else {**headers, "Accept": accept}
+
+
 def methods(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
@@ -41,16 +51,16 @@ async def test_a_new_era_clients_hang_up_cancels_its_call_at_the_backend(tmp_pat
     config = config_of(mini_spec("mini", "--methods-log", str(log)), tokens=TOKENS)
     async with admin_running(config, tmp_path) as api:
         http = api.http(ALICE)
-        headers = {"Accept": accept, "MCP-Protocol-Version": NEW_ERA}
         async with trio.open_nursery() as nursery:
             call = new_era_call(1, "mini_sleep", {"seconds": 30})
+            headers = headers_of(call, accept)
             nursery.start_soon(lambda: http.request("POST", "/mcp", json=call, headers=headers))
             await until_logged(log, "tools/call")
             nursery.cancel_scope.cancel()  # the client hangs up: its connection closes
         await until_logged(log, "notifications/cancelled")  # well before the 30 s sleep ends
         # The gateway goes on: the next call is answered.
         echo = new_era_call(2, "mini_echo", {"text": "after the hang-up"})
-        reply = await http.request("POST", "/mcp", json=echo, headers=headers)
+        reply = await http.request("POST", "/mcp", json=echo, headers=headers_of(echo, accept))
         assert reply.status == 200
         body = reply.body.decode()
         assert "after the hang-up" in body, body
@@ -63,7 +73,7 @@ async def test_a_hang_up_while_the_answer_streams_cancels_the_call(tmp_path: Pat
     async with admin_running(config, tmp_path) as api:
         call = new_era_call(1, "mini_progress", {"steps": 300, "interval": 0.1})
         call["params"]["_meta"]["progressToken"] = "p1"
-        headers = {"MCP-Protocol-Version": NEW_ERA}
+        headers = headers_of(call)
         with trio.fail_after(10):
             async with api.http(ALICE).stream("POST", "/mcp", json=call, headers=headers) as answer:
                 assert answer.status == 200
