@@ -315,3 +315,48 @@ async def test_a_secret_a_backend_hands_back_is_masked_in_json_and_sse_answers_o
     assert b"key ***" in new_era.raw
     for raw in (as_sse.raw, new_era.raw):
         assert planted.encode() not in raw and planted[:12].encode() not in raw
+
+
+async def test_list_changed_reaches_exactly_the_sessions_whose_view_changed(tmp_path: Path) -> None:
+    """fastmcp#4161: a change of A's own server is told to A only; a shared server's
+    change to both, each on its GET stream."""
+    own = mini_spec("own", scope=Scope.SESSION, start=Start.LAZY)
+    config = config_of(own, mini_spec("shared"))
+    async with admin_running(config, tmp_path) as api:
+        a, b = McpHttp(api.http()), McpHttp(api.http())
+        heard: dict[str, list[str]] = {"a": [], "b": []}
+        changed = {"a": trio.Event(), "b": trio.Event()}
+
+        async def listen(name: str, mcp: McpHttp) -> None:
+            async with mcp.http.stream("GET", "/mcp", headers=mcp.headers(accept="text/event-stream")) as s:
+                while True:
+                    events = await events_until(s, lambda e: e.data is not None)
+                    heard[name] += [e.data["method"] for e in events if e.data is not None]
+                    changed[name].set()
+                    changed[name] = trio.Event()
+
+        async def relist(mcp: McpHttp, request_id: int) -> None:
+            listed = await mcp.call(request_id, "tools/list")
+            assert "own_echo" in [tool["name"] for tool in listed["result"]["tools"]]
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                for name, mcp in (("a", a), ("b", b)):
+                    await mcp.open()
+                    await relist(mcp, 1)
+                    nursery.start_soon(listen, name, mcp)
+                await a.call(2, "tools/call", {"name": "own_add_tool", "arguments": {"name": "mine"}})
+                while heard["a"] != ["notifications/tools/list_changed"]:
+                    await changed["a"].wait()
+                await trio.sleep(0.2)  # B's watcher saw the same catalog epoch by now
+                assert heard["b"] == []
+                await relist(a, 3)
+                await a.call(4, "tools/call", {"name": "shared_add_tool", "arguments": {"name": "ours"}})
+                for name in ("a", "b"):
+                    while len(heard[name]) < (2 if name == "a" else 1):
+                        await changed[name].wait()
+                nursery.cancel_scope.cancel()
+        assert heard == {
+            "a": ["notifications/tools/list_changed"] * 2,
+            "b": ["notifications/tools/list_changed"],
+        }
