@@ -51,12 +51,13 @@ from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
 from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
-from supervisor.gateway.parked import MISSING_CAPABILITY, InputRound, ParkedCall
+from supervisor.gateway.parked import InputRound, ParkedCall
 from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
 from supervisor.gateway.results import (
     ERROR_META,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
     RESOURCE_NOT_FOUND,
     JsonRpcError,
     error_response,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from everything_app import server
+from everything_asks import Answer, elicited
 from everything_resources import said
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.prompts.base import UserMessage
@@ -27,6 +28,8 @@ from mcp.types import (
     SamplingMessage,
     TextContent,
 )
+
+PER_REQUEST_ERA = "2026-07-28"
 
 
 def ask(message: str, **fields: str) -> ElicitRequest:
@@ -160,3 +163,17 @@ async def test_input_required_result_prompt(ctx: Context) -> list[UserMessage] |
     return InputRequiredResult(
         input_requests={"user_context": ask("What context should the prompt use?", context="string")}
     )
+
+
+@server.tool()
+async def test_streaming_elicitation(ctx: Context) -> str | InputRequiredResult:
+    """Asks the user for a name mid-call, the way its era allows: in the 2026-07-28 era
+    an input-required result on the call's own response (never a request of its own on
+    the stream), in the handshake era an ``elicitation/create`` related to the call.
+    Progress 0 of 1 first (when the client gave a token)."""
+    await ctx.report_progress(progress=0, total=1, message="Asking for a name")
+    if ctx.protocol_version != PER_REQUEST_ERA:
+        return f"User response: {await elicited(ctx, 'What is your name?', Answer)}"
+    if "user_name" in answers(ctx):
+        return f"Hello, {field(answers(ctx)['user_name'], 'name') or 'stranger'}!"
+    return InputRequiredResult(input_requests={"user_name": ask("What is your name?", name="string")})

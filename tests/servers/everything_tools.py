@@ -78,6 +78,15 @@ async def test_tool_with_logging(ctx: Context) -> str:
 
 
 @server.tool()
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs three info messages, then answers. The SDK sends them only where the client
+    asked for log messages: a 2026-07-28 request without ``_meta`` logLevel gets none."""
+    for text in ("Logging tool started", "Logging tool working", "Logging tool finished"):
+        await ctx.info(text)
+    return "Logging tool completed"
+
+
+@server.tool()
 async def test_tool_with_progress(ctx: Context) -> str:
     """Reports progress 0, 50, 100 of 100; answers the progress token it was given."""
     for done in (0, 50, 100):
