@@ -21,6 +21,7 @@ PURE_MODULES = (
     "actors.protocol.messages",
     "actors.protocol.http_framing",
     "actors.protocol.jsonrpc",
+    "actors.protocol.bridge_envelope",
     "actors.protocol.ndjson",
     "actors.protocol.payloads",
     "actors.protocol.session",
