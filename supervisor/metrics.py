@@ -1,5 +1,6 @@
 """Prometheus metrics: connections by state, reconnects, calls by outcome, call
-latency, approvals pending, catalog epoch, audit rows waiting for the disk and dropped.
+latency, approvals pending, catalog epoch, audit rows waiting for the disk and dropped,
+bridge sessions open, opened and closed.
 Rendered by hand in the text exposition format (no client library: a few counters do
 not need one)."""
 
@@ -43,6 +44,8 @@ class Metrics:
         *,
         audit_rows_pending: int = 0,
         audit_rows_dropped: int = 0,
+        bridge_sessions: int = 0,
+        bridge_counts: Mapping[str, int] | None = None,
     ) -> str:
         """The text exposition format."""
         lines: list[str] = []
@@ -97,5 +100,27 @@ class Metrics:
             "counter",
             "Audit journal lines dropped because the memory queue was full.",
             [("", audit_rows_dropped)],
+        )
+        counts = bridge_counts or {}
+        opens = {"ok": counts.get("opened", 0)}
+        opens |= {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("refused:")}
+        closes = {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("closed:")}
+        family(
+            "mcp_supervisor_bridge_sessions",
+            "gauge",
+            "Open bridge sessions (each a process).",
+            [("", bridge_sessions)],
+        )
+        family(
+            "mcp_supervisor_bridge_opens_total",
+            "counter",
+            "Bridge session opens by outcome (ok or the refusal's code).",
+            ((f'{{outcome="{_escape(k)}"}}', n) for k, n in sorted(opens.items())),
+        )
+        family(
+            "mcp_supervisor_bridge_closes_total",
+            "counter",
+            "Bridge sessions closed, by reason.",
+            ((f'{{reason="{_escape(k)}"}}', n) for k, n in sorted(closes.items())),
         )
         return "\n".join(lines) + "\n"

@@ -49,6 +49,7 @@ from supervisor.admin.views import (
     unsupervised_summary,
 )
 from supervisor.approvals import Approval
+from supervisor.bridge.handlers import BridgeHandlers
 from supervisor.gateway.http_front import GatewayHandlers
 from supervisor.reload_plan import ReloadRefused
 from supervisor.sessions import Session
@@ -113,7 +114,7 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(SurfaceHandlers, GatewayHandlers):
+class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
     beyond tools: ``surface_handlers.py``; ``/mcp``: ``gateway/http_front.py``)."""
 
@@ -172,6 +173,8 @@ class AdminApi(SurfaceHandlers, GatewayHandlers):
             len(sup.approvals.pending()),
             audit_rows_pending=sup.journal.pending,
             audit_rows_dropped=sup.journal.dropped,
+            bridge_sessions=self.bridge_hub.processes,
+            bridge_counts=self.bridge_hub.counts,
         )
         return TrioResponse(text, status=200, content_type=METRICS)
 
