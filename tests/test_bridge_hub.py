@@ -19,7 +19,7 @@ from supervisor.admin.server import GRACEFUL_TIMEOUT_S
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
 from tests.bridge_support import EVERYTHING, Client, alive, connected, exported, hub_running, ws_url
-from tests.test_admin_support import Running, conforms
+from tests.test_admin_support import Running, conforms, wait_for
 
 pytestmark = pytest.mark.real_peer
 
@@ -246,3 +246,22 @@ async def test_a_closed_sockets_heartbeat_does_not_hold_the_drain(tmp_path: Path
             await client.open("mini")
         left = trio.current_time()
     assert trio.current_time() - left < GRACEFUL_TIMEOUT_S / 2
+
+
+async def test_an_idle_socket_is_closed_and_its_processes_stop(tmp_path: Path) -> None:
+    # A real clock: the autojump clock would also skip the process teardown's grace.
+    bridge = BridgeSettings(idle_s=0.5)
+    async with (
+        hub_running(tmp_path, exported("mini"), bridge=bridge) as running,
+        connected(running) as client,
+    ):
+        sid = await client.open("mini")
+        sessions = (await running.http().request("GET", "/v1/bridge/sessions")).json()["sessions"]
+        pid = await _pid_of(sessions, sid)
+        quiet_since = trio.current_time()
+        with trio.fail_after(5), pytest.raises(ConnectionClosed) as closed:
+            await client.ws.get_message()
+        assert closed.value.reason is not None and closed.value.reason.code == 4408
+        assert trio.current_time() - quiet_since >= 0.45
+        await wait_for(running.http(), "/v1/bridge/sessions", lambda body: body["sessions"] == [])
+        assert not alive(pid)
