@@ -1,6 +1,5 @@
 """Prometheus metrics: connections by state, reconnects, calls by outcome, call
-latency, approvals pending, catalog epoch, audit rows waiting for the disk and dropped,
-bridge sessions open, opened and closed.
+latency, approvals pending, catalog epoch, audit rows waiting for the disk and dropped.
 Rendered by hand in the text exposition format (no client library: a few counters do
 not need one)."""
 
@@ -8,7 +7,9 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
 
 from actors.connection.states import State
 from actors.router.catalog import ServerView
@@ -18,6 +19,23 @@ LATENCY_BUCKETS_MS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def labels(**values: str) -> str:
+    """``{name="value",...}`` with the values escaped ("" when there are none)."""
+    if not values:
+        return ""
+    return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in values.items()) + "}"
+
+
+@attrs.frozen
+class Family:
+    """One metric family a part of the service contributes (the gateway, the bridge)."""
+
+    name: str
+    kind: str
+    help: str
+    samples: Sequence[tuple[str, float]]
 
 
 class Metrics:
@@ -44,8 +62,7 @@ class Metrics:
         *,
         audit_rows_pending: int = 0,
         audit_rows_dropped: int = 0,
-        bridge_sessions: int = 0,
-        bridge_counts: Mapping[str, int] | None = None,
+        extra: Iterable[Family] = (),
     ) -> str:
         """The text exposition format."""
         lines: list[str] = []
@@ -101,26 +118,6 @@ class Metrics:
             "Audit journal lines dropped because the memory queue was full.",
             [("", audit_rows_dropped)],
         )
-        counts = bridge_counts or {}
-        opens = {"ok": counts.get("opened", 0)}
-        opens |= {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("refused:")}
-        closes = {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("closed:")}
-        family(
-            "mcp_supervisor_bridge_sessions",
-            "gauge",
-            "Open bridge sessions (each a process).",
-            [("", bridge_sessions)],
-        )
-        family(
-            "mcp_supervisor_bridge_opens_total",
-            "counter",
-            "Bridge session opens by outcome (ok or the refusal's code).",
-            ((f'{{outcome="{_escape(k)}"}}', n) for k, n in sorted(opens.items())),
-        )
-        family(
-            "mcp_supervisor_bridge_closes_total",
-            "counter",
-            "Bridge sessions closed, by reason.",
-            ((f'{{reason="{_escape(k)}"}}', n) for k, n in sorted(closes.items())),
-        )
+        for more in extra:
+            family(more.name, more.kind, more.help, more.samples)
         return "\n".join(lines) + "\n"

@@ -277,17 +277,14 @@ def test_a_named_config_file_that_does_not_exist_is_a_config_error(
     assert "does not exist" in line
 
 
-def test_check_refuses_a_websocket_server_until_the_bridge_is_built(tmp_path: Path) -> None:
+def test_check_accepts_a_websocket_server(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "c.json", {"time": mini(), "bridge": {"url": "ws://127.0.0.1:1/v1/bridge"}}
     )
     result = run_cli("check", "--config", str(config))
-    assert result.returncode == 2, result.stdout
-    assert result.stdout == ""
-    assert result.stderr == (
-        f"config error: {config}: $.servers.bridge: servers of type 'websocket' (the WebSocket bridge) "
-        "are not supported by this version yet; remove the entry, or run the server through a local "
-        "stdio proxy\n"
+    assert result.returncode == 0, result.stderr
+    assert "bridge [websocket] ws://127.0.0.1:1/v1/bridge -> bridge (enabled, lazy, shared, untrusted)" in (
+        result.stdout
     )
 
 

@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 from actors.connection.spec import Scope, ServerSpec, Start
-from supervisor.settings.dialects import find_server_section, read_servers
-from supervisor.settings.expansion import Expander
 from supervisor.settings.loader import ConfigError, describe_config, load_config
 from supervisor.settings.model import Config, Role, TokenGrant, TrustRule
 
@@ -37,16 +35,6 @@ def fail(tmp_path: Path, doc: object, environ: dict[str, str] | None = None) -> 
     assert str(error) == f"config error: {path}: {error.json_path}: {error.problem}"
     assert error.file == str(path)
     return error
-
-
-def read_specs(
-    tmp_path: Path, doc: dict[str, Any], environ: dict[str, str] | None = None
-) -> tuple[ServerSpec, ...]:
-    """The servers as the dialects read them: WebSocket bridges included, which
-    ``load_config`` refuses until the bridge is built."""
-    section = find_server_section(doc, "$")
-    assert section is not None
-    return read_servers(doc[section], f"$.{section}", Expander(str(tmp_path), environ or {}))
 
 
 def one(tmp_path: Path, entry: dict[str, Any], environ: dict[str, str] | None = None) -> ServerSpec:
@@ -179,7 +167,7 @@ def test_websocket_entries_read_by_the_dialects(tmp_path: Path) -> None:
             "inferred": {"url": "ws://h:1/v1/bridge"},
         }
     }  # fmt: skip
-    specs = {s.name: s for s in read_specs(tmp_path, doc, {"BRIDGE_TOKEN": "br-456"})}
+    specs = {s.name: s for s in load(tmp_path, doc, {"BRIDGE_TOKEN": "br-456"}).servers}
     assert (specs["shared-fs"].type, specs["shared-fs"].server_name) == ("websocket", "filesystem")
     assert specs["shared-fs"].headers == {"Authorization": "Bearer br-456"}
     assert (specs["bridge"].type, specs["bridge"].server_name) == ("websocket", "pw")
@@ -198,17 +186,15 @@ def test_websocket_entries_read_by_the_dialects(tmp_path: Path) -> None:
         {"url": "ws://h:1/v1/bridge"},
     ],
 )
-def test_a_websocket_server_is_refused_until_the_bridge_is_built(
+def test_a_websocket_server_loads_in_every_dialect(
     tmp_path: Path, dialect: str, entry: dict[str, Any]
 ) -> None:
     if dialect == "mcp":
         entry = {"type": "websocket", **{k: v for k, v in entry.items() if k != "transport"}}
-    error = fail(tmp_path, {dialect: {"time": {"command": "t"}, "shared-fs": entry}})
-    assert error.json_path == f"$.{dialect}.shared-fs"
-    assert error.problem == (
-        "servers of type 'websocket' (the WebSocket bridge) are not supported by this version yet; "
-        "remove the entry, or run the server through a local stdio proxy"
-    )
+    time, bridge = load(tmp_path, {dialect: {"time": {"command": "t"}, "shared-fs": entry}}).servers
+    assert (time.type, bridge.type) == ("local", "websocket")
+    assert bridge.server_name == entry.get("server_name", entry.get("serverName", "shared-fs"))
+    assert bridge.url == entry["url"] and bridge.command == ()
 
 
 def test_connectors_dialect(tmp_path: Path) -> None:

@@ -257,10 +257,10 @@ def server_entry(draw: st.DrawFn, secret: str) -> tuple[dict[str, Any], dict[str
         want.update(type="local", command=(program, *args, f"--key={secret}"))
     else:
         host = draw(st.sampled_from(["h", "example.org", "10.0.0.5:8765"]))
-        # ws:// and wss:// (a WebSocket bridge) are refused until the bridge is built.
-        scheme = draw(st.sampled_from(["http", "https"]))
+        scheme = draw(st.sampled_from(["http", "https", "ws", "wss"]))  # ws(s): a bridge
         entry.update(url=f"{scheme}://{host}/mcp", token="${env:SECRET}")
-        want.update(type="remote", url=f"{scheme}://{host}/mcp")
+        kind = "websocket" if scheme.startswith("ws") else "remote"
+        want.update(type=kind, url=f"{scheme}://{host}/mcp")
         want["headers"] = {"Authorization": f"Bearer {secret}"}
     call = draw(st.none() | millis)
     if call is not None:

@@ -16,8 +16,17 @@ from supervisor.admin import serve_admin
 from supervisor.admin import server as admin_server
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
 from supervisor.settings.model import GatewaySettings
-from tests.gateway_http_support import McpHttp, events_until, initialize, parse_sse, request, rest_raw
+from tests.gateway_http_support import (
+    ACCEPT_BOTH,
+    McpHttp,
+    events_until,
+    initialize,
+    parse_sse,
+    request,
+    rest_raw,
+)
 from tests.test_admin_support import ALICE, BOB, TOKENS, Http, admin_running, config_of, mini_spec, until
+from tests.test_gateway_stateless import meta
 
 
 async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_path: Path) -> None:
@@ -274,3 +283,30 @@ async def test_delete_stops_the_sessions_own_servers(tmp_path: Path) -> None:
             assert {"mini", "mine"} <= set(item["servers"])
             assert (await mcp.http.request("DELETE", "/mcp", headers=mcp.headers())).status == 204
             await until(lambda: not api.sup.router.cell.current.overlays.get(sid))
+
+
+async def test_a_secret_a_backend_hands_back_is_masked_in_json_and_sse_answers_of_both_eras(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planted = "pl4nted-gateway-s3cret-9911"
+    monkeypatch.setenv("PLANTED", planted)
+    spec = attrs.evolve(mini_spec("mini"), env={"K": planted}, secrets=(planted,))
+    async with admin_running(config_of(spec), tmp_path) as api:
+        mcp = McpHttp(api.http())
+        with trio.fail_after(15):
+            await mcp.open()
+            echo = {"name": "mini_echo", "arguments": {"text": f"key {planted}"}}
+            as_json = await mcp.call(1, "tools/call", echo)
+            as_sse = await mcp.post(request(2, "tools/call", echo))
+            assert as_sse.headers["content-type"].startswith("text/event-stream")
+            new_era = await mcp.http.request(
+                "POST",
+                "/mcp",
+                json=request(3, "tools/call", {**echo, "_meta": meta()}),
+                headers={"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": "2026-07-28"},
+            )
+    assert as_json["result"]["content"] == [{"type": "text", "text": "key ***"}]
+    assert parse_sse(as_sse.body)[-1].data["result"]["content"] == [{"type": "text", "text": "key ***"}]
+    assert b"key ***" in new_era.raw
+    for raw in (as_sse.raw, new_era.raw):
+        assert planted.encode() not in raw and planted[:12].encode() not in raw

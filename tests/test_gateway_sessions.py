@@ -202,3 +202,43 @@ async def test_a_session_task_runs_with_each_session_and_its_messages_go_to_the_
         assert b"list_changed" in frame and frame.startswith(b"id: 0-1\n")
         assert await sessions.close(record.id, "alice")
         assert ran == [record.id, f"ended {record.id}"]
+
+
+async def test_the_metrics_count_sessions_by_outcome_and_what_is_open(
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
+    async with registry(tmp_path, max_sessions_per_tenant=1) as (sup, sessions):
+        client = create_app(sup, HostedSessions(sup), bind_is_loopback=True, gateway=sessions).test_client()
+
+        async def metrics() -> dict[str, float]:
+            reply = await client.get("/metrics", headers={"Host": "127.0.0.1"})
+            assert reply.status_code == 200
+            lines = (await reply.get_data()).decode().splitlines()
+            ours = (line.rsplit(" ", 1) for line in lines if line.startswith("mcp_supervisor_gateway"))
+            return {name: float(value) for name, value in ours}
+
+        first = await sessions.open("alice")
+        await first.peer.receive(initialize(), first.outlet())
+        sessions.announce(first)
+        with pytest.raises(TooManyGatewaySessions):
+            await sessions.open("alice")
+        first.peer.core.in_flight = 2
+        seen = await metrics()
+        assert seen["mcp_supervisor_gateway_sessions"] == 1
+        assert seen["mcp_supervisor_gateway_requests_in_flight"] == 2
+        assert seen['mcp_supervisor_gateway_sessions_total{outcome="opened"}'] == 1
+        assert seen['mcp_supervisor_gateway_sessions_total{outcome="refused"}'] == 1
+        assert seen['mcp_supervisor_gateway_sessions_total{outcome="closed"}'] == 0
+        first.peer.core.in_flight = 0
+        assert await sessions.close(first.id, "alice")
+
+        second = await sessions.open("alice")
+        await second.peer.receive(initialize(), second.outlet())
+        sessions.announce(second)
+        with trio.fail_after(IDLE_S * 2):
+            await second.closed.wait()  # idle
+        seen = await metrics()
+        assert seen["mcp_supervisor_gateway_sessions"] == 0
+        assert seen['mcp_supervisor_gateway_sessions_total{outcome="opened"}'] == 2
+        assert seen['mcp_supervisor_gateway_sessions_total{outcome="closed"}'] == 2
+        assert seen['mcp_supervisor_gateway_sessions_total{outcome="expired"}'] == 1

@@ -19,13 +19,14 @@ from actors.transports.stdio_hub import StdioHub
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, TokenVault
     from actors.transports.remote import RemoteConnector
+    from actors.transports.websocket import WebSocketConnector
 
 
 @asynccontextmanager
 async def _unsupported(spec: ServerSpec) -> AsyncIterator[Transport]:
     raise SpawnError(
         f"mcp server {spec.name}: servers of type {spec.type!r} are not supported by this "
-        "version yet (local stdio and remote HTTP servers are); "
+        "version yet (local stdio, remote HTTP and websocket bridge servers are); "
         "run it through a local stdio proxy meanwhile"
     )
     yield  # pragma: no cover
@@ -49,6 +50,7 @@ class TransportConnector:
         self.hub = StdioHub()
         self._stdio = StdioConnector(state_dir, self._redactor, self.hub, instance)
         self._remote: RemoteConnector | None = None
+        self._websocket: WebSocketConnector | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve the local servers' stderr and exits from one task (the supervisor runs
@@ -74,4 +76,10 @@ class TransportConnector:
 
                 self._remote = RemoteConnector(self._redactor, vault=self._vault, authorizer=self._authorizer)
             return self._remote(spec)
+        if spec.type == "websocket":  # a server behind a bridge hub
+            if self._websocket is None:
+                from actors.transports.websocket import WebSocketConnector  # on first use, as above
+
+                self._websocket = WebSocketConnector(self._redactor)
+            return self._websocket(spec)
         return _unsupported(spec)

@@ -105,6 +105,7 @@ def create_app(
     feeds = EventFeeds(supervisor.events)
     api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
     api.gateway = gateway if gateway is not None else GatewaySessions(supervisor)
+    api.gateway.scrub = scrubber.scrub
     api.new_era = new_era
     api.bridge_hub = bridge if bridge is not None else BridgeHub(supervisor)
     api.bind_is_loopback = bind_is_loopback

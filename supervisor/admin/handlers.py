@@ -50,6 +50,7 @@ from supervisor.admin.views import (
 )
 from supervisor.approvals import Approval
 from supervisor.bridge.handlers import BridgeHandlers
+from supervisor.gateway.gauges import gateway_families
 from supervisor.gateway.http_front import GatewayHandlers
 from supervisor.reload_plan import ReloadRefused
 from supervisor.sessions import Session
@@ -173,8 +174,7 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
             len(sup.approvals.pending()),
             audit_rows_pending=sup.journal.pending,
             audit_rows_dropped=sup.journal.dropped,
-            bridge_sessions=self.bridge_hub.processes,
-            bridge_counts=self.bridge_hub.counts,
+            extra=[*gateway_families(self.gateway, self.new_era), *self.bridge_hub.families()],
         )
         return TrioResponse(text, status=200, content_type=METRICS)
 

@@ -34,6 +34,7 @@ from actors.protocol.bridge_envelope import FrameId
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from supervisor.audit_trail import AuditTrail
+from supervisor.metrics import Family, labels
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
 
@@ -238,6 +239,22 @@ class BridgeHub:
             for s in self._sessions.values()
             if scope is None or s.tenant == scope
         ]
+
+    def families(self) -> list[Family]:
+        """The bridge's metric families for ``Metrics.render(extra=...)``."""
+        counts = self.counts
+        opens = {"ok": counts["opened"]}
+        opens |= {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("refused:")}
+        closes = {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("closed:")}
+        return [
+            Family("mcp_supervisor_bridge_sessions", "gauge", "Open bridge sessions (each a process).",
+                   [("", self.processes)]),
+            Family("mcp_supervisor_bridge_opens_total", "counter",
+                   "Bridge session opens by outcome (ok or the refusal's code).",
+                   [(labels(outcome=k), n) for k, n in sorted(opens.items())]),
+            Family("mcp_supervisor_bridge_closes_total", "counter", "Bridge sessions closed, by reason.",
+                   [(labels(reason=k), n) for k, n in sorted(closes.items())]),
+        ]  # fmt: skip
 
     # ------------------------------------------------------------------ records
 

@@ -202,7 +202,7 @@ class GatewayHandlers:
         refused = header_refusal(message, request.headers.get("MCP-Protocol-Version"))
         if refused is not None:
             return self._mcp_rpc_json(refused, http_status(refused))
-        stream = EventStream("n") if self._mcp_accepts_sse() else EventStream("json")
+        stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
         tenant = _tenant()
 
         async def answer() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import itertools
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ import trio
 from actors.log_events import get_logger
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError, error_response
-from supervisor.gateway.sse_events import EventStream, StreamOutlet
+from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -59,9 +59,13 @@ class GatewaySession:
 
     peer: GatewayPeer
     nursery: trio.Nursery
+    scrub: Scrub = attrs.field(default=_as_is, kw_only=True)
+    """Every event's message passes through it (the config's secrets masked)."""
     opened_at: float = attrs.field(factory=time.time)
     last_seen: float = attrs.field(factory=trio.current_time)
-    standalone: EventStream = attrs.field(factory=lambda: EventStream(STANDALONE))
+    standalone: EventStream = attrs.field(
+        default=attrs.Factory(lambda self: EventStream(STANDALONE, scrub=self.scrub), takes_self=True)
+    )
     streams: OrderedDict[str, EventStream] = attrs.field(factory=OrderedDict)
     close_requested: trio.Event = attrs.field(factory=trio.Event)
     closed: trio.Event = attrs.field(factory=trio.Event)
@@ -88,7 +92,7 @@ class GatewaySession:
 
     def new_stream(self) -> EventStream:
         """A POST's SSE stream, kept (bounded) for resumption by ``Last-Event-ID``."""
-        stream = EventStream(str(next(self._stream_ids)))
+        stream = EventStream(str(next(self._stream_ids)), scrub=self.scrub)
         self.streams[stream.id] = stream
         while len(self.streams) > KEEP_STREAMS:
             self.streams.popitem(last=False)
@@ -115,6 +119,12 @@ class GatewaySessions:
         self._nursery: trio.Nursery | None = None
         self.session_tasks: list[SessionTask] = []
         """Run in every session's nursery from its opening until it ends."""
+        self.scrub: Scrub = _as_is
+        """What every session's events pass through (``create_app`` sets the admin
+        app's secret scrubber)."""
+        self.counts: Counter[str] = Counter()
+        """Sessions ``opened``, ``closed``, ``expired`` (idle) and ``refused`` (over the
+        tenant's bound), for the metrics."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the holders until cancelled; then every session closes."""
@@ -142,6 +152,7 @@ class GatewaySessions:
         nursery = self._running()
         bound = self._supervisor.config.gateway.max_sessions_per_tenant
         if len(self.listing(tenant)) >= bound:
+            self.counts["refused"] += 1
             raise TooManyGatewaySessions(
                 f"tenant {tenant!r} already holds {bound} MCP sessions, the bound "
                 "(gateway.max_sessions_per_tenant); end one with DELETE /mcp or raise the bound"
@@ -181,6 +192,7 @@ class GatewaySessions:
         if record.announced:
             return
         record.announced = True
+        self.counts["opened"] += 1
         peer = record.peer
         self._publish(
             record,
@@ -243,7 +255,7 @@ class GatewaySessions:
                 )
                 try:
                     async with trio.open_nursery() as nursery:
-                        record = GatewaySession(peer, nursery)
+                        record = GatewaySession(peer, nursery, scrub=self.scrub)
                         self._sessions[record.id] = record
                         for task in self.session_tasks:
                             nursery.start_soon(task, record)
@@ -270,6 +282,7 @@ class GatewaySessions:
         for stream in record.streams.values():
             stream.finish()
         if record.announced:
+            self.counts["closed"] += 1
             self._publish(record, "gateway_session_closed", {})
 
     async def _expire_when_idle(self, record: GatewaySession) -> None:
@@ -285,6 +298,7 @@ class GatewaySessions:
                 await record.activity()
                 continue
             log.info("gateway session expired", extra={"fields": {"session": record.id}})
+            self.counts["expired"] += 1
             record.close_requested.set()
             return
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -56,11 +56,20 @@ def parse_event_id(text: str) -> tuple[str, int] | None:
     return stream, int(number)
 
 
+Scrub = Callable[[Any], Any]
+"""Masks the config's secret values in a message (the admin app's ``SecretScrubber``)."""
+
+
+def _as_is(message: Any) -> Any:
+    return message
+
+
 class EventStream:
     """One SSE stream of a session (see the module docstring)."""
 
-    def __init__(self, stream_id: str, *, keep: int = KEEP_EVENTS) -> None:
+    def __init__(self, stream_id: str, *, keep: int = KEEP_EVENTS, scrub: Scrub = _as_is) -> None:
         self.id = stream_id
+        self._scrub = scrub
         self._events: deque[tuple[int, bytes]] = deque(maxlen=keep)
         self._numbers = itertools.count(1)
         self.last = 0
@@ -78,7 +87,7 @@ class EventStream:
     def publish(self, message: Mapping[str, Any], *, response: bool = False) -> int:
         """Add one message; its event number. A response finishes the stream."""
         number = next(self._numbers)
-        self._events.append((number, frame(f"{self.id}-{number}", message)))
+        self._events.append((number, frame(f"{self.id}-{number}", self._scrub(message))))
         self.last = number
         if response:
             self.finished = True

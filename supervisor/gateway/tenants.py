@@ -70,6 +70,10 @@ class TenantStates:
     def __len__(self) -> int:
         return len(self._states)
 
+    def in_flight(self) -> int:
+        """Requests every tenant's core is answering (for the metrics)."""
+        return sum(state.core.in_flight for state in self._states.values())
+
     def get(self, tenant: str) -> TenantState | None:
         """The tenant's open state, if any (nothing is opened)."""
         return self._states.get(tenant)

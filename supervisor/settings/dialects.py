@@ -120,22 +120,6 @@ def read_servers(value: object, path: str, expander: Expander) -> tuple[ServerSp
     )
 
 
-# Server types the dialects read but no transport runs yet: such an entry would pass
-# `check` and then retry every 60 s forever, so it is refused at load instead.
-_NOT_BUILT = {"websocket": "the WebSocket bridge"}
-
-
-def refuse_unbuilt(servers: tuple[ServerSpec, ...], path: str) -> None:
-    """Refuse a server whose type no transport runs yet (``path``: the server map)."""
-    for spec in servers:
-        if spec.type in _NOT_BUILT:
-            raise Invalid(
-                child(path, spec.name),
-                f"servers of type {spec.type!r} ({_NOT_BUILT[spec.type]}) are not supported by "
-                "this version yet; remove the entry, or run the server through a local stdio proxy",
-            )
-
-
 def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpec:
     """One server entry; ``exp`` must be fresh, its secrets become the spec's."""
     check_server_name(name, path)

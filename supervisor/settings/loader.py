@@ -29,7 +29,7 @@ from actors.log_events import get_logger
 from supervisor.net import parse_bind
 
 from .bridge import read_bridge
-from .dialects import SERVER_SECTIONS, find_server_section, read_servers, refuse_unbuilt
+from .dialects import SERVER_SECTIONS, find_server_section, read_servers
 from .expansion import Expander
 from .gateway import read_gateway
 from .model import (
@@ -210,7 +210,6 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
             log.info("config %s: ignoring top-level key %r", source, key)
     section = find_server_section(root, "$")
     servers = read_servers(root[section], child("$", section), exp) if section else ()
-    refuse_unbuilt(servers, child("$", section or "servers"))
     return Config(
         source=source,
         servers=servers,
