@@ -14,9 +14,11 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, connect_websocket_url
 
+from actors.connection.spec import ServerSpec, Start
 from actors.protocol import bridge_envelope as env
 from supervisor.admin.server import GRACEFUL_TIMEOUT_S
-from supervisor.settings.model import BridgeSettings
+from supervisor.service import Supervisor
+from supervisor.settings.model import BridgeSettings, Config, ToolSearchSettings
 from supervisor.store import AuditRow
 from tests.bridge_support import EVERYTHING, Client, alive, connected, exported, hub_running, ws_url
 from tests.test_admin_support import Running, conforms, wait_for
@@ -265,3 +267,28 @@ async def test_an_idle_socket_is_closed_and_its_processes_stop(tmp_path: Path) -
         assert trio.current_time() - quiet_since >= 0.45
         await wait_for(running.http(), "/v1/bridge/sessions", lambda body: body["sessions"] == [])
         assert not alive(pid)
+
+
+async def test_a_supervisor_uses_this_hub_through_its_websocket_transport(tmp_path: Path) -> None:
+    """Supervisor A, with a ``type: websocket`` server, uses supervisor B's real hub."""
+    tokens = {"b-hub-token-0123456789": "alice"}
+    async with hub_running(tmp_path / "b", exported("mini"), tokens=tokens) as hub:
+        spec = ServerSpec(
+            "bridged",
+            type="websocket",
+            url=ws_url(hub),
+            server_name="mini",
+            headers={"Authorization": "Bearer b-hub-token-0123456789"},
+            trusted=True,
+            start=Start.EAGER,
+        )
+        config = Config(servers=(spec,), tool_search=ToolSearchSettings(enabled=False))
+        async with Supervisor.open(config, state_dir=tmp_path / "a") as sup, sup.session() as session:
+            with trio.fail_after(20):
+                turn = await session.begin_turn()
+                echoed = await turn.call("bridged_echo", {"text": "A through B"})
+                assert echoed.ok and echoed.text == "A through B", echoed
+                (item,) = (
+                    await hub.http("b-hub-token-0123456789").request("GET", "/v1/bridge/sessions")
+                ).json()["sessions"]
+                assert item["tenant"] == "alice" and item["server"] == "mini" and item["messages_in"] >= 3
