@@ -286,7 +286,7 @@ async def _open(
     redactor: Redactor,
     hub: StdioHub,
     instance: str | None,
-    kind: type[T],
+    kind: type[T] = StdioTransport,  # type: ignore[assignment]  # T is StdioTransport here
 ) -> AsyncIterator[T]:
     marker = server_marker(instance or _STANDALONE, spec.name)
     launch = plan_launch(spec, os.environ, marker)
