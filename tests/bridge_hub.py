@@ -96,7 +96,9 @@ class MiniHub:
             if frame.type == env.OPEN:
                 name = frame.data["serverName"]
                 if name not in self.servers:
-                    refusal = env.open_failed("unknown_server", f"no server named {name!r} here", frame.id)
+                    refusal = env.open_failed(
+                        "not_exported", f"no server {name!r} is exported through the bridge", frame.id
+                    )
                     await ws.send_message(env.encode(refusal))
                     continue
                 session_id = f"s-{next(self._ids)}"

@@ -243,7 +243,7 @@ async def test_a_killed_hub_answers_calls_at_once_and_the_schedule_brings_it_bac
             "nope",
             TOKEN,
             "mcp server bridged: the bridge at {url} refused to open 'nope': "
-            "no server named 'nope' here (unknown_server)",
+            "no server 'nope' is exported through the bridge (not_exported)",
         ),
         (
             "mini",
