@@ -40,6 +40,8 @@ class MiniHub:
         self._streams: set[trio.SocketStream] = set()
         self._scope: trio.CancelScope | None = None
         self._ids = itertools.count(1)
+        self.ping_on_close = False
+        """Answer a session close with a ping at once (trio-websocket#184's race)."""
 
     @property
     def url(self) -> str:
@@ -114,6 +116,8 @@ class MiniHub:
                     await ws.send_message(env.encode(unknown))
                 elif frame.type == env.CLOSE:
                     found[0].cancel()
+                    if self.ping_on_close:
+                        await ws.ping()
                 else:
                     await found[1].send(parse_message(frame.data["jsonrpc"]))
         for scope, _ in sessions.values():
