@@ -34,6 +34,7 @@ from actors.protocol.bridge_envelope import FrameId
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from supervisor.audit_trail import AuditTrail
+from supervisor.bridge.peers import PeerRegistry, Refused
 from supervisor.metrics import Family, labels
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
@@ -50,14 +51,6 @@ class Shuttable(Protocol):
     """A socket the hub can close (``link.BridgeLink``)."""
 
     def shut(self, code: int, reason: str) -> None: ...
-
-
-class Refused(Exception):
-    """An open the hub will not serve: ``code`` for the client, the text says why."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @attrs.define(eq=False)
@@ -101,6 +94,7 @@ class BridgeHub:
         self._links: set[Shuttable] = set()
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
         self.closing = False
+        self.peers = PeerRegistry()
 
     @property
     def settings(self) -> BridgeSettings:
@@ -155,6 +149,12 @@ class BridgeHub:
         )
         self._sessions[session.id] = session
         return session, spec
+
+    def exports(self, server: str) -> bool:
+        """Whether a local ``bridge: true`` entry serves ``server`` (else a peer may)."""
+        return any(
+            s.name == server and s.bridge and s.type == "local" for s in self._supervisor.config.servers
+        )
 
     def _check(self, tenant: str, server: str) -> ServerSpec:
         if self.closing:

@@ -1,0 +1,141 @@
+"""Dial-out bridge peers on loopback: the real Hypercorn-served hub and real
+``mcp-supervisor bridge`` subprocesses, each offering a mini_server of its own."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from actors.protocol import bridge_envelope as env
+from supervisor.settings.model import Role, TokenGrant
+from tests.bridge_support import (
+    ROOT,
+    Client,
+    children_of,
+    connected,
+    exported,
+    hub_running,
+    none_alive,
+    ws_url,
+)
+from tests.test_admin_support import ALICE, MINI, Running
+
+PEER = "peer-token-0123456789ab"
+TOKENS: dict[str, TokenGrant | str] = {ALICE: "alice", PEER: TokenGrant("edge", Role.PEER)}
+
+
+def peer_config(tmp: Path, name: str, *flags: str) -> Path:
+    path = tmp / f"{name}-{len(flags)}.json"
+    server = {"command": [sys.executable, MINI, *flags], "bridge": True}
+    path.write_text(json.dumps({"servers": {name: server}}))
+    return path
+
+
+@asynccontextmanager
+async def peer_running(running: Running, config: Path) -> AsyncIterator[trio.Process]:
+    """A ``mcp-supervisor bridge`` process, once it says it has registered."""
+    argv = [sys.executable, "-m", "supervisor.cli", "bridge", "--hub", ws_url(running), "--token", PEER]
+    argv += ["--config", str(config)]
+    process = await trio.lowlevel.open_process(argv, cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        said = b""
+        with trio.fail_after(15):
+            while b"registered with the hub" not in said:
+                chunk = await process.stderr.receive_some()
+                assert chunk, said.decode(errors="replace")
+                said += chunk
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def peers_of(running: Running) -> list[dict[str, Any]]:
+    reply = await running.http(ALICE).request("GET", "/v1/bridge/peers")
+    assert reply.status == 200, reply
+    peers: list[dict[str, Any]] = orjson.loads(reply.body)["peers"]
+    return peers
+
+
+async def round_trip(client: Client, sid: str) -> None:
+    await client.initialize(sid, request_id="init-1")
+    call = {"name": "echo", "arguments": {"text": "through the peer"}}
+    answer = await client.rpc(sid, {"jsonrpc": "2.0", "id": "call-☃", "method": "tools/call", "params": call})
+    assert answer["id"] == "call-☃"
+    assert answer["result"]["content"][0]["text"] == "through the peer"
+
+
+async def test_a_session_reaches_a_peer_and_a_killed_peer_comes_back(tmp_path: Path) -> None:
+    config = peer_config(tmp_path, "far-mini")
+    async with (
+        hub_running(tmp_path, exported("near"), tokens=TOKENS) as running,
+        connected(running, token=ALICE) as client,
+    ):
+        async with peer_running(running, config) as peer:
+            listed = await peers_of(running)
+            assert [s["name"] for s in listed[0]["servers"]] == ["far-mini"] and listed[0]["sessions"] == 0
+            sid = await client.open("far-mini", frame_id=41)
+            await round_trip(client, sid)
+            assert (await peers_of(running))[0]["sessions"] == 1
+            child = children_of(peer.pid)
+            assert child, "the peer runs no process for the session"
+            peer.send_signal(signal.SIGKILL)
+            with trio.fail_after(3):  # well before any timeout: at once
+                closed, _ = await client.until(lambda f: f.type == env.CLOSE)
+            assert closed.data["sessionId"] == sid and closed.data["reason"] == "peer_gone"
+            await none_alive(child)
+            assert await peers_of(running) == []
+        # Gone: an open of its server is refused, naming it.
+        await client.send(env.session_open("far-mini", id="gone"))
+        refusal, _ = await client.until(lambda f: f.type == env.OPEN_RESULT)
+        assert (
+            refusal.data["error"]["code"] == "not_exported" and "far-mini" in refusal.data["error"]["message"]
+        )
+        async with peer_running(running, config):
+            sid = await client.open("far-mini", frame_id="again")
+            await round_trip(client, sid)
+            await client.send(env.session_close(sid, id="bye"))
+            closed, _ = await client.until(lambda f: f.type == env.CLOSE and f.data["sessionId"] == sid)
+            assert closed.id == "bye"
+        # The hub's own exports are untouched by peers.
+        near = await client.open("near")
+        await client.initialize(near)
+
+
+async def test_a_conflicting_digest_is_refused(tmp_path: Path) -> None:
+    async with (
+        hub_running(tmp_path, tokens=TOKENS) as running,
+        peer_running(running, peer_config(tmp_path, "shared")),
+    ):
+        other = peer_config(tmp_path, "shared", "--tools", "3")  # another launch config
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "bridge",
+            "--hub",
+            ws_url(running),
+            "--token",
+            PEER,
+        ]
+        with trio.fail_after(15):
+            done = await trio.run_process(
+                [*argv, "--config", str(other)], cwd=ROOT, capture_stderr=True, check=False
+            )
+        assert done.returncode == 1
+        assert b"'shared'" in done.stderr and b"launch config" in done.stderr, done.stderr
+        # The same config twice is the same server: a second peer may offer it.
+        async with peer_running(running, peer_config(tmp_path, "shared")):
+            assert [p["sessions"] for p in await peers_of(running)] == [0, 0]
