@@ -148,6 +148,7 @@ class PeerLink:
         elif frame.type == env.CLOSE:
             running.close("client_closed")
 
+
 async def run_peer(
     url: str,
     token: str,
