@@ -3,20 +3,27 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 import trio
 
+from actors.connection.schedule import ReconnectSchedule
 from actors.protocol import bridge_envelope as env
-from supervisor.settings.model import Role, TokenGrant
+from actors.transports.connector import TransportConnector
+from supervisor.bridge.dialout import exported as exported_servers
+from supervisor.bridge.dialout import run_peer
+from supervisor.settings.loader import load_config
+from supervisor.settings.model import BridgeSettings, Role, TokenGrant
 from tests.bridge_support import (
     ROOT,
     Client,
@@ -139,3 +146,38 @@ async def test_a_conflicting_digest_is_refused(tmp_path: Path) -> None:
         # The same config twice is the same server: a second peer may offer it.
         async with peer_running(running, peer_config(tmp_path, "shared")):
             assert [p["sessions"] for p in await peers_of(running)] == [0, 0]
+
+
+async def test_a_dropped_peer_reconnects_on_its_schedule_and_registers_again(tmp_path: Path) -> None:
+    """The hub drops the peer (its idle timeout, 0.5 s); the peer, in this process on
+    the real clock, connects again after its schedule's delay and registers again."""
+    specs = exported_by(peer_config(tmp_path, "far-mini"))
+    times: list[float] = []
+    third = trio.Event()
+
+    def registered(names: list[str]) -> None:
+        assert names == ["far-mini"]
+        times.append(trio.current_time())
+        if len(times) == 3:
+            third.set()
+
+    bridge = BridgeSettings(idle_s=0.5)
+    async with hub_running(tmp_path, tokens=TOKENS, bridge=bridge) as running, trio.open_nursery() as nursery:
+        connector = TransportConnector()
+        await nursery.start(connector.run)
+        schedule = ReconnectSchedule((0.2,))
+        nursery.start_soon(
+            partial(
+                run_peer, ws_url(running), PEER, specs, connector, schedule=schedule, registered=registered
+            )
+        )
+        with trio.fail_after(10):
+            await third.wait()
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        assert all(0.6 <= gap < 3 for gap in gaps), gaps  # idle 0.5 s + the 0.2 s delay
+        assert [p["servers"][0]["name"] for p in await peers_of(running)] in ([], ["far-mini"])
+        nursery.cancel_scope.cancel()
+
+
+def exported_by(config: Path) -> dict[str, Any]:
+    return exported_servers(load_config(str(config)).servers)

@@ -39,6 +39,7 @@ log = get_logger("supervisor.bridge.peer")
 
 OUTBOX = 64
 REGISTER_ID = "register"
+Registered = Callable[[list[str]], None]  # told the names the hub took, each time
 
 
 class PeerRefused(Exception):
@@ -94,9 +95,12 @@ class PeerLink:
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             self._out.send_nowait(env.encode(frame))
 
-    async def _write(self) -> None:
-        async for text in self._pending:
-            await self.ws.send_message(text)
+    async def _write(self, link: trio.CancelScope) -> None:
+        """The only writer; a closed socket ends the link (the reader sees it too)."""
+        with contextlib.suppress(ConnectionClosed):
+            async for text in self._pending:
+                await self.ws.send_message(text)
+        link.cancel()
 
     # ---------------------------------------------------------------- input
 
@@ -110,20 +114,27 @@ class PeerLink:
             return None
         return decoded
 
-    async def run(self, registered: Callable[[list[str]], None]) -> None:
+    async def run(self, registered: Registered) -> None:
+        """Register, then serve the hub's frames until the socket closes (returns; every
+        session's process torn down) or the hub refuses the registration (PeerRefused)."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write)
-            offered = [(name, launch_digest(spec)) for name, spec in sorted(self._specs.items())]
-            await self.send(env.peer_register(offered, id=REGISTER_ID))
-            while (answer := await self._next()) is None or answer.type != env.PEER_REGISTER_RESULT:
-                pass
-            if "error" in answer.data:
-                raise PeerRefused(f"the hub refused this peer: {answer.data['error'].get('message')}")
-            registered(list(answer.data.get("servers", [])))
-            while True:
-                frame = await self._next()
-                if frame is not None:
-                    await self._serve(frame, nursery)
+            nursery.start_soon(self._write, nursery.cancel_scope)
+            with contextlib.suppress(ConnectionClosed):
+                await self._registered_then_serve(registered, nursery)
+            nursery.cancel_scope.cancel()
+
+    async def _registered_then_serve(self, registered: Registered, nursery: trio.Nursery) -> None:
+        offered = [(name, launch_digest(spec)) for name, spec in sorted(self._specs.items())]
+        await self.send(env.peer_register(offered, id=REGISTER_ID))
+        while (answer := await self._next()) is None or answer.type != env.PEER_REGISTER_RESULT:
+            pass
+        if "error" in answer.data:
+            raise PeerRefused(f"the hub refused this peer: {answer.data['error'].get('message')}")
+        registered(list(answer.data.get("servers", [])))
+        while True:
+            frame = await self._next()
+            if frame is not None:
+                await self._serve(frame, nursery)
 
     async def _serve(self, frame: Frame, nursery: trio.Nursery) -> None:
         sid = frame.data.get("sessionId")
@@ -156,7 +167,7 @@ async def run_peer(
     connector: TransportConnector,
     *,
     schedule: ReconnectSchedule | None = None,
-    registered: Callable[[list[str]], None] = lambda names: None,
+    registered: Registered = lambda names: None,
 ) -> None:
     """Connect, register, serve; on a drop wait the schedule's delay and do it again.
     Returns never; raises PeerRefused when the hub refuses the registration."""
