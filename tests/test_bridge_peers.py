@@ -86,8 +86,9 @@ async def round_trip(client: Client, sid: str) -> None:
 
 async def test_a_session_reaches_a_peer_and_a_killed_peer_comes_back(tmp_path: Path) -> None:
     config = peer_config(tmp_path, "far-mini")
+    one_each = BridgeSettings(max_sessions_per_tenant=1)
     async with (
-        hub_running(tmp_path, exported("near"), tokens=TOKENS) as running,
+        hub_running(tmp_path, exported("near"), tokens=TOKENS, bridge=one_each) as running,
         connected(running, token=ALICE) as client,
     ):
         async with peer_running(running, config) as peer:
@@ -96,6 +97,10 @@ async def test_a_session_reaches_a_peer_and_a_killed_peer_comes_back(tmp_path: P
             sid = await client.open("far-mini", frame_id=41)
             await round_trip(client, sid)
             assert (await peers_of(running))[0]["sessions"] == 1
+            reply = await running.http(ALICE).request("GET", "/v1/bridge/sessions")
+            [listed_session] = orjson.loads(reply.body)["sessions"]
+            assert listed_session["session_id"] == sid and listed_session["peer"].startswith("127.0.0.1:")
+            assert listed_session["state"] == "open" and listed_session["messages_in"] == 3
             child = children_of(peer.pid)
             assert child, "the peer runs no process for the session"
             peer.send_signal(signal.SIGKILL)
@@ -113,6 +118,9 @@ async def test_a_session_reaches_a_peer_and_a_killed_peer_comes_back(tmp_path: P
         async with peer_running(running, config):
             sid = await client.open("far-mini", frame_id="again")
             await round_trip(client, sid)
+            await client.send(env.session_open("far-mini", id="second"))  # over the tenant's bound
+            bound, _ = await client.until(lambda f: f.type == env.OPEN_RESULT)
+            assert bound.id == "second" and bound.data["error"]["code"] == "too_many_sessions", bound
             await client.send(env.session_close(sid, id="bye"))
             closed, _ = await client.until(lambda f: f.type == env.CLOSE and f.data["sessionId"] == sid)
             assert closed.id == "bye"

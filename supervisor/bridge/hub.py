@@ -157,8 +157,7 @@ class BridgeHub:
         )
 
     def _check(self, tenant: str, server: str) -> ServerSpec:
-        if self.closing:
-            raise Refused("shutting_down", "the hub is shutting down; connect again later")
+        self.check_open(tenant)
         spec = next((s for s in self._supervisor.config.servers if s.name == server), None)
         if spec is None or not spec.bridge or spec.type != "local":
             raise Refused(
@@ -169,13 +168,6 @@ class BridgeHub:
         if not spec.enabled:
             raise Refused("disabled", f"server {server!r} is disabled in the config")
         settings = self.settings
-        held = sum(1 for s in self._sessions.values() if s.tenant == tenant)
-        if held >= settings.max_sessions_per_tenant:
-            raise Refused(
-                "too_many_sessions",
-                f"tenant {tenant!r} holds {held} bridge sessions, the bound "
-                f"(bridge.max_sessions_per_tenant); close one first",
-            )
         if self.processes >= settings.max_processes:
             raise Refused(
                 "too_many_processes",
@@ -185,6 +177,19 @@ class BridgeHub:
         if not isinstance(self._supervisor.connector, TransportConnector):
             raise Refused("unavailable", "this supervisor cannot start local processes for the bridge")
         return spec
+
+    def check_open(self, tenant: str) -> None:
+        """Refused when the hub is closing or ``tenant`` holds its bound of sessions
+        (its own processes and the ones relayed to peers together)."""
+        if self.closing:
+            raise Refused("shutting_down", "the hub is shutting down; connect again later")
+        held = sum(1 for s in self._sessions.values() if s.tenant == tenant) + self.peers.held(tenant)
+        if held >= self.settings.max_sessions_per_tenant:
+            raise Refused(
+                "too_many_sessions",
+                f"tenant {tenant!r} holds {held} bridge sessions, the bound "
+                f"(bridge.max_sessions_per_tenant); close one first",
+            )
 
     def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
         """The session's process, under the supervisor's own hub, pidfiles and teardown."""
@@ -238,7 +243,7 @@ class BridgeHub:
             }
             for s in self._sessions.values()
             if scope is None or s.tenant == scope
-        ]
+        ] + self.peers.session_listing(scope)
 
     def families(self) -> list[Family]:
         """The bridge's metric families for ``Metrics.render(extra=...)``."""

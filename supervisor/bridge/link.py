@@ -215,7 +215,12 @@ class BridgeLink:
         assert self.principal is not None and self._nursery is not None
         server = frame.data["serverName"]
         if not self.hub.exports(server) and self.hub.peers.offers(server):
-            self.hub.peers.open(self, server, frame.id)
+            try:
+                self.hub.check_open(self.principal.tenant)
+            except Refused as refused:
+                await self.send(env.open_failed(refused.code, str(refused), frame.id))
+                return
+            self.hub.peers.open(self, self.principal.tenant, server, frame.id)
             return
         try:
             session, spec = self.hub.reserve(self.principal.tenant, server, self.client)

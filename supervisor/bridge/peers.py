@@ -61,6 +61,7 @@ class Relayed:
 
     id: str
     server: str
+    tenant: str
     client: PeerSocket
     peer: Peer
     open_id: FrameId | None
@@ -119,13 +120,18 @@ class PeerRegistry:
 
     # ---------------------------------------------------------------- sessions
 
-    def open(self, client: PeerSocket, server: str, open_id: FrameId | None) -> Relayed:
+    def held(self, tenant: str) -> int:
+        return sum(1 for s in self.sessions.values() if s.tenant == tenant)
+
+    def open(self, client: PeerSocket, tenant: str, server: str, open_id: FrameId | None) -> Relayed:
         """A session of ``server`` on its least busy peer; the peer is asked to open it."""
         offering = [p for p in self._peers.values() if server in p.servers]
         if not offering:
             raise Refused("not_exported", f"no server {server!r} is exported through the bridge")
         peer = min(offering, key=lambda p: len(p.sessions))
-        session = Relayed(secrets.token_urlsafe(12), server, client, peer, open_id, trio.current_time())
+        session = Relayed(
+            secrets.token_urlsafe(12), server, tenant, client, peer, open_id, trio.current_time()
+        )
         self.sessions[session.id] = session
         peer.sessions.add(session.id)
         peer.socket.post(Frame(env.OPEN, {"serverName": server, "sessionId": session.id}, session.id))
@@ -187,6 +193,27 @@ class PeerRegistry:
     def _end(self, session: Relayed) -> None:
         self.sessions.pop(session.id, None)
         session.peer.sessions.discard(session.id)
+
+    def session_listing(self, scope: str | None) -> list[dict[str, Any]]:
+        """Relayed sessions in the shape of ``GET /v1/bridge/sessions`` (``pid`` None:
+        the process is the peer's)."""
+        now = trio.current_time()
+        return [
+            {
+                "session_id": s.id,
+                "server": s.server,
+                "tenant": s.tenant,
+                "peer": s.peer.socket.client,
+                "client": s.client.client,
+                "age_s": round(now - s.born, 3),
+                "messages_in": s.messages_in,
+                "messages_out": s.messages_out,
+                "pid": None,
+                "state": s.state,
+            }
+            for s in self.sessions.values()
+            if scope is None or s.tenant == scope
+        ]
 
     def listing(self) -> list[dict[str, Any]]:
         now = trio.current_time()
