@@ -296,9 +296,10 @@ def cmd_bridge(args: argparse.Namespace) -> int:
         return 2
     from pathlib import Path
 
-    from actors.transports.connector import TransportConnector
+    from supervisor.service import default_connector
 
-    connector = TransportConnector(Path(args.state_dir) if args.state_dir else None, config.secrets)
+    state = Path(args.state_dir) if args.state_dir else None
+    connector = default_connector(config, state, None, None, None)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:

@@ -123,13 +123,19 @@ async def recover_dead_instances(state_path: Path, store: Store | None = None) -
 
 
 def default_connector(
-    config: Config, state_path: Path, store: Store, authorizer: Authorizer | None, instance: str
+    config: Config,
+    state_path: Path | None,
+    store: Store | None,
+    authorizer: Authorizer | None,
+    instance: str | None,
 ) -> TransportConnector:
     """The connector of a supervisor given none (the one place it is built): local
     servers spawned as this ``instance``, remote ones with their tokens in the store's
-    vault and their OAuth consent asked of ``authorizer``."""
+    vault and their OAuth consent asked of ``authorizer``. A dial-out bridge peer
+    (``mcp-supervisor bridge``) runs local servers only: no store, no authorizer."""
+    vault = StoreVault(store) if store is not None else None
     return TransportConnector(
-        state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer, instance=instance
+        state_path, config.secrets, vault=vault, authorizer=authorizer, instance=instance
     )
 
 
