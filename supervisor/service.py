@@ -123,20 +123,13 @@ async def recover_dead_instances(state_path: Path, store: Store | None = None) -
 
 
 def default_connector(
-    config: Config,
-    state_path: Path | None,
-    store: Store | None,
-    authorizer: Authorizer | None,
-    instance: str | None,
+    config: Config, state: Path | None, store: Store | None, asks: Authorizer | None, instance: str | None
 ) -> TransportConnector:
     """The connector of a supervisor given none (the one place it is built): local
     servers spawned as this ``instance``, remote ones with their tokens in the store's
-    vault and their OAuth consent asked of ``authorizer``. A dial-out bridge peer
-    (``mcp-supervisor bridge``) runs local servers only: no store, no authorizer."""
+    vault and their OAuth consent asked of ``asks`` (neither for a bridge peer)."""
     vault = StoreVault(store) if store is not None else None
-    return TransportConnector(
-        state_path, config.secrets, vault=vault, authorizer=authorizer, instance=instance
-    )
+    return TransportConnector(state, config.secrets, vault=vault, authorizer=asks, instance=instance)
 
 
 @attrs.frozen(eq=False)
