@@ -60,8 +60,13 @@ async def test_refusals(tmp_path: Path) -> None:
             assert bad.status_code == 401 and b"not valid" in (bad.body or b"")
             bad = await _rejected(url, subprotocols=[TOKEN_PREFIX + "wrong-token-0123456789"])
             assert bad.status_code == 401
-            peer = await _rejected(url, extra_headers=[(b"authorization", f"Bearer {PEER}".encode())])
-            assert peer.status_code == 403 and b"tenant" in (peer.body or b"")
+            # A peer token is admitted (to register), but may not open sessions.
+            async with open_websocket_url(
+                url, extra_headers=[(b"authorization", f"Bearer {PEER}".encode())]
+            ) as ws:
+                await Client(ws).send(env.session_open("mini", id=7))
+                refusal = await Client(ws).next()
+                assert refusal.type == env.ERROR and refusal.data["code"] == "unknown_type", refusal
             origin = [(b"authorization", f"Bearer {ALICE}".encode()), (b"origin", b"https://evil.example")]
             wrong = await _rejected(url, extra_headers=origin)
             assert wrong.status_code == 403 and b"bridge.allowed_origins" in (wrong.body or b"")
@@ -113,7 +118,7 @@ def _admit(**overrides: object) -> Admit | Denial:
         ({"subprotocols": [SUBPROTOCOL, TOKEN_PREFIX + ALICE]}, "alice"),
         ({"subprotocols": [TOKEN_PREFIX + ALICE, TOKEN_PREFIX + PEER]}, 400),
         ({"authorizations": ["Bearer nope-nope-nope-nope"]}, 401),
-        ({"authorizations": [f"Bearer {PEER}"]}, 403),
+        ({"authorizations": [f"Bearer {PEER}"]}, "edge"),  # a peer, to register
         ({"hosts": ["evil.example"], "authorizations": [f"Bearer {ALICE}"]}, 403),
         ({"origins": ["null"]}, 403),
         ({"origins": [APP, APP]}, 403),

@@ -74,7 +74,7 @@ BRIDGE_ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/bridge/peers",
         "list_bridge_peers",
-        "Bridge peers registered with this hub (dial-out peers; empty until one registers).",
+        "Dial-out bridge peers registered with this hub: their servers (name, digest), sessions and age.",
         response="BridgePeerList",
         action=Action.READ_STATE,
     ),

@@ -53,8 +53,8 @@ def choose_subprotocol(offered: Sequence[str]) -> str | None:
 
 
 def role_denial(principal: Principal) -> Denial | None:
-    """The 403 for a role that may not open bridge sessions."""
-    if authorize(principal, ACTION):
+    """The 403 for a role that may neither open bridge sessions nor register as a peer."""
+    if authorize(principal, ACTION) or authorize(principal, Action.BRIDGE):
         return None
     return Denial(403, "forbidden", denial_message(principal, ACTION, "the bridge"))
 

@@ -66,7 +66,7 @@ class BridgeHandlers:
         return self._json({"sessions": self.bridge_hub.listing(_scope())})
 
     async def list_bridge_peers(self) -> TrioResponse:
-        return self._json({"peers": []})
+        return self._json({"peers": self.bridge_hub.peers.listing()})
 
 
 def _address(scope: Mapping[str, Any]) -> str:

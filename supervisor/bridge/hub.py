@@ -34,6 +34,7 @@ from actors.protocol.bridge_envelope import FrameId
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from supervisor.audit_trail import AuditTrail
+from supervisor.bridge.peers import PeerRegistry, Refused
 from supervisor.metrics import Family, labels
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
@@ -50,14 +51,6 @@ class Shuttable(Protocol):
     """A socket the hub can close (``link.BridgeLink``)."""
 
     def shut(self, code: int, reason: str) -> None: ...
-
-
-class Refused(Exception):
-    """An open the hub will not serve: ``code`` for the client, the text says why."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @attrs.define(eq=False)
@@ -101,6 +94,7 @@ class BridgeHub:
         self._links: set[Shuttable] = set()
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
         self.closing = False
+        self.peers = PeerRegistry()
 
     @property
     def settings(self) -> BridgeSettings:
@@ -156,9 +150,14 @@ class BridgeHub:
         self._sessions[session.id] = session
         return session, spec
 
+    def exports(self, server: str) -> bool:
+        """Whether a local ``bridge: true`` entry serves ``server`` (else a peer may)."""
+        return any(
+            s.name == server and s.bridge and s.type == "local" for s in self._supervisor.config.servers
+        )
+
     def _check(self, tenant: str, server: str) -> ServerSpec:
-        if self.closing:
-            raise Refused("shutting_down", "the hub is shutting down; connect again later")
+        self.check_open(tenant)
         spec = next((s for s in self._supervisor.config.servers if s.name == server), None)
         if spec is None or not spec.bridge or spec.type != "local":
             raise Refused(
@@ -169,13 +168,6 @@ class BridgeHub:
         if not spec.enabled:
             raise Refused("disabled", f"server {server!r} is disabled in the config")
         settings = self.settings
-        held = sum(1 for s in self._sessions.values() if s.tenant == tenant)
-        if held >= settings.max_sessions_per_tenant:
-            raise Refused(
-                "too_many_sessions",
-                f"tenant {tenant!r} holds {held} bridge sessions, the bound "
-                f"(bridge.max_sessions_per_tenant); close one first",
-            )
         if self.processes >= settings.max_processes:
             raise Refused(
                 "too_many_processes",
@@ -185,6 +177,19 @@ class BridgeHub:
         if not isinstance(self._supervisor.connector, TransportConnector):
             raise Refused("unavailable", "this supervisor cannot start local processes for the bridge")
         return spec
+
+    def check_open(self, tenant: str) -> None:
+        """Refused when the hub is closing or ``tenant`` holds its bound of sessions
+        (its own processes and the ones relayed to peers together)."""
+        if self.closing:
+            raise Refused("shutting_down", "the hub is shutting down; connect again later")
+        held = sum(1 for s in self._sessions.values() if s.tenant == tenant) + self.peers.held(tenant)
+        if held >= self.settings.max_sessions_per_tenant:
+            raise Refused(
+                "too_many_sessions",
+                f"tenant {tenant!r} holds {held} bridge sessions, the bound "
+                f"(bridge.max_sessions_per_tenant); close one first",
+            )
 
     def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
         """The session's process, under the supervisor's own hub, pidfiles and teardown."""
@@ -238,7 +243,7 @@ class BridgeHub:
             }
             for s in self._sessions.values()
             if scope is None or s.tenant == scope
-        ]
+        ] + self.peers.session_listing(scope)
 
     def families(self) -> list[Family]:
         """The bridge's metric families for ``Metrics.render(extra=...)``."""

@@ -27,9 +27,10 @@ from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import EnvelopeError, Frame
 from supervisor.admin.auth import TokenBook
-from supervisor.admin.roles import Principal
+from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.bridge.gate import AUTH_TIMEOUT_S, role_denial
-from supervisor.bridge.hub import BridgeHub, BridgeSession, Refused
+from supervisor.bridge.hub import BridgeHub, BridgeSession
+from supervisor.bridge.peers import Refused
 from supervisor.bridge.session import run_session
 
 log = get_logger("supervisor.bridge")
@@ -83,6 +84,7 @@ class BridgeLink:
                         await trio.sleep_forever()  # the writer closes the socket, then cancels
                     await self._read()
         finally:
+            self.hub.peers.gone(self)
             self.hub.detach(self)
 
     # ------------------------------------------------------------------ output
@@ -167,6 +169,8 @@ class BridgeLink:
             frame = await self._receive()
             if isinstance(frame, EnvelopeError):
                 await self.send(env.of_error(frame))
+            elif self._is_peer():
+                await self._peer_frame(frame)
             elif frame.type == env.MESSAGE:
                 await self._message(frame)
             elif frame.type == env.OPEN:
@@ -180,6 +184,25 @@ class BridgeLink:
                 problem = f"frame type {frame.type!r} is not served by this hub"
                 await self.send(env.error("unknown_type", problem, id=frame.id))
 
+    def _is_peer(self) -> bool:
+        return self.principal is not None and authorize(self.principal, Action.BRIDGE)
+
+    async def _peer_frame(self, frame: Frame) -> None:
+        """A peer's frame: its registration, or its side of a relayed session."""
+        if frame.type == env.PEER_REGISTER:
+            try:
+                taken = self.hub.peers.register(self, frame.data["servers"])
+            except Refused as refused:
+                await self.send(env.peer_register_result(error=(refused.code, str(refused)), id=frame.id))
+                return
+            log.info("bridge: peer registered", extra={"fields": {"peer": self.client, "servers": taken}})
+            await self.send(env.peer_register_result(taken, id=frame.id))
+        elif frame.type in (env.OPEN_RESULT, env.MESSAGE, env.CLOSE):
+            await self.hub.peers.from_peer(self, frame)
+        elif frame.type != env.ERROR:
+            problem = f"a peer sends mcp:peer:register and answers sessions; {frame.type!r} is not served"
+            await self.send(env.error("unknown_type", problem, id=frame.id))
+
     def _session(self, frame: Frame) -> BridgeSession | None:
         """This socket's session the frame names; None (answered) when there is none."""
         sid = frame.data["sessionId"]
@@ -191,6 +214,14 @@ class BridgeLink:
     async def _open(self, frame: Frame) -> None:
         assert self.principal is not None and self._nursery is not None
         server = frame.data["serverName"]
+        if not self.hub.exports(server) and self.hub.peers.offers(server):
+            try:
+                self.hub.check_open(self.principal.tenant)
+            except Refused as refused:
+                await self.send(env.open_failed(refused.code, str(refused), frame.id))
+                return
+            self.hub.peers.open(self, self.principal.tenant, server, frame.id)
+            return
         try:
             session, spec = self.hub.reserve(self.principal.tenant, server, self.client)
         except Refused as refused:
@@ -199,6 +230,10 @@ class BridgeLink:
         self._nursery.start_soon(run_session, self, session, spec, frame.id)
 
     async def _message(self, frame: Frame) -> None:
+        relayed = self.hub.peers.of_client(self, frame.data["sessionId"])
+        if relayed is not None:
+            await self.hub.peers.from_client(relayed, frame)
+            return
         session = self._session(frame)
         if session is None:
             return
@@ -215,6 +250,10 @@ class BridgeLink:
             self.post(env.error("unknown_session", problem, session.id, frame.id))
 
     async def _close(self, frame: Frame) -> None:
+        relayed = self.hub.peers.of_client(self, frame.data["sessionId"])
+        if relayed is not None:
+            await self.hub.peers.from_client(relayed, frame)
+            return
         session = self._session(frame)
         if session is not None:
             session.close_id = frame.id

@@ -18,6 +18,7 @@ process that exited by itself is then announced to the client with
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 import orjson
@@ -30,15 +31,30 @@ from actors.protocol.bridge_envelope import FrameId
 from actors.protocol.errors import FramingError
 from actors.transports.base import SpawnError, TransportClosed
 from actors.transports.raw_stdio import RawStdio
-from supervisor.bridge.hub import BridgeHub, BridgeSession
+from supervisor.bridge.hub import BridgeSession
 
 log = get_logger("supervisor.bridge")
 
 
-class BridgeLink(Protocol):
-    """What a session uses of its socket (``link.BridgeLink``)."""
+class SessionHost(Protocol):
+    """What a session uses of its hub (``hub.BridgeHub``, or a dial-out peer's own)."""
 
-    hub: BridgeHub
+    @property
+    def max_message_bytes(self) -> int: ...
+
+    def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]: ...
+
+    def opened(self, session: BridgeSession) -> None: ...
+
+    def ended(self, session: BridgeSession, failed: str | None = None) -> None: ...
+
+
+class BridgeLink(Protocol):
+    """What a session uses of its socket (``link.BridgeLink``, ``dialout.PeerLink``)."""
+
+    @property
+    def hub(self) -> SessionHost: ...
+
     sessions: dict[str, BridgeSession]
 
     async def send(self, frame: env.Frame) -> None: ...
