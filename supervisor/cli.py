@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     stdio.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
     stdio.add_argument("--verbose", "-v", action="store_true", help="debug logging (on stderr)")
 
+    peer = commands.add_parser("bridge", help="offer this machine's bridge: true servers to a hub (dial out)")
+    peer.add_argument("--hub", required=True, help="the hub's bridge URL, ws(s)://HOST/v1/bridge")
+    peer.add_argument("--token", required=True, help="a peer-role token of the hub")
+    peer.add_argument("--config", help=config_help)
+    peer.add_argument("--state-dir", help="state directory (default: none; no pidfiles)")
+
     auth = commands.add_parser("auth", help="authorize a remote server (OAuth)")
     auth_commands = auth.add_subparsers(dest="auth_command", required=True, metavar="ACTION")
     login = auth_commands.add_parser(
@@ -273,6 +279,51 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bridge(args: argparse.Namespace) -> int:
+    from supervisor.bridge.dialout import PeerRefused, exported, run_peer
+
+    config = _load(args.config)
+    configure(config.secrets, level=logging.INFO)
+    specs = exported(config.servers)
+    if not specs:
+        print(
+            "mcp-supervisor: the config exports no server; mark local servers with bridge: true",
+            file=sys.stderr,
+        )
+        return 2
+    if not args.hub.startswith(("ws://", "wss://")):
+        print(f"mcp-supervisor: --hub {args.hub!r} must be a ws:// or wss:// URL", file=sys.stderr)
+        return 2
+    from pathlib import Path
+
+    from supervisor.service import default_connector
+
+    state = Path(args.state_dir) if args.state_dir else None
+    connector = default_connector(config, state, None, None, None)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(connector.run)
+            await run_peer(args.hub, args.token, specs, connector, registered=_registered)
+
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as exc:
+        refused = _find(exc, PeerRefused)
+        if refused is None:
+            raise
+        print(f"mcp-supervisor: {refused}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _registered(taken: list[str]) -> None:
+    log.info("registered with the hub", extra={"fields": {"servers": taken}})
+    print(f"mcp-supervisor: registered with the hub: {', '.join(taken)}", file=sys.stderr, flush=True)
+
+
 def cmd_auth_login(args: argparse.Namespace) -> int:
     from supervisor import auth_login  # the OAuth code (and httpx2) only when needed
 
@@ -311,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_auth_login(args)
         if args.command == "stdio":
             return cmd_stdio(args)
+        if args.command == "bridge":
+            return cmd_bridge(args)
         return cmd_serve(args)
     except ConfigError as exc:
         print(exc, file=sys.stderr)

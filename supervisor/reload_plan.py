@@ -12,7 +12,7 @@ without a running supervisor:
   the running server without a restart.
 - A server no longer in the file stops; a new one starts. ``scope: session`` servers
   are started by each session: a change to them applies to sessions opened after it.
-- ``trust``, ``tool_search`` and ``admin.tokens`` apply live.
+- ``trust``, ``tool_search``, ``bridge`` and ``admin.tokens`` apply live.
 - ``admin.bind`` and ``state_dir`` cannot change while running: the reload is refused,
   naming the key (``ReloadRefused``), and nothing changes.
 """
@@ -61,6 +61,7 @@ LIVE_KEYS: Mapping[str, str] = {
     "log_level": "log_level",
     "shutdown_grace_s": "shutdown_grace_s",
     "concurrency": "concurrency",
+    "bridge": "bridge",  # read by the bridge at each open
 }
 """A change to one of these is applied to the running server (calls sent after it)."""
 
@@ -116,7 +117,7 @@ class ReloadPlan:
     new_sessions: tuple[str, ...] = ()
     """``scope: session`` servers added, changed or removed (new sessions see it)."""
     settings: tuple[str, ...] = ()
-    """Changed settings applied live: ``trust``, ``tool_search``, ``admin.tokens``."""
+    """Changed settings applied live: ``trust``, ``tool_search``, ``bridge``, ``admin.tokens``."""
 
     def report(self) -> dict[str, Any]:
         """The reply of a reload (admin API, CLI ``--json``): names and keys, no values."""
@@ -215,6 +216,8 @@ def _settings(old: Config, new: Config) -> tuple[str, ...]:
         changed.append("trust")
     if old.tool_search != new.tool_search:
         changed.append("tool_search")
+    if old.bridge != new.bridge:
+        changed.append("bridge")
     if dict(old.admin.tokens) != dict(new.admin.tokens):
         changed.append("admin.tokens")
     return tuple(changed)

@@ -123,14 +123,13 @@ async def recover_dead_instances(state_path: Path, store: Store | None = None) -
 
 
 def default_connector(
-    config: Config, state_path: Path, store: Store, authorizer: Authorizer | None, instance: str
+    config: Config, state: Path | None, store: Store | None, asks: Authorizer | None, instance: str | None
 ) -> TransportConnector:
     """The connector of a supervisor given none (the one place it is built): local
     servers spawned as this ``instance``, remote ones with their tokens in the store's
-    vault and their OAuth consent asked of ``authorizer``."""
-    return TransportConnector(
-        state_path, config.secrets, vault=StoreVault(store), authorizer=authorizer, instance=instance
-    )
+    vault and their OAuth consent asked of ``asks`` (neither for a bridge peer)."""
+    vault = StoreVault(store) if store is not None else None
+    return TransportConnector(state, config.secrets, vault=vault, authorizer=asks, instance=instance)
 
 
 @attrs.frozen(eq=False)

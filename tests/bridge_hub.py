@@ -40,6 +40,8 @@ class MiniHub:
         self._streams: set[trio.SocketStream] = set()
         self._scope: trio.CancelScope | None = None
         self._ids = itertools.count(1)
+        self.ping_on_close = False
+        """Answer a session close with a ping at once (trio-websocket#184's race)."""
 
     @property
     def url(self) -> str:
@@ -96,7 +98,9 @@ class MiniHub:
             if frame.type == env.OPEN:
                 name = frame.data["serverName"]
                 if name not in self.servers:
-                    refusal = env.open_failed("unknown_server", f"no server named {name!r} here", frame.id)
+                    refusal = env.open_failed(
+                        "not_exported", f"no server {name!r} is exported through the bridge", frame.id
+                    )
                     await ws.send_message(env.encode(refusal))
                     continue
                 session_id = f"s-{next(self._ids)}"
@@ -112,6 +116,8 @@ class MiniHub:
                     await ws.send_message(env.encode(unknown))
                 elif frame.type == env.CLOSE:
                     found[0].cancel()
+                    if self.ping_on_close:
+                        await ws.ping()
                 else:
                     await found[1].send(parse_message(frame.data["jsonrpc"]))
         for scope, _ in sessions.values():

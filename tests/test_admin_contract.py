@@ -82,6 +82,8 @@ async def test_every_documented_operation_answers_on_the_wire(tmp_path: Path) ->
                     assert reply.json()["error"]["message"].startswith("no "), (route, reply)
                 elif route.operation == "reload_config":  # its config was built here, not read
                     assert reply.json()["error"]["code"] == "no_config_file", reply
+                elif route.websocket:  # plain HTTP to a WebSocket: 426, saying so
+                    assert reply.status == 426 and reply.json()["error"]["code"] == "upgrade_required", reply
                 else:
                     assert reply.status < 300, (route, reply)
 

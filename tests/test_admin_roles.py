@@ -71,6 +71,9 @@ EXPECTED: dict[str, set[Role]] = {
     "mcp_get": CLIENTS,
     "mcp_delete": CLIENTS,
     "list_gateway_sessions": CLIENTS,
+    "bridge": CLIENTS,
+    "list_bridge_sessions": CLIENTS,
+    "list_bridge_peers": CLIENTS,
     "delete_session": CLIENTS,
     "begin_turn": CLIENTS,
     "call_tool": CLIENTS,
@@ -156,6 +159,8 @@ async def test_each_role_against_each_endpoint(tmp_path: Path, role: Role) -> No
         http = api.http(TOKEN_OF[role])
         with trio.fail_after(20):
             for route in ROUTES:
+                if route.websocket:  # its gate runs at the upgrade: tests/test_bridge_auth.py
+                    continue
                 path = path_of(route.operation, **DUMMY_IDS)
                 body = {"tool": "mini_echo", "query": "x", "decision": "deny"}
                 allowed = role in EXPECTED[route.operation]

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import EnvelopeError, Frame
+from actors.protocol.errors import FramingError
+from actors.protocol.ndjson import LineSplitter
 
 FRAMES = [
     env.session_open("time", id=1),
@@ -101,3 +103,15 @@ def test_oversized_frames_are_refused_by_their_utf8_size() -> None:
 def test_unknown_types_decode_for_the_receiver_to_answer() -> None:
     decoded = env.decode('{"v": 1, "type": "mcp:future", "id": "f", "data": {"x": 1}}')
     assert decoded == Frame("mcp:future", {"x": 1}, "f")
+
+
+def test_the_line_splitter_keeps_lines_as_they_are() -> None:
+    splitter = LineSplitter(max_line_bytes=32)
+    assert splitter.feed(b'{"id":"07"') == []
+    assert splitter.feed(b',"x":1}\r\n\n  \n{"a"') == [b'{"id":"07","x":1}']
+    assert splitter.feed(b":2}\n") == [b'{"a":2}']
+    with pytest.raises(FramingError, match="longer than 32"):
+        splitter.feed(b"x" * 33)
+    assert splitter.feed(b"ok\n") == [b"ok"]  # emptied after the error
+    with pytest.raises(FramingError):
+        splitter.feed(b"y" * 40 + b"\n")

@@ -33,6 +33,7 @@ from actors.connection.states import State
 from actors.protocol.session import ProgressReceived
 from actors.transports.connector import TransportConnector
 from actors.transports.stdio import StdioConnector
+from actors.transports.websocket import open_websocket_transport
 from supervisor import Supervisor, load_config
 from tests.bridge_hub import Backends, MiniHub, running_hub
 from tests.conftest import MINI_SERVER
@@ -243,7 +244,7 @@ async def test_a_killed_hub_answers_calls_at_once_and_the_schedule_brings_it_bac
             "nope",
             TOKEN,
             "mcp server bridged: the bridge at {url} refused to open 'nope': "
-            "no server named 'nope' here (unknown_server)",
+            "no server 'nope' is exported through the bridge (not_exported)",
         ),
         (
             "mini",
@@ -285,3 +286,14 @@ async def test_the_token_never_reaches_a_log(tmp_path: Path, caplog: pytest.LogC
             statuses = repr(sup.servers())
     assert "refused to open 'missing'" in statuses and "bridge session opened" in caplog.text
     assert TOKEN not in caplog.text and TOKEN not in statuses
+
+
+async def test_a_ping_that_crosses_our_close_frame_is_no_error() -> None:
+    """trio-websocket#184: a ping arriving after our close frame made its reader task
+    fail with wsproto's LocalProtocolError, out of the transport's block."""
+    async with running_hub({"mini": (StdioConnector(), MINI)}, TOKEN) as hub:
+        hub.ping_on_close = True  # the hub answers our session close with a ping at once
+        with trio.fail_after(20):
+            for _ in range(5):
+                async with open_websocket_transport(bridged(hub, "mini")) as transport:
+                    assert transport.session_id is not None

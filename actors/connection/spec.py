@@ -94,6 +94,9 @@ class ServerSpec:
     # At most this many requests in flight to one instance of the server (None: no
     # bound); one more is answered ``busy`` at once (``actors/connection/calls.py``).
     concurrency: int | None = None
+    # Exported raw through the supervisor's WebSocket bridge (``/v1/bridge``): a client
+    # session there gets a process of its own, with no trust rules or validation.
+    bridge: bool = False
 
     def __repr__(self) -> str:
         # Specs end up in logs and tracebacks: show every field but never a secret.

@@ -95,6 +95,32 @@ class LineDecoder:
         )
 
 
+class LineSplitter:
+    """Bytes to complete lines, left as they are (no JSON decoded): for a tunnel that
+    passes a server's messages on without reading them. Blank lines are dropped, a
+    ``\r`` before the newline too; a line over ``max_line_bytes`` is a FramingError."""
+
+    __slots__ = ("_buffer", "max_line_bytes")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self._buffer = bytearray()
+        self.max_line_bytes = max_line_bytes
+
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
+        """The lines ``data`` completes (maybe none), without their newlines."""
+        buffer = self._buffer
+        buffer += data
+        if b"\n" not in data:  # only the new bytes are scanned while a long line grows
+            lines: list[bytes] = []
+        else:
+            *lines, rest = bytes(buffer).split(b"\n")
+            self._buffer = buffer = bytearray(rest)
+        if len(buffer) > self.max_line_bytes or any(len(line) > self.max_line_bytes for line in lines):
+            self._buffer = bytearray()
+            raise FramingError(f"a line longer than {self.max_line_bytes} bytes")
+        return [line for line in (raw.rstrip(b"\r") for raw in lines) if line.strip()]
+
+
 def encode_line(message: Message) -> bytes:
     """One message as one line of bytes, newline included; Unencodable if JSON
     cannot carry it."""

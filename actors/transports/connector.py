@@ -12,6 +12,7 @@ import trio
 from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError, Transport
+from actors.transports.raw_stdio import RawStdio
 from actors.transports.stdio import StdioConnector
 from actors.transports.stdio_hub import StdioHub
 
@@ -58,6 +59,11 @@ class TransportConnector:
 
     def _redactor(self, spec: ServerSpec) -> Redactor:
         return Redactor((*spec.secrets, *self._extra))
+
+    def open_raw(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
+        """A local server's process with raw line I/O (the bridge's passthrough), under
+        the same hub, pidfiles and teardown as the supervisor's own local servers."""
+        return self._stdio.of_kind(spec, RawStdio)
 
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[Transport]:
         if spec.type == "local":

@@ -34,7 +34,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -67,6 +67,7 @@ _STDERR_DRAIN_S = 0.25
 _DRAIN_READS = 16  # at teardown, at most this many chunks (1 MB) still in the pipe
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+T = TypeVar("T", bound="StdioTransport")
 
 # The instance named in the marker of servers started outside a supervisor.
 _STANDALONE = new_instance_id()
@@ -156,23 +157,29 @@ class StdioTransport(Transport):
         the messages that came before it were returned."""
         self._decoder.raise_held()
         while True:
-            try:
-                data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
-            except _IO_ERRORS as exc:
-                raise TransportClosed(
-                    f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
-                ) from exc
+            data = await self._read_stdout()
             if not data:
-                # The server is gone or going. What it wrote to stderr before closing
-                # stdout is in that pipe now; take it (without waiting: a process it left
-                # behind may hold stderr open) rather than leave it to the hub's next
-                # turn, so the failure reason can quote its last line.
-                for _ in range(_DRAIN_READS):
-                    if not self._stderr_ready():
-                        break
                 return []
             if messages := self._decoder.take(data):
                 return messages
+
+    async def _read_stdout(self) -> bytes | bytearray:
+        """The next chunk of stdout; empty once the server is gone."""
+        try:
+            data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
+        except _IO_ERRORS as exc:
+            raise TransportClosed(
+                f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
+            ) from exc
+        if not data:
+            # The server is gone or going. What it wrote to stderr before closing
+            # stdout is in that pipe now; take it (without waiting: a process it left
+            # behind may hold stderr open) rather than leave it to the hub's next
+            # turn, so the failure reason can quote its last line.
+            for _ in range(_DRAIN_READS):
+                if not self._stderr_ready():
+                    break
+        return data
 
     def stderr_tail(self) -> list[str]:
         """The last lines of the server's stderr, redacted and cut (a copy)."""
@@ -239,12 +246,14 @@ async def open_stdio_transport(
     redactor: Redactor | None = None,
     hub: StdioHub | None = None,
     instance: str | None = None,
-) -> AsyncIterator[StdioTransport]:
+    kind: type[T] = StdioTransport,  # type: ignore[assignment]  # T is StdioTransport here
+) -> AsyncIterator[T]:
     """Spawn ``spec.command`` and yield its transport; leaving the block stops it.
 
     ``hub`` reads the server's stderr and watches its exit; without a running one, the
     transport runs a hub of its own for as long as it lives. ``instance``: the id of
-    the supervisor instance that runs the server (its pidfile names it).
+    the supervisor instance that runs the server (its pidfile names it). ``kind``: the
+    transport class (a subclass reads the pipes its own way, as the bridge's raw one).
 
     Raises SpawnError if the server cannot be started. An exception raised in the
     block comes out as itself (not wrapped in an ExceptionGroup).
@@ -252,7 +261,7 @@ async def open_stdio_transport(
     if redactor is None:
         redactor = Redactor(spec.secrets)
     if hub is not None and hub.running:
-        async with _open(spec, state_dir, redactor, hub, instance) as transport:
+        async with _open(spec, state_dir, redactor, hub, instance, kind) as transport:
             yield transport
         return
     body_error: BaseException | None = None
@@ -260,7 +269,7 @@ async def open_stdio_transport(
         own = StdioHub()
         await nursery.start(own.run)
         try:
-            async with _open(spec, state_dir, redactor, own, instance) as transport:
+            async with _open(spec, state_dir, redactor, own, instance, kind) as transport:
                 yield transport
         except BaseException as exc:
             # Re-raised below, outside the nursery, so callers see it unwrapped.
@@ -272,8 +281,13 @@ async def open_stdio_transport(
 
 @asynccontextmanager
 async def _open(
-    spec: ServerSpec, state_dir: Path | None, redactor: Redactor, hub: StdioHub, instance: str | None
-) -> AsyncIterator[StdioTransport]:
+    spec: ServerSpec,
+    state_dir: Path | None,
+    redactor: Redactor,
+    hub: StdioHub,
+    instance: str | None,
+    kind: type[T] = StdioTransport,  # type: ignore[assignment]  # T is StdioTransport here
+) -> AsyncIterator[T]:
     marker = server_marker(instance or _STANDALONE, spec.name)
     launch = plan_launch(spec, os.environ, marker)
     process = await spawn(spec, launch)
@@ -285,7 +299,7 @@ async def _open(
     try:
         if state_dir is not None:
             pidfile = _try_write_pidfile(spec, process, state_dir, instance)
-        transport = StdioTransport(spec, process, redactor)
+        transport = kind(spec, process, redactor)
         if not hub.running:  # it stopped while we spawned: the supervisor is going away
             raise SpawnError(f"mcp server {spec.name}: not started, the supervisor is stopping")
 
@@ -359,9 +373,18 @@ class StdioConnector:
         self._instance = instance
 
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[StdioTransport]:
+        return self.of_kind(spec, StdioTransport)
+
+    def of_kind(self, spec: ServerSpec, kind: type[T]) -> AbstractAsyncContextManager[T]:
+        """Open ``spec`` as a ``kind`` transport, with this connector's hub and pidfiles."""
         redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
         return open_stdio_transport(
-            spec, state_dir=self._state_dir, redactor=redactor, hub=self._hub, instance=self._instance
+            spec,
+            state_dir=self._state_dir,
+            redactor=redactor,
+            hub=self._hub,
+            instance=self._instance,
+            kind=kind,
         )
 
 

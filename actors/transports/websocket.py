@@ -41,6 +41,7 @@ from trio_websocket import (
     WebSocketConnection,
     open_websocket_url,
 )
+from wsproto.utilities import LocalProtocolError
 
 from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
@@ -155,6 +156,8 @@ class WebSocketTransport(Transport):
             await self._ws.send_message(text)
         except ConnectionClosed as exc:
             raise self._closed(exc.reason) from None
+        except LocalProtocolError:  # the hub's close frame came first (trio-websocket#175)
+            raise self._closed(self._ws.closed) from None
 
     async def _next_frame(self) -> env.Frame:
         try:
@@ -220,19 +223,23 @@ async def open_websocket_transport(
     grace = max(spec.shutdown_grace_s, 0.1)
     connected = False
     try:
-        async with open_websocket_url(
-            url,
-            extra_headers=headers,
-            max_message_size=_MAX_FRAME_BYTES,
-            connect_timeout=spec.init_timeout_s,
-            disconnect_timeout=grace,
-        ) as ws:
+        async with (
+            _PongsAfterClose() as closing,
+            open_websocket_url(
+                url,
+                extra_headers=headers,
+                max_message_size=_MAX_FRAME_BYTES,
+                connect_timeout=spec.init_timeout_s,
+                disconnect_timeout=grace,
+            ) as ws,
+        ):
             connected = True
             transport = WebSocketTransport(spec, ws, where)
             try:
                 await transport.open_session()
                 yield transport
             finally:
+                closing.began = True
                 with trio.CancelScope(shield=True), trio.move_on_after(grace):
                     await transport.close()
     except ConnectionRejected as exc:
@@ -247,6 +254,33 @@ async def open_websocket_transport(
         raise TransportClosed(
             f"mcp server {spec.name}: cannot connect to the bridge at {where}: {reason}"
         ) from None
+
+
+class _PongsAfterClose:
+    """trio-websocket (#184, open) answers a ping that arrives after our close frame
+    with a pong that wsproto refuses: ``LocalProtocolError`` from its reader task. Once
+    our close ``began`` the socket is going anyway, so that error is dropped; before
+    it, or with any other error beside it, the errors are kept."""
+
+    began = False
+
+    async def __aenter__(self) -> _PongsAfterClose:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not self.began:
+            return False
+        if isinstance(exc, LocalProtocolError):
+            _log.debug("ignored a pong refused while closing: %s", exc)
+            return True
+        if isinstance(exc, BaseExceptionGroup):
+            rest = exc.split(LocalProtocolError)[1]
+            if rest is None:
+                _log.debug("ignored a pong refused while closing: %s", exc.exceptions[0])
+                return True
+            if rest is not exc:
+                raise rest from None
+        return False
 
 
 def _rejected(spec: ServerSpec, where: str, status: int) -> TransportError:

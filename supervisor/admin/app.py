@@ -22,22 +22,24 @@ from quart import g, request
 from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioRequest, TrioResponse
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from werkzeug.routing.exceptions import WebsocketMismatch
 
 from actors.log_events import get_logger
 from actors.redaction import Redactor
 from supervisor.admin.auth import Denial, check_request
 from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
+from supervisor.admin.caller import client_is_loopback, request_target
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import ROUTES
 from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
+from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.eras import NewEraHandler
 from supervisor.gateway.http_front import MCP_PATH, refusal_response
 from supervisor.gateway.http_rules import HttpRefusal
 from supervisor.gateway.http_sessions import GatewaySessions
-from supervisor.net import is_loopback_host
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -84,6 +86,7 @@ def create_app(
     bind_is_loopback: bool,
     gateway: GatewaySessions | None = None,
     new_era: NewEraHandler | None = None,
+    bridge: BridgeHub | None = None,
 ) -> QuartTrio:
     """The admin app for ``supervisor``; HTTP sessions live in ``hosted``, MCP
     sessions of ``/mcp`` in ``gateway`` (None: one that ``/mcp`` finds not running);
@@ -104,6 +107,8 @@ def create_app(
     api.gateway = gateway if gateway is not None else GatewaySessions(supervisor)
     api.gateway.scrub = scrubber.scrub
     api.new_era = new_era
+    api.bridge_hub = bridge if bridge is not None else BridgeHub(supervisor)
+    api.bind_is_loopback = bind_is_loopback
     app.extensions[EXTENSION] = api
 
     for route in ROUTES:
@@ -113,6 +118,7 @@ def create_app(
             view_func=getattr(api, route.operation),
             methods=[route.method],
             provide_automatic_options=False,
+            websocket=route.websocket,
         )
 
     @app.before_request
@@ -125,8 +131,8 @@ def create_app(
             authorizations=headers.getlist("Authorization"),
             tokens=api.tokens(),  # the running config's: a reload changes them
             bind_is_loopback=bind_is_loopback,
-            target=_target(request.scope),
-            client_is_loopback=_client_is_loopback(request.scope),
+            target=request_target(request.scope),
+            client_is_loopback=client_is_loopback(request.scope),
         )
         if isinstance(verdict, Denial):
             error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
@@ -163,6 +169,13 @@ def create_app(
             headers["Allow"] = ", ".join(sorted(set(error.valid_methods) - {"HEAD", "OPTIONS"}))
         code = _CODES.get(status, "server_error" if status >= 500 else "bad_request")
         message = error.description or error.name
+        if isinstance(error, WebsocketMismatch):  # a plain GET of /v1/bridge
+            status, code, message = (
+                426,
+                "upgrade_required",
+                "this endpoint is a WebSocket; connect with ws://",
+            )
+            headers["Upgrade"] = "websocket"
         return _refusal(ApiError(status, code, message, headers))
 
     @app.errorhandler(Exception)
@@ -183,22 +196,6 @@ def role_refusal(principal: Principal | None, endpoint: str) -> ApiError | None:
     if authorize(principal, action):
         return None
     return forbidden(principal, action, endpoint)
-
-
-def _client_is_loopback(scope: Mapping[str, Any]) -> bool:
-    """Whether the peer's address is loopback (an ASGI scope may not say: then not)."""
-    client = scope.get("client")
-    return isinstance(client, list | tuple) and bool(client) and is_loopback_host(str(client[0]))
-
-
-def _target(scope: Mapping[str, Any]) -> str:
-    """The request target as the client sent it, without the query: Hypercorn puts it
-    in ``raw_path`` as is (``http://host/path`` for the absolute form), while ``path``
-    is what Quart routes on, the authority already dropped."""
-    raw = scope.get("raw_path")
-    if isinstance(raw, bytes):
-        return raw.decode("latin-1")
-    return str(scope.get("path", "/"))
 
 
 def admin_api(app: QuartTrio) -> AdminApi:

@@ -49,6 +49,7 @@ from supervisor.admin.views import (
     unsupervised_summary,
 )
 from supervisor.approvals import Approval
+from supervisor.bridge.handlers import BridgeHandlers
 from supervisor.gateway.gauges import gateway_families
 from supervisor.gateway.http_front import GatewayHandlers
 from supervisor.reload_plan import ReloadRefused
@@ -114,7 +115,7 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(SurfaceHandlers, GatewayHandlers):
+class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
     beyond tools: ``surface_handlers.py``; ``/mcp``: ``gateway/http_front.py``)."""
 
@@ -173,7 +174,7 @@ class AdminApi(SurfaceHandlers, GatewayHandlers):
             len(sup.approvals.pending()),
             audit_rows_pending=sup.journal.pending,
             audit_rows_dropped=sup.journal.dropped,
-            extra=gateway_families(self.gateway, self.new_era),
+            extra=[*gateway_families(self.gateway, self.new_era), *self.bridge_hub.families()],
         )
         return TrioResponse(text, status=200, content_type=METRICS)
 

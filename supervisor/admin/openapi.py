@@ -11,54 +11,13 @@ used by the tests to validate real responses.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
+from supervisor.admin.bridge_routes import BRIDGE_ROUTES, BRIDGE_SCHEMAS
 from supervisor.admin.roles import Action, allowed_roles
+from supervisor.admin.route import JSON, METRICS, SSE, Route
 from supervisor.admin.schemas import SCHEMAS, STR, ref
-
-JSON = "application/json"
-SSE = "text/event-stream"
-METRICS = "text/plain; version=0.0.4"
-
-
-@attrs.frozen(slots=True)
-class Route:
-    """One served operation: method, OpenAPI path template, handler name, contract."""
-
-    method: str
-    path: str
-    operation: str
-    summary: str
-    status: int = 200
-    request: str | None = None  # schema name of the JSON body
-    response: str | None = None  # schema name of the success body (JSON)
-    media: str = JSON
-    streams: bool = False  # also answers text/event-stream when asked to
-    errors: tuple[tuple[str, str], ...] = ()  # (status, description) beyond the common ones
-    query: tuple[str, ...] = ()  # optional string query parameters
-    bodiless: tuple[tuple[str, str], ...] = ()  # (status, description): other successes, no body
-    error_schema: str = "Error"  # the schema of its error bodies
-    action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
-
-    @property
-    def public(self) -> bool:
-        """Served without a bearer token."""
-        return self.action is Action.PUBLIC
-
-    @property
-    def rule(self) -> str:
-        """The werkzeug rule of ``path`` (``{sid}`` → ``<sid>``)."""
-        return re.sub(r"\{(\w+)\}", r"<\1>", self.path)
-
-    @property
-    def parameters(self) -> tuple[str, ...]:
-        """Path parameter names, in order."""
-        return tuple(re.findall(r"\{(\w+)\}", self.path))
-
 
 _READ, _USE, _CONTROL = Action.READ_STATE, Action.USE_SESSIONS, Action.CONTROL_SERVERS
 OPTIONAL_BODIES = frozenset({"NewSession"})  # and a DELETE's body (its query may say the same)
@@ -369,7 +328,10 @@ ROUTES: tuple[Route, ...] = (
         response="Cancelled",
         action=_USE,
     ),
+    *BRIDGE_ROUTES,
 )
+
+__all__ = ["JSON", "METRICS", "ROUTES", "SSE", "Route", "document"]
 
 _ERRORS = {
     "400": "Malformed JSON, a body field of the wrong type, or a request target that is not a path "
@@ -412,6 +374,9 @@ def _operation(route: Route) -> dict[str, Any]:
         success["content"] = {JSON: {"schema": {"type": "object"}}}
     if route.streams:
         success.setdefault("content", {})[SSE] = {"schema": STR}
+    if route.websocket:
+        success["description"] = "Switching Protocols: the WebSocket is open."
+        operation["x-websocket"] = True
     responses: dict[str, Any] = {str(route.status): success}
     responses.update({status: {"description": text} for status, text in route.bodiless})
     for status, description in (*_ERRORS.items(), *route.errors):
@@ -442,7 +407,7 @@ def document(routes: tuple[Route, ...] = ROUTES) -> Mapping[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **BRIDGE_SCHEMAS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],

@@ -20,8 +20,8 @@ The roles (``settings.model.Role``):
   under its tenant. Request ids are per tenant, so it cancels its own requests.
 * ``tenant``: its own sessions, turns, calls, approvals and requests, plus read-only
   server state (servers, tools, the event stream's state changes, this document).
-* ``peer``: registering servers as a bridge peer (``BRIDGE``; the bridge is a later
-  issue), nothing else: today a peer token reaches only the health check.
+* ``peer``: registering servers as a bridge peer on ``/v1/bridge`` (``BRIDGE``), and
+  answering the sessions the hub opens on it; nothing else.
 
 Everyone reaches ``PUBLIC`` (the health check) once the Host and Origin gates pass.
 Objects of another tenant answer 404, not 403, in every role, so ids do not leak; a

@@ -38,6 +38,8 @@ from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
+from supervisor.bridge.heartbeat import install as install_heartbeats
+from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.stateless import StatelessGateway
@@ -102,14 +104,24 @@ class _AdminServer:
         cell = supervisor.router.cell
         self.gateway.session_tasks.append(lambda record: run_notices(record.peer, record.outlet(), cell))
         self.new_era = StatelessGateway.of(supervisor, version=installed_version())
+        self.bridge = BridgeHub(supervisor)
         self.app = create_app(
             supervisor,
             self.hosted,
             bind_is_loopback=bind_is_loopback(bind),
             gateway=self.gateway,
             new_era=self.new_era,
+            bridge=self.bridge,
         )
         self.config = hypercorn_config(bind)
+        # The bridge's heartbeats are Hypercorn's pings (``bridge/heartbeat.py``). A
+        # frame over the bridge's bound
+        # is answered mcp:error by the hub, so Hypercorn's own bound (which closes the
+        # socket) sits well above it.
+        install_heartbeats()
+        self.config.websocket_ping_interval = supervisor.config.bridge.heartbeat_s
+        frame_cap = max(self.config.websocket_max_message_size, 2 * self.bridge.max_message_bytes)
+        self.config.websocket_max_message_size = frame_cap
         self.listener = listener
         self.shutdown = trio.Event()
         self.scope = trio.CancelScope(shield=True)
@@ -118,6 +130,7 @@ class _AdminServer:
         """Begin the graceful drain, bounded by ``DRAIN_DEADLINE_S`` from now."""
         admin_api(self.app).feeds.close()
         self.gateway.close_streams()
+        self.bridge.close_all()
         self.shutdown.set()
         self.scope.deadline = min(self.scope.deadline, trio.current_time() + DRAIN_DEADLINE_S)
 

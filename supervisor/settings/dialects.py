@@ -54,7 +54,7 @@ _KEYS = frozenset(
         "type", "transport", "command", "args", "env", "cwd", "url", "headers", "oauth",
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
-        "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency",
+        "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency", "bridge",
     }
 )  # fmt: skip
 
@@ -191,6 +191,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         oauth=oauth,
         log_level=log_level if log_level is not None else "warning",
         concurrency=concurrency,
+        bridge=expect_bool(entry.get("bridge", False), child(path, "bridge")),
     )
 
 

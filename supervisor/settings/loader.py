@@ -28,6 +28,7 @@ from actors.connection.spec import ServerSpec, redact
 from actors.log_events import get_logger
 from supervisor.net import parse_bind
 
+from .bridge import read_bridge
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers
 from .expansion import Expander
 from .gateway import read_gateway
@@ -62,7 +63,7 @@ CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 
 log = get_logger(__name__)
 
-_TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "state_dir")
+_TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
 # A bearer token is sent as one header word: printable ASCII, no spaces. Sixteen
 # characters is the least we accept; ``secrets.token_urlsafe(32)`` gives 43.
@@ -220,6 +221,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         trust=_trust(root.get("trust", {}), "$.trust", exp),
         admin=_admin(root.get("admin", {}), "$.admin", exp),
         gateway=read_gateway(root.get("gateway", {}), "$.gateway", servers),
+        bridge=read_bridge(root.get("bridge", {}), "$.bridge", servers, child("$", section or "servers")),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),
     )
 

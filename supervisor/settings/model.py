@@ -18,6 +18,7 @@ from actors.connection.spec import ServerSpec
 
 __all__ = [
     "AdminSettings",
+    "BridgeSettings",
     "Config",
     "ConfigWarning",
     "GatewaySettings",
@@ -67,6 +68,26 @@ class GatewaySettings:
     max_message_bytes: int = 4 * 1024 * 1024
     session_idle_s: float = 1800.0
     max_sessions_per_tenant: int = 256
+
+
+@attrs.frozen(slots=True)
+class BridgeSettings:
+    """The WebSocket bridge (``/v1/bridge``): only servers with ``bridge: true`` are exported.
+
+    ``allowed_origins``: browser origins (``https://app.example``) allowed besides the
+    loopback ones. ``max_sessions_per_tenant`` and ``max_processes`` (every tenant's
+    bridged processes together) refuse the open over them. ``heartbeat_s``: how often
+    the hub pings each socket; ``idle_s``: a socket with no frame either way that long
+    is closed. ``max_message_bytes`` (None: the gateway's): a larger frame is answered
+    ``mcp:error`` and the socket lives on.
+    """
+
+    allowed_origins: tuple[str, ...] = ()
+    max_sessions_per_tenant: int = 32
+    max_processes: int = 256
+    heartbeat_s: float = 20.0
+    idle_s: float = 600.0
+    max_message_bytes: int | None = None
 
 
 @attrs.frozen(slots=True)
@@ -158,6 +179,7 @@ class Config:
     trust: TrustSettings = TrustSettings()
     admin: AdminSettings = AdminSettings()
     gateway: GatewaySettings = GatewaySettings()
+    bridge: BridgeSettings = BridgeSettings()
     state_dir: str | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 

@@ -1,0 +1,191 @@
+"""A dial-out bridge peer (``mcp-supervisor bridge``): offer local servers to a hub.
+
+A machine behind NAT cannot be dialled, so it dials: it connects out to a hub's
+``/v1/bridge`` with a ``peer`` token, registers its ``bridge: true`` servers (each with
+the digest of its launch config, ``peers.launch_digest``) and then serves the
+sessions the hub opens on it, each a process of its own. A session here runs the
+hub's own code (``session.run_session``: the raw passthrough under the stdio
+transport's spawn and process-group teardown); this module only plays the socket
+(``PeerLink``) and the host of those sessions. When the connection ends every
+session's process is torn down, and the peer connects again on the reconnect
+schedule (``actors/connection/schedule.py``) and registers again. A registration
+the hub refuses (a name another peer offers with another launch config) is final:
+``PeerRefused``, retrying would not change it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
+
+from actors.connection.schedule import ReconnectSchedule
+from actors.connection.spec import DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
+from actors.log_events import get_logger
+from actors.protocol import bridge_envelope as env
+from actors.protocol.bridge_envelope import Frame
+from actors.transports.connector import TransportConnector
+from actors.transports.raw_stdio import RawStdio
+from supervisor.bridge.hub import BridgeSession
+from supervisor.bridge.peers import launch_digest
+from supervisor.bridge.session import SessionHost, run_session
+
+log = get_logger("supervisor.bridge.peer")
+
+OUTBOX = 64
+REGISTER_ID = "register"
+Registered = Callable[[list[str]], None]  # told the names the hub took, each time
+
+
+class PeerRefused(Exception):
+    """The hub refused this peer's registration (the message says why)."""
+
+
+def exported(servers: tuple[ServerSpec, ...]) -> dict[str, ServerSpec]:
+    """The servers a peer offers: enabled local ones configured with ``bridge: true``."""
+    return {s.name: s for s in servers if s.bridge and s.enabled and s.type == "local"}
+
+
+class PeerLink:
+    """One connection to the hub; ``run`` returns (or raises) when it ends."""
+
+    def __init__(
+        self, ws: WebSocketConnection, specs: Mapping[str, ServerSpec], connector: TransportConnector
+    ) -> None:
+        self.ws = ws
+        self._specs = specs
+        self._connector = connector
+        self.sessions: dict[str, BridgeSession] = {}
+        self._out, self._pending = trio.open_memory_channel[str](OUTBOX)
+
+    # ---------------------------------------------------- the sessions' host
+
+    @property
+    def hub(self) -> SessionHost:
+        return self
+
+    @property
+    def max_message_bytes(self) -> int:
+        return env.DEFAULT_MAX_BYTES
+
+    def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
+        return self._connector.open_raw(spec)
+
+    def opened(self, session: BridgeSession) -> None:
+        session.state = "open"
+
+    def ended(self, session: BridgeSession, failed: str | None = None) -> None:
+        log.info("bridge peer: session ended", extra={"fields": {"session": session.id, "failed": failed}})
+
+    # --------------------------------------------------------------- output
+
+    async def send(self, frame: Frame) -> None:
+        await self.send_text(env.encode(frame))
+
+    async def send_text(self, text: str) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._out.send(text)
+
+    def post(self, frame: Frame) -> None:
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            self._out.send_nowait(env.encode(frame))
+
+    async def _write(self, link: trio.CancelScope) -> None:
+        """The only writer; a closed socket ends the link (the reader sees it too)."""
+        with contextlib.suppress(ConnectionClosed):
+            async for text in self._pending:
+                await self.ws.send_message(text)
+        link.cancel()
+
+    # ---------------------------------------------------------------- input
+
+    async def _next(self) -> Frame | None:
+        decoded = env.decode(await self.ws.get_message(), self.max_message_bytes)
+        if isinstance(decoded, env.EnvelopeError):
+            log.warning(
+                "bridge peer: a frame from the hub was refused",
+                extra={"fields": {"problem": decoded.message}},
+            )
+            return None
+        return decoded
+
+    async def run(self, registered: Registered) -> None:
+        """Register, then serve the hub's frames until the socket closes (returns; every
+        session's process torn down) or the hub refuses the registration (PeerRefused)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write, nursery.cancel_scope)
+            with contextlib.suppress(ConnectionClosed):
+                await self._registered_then_serve(registered, nursery)
+            nursery.cancel_scope.cancel()
+
+    async def _registered_then_serve(self, registered: Registered, nursery: trio.Nursery) -> None:
+        offered = [(name, launch_digest(spec)) for name, spec in sorted(self._specs.items())]
+        await self.send(env.peer_register(offered, id=REGISTER_ID))
+        while (answer := await self._next()) is None or answer.type != env.PEER_REGISTER_RESULT:
+            pass
+        if "error" in answer.data:
+            raise PeerRefused(f"the hub refused this peer: {answer.data['error'].get('message')}")
+        registered(list(answer.data.get("servers", [])))
+        while True:
+            frame = await self._next()
+            if frame is not None:
+                await self._serve(frame, nursery)
+
+    async def _serve(self, frame: Frame, nursery: trio.Nursery) -> None:
+        sid = frame.data.get("sessionId")
+        if frame.type == env.OPEN and isinstance(sid, str):
+            spec = self._specs.get(frame.data["serverName"])
+            if spec is None:
+                problem = f"this peer does not export {frame.data['serverName']!r}"
+                await self.send(env.open_failed("not_exported", problem, frame.id))
+                return
+            inbox, outlet = trio.open_memory_channel[bytes](OUTBOX)
+            session = BridgeSession(
+                sid, "", spec.name, "hub", trio.current_time(), time.time(), inbox, outlet
+            )
+            nursery.start_soon(run_session, self, session, spec, frame.id)
+            return
+        running = self.sessions.get(sid) if isinstance(sid, str) else None
+        if running is None:
+            return  # a session that has ended here: its close is on its way to the hub
+        if frame.type == env.MESSAGE:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await running.inbox.send(orjson.dumps(frame.data["jsonrpc"]))
+        elif frame.type == env.CLOSE:
+            running.close("client_closed")
+
+
+async def run_peer(
+    url: str,
+    token: str,
+    specs: Mapping[str, ServerSpec],
+    connector: TransportConnector,
+    *,
+    schedule: ReconnectSchedule | None = None,
+    registered: Registered = lambda names: None,
+) -> None:
+    """Connect, register, serve; on a drop wait the schedule's delay and do it again.
+    Returns never; raises PeerRefused when the hub refuses the registration."""
+    schedule = schedule or ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S)
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+    attempt = 0
+    while True:
+        since: float | None = None
+        try:
+            async with open_websocket_url(
+                url, extra_headers=headers, max_message_size=env.DEFAULT_MAX_BYTES
+            ) as ws:
+                since = trio.current_time()
+                await PeerLink(ws, specs, connector).run(registered)
+        except (HandshakeError, ConnectionClosed, OSError, trio.BrokenResourceError) as exc:
+            log.warning(
+                "bridge peer: not connected to the hub", extra={"fields": {"hub": url, "error": str(exc)}}
+            )
+        steady = None if since is None else trio.current_time() - since
+        attempt = schedule.next_attempt(attempt, steady)
+        await trio.sleep(schedule.delay(attempt))

@@ -1,0 +1,76 @@
+"""The bridge's admin routes: the ``/v1/bridge`` WebSocket and the two listings.
+
+A mixin of ``AdminApi`` (as the gateway's handlers are). The WebSocket does not pass
+the app's ``before_request`` guard (Quart runs it for HTTP only): ``gate.admit``
+makes the same checks, with the bridge's origins and token forms, before the upgrade,
+and a refusal is the admin API's JSON error with its status, not a socket.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from quart import websocket
+from quart_trio.wrappers import TrioResponse
+
+from supervisor.admin.auth import Denial, TokenBook
+from supervisor.admin.bodies import ApiError
+from supervisor.admin.caller import client_is_loopback, request_target
+from supervisor.admin.caller import scope as _scope
+from supervisor.bridge.gate import admit
+from supervisor.bridge.hub import BridgeHub
+from supervisor.bridge.link import BridgeLink
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from supervisor.service import Supervisor
+
+
+class BridgeHandlers:
+    """``bridge``, ``list_bridge_sessions``, ``list_bridge_peers``."""
+
+    supervisor: Supervisor
+    bridge_hub: BridgeHub
+    bind_is_loopback: bool
+
+    def tokens(self) -> TokenBook:
+        raise NotImplementedError  # AdminApi's
+
+    def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
+        raise NotImplementedError  # AdminApi's
+
+    async def bridge(self) -> TrioResponse | None:
+        socket: Any = websocket._get_current_object()  # type: ignore[attr-defined]
+        headers, scope = socket.headers, socket.scope
+        tokens = self.tokens()
+        verdict = admit(
+            hosts=headers.getlist("Host"),
+            origins=headers.getlist("Origin"),
+            authorizations=headers.getlist("Authorization"),
+            subprotocols=socket.requested_subprotocols,
+            tokens=tokens,
+            allowed_origins=self.supervisor.config.bridge.allowed_origins,
+            bind_is_loopback=self.bind_is_loopback,
+            target=request_target(scope),
+            client_is_loopback=client_is_loopback(scope),
+        )
+        if isinstance(verdict, Denial):
+            error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
+            return self._json(error.body(), error.status, error.headers)
+        await socket.accept(subprotocol=verdict.subprotocol)
+        await BridgeLink(self.bridge_hub, socket, verdict.principal, _address(scope), tokens).run()
+        return None
+
+    async def list_bridge_sessions(self) -> TrioResponse:
+        return self._json({"sessions": self.bridge_hub.listing(_scope())})
+
+    async def list_bridge_peers(self) -> TrioResponse:
+        return self._json({"peers": self.bridge_hub.peers.listing()})
+
+
+def _address(scope: Mapping[str, Any]) -> str:
+    client = scope.get("client")
+    if isinstance(client, list | tuple) and len(client) == 2:
+        return f"{client[0]}:{client[1]}"
+    return "unknown"

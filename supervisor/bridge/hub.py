@@ -1,0 +1,288 @@
+"""BridgeHub: every bridge session of this ``serve``, its bounds, and what operators see.
+
+The hub is a registry, not a task owner: each session runs in the nursery of the
+socket that opened it (``link.py``), so a socket that goes away takes its sessions'
+processes down with it (the stdio teardown: group SIGTERM, SIGKILL, reap). What the
+hub keeps is what spans sockets: the per-tenant session bound, the global process
+cap (a session counts until its process is reaped), the listing of
+``GET /v1/bridge/sessions``, and the drain that closes every socket at shutdown.
+
+Each session leaves two audit rows in the store's audit trail, like a call: one when
+it is opened (or refused), one when it is closed. Their ``tool`` is ``bridge:open`` /
+``bridge:close``; ``outcome`` the result (``ok``, an error code, or the close's
+reason); ``duration_ms`` the session's life; on the close row ``args_bytes`` and
+``result_bytes`` hold the message counts (client to server, server to client). The
+same facts go out as ``bridge_session_opened`` / ``bridge_session_closed`` events to
+the tenant's stream, and into ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import Counter
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+import trio
+
+from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
+from actors.protocol.bridge_envelope import FrameId
+from actors.transports.connector import TransportConnector
+from actors.transports.raw_stdio import RawStdio
+from supervisor.audit_trail import AuditTrail
+from supervisor.bridge.peers import PeerRegistry, Refused
+from supervisor.metrics import Family, labels
+from supervisor.settings.model import BridgeSettings
+from supervisor.store import AuditRow
+
+if TYPE_CHECKING:
+    from supervisor.service import Supervisor
+
+log = get_logger("supervisor.bridge")
+
+LOCAL_PEER = "local"
+
+
+class Shuttable(Protocol):
+    """A socket the hub can close (``link.BridgeLink``)."""
+
+    def shut(self, code: int, reason: str) -> None: ...
+
+
+@attrs.define(eq=False)
+class BridgeSession:
+    """One client session and its process. Counts and state change as it runs."""
+
+    id: str
+    tenant: str
+    server: str
+    client: str
+    born: float  # trio time
+    opened_at: float  # unix time
+    inbox: trio.MemorySendChannel[bytes]
+    outlet: trio.MemoryReceiveChannel[bytes]
+    state: str = "starting"
+    pid: int | None = None
+    messages_in: int = 0
+    messages_out: int = 0
+    close_reason: str | None = None
+    close_id: FrameId | None = None  # the id of the client's close, echoed in the answer
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+
+    def close(self, reason: str) -> None:
+        """End the session (its process stops); the first reason given is kept."""
+        if self.close_reason is None:
+            self.close_reason = reason
+        if self.state == "open":
+            self.state = "closing"
+        self.scope.cancel()
+
+
+class BridgeHub:
+    """The bridge sessions of one admin server (see the module docstring)."""
+
+    INBOX = 64  # client messages waiting for a server's stdin
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._audit = AuditTrail(supervisor.journal, supervisor.store)
+        self._sessions: dict[str, BridgeSession] = {}
+        self._links: set[Shuttable] = set()
+        self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
+        self.closing = False
+        self.peers = PeerRegistry()
+
+    @property
+    def settings(self) -> BridgeSettings:
+        return self._supervisor.config.bridge
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The frame bound: the bridge's own, else the gateway's."""
+        config = self._supervisor.config
+        return config.bridge.max_message_bytes or config.gateway.max_message_bytes
+
+    @property
+    def processes(self) -> int:
+        """Bridged processes alive or being torn down."""
+        return len(self._sessions)
+
+    # ------------------------------------------------------------------ sockets
+
+    def attach(self, link: Shuttable) -> None:
+        self._links.add(link)
+
+    def detach(self, link: Shuttable) -> None:
+        self._links.discard(link)
+
+    def close_all(self, reason: str = "shutdown") -> None:
+        """Refuse new opens and close every socket (their processes stop)."""
+        self.closing = True
+        for link in list(self._links):
+            link.shut(1001, reason)
+
+    # ----------------------------------------------------------------- sessions
+
+    def reserve(self, tenant: str, server: str, client: str) -> tuple[BridgeSession, ServerSpec]:
+        """A new session of ``server`` for ``tenant``, counted at once; Refused (and
+        audited) when the hub will not open it."""
+        try:
+            spec = self._check(tenant, server)
+        except Refused as refused:
+            self._audit_row("bridge:open", tenant, "", server, "deny", refused.code, 0, 0, 0)
+            self.counts[f"refused:{refused.code}"] += 1
+            raise
+        inbox, outlet = trio.open_memory_channel[bytes](self.INBOX)
+        session = BridgeSession(
+            id=secrets.token_urlsafe(12),
+            tenant=tenant,
+            server=server,
+            client=client,
+            born=trio.current_time(),
+            opened_at=time.time(),
+            inbox=inbox,
+            outlet=outlet,
+        )
+        self._sessions[session.id] = session
+        return session, spec
+
+    def exports(self, server: str) -> bool:
+        """Whether a local ``bridge: true`` entry serves ``server`` (else a peer may)."""
+        return any(
+            s.name == server and s.bridge and s.type == "local" for s in self._supervisor.config.servers
+        )
+
+    def _check(self, tenant: str, server: str) -> ServerSpec:
+        self.check_open(tenant)
+        spec = next((s for s in self._supervisor.config.servers if s.name == server), None)
+        if spec is None or not spec.bridge or spec.type != "local":
+            raise Refused(
+                "not_exported",
+                f"no server {server!r} is exported through the bridge (only servers configured "
+                "with bridge: true are)",
+            )
+        if not spec.enabled:
+            raise Refused("disabled", f"server {server!r} is disabled in the config")
+        settings = self.settings
+        if self.processes >= settings.max_processes:
+            raise Refused(
+                "too_many_processes",
+                f"the hub runs {self.processes} bridged processes, its cap (bridge.max_processes); "
+                "retry when a session has closed",
+            )
+        if not isinstance(self._supervisor.connector, TransportConnector):
+            raise Refused("unavailable", "this supervisor cannot start local processes for the bridge")
+        return spec
+
+    def check_open(self, tenant: str) -> None:
+        """Refused when the hub is closing or ``tenant`` holds its bound of sessions
+        (its own processes and the ones relayed to peers together)."""
+        if self.closing:
+            raise Refused("shutting_down", "the hub is shutting down; connect again later")
+        held = sum(1 for s in self._sessions.values() if s.tenant == tenant) + self.peers.held(tenant)
+        if held >= self.settings.max_sessions_per_tenant:
+            raise Refused(
+                "too_many_sessions",
+                f"tenant {tenant!r} holds {held} bridge sessions, the bound "
+                f"(bridge.max_sessions_per_tenant); close one first",
+            )
+
+    def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
+        """The session's process, under the supervisor's own hub, pidfiles and teardown."""
+        connector = self._supervisor.connector
+        assert isinstance(connector, TransportConnector)  # checked by reserve
+        return connector.open_raw(spec)
+
+    def opened(self, session: BridgeSession) -> None:
+        """The process runs: audit, event, metrics."""
+        session.state = "open"
+        spent = _ms(trio.current_time() - session.born)
+        self._audit_row("bridge:open", session.tenant, session.id, session.server, "allow", "ok", spent, 0, 0)
+        self.counts["opened"] += 1
+        self._publish(session, "bridge_session_opened", {"pid": session.pid})
+
+    def ended(self, session: BridgeSession, failed: str | None = None) -> None:
+        """The process is gone (or never started: ``failed`` is its error code)."""
+        if self._sessions.pop(session.id, None) is None:
+            return
+        if session.state == "starting":
+            code = failed or "spawn_failed"
+            self._audit_row("bridge:open", session.tenant, session.id, session.server, "allow", code, 0, 0, 0)
+            self.counts[f"refused:{code}"] += 1
+            return
+        reason = session.close_reason or "socket_closed"
+        life = _ms(trio.current_time() - session.born)
+        row = (session.tenant, session.id, session.server, "none", reason, life)
+        self._audit_row("bridge:close", *row, session.messages_in, session.messages_out)
+        self.counts[f"closed:{reason}"] += 1
+        fields = {"reason": reason, "duration_ms": life}
+        fields |= {"messages_in": session.messages_in, "messages_out": session.messages_out}
+        self._publish(session, "bridge_session_closed", fields)
+
+    # ---------------------------------------------------------------- listings
+
+    def listing(self, scope: str | None) -> list[dict[str, Any]]:
+        """The sessions of tenant ``scope`` (None: every tenant's), oldest first."""
+        now = trio.current_time()
+        return [
+            {
+                "session_id": s.id,
+                "server": s.server,
+                "tenant": s.tenant,
+                "peer": LOCAL_PEER,
+                "client": s.client,
+                "age_s": round(now - s.born, 3),
+                "messages_in": s.messages_in,
+                "messages_out": s.messages_out,
+                "pid": s.pid,
+                "state": s.state,
+            }
+            for s in self._sessions.values()
+            if scope is None or s.tenant == scope
+        ] + self.peers.session_listing(scope)
+
+    def families(self) -> list[Family]:
+        """The bridge's metric families for ``Metrics.render(extra=...)``."""
+        counts = self.counts
+        opens = {"ok": counts["opened"]}
+        opens |= {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("refused:")}
+        closes = {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("closed:")}
+        return [
+            Family("mcp_supervisor_bridge_sessions", "gauge", "Open bridge sessions (each a process).",
+                   [("", self.processes)]),
+            Family("mcp_supervisor_bridge_opens_total", "counter",
+                   "Bridge session opens by outcome (ok or the refusal's code).",
+                   [(labels(outcome=k), n) for k, n in sorted(opens.items())]),
+            Family("mcp_supervisor_bridge_closes_total", "counter", "Bridge sessions closed, by reason.",
+                   [(labels(reason=k), n) for k, n in sorted(closes.items())]),
+        ]  # fmt: skip
+
+    # ------------------------------------------------------------------ records
+
+    def _audit_row(
+        self,
+        tool: str,
+        tenant: str,
+        session: str,
+        server: str,
+        decision: str,
+        outcome: str,
+        duration_ms: int,
+        messages_in: int,
+        messages_out: int,
+    ) -> None:
+        at, record = time.time(), self._audit.new_id()
+        row = (tenant, session, tool, server, decision, outcome, duration_ms, "", messages_in, messages_out)
+        self._audit.finished_now(AuditRow(at, *row, record))
+
+    def _publish(self, session: BridgeSession, kind: str, fields: Mapping[str, Any]) -> None:
+        event = {"type": kind, "tenant": session.tenant, "session": session.id, "server": session.server}
+        self._supervisor.events.publish({**event, **fields})
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
