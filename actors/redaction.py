@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
+
 MASK = "***"
 # Shorter "secrets" would turn ordinary words into asterisks all over the logs.
 MIN_SECRET_LEN = 4
@@ -96,6 +98,17 @@ class Redactor:
         ):
             return text
         return self._pattern.sub(self._replace, text)
+
+    def redact_json(self, value: object) -> object:
+        """A JSON value (a server's error ``data``) with secrets masked: redacted as its
+        JSON text, so ``{"client_secret": "…"}`` is caught as in a log line; None when
+        it is not JSON, or masking broke it."""
+        if value is None:
+            return None
+        try:
+            return orjson.loads(self.redact(orjson.dumps(value).decode()))
+        except (TypeError, orjson.JSONDecodeError):
+            return None
 
     def _replace(self, match: re.Match[str]) -> str:
         value_group = match.lastgroup

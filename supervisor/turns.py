@@ -322,7 +322,7 @@ _KEPT_REPLIES = 64
 
 def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms: int) -> Envelope:
     if isinstance(outcome, CallFailed):
-        return failure(tool_id, outcome.code, outcome.message, outcome.retry_after_ms)
+        return failure(tool_id, outcome.code, outcome.message, outcome.retry_after_ms, outcome.rpc_error)
     if isinstance(outcome, Answered):  # a tools/call is never answered so
         return failure(tool_id, "server_error", f"{tool_id}: the answer is not a tools/call result")
     result = outcome.result

@@ -155,6 +155,11 @@ class Discoverer:
         await outlet.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
         return {"jsonrpc": "2.0", "id": message["id"], "result": {"supportedVersions": ["2026-07-28"]}}
 
+    async def check_headers(
+        self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
+    ) -> dict[str, Any] | None:
+        return None
+
 
 async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_path: Path) -> None:
     handler = Discoverer()

@@ -123,3 +123,14 @@ def test_redaction_is_idempotent(text: str) -> None:
     r = Redactor(["sk-live-0123456789"])
     once = r.redact(text)
     assert r.redact(once) == once
+
+
+def test_a_servers_error_data_is_redacted_as_json() -> None:
+    r = Redactor(["sk-live-0123456789"])
+    data = {"requiredCapabilities": {"sampling": {}}, "hint": "key sk-live-0123456789", "client_secret": "x"}
+    assert r.redact_json(data) == {
+        "requiredCapabilities": {"sampling": {}},
+        "hint": "key ***",
+        "client_secret": "***",
+    }
+    assert r.redact_json(None) is None and r.redact_json({1, 2}) is None  # not JSON: dropped

@@ -29,7 +29,7 @@ from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
 from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
-from actors.protocol.messages import INTERNAL_ERROR, Request, RequestId, ServerFeatures
+from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, Request, RequestId, ServerFeatures
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
@@ -339,10 +339,12 @@ class Live:
             return  # answered already (timed out or cancelled): drop the late answer
         outcome: CallOutcome
         if isinstance(event, ErrorReceived):
+            error = event.error
+            said = self._redactor.redact(error.message)
             outcome = CallFailed(
                 "server_error",
-                f"mcp server {self.name} answered {_what(entry.call)} with error "
-                f"{event.error.code}: {self._redactor.redact(event.error.message)}",
+                f"mcp server {self.name} answered {_what(entry.call)} with error {error.code}: {said}",
+                rpc_error=ErrorObject(error.code, said, self._redactor.redact_json(error.data)),
             )
         else:
             try:

@@ -13,7 +13,15 @@ from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import Control as Control  # an operator command's kind
 from actors.connection.vocabulary import Phase, State
 from actors.protocol.era import Era
-from actors.protocol.messages import CallResult, Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
+from actors.protocol.messages import (
+    CallResult,
+    ErrorObject,
+    Prompt,
+    Resource,
+    ResourceTemplate,
+    ServerFeatures,
+    Tool,
+)
 from actors.protocol.session import ProgressReceived
 
 # ------------------------------------------------------------------------ answers
@@ -29,11 +37,13 @@ class CallSucceeded:
 @attrs.frozen(slots=True)
 class CallFailed:
     """The call ended without a server result; ``code`` is an envelope error code
-    (``retry_after_ms``: set with ``busy``)."""
+    (``retry_after_ms``: set with ``busy``; ``rpc_error``: the JSON-RPC error the server
+    answered with, for ``server_error``, so a gateway can pass some on as protocol errors)."""
 
     code: str
     message: str
     retry_after_ms: int | None = None
+    rpc_error: ErrorObject | None = None
 
 
 @attrs.frozen(slots=True)

@@ -18,11 +18,17 @@ The rules, as the official SDK applies them:
   missing or null argument sends no header.
 
 Pure functions; the Streamable HTTP transport reads designations off the
-``tools/list`` answers it carries and adds the headers to each ``tools/call``.
+``tools/list`` answers it carries and adds the headers to each ``tools/call``; the
+gateway's ``/mcp`` checks a client's headers against the body (``header_mismatch``):
+a designated argument in the body needs its header, a header needs its argument, a
+``=?base64?…?=`` value must be strict Base64 (the standard alphabet, its padding) of
+UTF-8, any other value is literal (OWS around it dropped), and the texts must match.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeAlias
@@ -137,3 +143,44 @@ def param_headers(designated: Designations, arguments: Any) -> dict[str, str]:
         if text is not None:
             headers[HEADER_PREFIX + token] = header_value(text)
     return headers
+
+
+_WRAPPED = re.compile(r"=\?base64\?(.*)\?=\Z", re.DOTALL)
+
+
+def received_value(value: str) -> str:
+    """A received ``Mcp-Param-*`` value as text: the ``=?base64?…?=`` form decoded,
+    any other literally; ValueError (saying why) for bad Base64 or UTF-8."""
+    value = value.strip(" \t")
+    wrapped = _WRAPPED.match(value)
+    if wrapped is None:
+        return value
+    try:
+        return base64.b64decode(wrapped.group(1), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise ValueError(f"its =?base64?...?= value is not valid Base64 of UTF-8 text ({exc})") from None
+
+
+def header_mismatch(designated: Designations, arguments: Any, received: Mapping[str, str]) -> str | None:
+    """Why the ``Mcp-Param-*`` headers of a call (``received``: names lowercased) do not
+    repeat its arguments, naming the header, or None when they do."""
+    for path, token in designated.items():
+        header, where = HEADER_PREFIX + token, ".".join(path)
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        expected = _text(value) if value is not None else None
+        sent = received.get(header.lower())
+        if sent is None:
+            if expected is not None:
+                return f"the {header} header is missing, but argument {where!r} is in the body: send both"
+            continue
+        try:
+            text = received_value(sent)
+        except ValueError as exc:
+            return f"the {header} header is malformed: {exc}"
+        if expected is None:
+            return f"the {header} header is sent, but argument {where!r} is not in the body"
+        if text != expected:
+            return f"the {header} header ({sent!r}) does not match argument {where!r} ({expected!r})"
+    return None

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from actors.protocol.messages import ErrorObject
+
 TRUNCATION_MARKER = "... [truncated]"
 
 ERROR_CODES = frozenset(
@@ -37,11 +39,14 @@ ERROR_CODES = frozenset(
 @attrs.frozen(slots=True)
 class CallError:
     """Why a call failed: a code from ERROR_CODES and a message for the model.
-    ``retry_after_ms`` is set for ``busy``: when trying again is worth it."""
+    ``retry_after_ms`` is set for ``busy``: when trying again is worth it. ``rpc_error``
+    is the server's own JSON-RPC error behind a ``server_error`` (not in ``as_dict``:
+    hosts see our code; the MCP gateway passes a few on, gateway/results.py)."""
 
     code: str
     message: str
     retry_after_ms: int | None = None
+    rpc_error: ErrorObject | None = None
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -83,10 +88,16 @@ class Envelope:
         }
 
 
-def failure(tool: str, code: str, message: str, retry_after_ms: int | None = None) -> Envelope:
+def failure(
+    tool: str,
+    code: str,
+    message: str,
+    retry_after_ms: int | None = None,
+    rpc_error: ErrorObject | None = None,
+) -> Envelope:
     """An error envelope."""
     assert code in ERROR_CODES, code
-    return Envelope(ok=False, tool=tool, error=CallError(code, message, retry_after_ms))
+    return Envelope(ok=False, tool=tool, error=CallError(code, message, retry_after_ms, rpc_error))
 
 
 def describe_item(item: Mapping[str, Any]) -> str:

@@ -34,3 +34,9 @@ class NewEraHandler(Protocol):
     async def receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> dict[str, Any] | None:
         """The response to send (None for a notification); related messages go to
         ``outlet`` (the POST's SSE stream) while it is answered."""
+
+    async def check_headers(
+        self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
+    ) -> dict[str, Any] | None:
+        """The error response when a request's ``Mcp-Param-*`` headers (names
+        lowercased) do not repeat its body, else None."""

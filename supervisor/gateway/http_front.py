@@ -57,6 +57,7 @@ from supervisor.gateway.http_sessions import (
     TooManyGatewaySessions,
     session_item,
 )
+from supervisor.gateway.param_check import param_headers_of
 from supervisor.gateway.sse_events import EventStream, StreamOutlet, parse_event_id
 from supervisor.gateway.stateless import header_refusal, http_status
 
@@ -221,8 +222,11 @@ class GatewayHandlers:
         if refused is not None:
             return self._mcp_rpc_json(refused, http_status(refused))
         require_param_headers(message, request.headers.get("Mcp-Method"), request.headers.get("Mcp-Name"))
-        stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
         tenant = _tenant()
+        refused = await handler.check_headers(message, param_headers_of(request.headers.items()), tenant)
+        if refused is not None:
+            return self._mcp_rpc_json(refused, http_status(refused))
+        stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
         hung_up = trio.CancelScope()
 
         async def answer() -> None:

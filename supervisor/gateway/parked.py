@@ -29,7 +29,7 @@ import trio
 
 from actors.connection.client_side import INPUT_KEY, RequestRefused
 from supervisor.gateway.outlet import Outlet
-from supervisor.gateway.results import METHOD_NOT_FOUND, JsonRpcError
+from supervisor.gateway.results import METHOD_NOT_FOUND, MISSING_CAPABILITY, JsonRpcError
 
 SETTLE_S = 0.01
 """After the first input request of a round, how long to wait for its siblings (a
@@ -40,7 +40,6 @@ CAPABILITY_OF = {
     "elicitation/create": "elicitation",
     "roots/list": "roots",
 }
-MISSING_CAPABILITY = -32021
 
 
 @attrs.define(eq=False)

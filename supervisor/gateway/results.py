@@ -8,6 +8,9 @@
   reads them: the envelope's message as text, its code (and ``retry_after_ms`` for
   ``busy``) under ``_meta["mcp-supervisor/error"]``.
 - An unknown tool is a JSON-RPC error -32602 (invalid params), as the spec says.
+- A server's JSON-RPC error is a ``server_error`` result, except the few in
+  ``CLIENT_ERRORS``: errors about the client's request that only the client can act
+  on, passed on as the JSON-RPC error the server sent (code, message, data).
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ METHOD_NOT_FOUND = -32601
 INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
 RESOURCE_NOT_FOUND = -32002
+MISSING_CAPABILITY = -32021
+
+CLIENT_ERRORS = frozenset({MISSING_CAPABILITY})
+"""A server's JSON-RPC errors that reach the client as JSON-RPC errors. -32021 (missing
+client capability): the client must declare the capability (and the new era answers it
+with HTTP 400). The rest stay ``isError`` results the model reads: -32602 is invalid
+arguments (a tool execution error since 2025-11-25), -32601/-32603 and the others say
+the server failed, and -32020/-32000 are about the gateway's own link to the server."""
 
 
 class JsonRpcError(Exception):
@@ -68,6 +79,9 @@ def tool_result(envelope: Envelope, *, retry_after_ms: int | None = None) -> dic
         retry_after_ms = envelope.error.retry_after_ms
     if code == "unknown_tool":
         raise JsonRpcError(INVALID_PARAMS, message)
+    rpc = envelope.error.rpc_error
+    if code == "server_error" and rpc is not None and rpc.code in CLIENT_ERRORS:
+        raise JsonRpcError(rpc.code, rpc.message, rpc.data)
     content = [dict(item) for item in envelope.content] or [{"type": "text", "text": message}]
     result = {"content": content, "isError": True}
     if code != "tool_error":

@@ -51,12 +51,14 @@ from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
 from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
-from supervisor.gateway.parked import MISSING_CAPABILITY, InputRound, ParkedCall
+from supervisor.gateway.param_check import param_header_refusal
+from supervisor.gateway.parked import InputRound, ParkedCall
 from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
 from supervisor.gateway.results import (
     ERROR_META,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
     RESOURCE_NOT_FOUND,
     JsonRpcError,
     error_response,
@@ -151,6 +153,16 @@ class StatelessGateway:
         except JsonRpcError as error:
             return error_response(request_id, error)
         return result_response(request_id, result)
+
+    async def check_headers(
+        self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
+    ) -> dict[str, Any] | None:
+        """The -32020 response when a ``tools/call``'s ``Mcp-Param-*`` headers do not
+        repeat its arguments (``param_check.py``), else None."""
+        if message.get("method") != "tools/call":
+            return None
+        async with self.tenants.use(tenant) as state:
+            return await param_header_refusal(state.core, message, param_headers)
 
     async def _answer(
         self, request_id: Any, method: str, params: Any, outlet: Outlet, tenant: str
