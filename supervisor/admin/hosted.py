@@ -30,6 +30,7 @@ import attrs
 import trio
 
 from actors.log_events import get_logger
+from supervisor.held_sessions import HeldSessions
 from supervisor.sessions import Session
 from supervisor.turns import Turn
 
@@ -58,9 +59,16 @@ class _Hosted:
     closed: trio.Event = attrs.field(factory=trio.Event)
     turns: OrderedDict[str, Turn] = attrs.field(factory=OrderedDict)
 
+    @property
+    def tenant(self) -> str:
+        return self.session.tenant
 
-class HostedSessions:
+
+class HostedSessions(HeldSessions[_Hosted]):
     """Sessions of HTTP clients, by id, per tenant."""
+
+    not_running = HostedClosed
+    not_running_text = "the admin API is not running"
 
     def __init__(
         self,
@@ -69,24 +77,10 @@ class HostedSessions:
         max_turns: int = MAX_TURNS,
         max_sessions_per_tenant: int = MAX_SESSIONS_PER_TENANT,
     ) -> None:
+        super().__init__()
         self._supervisor = supervisor
         self._max_turns = max_turns
         self._max_sessions = max_sessions_per_tenant
-        self._sessions: dict[str, _Hosted] = {}
-        self._nursery: trio.Nursery | None = None
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the holders and background calls until cancelled; then close them all."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None  # refuse new sessions while the old ones close
-
-    def __len__(self) -> int:
-        return len(self._sessions)
 
     # ------------------------------------------------------------------ sessions
 
@@ -100,11 +94,7 @@ class HostedSessions:
 
     def listing(self, tenant: str | None) -> list[Session]:
         """The open sessions of ``tenant`` (None: of every tenant), oldest first."""
-        return [
-            h.session
-            for h in self._sessions.values()
-            if not h.close_requested.is_set() and (tenant is None or h.session.tenant == tenant)
-        ]
+        return [h.session for h in self._open(tenant)]
 
     def get(self, session_id: str, tenant: str) -> Session | None:
         """The session, if it exists and belongs to ``tenant``."""
@@ -114,30 +104,11 @@ class HostedSessions:
     async def close(self, session_id: str, tenant: str | None) -> bool:
         """Close a session of ``tenant`` (None: of any tenant) and wait (bounded) until
         its servers are gone."""
-        hosted = self._lookup(session_id, tenant)
-        if hosted is None:
-            return False
-        hosted.close_requested.set()
-        with trio.move_on_after(CLOSE_TIMEOUT_S):
-            await hosted.closed.wait()
-        return True
+        return await self._close(session_id, tenant, CLOSE_TIMEOUT_S)
 
     def holds(self, session_id: str) -> bool:
         """Whether a session (of any tenant) is one of ours."""
         return session_id in self._sessions
-
-    def _lookup(self, session_id: str, tenant: str | None) -> _Hosted | None:
-        hosted = self._sessions.get(session_id)
-        if hosted is None or hosted.close_requested.is_set():
-            return None
-        if tenant is not None and hosted.session.tenant != tenant:
-            return None
-        return hosted
-
-    def _running(self) -> trio.Nursery:
-        if self._nursery is None:
-            raise HostedClosed("the admin API is not running")
-        return self._nursery
 
     async def _hold(
         self,

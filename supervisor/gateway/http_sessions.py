@@ -34,6 +34,7 @@ from actors.log_events import get_logger
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError, error_response
 from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
+from supervisor.held_sessions import HeldSessions
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -109,14 +110,16 @@ class GatewaySession:
 SessionTask = Callable[[GatewaySession], Awaitable[None]]
 
 
-class GatewaySessions:
+class GatewaySessions(HeldSessions[GatewaySession]):
     """The gateway's MCP sessions, by id, per tenant (see the module docstring)."""
 
+    not_running = GatewayClosed
+    not_running_text = "the MCP gateway is not running (the service is starting or stopping)"
+
     def __init__(self, supervisor: Supervisor, *, version: str | None = None) -> None:
+        super().__init__()
         self._supervisor = supervisor
         self._version = version if version is not None else installed_version()
-        self._sessions: dict[str, GatewaySession] = {}
-        self._nursery: trio.Nursery | None = None
         self.session_tasks: list[SessionTask] = []
         """Run in every session's nursery from its opening until it ends."""
         self.scrub: Scrub = _as_is
@@ -126,24 +129,8 @@ class GatewaySessions:
         """Sessions ``opened``, ``closed``, ``expired`` (idle) and ``refused`` (over the
         tenant's bound), for the metrics."""
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the holders until cancelled; then every session closes."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
-                self.close_streams()
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def _running(self) -> trio.Nursery:
-        if self._nursery is None:
-            raise GatewayClosed("the MCP gateway is not running (the service is starting or stopping)")
-        return self._nursery
+    def _stopping(self) -> None:
+        self.close_streams()
 
     # ------------------------------------------------------------------ sessions
 
@@ -162,30 +149,15 @@ class GatewaySessions:
 
     def get(self, session_id: str, tenant: str | None) -> GatewaySession | None:
         """The open session, if it belongs to ``tenant`` (None: to any tenant)."""
-        record = self._sessions.get(session_id)
-        if record is None or record.close_requested.is_set():
-            return None
-        if tenant is not None and record.tenant != tenant:
-            return None
-        return record
+        return self._lookup(session_id, tenant)
 
     def listing(self, tenant: str | None) -> list[GatewaySession]:
         """The open sessions of ``tenant`` (None: of every tenant), oldest first."""
-        return [
-            r
-            for r in self._sessions.values()
-            if not r.close_requested.is_set() and (tenant is None or r.tenant == tenant)
-        ]
+        return self._open(tenant)
 
     async def close(self, session_id: str, tenant: str | None, *, timeout_s: float = 15.0) -> bool:
         """End a session and wait (bounded) until its servers are gone."""
-        record = self.get(session_id, tenant)
-        if record is None:
-            return False
-        record.close_requested.set()
-        with trio.move_on_after(timeout_s):
-            await record.closed.wait()
-        return True
+        return await self._close(session_id, tenant, timeout_s)
 
     def announce(self, record: GatewaySession) -> None:
         """The session is initialized: tell the event stream (once)."""

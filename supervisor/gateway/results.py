@@ -18,15 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# The JSON-RPC codes, re-exported: the gateway's modules take every code from here.
+from actors.protocol.messages import INTERNAL_ERROR as INTERNAL_ERROR
+from actors.protocol.messages import INVALID_PARAMS as INVALID_PARAMS
+from actors.protocol.messages import INVALID_REQUEST as INVALID_REQUEST
+from actors.protocol.messages import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from actors.protocol.messages import PARSE_ERROR as PARSE_ERROR
 from actors.router.envelope import Envelope
 
 ERROR_META = "mcp-supervisor/error"
 
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-METHOD_NOT_FOUND = -32601
-INVALID_REQUEST = -32600
-PARSE_ERROR = -32700
 RESOURCE_NOT_FOUND = -32002
 MISSING_CAPABILITY = -32021
 
