@@ -224,7 +224,7 @@ async def open_websocket_transport(
     connected = False
     try:
         async with (
-            _PongsAfterClose() as closing,
+            PongsAfterClose() as closing,
             open_websocket_url(
                 url,
                 extra_headers=headers,
@@ -256,15 +256,16 @@ async def open_websocket_transport(
         ) from None
 
 
-class _PongsAfterClose:
+class PongsAfterClose:
     """trio-websocket (#184, open) answers a ping that arrives after our close frame
     with a pong that wsproto refuses: ``LocalProtocolError`` from its reader task. Once
     our close ``began`` the socket is going anyway, so that error is dropped; before
-    it, or with any other error beside it, the errors are kept."""
+    it, or with any other error beside it, the errors are kept. Every trio-websocket
+    client of ours (this transport, the dial-out bridge peer) wraps its socket in one."""
 
     began = False
 
-    async def __aenter__(self) -> _PongsAfterClose:
+    async def __aenter__(self) -> PongsAfterClose:
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:

@@ -31,6 +31,7 @@ from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
+from actors.transports.websocket import PongsAfterClose
 from supervisor.bridge.hub import BridgeSession
 from supervisor.bridge.peers import launch_digest
 from supervisor.bridge.session import SessionHost, run_session
@@ -177,11 +178,15 @@ async def run_peer(
     while True:
         since: float | None = None
         try:
-            async with open_websocket_url(
-                url, extra_headers=headers, max_message_size=env.DEFAULT_MAX_BYTES
-            ) as ws:
+            async with (
+                PongsAfterClose() as closing,
+                open_websocket_url(url, extra_headers=headers, max_message_size=env.DEFAULT_MAX_BYTES) as ws,
+            ):
                 since = trio.current_time()
-                await PeerLink(ws, specs, connector).run(registered)
+                try:
+                    await PeerLink(ws, specs, connector).run(registered)
+                finally:
+                    closing.began = True
         except (HandshakeError, ConnectionClosed, OSError, trio.BrokenResourceError) as exc:
             log.warning(
                 "bridge peer: not connected to the hub", extra={"fields": {"hub": url, "error": str(exc)}}
