@@ -50,7 +50,12 @@ async def hub_running(
 
 
 def ws_url(running: Running) -> str:
-    return running.url.replace("http://", "ws://") + "/v1/bridge"
+    return bridge_url(running.url)
+
+
+def bridge_url(admin_url: str) -> str:
+    """The hub's ``ws://`` URL on the admin API's bind."""
+    return admin_url.replace("http://", "ws://") + "/v1/bridge"
 
 
 class Client:

@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from trio_websocket import ConnectionClosed, connect_websocket_url
 
 from actors.connection.spec import ServerSpec, Start
 from actors.protocol import bridge_envelope as env
 from supervisor.admin.server import GRACEFUL_TIMEOUT_S
+from supervisor.bridge.link import CLOSE_WRITE_S
 from supervisor.service import Supervisor
 from supervisor.settings.model import BridgeSettings, Config, ToolSearchSettings
 from supervisor.store import AuditRow
 from tests.bridge_support import EVERYTHING, Client, alive, connected, exported, hub_running, ws_url
-from tests.test_admin_support import Running, conforms, wait_for
+from tests.test_admin_support import Running, conforms
 
 pytestmark = pytest.mark.real_peer
 
@@ -250,23 +253,41 @@ async def test_a_closed_sockets_heartbeat_does_not_hold_the_drain(tmp_path: Path
     assert trio.current_time() - left < GRACEFUL_TIMEOUT_S / 2
 
 
-async def test_an_idle_socket_is_closed_and_its_processes_stop(tmp_path: Path) -> None:
-    # A real clock: the autojump clock would also skip the process teardown's grace.
-    bridge = BridgeSettings(idle_s=0.5)
-    async with (
-        hub_running(tmp_path, exported("mini"), bridge=bridge) as running,
-        connected(running) as client,
-    ):
-        sid = await client.open("mini")
-        sessions = (await running.http().request("GET", "/v1/bridge/sessions")).json()["sessions"]
-        pid = await _pid_of(sessions, sid)
-        quiet_since = trio.current_time()
-        with trio.fail_after(5), pytest.raises(ConnectionClosed) as closed:
-            await client.ws.get_message()
-        assert closed.value.reason is not None and closed.value.reason.code == 4408
-        assert trio.current_time() - quiet_since >= 0.45
-        await wait_for(running.http(), "/v1/bridge/sessions", lambda body: body["sessions"] == [])
-        assert not alive(pid)
+async def test_an_idle_socket_is_closed_and_its_processes_stop(
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock
+) -> None:
+    """On virtual time: a socket with no frame either way for ``idle_s`` is closed
+    (4408) that long after its last frame, not before and not much later, and its
+    session ends for that reason, its process gone. Heartbeats pass meanwhile (a ping
+    is no frame). Hypercorn's ping task wakes every ``TICK_S``, and the clock jumps
+    one tick per 50 ms of real idleness: a few seconds of idleness cost a fraction of
+    a second."""
+    idle_s = 4.0
+    bridge = BridgeSettings(idle_s=idle_s, heartbeat_s=1.5)
+    async with hub_running(tmp_path, exported("mini"), bridge=bridge) as running:
+        with running.sup.events.subscribe() as events:
+            async with connected(running) as client:
+                before_open = trio.current_time()
+                await client.open("mini")  # the last frame either way is its answer
+                opened_at = trio.current_time()
+                with trio.fail_after(idle_s * 2), pytest.raises(ConnectionClosed) as closed:
+                    await client.ws.get_message()
+                closed_at = trio.current_time()
+            assert closed.value.reason is not None and closed.value.reason.code == 4408
+            assert closed_at - before_open >= idle_s
+            assert closed_at - opened_at < idle_s + 2 * CLOSE_WRITE_S
+            with trio.fail_after(10):
+                opened = await _next_event(events.events, "bridge_session_opened")
+                ended = await _next_event(events.events, "bridge_session_closed")
+        assert ended["session"] == opened["session"] and ended["reason"] == "idle"
+        assert not alive(opened["pid"])  # the event comes once the process is reaped
+        assert (await running.http().request("GET", "/v1/bridge/sessions")).json() == {"sessions": []}
+
+
+async def _next_event(events: trio.MemoryReceiveChannel[Mapping[str, Any]], kind: str) -> Mapping[str, Any]:
+    while (event := await events.receive())["type"] != kind:
+        pass
+    return event
 
 
 async def test_a_supervisor_uses_this_hub_through_its_websocket_transport(tmp_path: Path) -> None:

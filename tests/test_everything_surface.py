@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,20 +87,28 @@ async def everything(tmp_path: Path) -> AsyncIterator[Everything]:
     config.write_text(json.dumps({"servers": {"everything": server}, "tool_search": {"enabled": False}}))
     asked: list[tuple[str, str, Any]] = []
     untied_roots = trio.Event()
-
-    async def supervisor_level(server: str, method: str, params: Any) -> None:
-        asked.append(("supervisor", method, params))
-        if method == "roots/list":
-            untied_roots.set()
-        return None  # handles nothing: the server is told no handler is attached
-
     async with Supervisor.open(
         load_config(config),
         state_dir=tmp_path / "state",
-        server_requests=supervisor_level,
+        server_requests=supervisor_level(asked, untied_roots),
         client_capabilities=ROUTED,
     ) as sup:
         yield Everything(sup, asked, untied_roots)
+
+
+def supervisor_level(
+    asked: list[tuple[str, str, Any]], untied_roots: trio.Event
+) -> Callable[[str, str, Any], Awaitable[None]]:
+    """A supervisor-level handler that records each request as "supervisor", sets
+    ``untied_roots`` at a ``roots/list``, and handles nothing (the server is told no
+    handler is attached)."""
+
+    async def handler(server: str, method: str, params: Any) -> None:
+        asked.append(("supervisor", method, params))
+        if method == "roots/list":
+            untied_roots.set()
+
+    return handler
 
 
 async def test_each_sessions_handlers_get_only_its_own_requests(everything: Everything) -> None:
