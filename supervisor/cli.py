@@ -304,7 +304,8 @@ def cmd_bridge(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(connector.run)
-            await run_peer(args.hub, args.token, specs, connector, registered=_registered)
+            cap = config.bridge.max_processes
+            await run_peer(args.hub, args.token, specs, connector, registered=_registered, max_processes=cap)
 
     try:
         trio.run(main)

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import trio
+from trio_websocket import ConnectionClosed
 
 from actors.connection.schedule import ReconnectSchedule
 from actors.protocol import bridge_envelope as env
@@ -156,34 +160,107 @@ async def test_a_conflicting_digest_is_refused(tmp_path: Path) -> None:
             assert [p["sessions"] for p in await peers_of(running)] == [0, 0]
 
 
+class Proxy:
+    """A loopback TCP forwarder whose connections the test can cut (a network drop:
+    neither side gets a WebSocket close)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target  # ws://127.0.0.1:PORT/...
+        self.url = ""
+        self._open: set[trio.CancelScope] = set()
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        [listener] = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listener.socket.getsockname()[1]
+        self.url = re.sub(r":\d+/", f":{port}/", self.target, count=1)
+        task_status.started()
+        await trio.serve_listeners(self._forward, [listener])
+
+    async def _forward(self, down: trio.SocketStream) -> None:
+        up = await trio.open_tcp_stream("127.0.0.1", int(self.target.split(":")[2].split("/")[0]))
+        with trio.CancelScope() as scope:
+            self._open.add(scope)
+            async with trio.open_nursery() as pipes:
+                pipes.start_soon(_pipe, down, up, pipes.cancel_scope)
+                pipes.start_soon(_pipe, up, down, pipes.cancel_scope)
+        self._open.discard(scope)
+        with trio.CancelScope(shield=True):
+            await up.aclose()
+            await down.aclose()
+
+    def cut(self) -> None:
+        for scope in self._open:
+            scope.cancel()
+
+
+async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, done: trio.CancelScope) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        async for chunk in source:
+            await sink.send_all(chunk)
+    done.cancel()
+
+
 async def test_a_dropped_peer_reconnects_on_its_schedule_and_registers_again(tmp_path: Path) -> None:
-    """The hub drops the peer (its idle timeout, 0.5 s); the peer, in this process on
-    the real clock, connects again after its schedule's delay and registers again."""
+    """The connection drops (a proxy between peer and hub is cut); the peer, in this
+    process on the real clock, connects again after its schedule's delay and registers
+    again."""
     specs = exported_by(peer_config(tmp_path, "far-mini"))
     times: list[float] = []
-    third = trio.Event()
+    again = trio.Event()
 
     def registered(names: list[str]) -> None:
         assert names == ["far-mini"]
         times.append(trio.current_time())
-        if len(times) == 3:
-            third.set()
+        again.set()
 
-    bridge = BridgeSettings(idle_s=0.5)
+    async with hub_running(tmp_path, tokens=TOKENS) as running, trio.open_nursery() as nursery:
+        connector = TransportConnector()
+        await nursery.start(connector.run)
+        proxy = Proxy(ws_url(running))
+        await nursery.start(proxy.run)
+        schedule = ReconnectSchedule((0.2,))
+        peer = partial(run_peer, proxy.url, PEER, specs, connector, schedule=schedule, registered=registered)
+        nursery.start_soon(peer)
+        for _ in range(3):
+            with trio.fail_after(10):
+                await again.wait()
+            again = trio.Event()
+            proxy.cut()
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        assert len(gaps) == 2 and all(0.2 <= gap < 3 for gap in gaps), gaps  # the 0.2 s delay
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_registered_peer_is_never_idle(tmp_path: Path) -> None:
+    """The hub keeps a registered peer that has no session past ``bridge.idle_s``
+    (a client socket with nothing to do is closed meanwhile)."""
+    specs = exported_by(peer_config(tmp_path, "far-mini"))
+    times: list[list[str]] = []
+    first = trio.Event()
+
+    def registered(names: list[str]) -> None:
+        times.append(names)
+        first.set()
+
+    bridge = BridgeSettings(idle_s=0.2)
     async with hub_running(tmp_path, tokens=TOKENS, bridge=bridge) as running, trio.open_nursery() as nursery:
         connector = TransportConnector()
         await nursery.start(connector.run)
-        schedule = ReconnectSchedule((0.2,))
+        schedule = ReconnectSchedule((0.05,))
         nursery.start_soon(
             partial(
                 run_peer, ws_url(running), PEER, specs, connector, schedule=schedule, registered=registered
             )
         )
-        with trio.fail_after(10):
-            await third.wait()
-        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-        assert all(0.6 <= gap < 3 for gap in gaps), gaps  # idle 0.5 s + the 0.2 s delay
-        assert [p["servers"][0]["name"] for p in await peers_of(running)] in ([], ["far-mini"])
+        async with connected(running, token=ALICE) as idle_client:
+            with trio.fail_after(5):
+                await first.wait()
+                with pytest.raises(ConnectionClosed) as closed:
+                    await idle_client.next()
+            assert closed.value.reason is not None and closed.value.reason.code == 4408
+        await trio.sleep(0.6)  # three times idle_s, and then some
+        assert len(times) == 1, f"the peer was dropped and registered {len(times)} times"
+        assert [p["servers"][0]["name"] for p in await peers_of(running)] == ["far-mini"]
         nursery.cancel_scope.cancel()
 
 

@@ -11,6 +11,13 @@ session's process is torn down, and the peer connects again on the reconnect
 schedule (``actors/connection/schedule.py``) and registers again. A registration
 the hub refuses (a name another peer offers with another launch config) is final:
 ``PeerRefused``, retrying would not change it.
+
+The peer caps its own processes (its config's ``bridge.max_processes``; a process
+counts until it is reaped): an open over the cap is answered ``too_many_processes``,
+which the hub passes to the client. A message for a session it no longer runs is
+answered ``mcp:error`` ``unknown_session``, on which the hub ends the session on its
+client. The hub keeps a registered peer's socket however long no session comes; its
+pings keep the connection (and any NAT on the way) alive.
 """
 
 from __future__ import annotations
@@ -35,10 +42,12 @@ from actors.transports.websocket import PongsAfterClose
 from supervisor.bridge.hub import BridgeSession
 from supervisor.bridge.peers import launch_digest
 from supervisor.bridge.session import SessionHost, run_session
+from supervisor.settings.model import BridgeSettings
 
 log = get_logger("supervisor.bridge.peer")
 
 OUTBOX = 64
+DEFAULT_MAX_PROCESSES = BridgeSettings().max_processes
 REGISTER_ID = "register"
 Registered = Callable[[list[str]], None]  # told the names the hub took, each time
 
@@ -56,11 +65,17 @@ class PeerLink:
     """One connection to the hub; ``run`` returns (or raises) when it ends."""
 
     def __init__(
-        self, ws: WebSocketConnection, specs: Mapping[str, ServerSpec], connector: TransportConnector
+        self,
+        ws: WebSocketConnection,
+        specs: Mapping[str, ServerSpec],
+        connector: TransportConnector,
+        max_processes: int = DEFAULT_MAX_PROCESSES,
     ) -> None:
         self.ws = ws
         self._specs = specs
         self._connector = connector
+        self._max_processes = max_processes
+        self.processes = 0  # sessions from their open until their process is reaped
         self.sessions: dict[str, BridgeSession] = {}
         self._out, self._pending = trio.open_memory_channel[str](OUTBOX)
 
@@ -81,6 +96,7 @@ class PeerLink:
         session.state = "open"
 
     def ended(self, session: BridgeSession, failed: str | None = None) -> None:
+        self.processes -= 1
         log.info("bridge peer: session ended", extra={"fields": {"session": session.id, "failed": failed}})
 
     # --------------------------------------------------------------- output
@@ -145,6 +161,14 @@ class PeerLink:
                 problem = f"this peer does not export {frame.data['serverName']!r}"
                 await self.send(env.open_failed("not_exported", problem, frame.id))
                 return
+            if self.processes >= self._max_processes:
+                problem = (
+                    f"the bridge peer runs {self.processes} processes, its cap (bridge.max_processes "
+                    "in its config); retry when a session has closed"
+                )
+                await self.send(env.open_failed("too_many_processes", problem, frame.id))
+                return
+            self.processes += 1
             inbox, outlet = trio.open_memory_channel[bytes](OUTBOX)
             session = BridgeSession(
                 sid, "", spec.name, "hub", trio.current_time(), time.time(), inbox, outlet
@@ -153,7 +177,10 @@ class PeerLink:
             return
         running = self.sessions.get(sid) if isinstance(sid, str) else None
         if running is None:
-            return  # a session that has ended here: its close is on its way to the hub
+            if frame.type == env.MESSAGE:  # its close may be on its way, or was lost: say so
+                problem = f"this peer runs no session {sid!r}"
+                await self.send(env.error("unknown_session", problem, sid, frame.id))
+            return
         if frame.type == env.MESSAGE:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await running.inbox.send(orjson.dumps(frame.data["jsonrpc"]))
@@ -169,6 +196,7 @@ async def run_peer(
     *,
     schedule: ReconnectSchedule | None = None,
     registered: Registered = lambda names: None,
+    max_processes: int = DEFAULT_MAX_PROCESSES,
 ) -> None:
     """Connect, register, serve; on a drop wait the schedule's delay and do it again.
     Returns never; raises PeerRefused when the hub refuses the registration."""
@@ -184,7 +212,7 @@ async def run_peer(
             ):
                 since = trio.current_time()
                 try:
-                    await PeerLink(ws, specs, connector).run(registered)
+                    await PeerLink(ws, specs, connector, max_processes).run(registered)
                 finally:
                     closing.began = True
         except (HandshakeError, ConnectionClosed, OSError, trio.BrokenResourceError) as exc:

@@ -47,6 +47,17 @@ log = get_logger("supervisor.bridge")
 LOCAL_PEER = "local"
 
 
+class Counted(Protocol):
+    """What the records read of a session, local (``BridgeSession``) or relayed."""
+
+    id: str
+    tenant: str
+    server: str
+    born: float
+    messages_in: int
+    messages_out: int
+
+
 class Shuttable(Protocol):
     """A socket the hub can close (``link.BridgeLink``)."""
 
@@ -94,7 +105,7 @@ class BridgeHub:
         self._links: set[Shuttable] = set()
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
         self.closing = False
-        self.peers = PeerRegistry()
+        self.peers = PeerRegistry(self)
 
     @property
     def settings(self) -> BridgeSettings:
@@ -133,8 +144,7 @@ class BridgeHub:
         try:
             spec = self._check(tenant, server)
         except Refused as refused:
-            self._audit_row("bridge:open", tenant, "", server, "deny", refused.code, 0, 0, 0)
-            self.counts[f"refused:{refused.code}"] += 1
+            self.refused(tenant, server, refused)
             raise
         inbox, outlet = trio.open_memory_channel[bytes](self.INBOX)
         session = BridgeSession(
@@ -191,6 +201,11 @@ class BridgeHub:
                 f"(bridge.max_sessions_per_tenant); close one first",
             )
 
+    def refused(self, tenant: str, server: str, refused: Refused) -> None:
+        """An open the hub would not serve (audited ``deny``, counted by its code)."""
+        self._audit_row("bridge:open", tenant, "", server, "deny", refused.code, 0, 0, 0)
+        self.counts[f"refused:{refused.code}"] += 1
+
     def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
         """The session's process, under the supervisor's own hub, pidfiles and teardown."""
         connector = self._supervisor.connector
@@ -200,28 +215,41 @@ class BridgeHub:
     def opened(self, session: BridgeSession) -> None:
         """The process runs: audit, event, metrics."""
         session.state = "open"
-        spent = _ms(trio.current_time() - session.born)
-        self._audit_row("bridge:open", session.tenant, session.id, session.server, "allow", "ok", spent, 0, 0)
-        self.counts["opened"] += 1
-        self._publish(session, "bridge_session_opened", {"pid": session.pid})
+        self.record_opened(session, LOCAL_PEER, pid=session.pid)
 
     def ended(self, session: BridgeSession, failed: str | None = None) -> None:
         """The process is gone (or never started: ``failed`` is its error code)."""
         if self._sessions.pop(session.id, None) is None:
             return
         if session.state == "starting":
-            code = failed or "spawn_failed"
-            self._audit_row("bridge:open", session.tenant, session.id, session.server, "allow", code, 0, 0, 0)
-            self.counts[f"refused:{code}"] += 1
+            self.record_ended(session, LOCAL_PEER, failed or "spawn_failed", opened=False)
+        else:
+            self.record_ended(session, LOCAL_PEER, session.close_reason or "socket_closed")
+
+    # The records of a session, local or relayed (``peers.PeerRegistry`` calls them too).
+
+    def record_opened(self, session: Counted, peer: str, **fields: Any) -> None:
+        spent = _ms(trio.current_time() - session.born)
+        server = _served(session.server, peer)
+        self._audit_row("bridge:open", session.tenant, session.id, server, "allow", "ok", spent, 0, 0)
+        self.counts["opened"] += 1
+        self._publish(session, peer, "bridge_session_opened", fields)
+
+    def record_ended(self, session: Counted, peer: str, reason: str, *, opened: bool = True) -> None:
+        """A session's end: the close's row, event and count; or, for one that never
+        opened, the open's row with ``reason`` as its error code."""
+        tenant, server = session.tenant, _served(session.server, peer)
+        if not opened:
+            self._audit_row("bridge:open", tenant, session.id, server, "allow", reason, 0, 0, 0)
+            self.counts[f"refused:{reason}"] += 1
             return
-        reason = session.close_reason or "socket_closed"
         life = _ms(trio.current_time() - session.born)
-        row = (session.tenant, session.id, session.server, "none", reason, life)
-        self._audit_row("bridge:close", *row, session.messages_in, session.messages_out)
+        row = (tenant, session.id, server, "none", reason, life, session.messages_in, session.messages_out)
+        self._audit_row("bridge:close", *row)
         self.counts[f"closed:{reason}"] += 1
         fields = {"reason": reason, "duration_ms": life}
         fields |= {"messages_in": session.messages_in, "messages_out": session.messages_out}
-        self._publish(session, "bridge_session_closed", fields)
+        self._publish(session, peer, "bridge_session_closed", fields)
 
     # ---------------------------------------------------------------- listings
 
@@ -252,8 +280,9 @@ class BridgeHub:
         opens |= {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("refused:")}
         closes = {key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("closed:")}
         return [
-            Family("mcp_supervisor_bridge_sessions", "gauge", "Open bridge sessions (each a process).",
-                   [("", self.processes)]),
+            Family("mcp_supervisor_bridge_sessions", "gauge",
+                   "Open bridge sessions (local processes and sessions relayed to peers).",
+                   [("", self.processes + len(self.peers.sessions))]),
             Family("mcp_supervisor_bridge_opens_total", "counter",
                    "Bridge session opens by outcome (ok or the refusal's code).",
                    [(labels(outcome=k), n) for k, n in sorted(opens.items())]),
@@ -279,10 +308,15 @@ class BridgeHub:
         row = (tenant, session, tool, server, decision, outcome, duration_ms, "", messages_in, messages_out)
         self._audit.finished_now(AuditRow(at, *row, record))
 
-    def _publish(self, session: BridgeSession, kind: str, fields: Mapping[str, Any]) -> None:
+    def _publish(self, session: Counted, peer: str, kind: str, fields: Mapping[str, Any]) -> None:
         event = {"type": kind, "tenant": session.tenant, "session": session.id, "server": session.server}
-        self._supervisor.events.publish({**event, **fields})
+        self._supervisor.events.publish({**event, "peer": peer, **fields})
 
 
 def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
+
+
+def _served(server: str, peer: str) -> str:
+    """The audit row's ``server``: the name, and the peer that runs it if not this hub."""
+    return server if peer == LOCAL_PEER else f"{server}@{peer}"

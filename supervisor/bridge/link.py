@@ -3,20 +3,26 @@
 Three tasks in the link's nursery, plus one per session: the reader decodes frames
 and acts on them (a frame it cannot use is answered ``mcp:error`` and the socket
 lives on), the writer is the only task that writes to the socket (sessions queue
-their frames on a bounded channel, so a slow client slows its own servers' reads and
-nobody else's), and the idle watch closes a socket that has seen no frame either way
-for ``bridge.idle_s``. The socket's end (the client left: the web framework cancels
-the handler) cancels the nursery, and with it every session, whose processes are
-torn down under the stdio teardown. Heartbeats are WebSocket pings sent by the
+their frames, at most ``OUTBOX`` waiting, so a slow client slows its own servers'
+reads and nobody else's), and the idle watch closes a socket that has seen no frame
+either way for ``bridge.idle_s`` (never a registered peer's: waiting for sessions is
+its job; a dead one is found by the heartbeats). Frames a peer relays are queued
+without waiting, since the peer's reader serves other clients too: a client that
+lets more than ``RELAY_BUFFER_BYTES`` of them pile up is cut off (4429), its queue
+dropped, and its sessions closed. The socket's end (the client left: the web
+framework cancels the handler) cancels the nursery, and with it every session, whose
+processes are torn down under the stdio teardown. Heartbeats are WebSocket pings sent by the
 server (Hypercorn's ``websocket_ping_interval`` = ``bridge.heartbeat_s``).
 
 Close codes the hub uses: 1001 (the hub is shutting down), 4401 (no valid ``auth``
-frame in time), 4403 (the token's role may not use the bridge), 4408 (idle).
+frame in time), 4403 (the token's role may not use the bridge), 4408 (idle), 4429
+(too slow: it did not read what a peer sent it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Protocol
 
 import attrs
@@ -35,8 +41,10 @@ from supervisor.bridge.session import run_session
 
 log = get_logger("supervisor.bridge")
 
-OUTBOX = 64
+OUTBOX = 64  # frames of the hub's own sessions waiting for the socket
+RELAY_BUFFER_BYTES = 16 * 1024 * 1024  # frames relayed from peers waiting for the socket
 CLOSE_WRITE_S = 1.0  # a close frame that cannot be written within this is given up
+TOO_SLOW = "client_too_slow"
 
 
 class Socket(Protocol):
@@ -55,6 +63,11 @@ class _Shut:
     reason: str
 
 
+@attrs.frozen(slots=True)
+class _Relayed:
+    text: str  # counted in ``relayed_bytes`` until written
+
+
 class BridgeLink:
     """One socket; ``run`` returns when it is over (every session torn down)."""
 
@@ -66,10 +79,16 @@ class BridgeLink:
         self.principal = principal
         self.client = client
         self._tokens = tokens
-        self._out, self._pending = trio.open_memory_channel[str | _Shut](OUTBOX)
+        # One queue keeps every frame in order; the bounds are counted beside it.
+        self._out, self._pending = trio.open_memory_channel[str | _Relayed | _Shut](math.inf)
+        self._room = trio.Semaphore(OUTBOX)  # a str in the queue holds one
+        self.relayed_bytes = 0
+        self._cut: _Shut | None = None  # the writer sends this next, dropping the rest
+        self.shut_reason: str | None = None
         self.sessions: dict[str, BridgeSession] = {}
         self.last_activity = trio.current_time()
         self.scope = trio.CancelScope()
+        self._reading = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
 
     async def run(self) -> None:
@@ -82,9 +101,11 @@ class BridgeLink:
                     nursery.start_soon(self._watch_idle)
                     if self.principal is None and not await self._authenticate():
                         await trio.sleep_forever()  # the writer closes the socket, then cancels
-                    await self._read()
+                    with self._reading:
+                        await self._read()
+                    await trio.sleep_forever()  # cut off: the writer closes the socket, then cancels
         finally:
-            self.hub.peers.gone(self)
+            self.hub.peers.gone(self, self.shut_reason or "socket_closed")
             self.hub.detach(self)
 
     # ------------------------------------------------------------------ output
@@ -93,43 +114,84 @@ class BridgeLink:
         await self.send_text(env.encode(frame))
 
     async def send_text(self, text: str) -> None:
-        """Queue a frame for the writer, waiting while the queue is full."""
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._out.send(text)  # (a closing socket: nobody reads it any more)
+        """Queue a frame for the writer, waiting while ``OUTBOX`` frames wait."""
+        await self._room.acquire()
+        self._queue(text)
 
     def post(self, frame: Frame) -> None:
-        """Queue a frame without waiting; dropped if the queue is full or closed."""
+        """Queue a frame without waiting; dropped if ``OUTBOX`` frames wait."""
         try:
-            self._out.send_nowait(env.encode(frame))
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            self._room.acquire_nowait()
+        except trio.WouldBlock:
             log.info("bridge: a frame to a closing or stalled socket was dropped")
+            return
+        self._queue(env.encode(frame))
+
+    def relay(self, frame: Frame) -> None:
+        """Queue a frame a peer sent without waiting; a client with more than
+        ``RELAY_BUFFER_BYTES`` of them unwritten is cut off instead (nothing of a
+        session that stays open is dropped: every one of them closes)."""
+        if self._cut is not None:
+            return  # its sessions are closed
+        text = env.encode(frame)
+        if self.relayed_bytes and self.relayed_bytes + len(text) > RELAY_BUFFER_BYTES:
+            self._cut_off()
+            return
+        self.relayed_bytes += len(text)
+        self._queue(_Relayed(text))
+
+    def _cut_off(self) -> None:
+        """End every session of a client too slow to read now (the writer may be stuck
+        in a send: Hypercorn shields it), stop reading it, and have the writer send
+        4429 next, when the client reads again, instead of what it fell behind on."""
+        log.warning(
+            "bridge: a client too slow for its peers was cut off", extra={"fields": {"client": self.client}}
+        )
+        self._cut = _Shut(4429, "too slow: the client did not read what its sessions sent")
+        self.shut_reason = self.shut_reason or TOO_SLOW
+        self._reading.cancel()
+        for session in list(self.sessions.values()):
+            session.close(TOO_SLOW)
+        self.hub.peers.gone(self, TOO_SLOW)
+        self._queue(self._cut)
+
+    def _queue(self, item: str | _Relayed | _Shut) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            self._out.send_nowait(item)  # (a closing socket: nobody reads it any more)
 
     def shut(self, code: int, reason: str) -> None:
         """Close the socket (after what is queued) and end the link; its sessions stop
         with ``reason``. Bounded: the link ends within ``CLOSE_WRITE_S`` plus the queue."""
+        self.shut_reason = self.shut_reason or reason
         for session in list(self.sessions.values()):
             if session.close_reason is None:
                 session.close_reason = reason
-        try:
-            self._out.send_nowait(_Shut(code, reason))
-        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-            self.scope.cancel()
+        self._queue(_Shut(code, reason))
         self.scope.deadline = min(self.scope.deadline, trio.current_time() + 2 * CLOSE_WRITE_S)
 
     async def _write(self) -> None:
         async for item in self._pending:
+            item = self._cut or item
             if isinstance(item, _Shut):
                 with trio.move_on_after(CLOSE_WRITE_S):
                     await self.socket.close(item.code, item.reason)
                 self.scope.cancel()
                 return
-            await self.socket.send(item)
+            if isinstance(item, _Relayed):
+                await self.socket.send(item.text)
+                self.relayed_bytes -= len(item.text)
+            else:
+                await self.socket.send(item)
+                self._room.release()
             self.last_activity = trio.current_time()
 
     async def _watch_idle(self) -> None:
         while True:
             idle_s = self.hub.settings.idle_s
             deadline = self.last_activity + idle_s
+            if self.hub.peers.registered(self):
+                await trio.sleep(idle_s)  # a registered peer waits for sessions: never idle
+                continue
             if trio.current_time() >= deadline:
                 log.info("bridge: idle socket closed", extra={"fields": {"client": self.client}})
                 self.shut(4408, "idle")
@@ -197,9 +259,9 @@ class BridgeLink:
                 return
             log.info("bridge: peer registered", extra={"fields": {"peer": self.client, "servers": taken}})
             await self.send(env.peer_register_result(taken, id=frame.id))
-        elif frame.type in (env.OPEN_RESULT, env.MESSAGE, env.CLOSE):
-            await self.hub.peers.from_peer(self, frame)
-        elif frame.type != env.ERROR:
+        elif frame.type in (env.OPEN_RESULT, env.MESSAGE, env.CLOSE, env.ERROR):
+            self.hub.peers.from_peer(self, frame)
+        else:
             problem = f"a peer sends mcp:peer:register and answers sessions; {frame.type!r} is not served"
             await self.send(env.error("unknown_type", problem, id=frame.id))
 
@@ -218,6 +280,7 @@ class BridgeLink:
             try:
                 self.hub.check_open(self.principal.tenant)
             except Refused as refused:
+                self.hub.refused(self.principal.tenant, server, refused)
                 await self.send(env.open_failed(refused.code, str(refused), frame.id))
                 return
             self.hub.peers.open(self, self.principal.tenant, server, frame.id)

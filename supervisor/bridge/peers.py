@@ -12,12 +12,21 @@ goes between the client's socket and that peer's, with the hub's session id on b
 sides. A relayed session needs no task: it is a record that names both sockets. A
 peer that drops has its sessions answered ``mcp:session:close`` (``peer_gone``) at
 once; a client that drops has its relayed sessions closed on their peers.
+
+One reader serves every session of a peer, so it never waits on a client: frames
+for a client are queued on that client's socket without waiting (``relay``), and a
+client that falls too far behind is cut off (``link.py``), not the peer. A peer's
+``mcp:error`` for a session (``unknown_session``: it no longer has it) ends that
+session on its client (``peer_error``); its other errors reach the client as they
+are. Relayed sessions are audited, published and counted by the hub's own records
+(``Records``), like its local ones.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -25,10 +34,18 @@ import orjson
 import trio
 
 from actors.connection.spec import ServerSpec
+from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame, FrameId
 
+log = get_logger("supervisor.bridge")
+
 PEER_GONE = "peer_gone"
+PEER_ERROR = "peer_error"
+# What a peer may give as a close's reason or a refusal's code; others are recorded
+# as ``peer_closed`` / ``peer_refused`` (they become audit values and metric labels).
+PEER_REASONS = frozenset({"server_exited", "server_message_too_large", "client_closed", "shutdown"})
+PEER_CODES = frozenset({"not_exported", "spawn_failed", "too_many_processes", "disabled", "unavailable"})
 
 
 class PeerSocket(Protocol):
@@ -39,6 +56,17 @@ class PeerSocket(Protocol):
     async def send(self, frame: Frame) -> None: ...
 
     def post(self, frame: Frame) -> None: ...
+
+    def relay(self, frame: Frame) -> None:
+        """Queue without waiting; a socket too far behind is cut off instead."""
+
+
+class Records(Protocol):
+    """The hub's records of a session (``hub.BridgeHub``): audit rows, events, metrics."""
+
+    def record_opened(self, session: Relayed, peer: str, **fields: Any) -> None: ...
+
+    def record_ended(self, session: Relayed, peer: str, reason: str, *, opened: bool = True) -> None: ...
 
 
 def launch_digest(spec: ServerSpec) -> str:
@@ -83,7 +111,8 @@ class Refused(Exception):
 class PeerRegistry:
     """Every registered peer and relayed session of one hub."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: Records) -> None:
+        self._records = records
         self._peers: dict[PeerSocket, Peer] = {}
         self.sessions: dict[str, Relayed] = {}
 
@@ -118,6 +147,10 @@ class PeerRegistry:
     def offers(self, server: str) -> bool:
         return any(server in p.servers for p in self._peers.values())
 
+    def registered(self, socket: PeerSocket) -> bool:
+        """Whether ``socket`` is a registered peer (which the hub never closes as idle)."""
+        return socket in self._peers
+
     # ---------------------------------------------------------------- sessions
 
     def held(self, tenant: str) -> int:
@@ -148,51 +181,63 @@ class PeerRegistry:
             session.messages_in += 1
             await session.peer.socket.send(env.message(session.id, frame.data["jsonrpc"]))
         else:
-            self._end(session)
+            self._end(session, "client_closed")
             session.peer.socket.post(env.session_close(session.id, "client_closed", id=frame.id))
             session.client.post(env.session_close(session.id, "client_closed", id=frame.id))
 
-    async def from_peer(self, socket: PeerSocket, frame: Frame) -> None:
-        """A peer's answer to an open, message or close, passed to the session's client."""
+    def from_peer(self, socket: PeerSocket, frame: Frame) -> None:
+        """A peer's answer to an open, message, close or error, passed to the session's
+        client without waiting (see the module docstring)."""
         sid = frame.data.get("sessionId") if frame.type != env.OPEN_RESULT or frame.id is None else frame.id
         session = self.sessions.get(sid) if isinstance(sid, str) else None
         if session is None or session.peer.socket is not socket:
-            return  # a session the client closed already: nothing to pass on
+            if frame.type == env.ERROR:
+                fields = {"peer": socket.client, "code": frame.data["code"], "problem": frame.data["message"]}
+                log.warning("bridge: a peer reported an error", extra={"fields": fields})
+            return  # else a session the client closed already: nothing to pass on
         if frame.type == env.OPEN_RESULT:
             if "error" in frame.data:
-                self._end(session)
+                self._end(session, _known(frame.data["error"], PEER_CODES, "peer_refused"))
                 session.client.post(Frame(env.OPEN_RESULT, frame.data, session.open_id))
             else:
                 session.state = "open"
+                self._records.record_opened(session, socket.client, pid=None)
                 session.client.post(env.open_result(session.id, session.open_id))
         elif frame.type == env.MESSAGE:
             session.messages_out += 1
-            await session.client.send(env.message(session.id, frame.data["jsonrpc"]))
+            session.client.relay(env.message(session.id, frame.data["jsonrpc"]))
         elif frame.type == env.CLOSE:
-            self._end(session)
+            self._end(session, _known(frame.data, PEER_REASONS, "peer_closed", key="reason"))
             session.client.post(Frame(env.CLOSE, frame.data))
+        elif frame.data["code"] == "unknown_session":
+            self._end(session, PEER_ERROR)
+            text = f"the bridge peer serving {session.server!r} lost the session: {frame.data['message']}"
+            session.client.post(_ended(session, PEER_ERROR, text))
+        else:
+            session.client.relay(frame)  # about a session that lives on (bad_server_output…)
 
     # ------------------------------------------------------------------- drops
 
-    def gone(self, socket: PeerSocket) -> None:
-        """A socket ended: as a peer, its sessions are closed on their clients; as a
-        client, its sessions are closed on their peers."""
+    def gone(self, socket: PeerSocket, reason: str = "socket_closed") -> None:
+        """A socket ended (``reason``: why, for the records): as a peer, its sessions are
+        closed on their clients; as a client, its sessions are closed on their peers."""
         peer = self._peers.pop(socket, None)
         for session in list(self.sessions.values()):
             if peer is not None and session.peer is peer:
-                self._end(session)
+                self._end(session, PEER_GONE)
                 text = f"the bridge peer serving {session.server!r} disconnected"
-                if session.state == "starting":
-                    session.client.post(env.open_failed(PEER_GONE, text, session.open_id))
-                else:
-                    session.client.post(env.session_close(session.id, PEER_GONE, text))
+                session.client.post(_ended(session, PEER_GONE, text))
             elif session.client is socket:
-                self._end(session)
+                self._end(session, reason)
                 session.peer.socket.post(env.session_close(session.id, "client_gone"))
 
-    def _end(self, session: Relayed) -> None:
-        self.sessions.pop(session.id, None)
+    def _end(self, session: Relayed, reason: str) -> None:
+        """Forget the session and record its end (its open's refusal if it never opened)."""
+        if self.sessions.pop(session.id, None) is None:
+            return
         session.peer.sessions.discard(session.id)
+        opened = session.state != "starting"
+        self._records.record_ended(session, session.peer.socket.client, reason, opened=opened)
 
     def session_listing(self, scope: str | None) -> list[dict[str, Any]]:
         """Relayed sessions in the shape of ``GET /v1/bridge/sessions`` (``pid`` None:
@@ -226,3 +271,16 @@ class PeerRegistry:
             }
             for p in self._peers.values()
         ]
+
+
+def _ended(session: Relayed, reason: str, text: str) -> Frame:
+    """What the client is told when a relayed session ends without it asking."""
+    if session.state == "starting":
+        return env.open_failed(reason, text, session.open_id)
+    return env.session_close(session.id, reason, text)
+
+
+def _known(data: Any, allowed: frozenset[str], fallback: str, key: str = "code") -> str:
+    """``data[key]`` if it is one of ``allowed`` (a peer's word is untrusted), else ``fallback``."""
+    value = data.get(key) if isinstance(data, Mapping) else None
+    return value if isinstance(value, str) and value in allowed else fallback
