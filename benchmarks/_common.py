@@ -7,15 +7,19 @@ the next; a worker prints exactly one JSON object on its last stdout line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import resource
+import signal
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +199,59 @@ def child_pids() -> list[int]:
         if int(fields[1]) == me:
             kids.append(int(entry))
     return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = [child for child, ppid in parents.items() if ppid == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+def fds_and_rss(pid: int) -> tuple[int, int]:
+    """Descriptors and VmRSS (KiB) of another process."""
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    return fds, proc_status(pid)["VmRSS"]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """The KiB fields of /proc/<pid>/status (VmRSS, VmHWM: the peak, …)."""
+    found: dict[str, int] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if value.strip().endswith("kB"):
+                found[key] = int(value.split()[0])
+    return found
+
+
+@contextlib.contextmanager
+def serve_running(config_of: Callable[[int], dict[str, Any]], prefix: str) -> Iterator[tuple[int, int]]:
+    """A real ``serve`` subprocess on a free loopback port, its state in a temporary
+    directory, with the config ``config_of(port)``; yields (port, pid), then SIGTERM."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        config_file = Path(tmp) / "config.json"
+        config_file.write_text(json.dumps(config_of(port)))
+        command = [PYTHON, "-m", "supervisor.cli", "serve", "--config", str(config_file), "--state-dir", tmp]
+        serve = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            yield port, serve.pid
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.wait(timeout=60)
 
 
 def free_port() -> int:

@@ -29,9 +29,7 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,7 @@ import trio
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from _common import free_port, quantiles  # noqa: E402
+from _common import descendants, fds_and_rss, quantiles, serve_running  # noqa: E402
 
 MINI = str(ROOT / "tests" / "servers" / "mini_server.py")
 ACCEPT = "application/json, text/event-stream"
@@ -58,25 +56,6 @@ def config(port: int) -> dict[str, Any]:
     }
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` (from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        kids = [child for child, ppid in parents.items() if ppid == parent]
-        found += kids
-        frontier += kids
-    return found
-
-
 def shared_server(serve_pid: int) -> int:
     """The one mini_server.py under ``serve`` when no session is open."""
     left = [
@@ -84,13 +63,6 @@ def shared_server(serve_pid: int) -> int:
     ]
     assert len(left) == 1, f"besides the shared server, {len(left) - 1} left: {left}"
     return left[0]
-
-
-def fds_and_rss(pid: int) -> tuple[int, int]:
-    fds = len(os.listdir(f"/proc/{pid}/fd"))
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return fds, rss
 
 
 class Session:
@@ -276,19 +248,9 @@ async def measure(args: argparse.Namespace, port: int, serve_pid: int) -> dict[s
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
-        config_file = Path(tmp) / "config.json"
-        config_file.write_text(json.dumps(config(port)))
-        command = [sys.executable, "-m", "supervisor.cli", "serve"]
-        command += ["--config", str(config_file), "--state-dir", tmp]
-        serve = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            results: dict[str, Any] = trio.run(measure, args, port, serve.pid)
-            return results
-        finally:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(timeout=30)
+    with serve_running(config, "bench-gateway-") as (port, pid):
+        results: dict[str, Any] = trio.run(measure, args, port, pid)
+        return results
 
 
 if __name__ == "__main__":

@@ -13,13 +13,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
+import pytest
 import trio
 
 from actors.connection.spec import Scope, ServerSpec
 from actors.connection.states import State
-from actors.transports.escapees import MARKER_ENV, is_subreaper, read_marker
+from actors.transports import stdio
+from actors.transports.escapees import (
+    MARKER_ENV,
+    acquire_subreaper,
+    is_subreaper,
+    read_marker,
+    release_subreaper,
+)
 from actors.transports.instances import InstanceLock
 from actors.transports.pidfiles import read_proc_stat
+from actors.transports.raw_stdio import RawStdio
+from actors.transports.spawn import Launch
 from supervisor import Supervisor
 from supervisor.service import recover_dead_instances
 from supervisor.settings.model import Config
@@ -179,3 +189,43 @@ async def test_a_start_kills_the_escapees_of_a_dead_instance_and_no_others(tmp_p
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
+
+
+async def test_a_teardown_spares_a_server_of_the_same_name_still_being_spawned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The spawn runs in a thread: the new process is our child before it is counted
+    as a live server. A teardown of the only other live server with that marker (a
+    bridge session or a session-scoped server closing while the next one starts) must
+    not take it for an escapee of its own and SIGKILL it."""
+    real_spawn = stdio.spawn
+    spawned, first_closed = trio.Event(), trio.Event()
+    answers: list[list[bytes]] = []
+    spawns: list[int] = []
+
+    async def spawn_then_wait(spec: ServerSpec, launch: Launch) -> trio.Process:
+        process = await real_spawn(spec, launch)
+        spawns.append(process.pid)
+        if len(spawns) == 2:
+            spawned.set()
+            await first_closed.wait()  # the first server's teardown runs in this window
+        return process
+
+    async def second() -> None:
+        async with stdio.open_stdio_transport(mini_spec("same"), instance="t", kind=RawStdio) as two:
+            await two.send_line(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+            answers.append(await two.receive_lines())  # [] if it was killed
+
+    monkeypatch.setattr(stdio, "spawn", spawn_then_wait)
+    assert acquire_subreaper()
+    try:
+        with trio.fail_after(BOUND_S):
+            async with trio.open_nursery() as nursery:
+                async with stdio.open_stdio_transport(mini_spec("same"), instance="t", kind=RawStdio):
+                    nursery.start_soon(second)
+                    await spawned.wait()
+                first_closed.set()
+    finally:
+        release_subreaper()
+    assert answers and answers[0], "the second server was killed by the first one's teardown"
+    assert b'"id":1' in answers[0][0].replace(b" ", b"")

@@ -7,9 +7,9 @@ part of a local server, making sure nothing it started outlives it, reads on its
   grace, SIGKILL the group, reap the leader, SIGKILL the group once more for members
   that outlived it; shielded and under its own deadline.
 - The registry knows the groups spawned recently (tests diff it to find leaks), the
-  servers not yet reaped, and how many live servers share each escapee marker, so a
-  sweep for escapees (``escapees.py``) never takes a live server nor another live
-  server's escapees.
+  servers not yet reaped, and how many live servers (counted from before their spawn)
+  share each escapee marker, so a sweep for escapees (``escapees.py``) never takes a
+  live server, one still being spawned, nor another live server's escapees.
 """
 
 from __future__ import annotations
@@ -43,20 +43,32 @@ def spawned_process_groups() -> tuple[int, ...]:
     return tuple(_recent_groups)
 
 
-def adopt(process: trio.Process, marker: str) -> None:
-    """Count a just-spawned server in (call with no checkpoint since the spawn)."""
+def expect(marker: str) -> None:
+    """Count a server of ``marker`` live from before its spawn: the spawn runs in a
+    thread, and the new process is our child before :func:`adopt` can spare it; a
+    teardown sweeping ``marker`` meanwhile would take it for its own escapee. Each
+    call is matched by one :func:`release` (or :func:`unexpect` if the spawn failed)."""
+    _live_markers[marker] += 1
+
+
+def unexpect(marker: str) -> None:
+    """Count out a server whose spawn failed (or a released one)."""
+    _live_markers[marker] -= 1
+    if not _live_markers[marker]:
+        del _live_markers[marker]
+
+
+def adopt(process: trio.Process) -> None:
+    """Spare a just-spawned server from sweeps (call with no checkpoint since the spawn)."""
     _recent_groups.append(process.pid)
     _unreaped.add(process.pid)
-    _live_markers[marker] += 1
 
 
 def release(process: trio.Process, marker: str) -> None:
     """Count a stopped server out (its group was stopped, reaped if it could be)."""
     if process.returncode is not None:
         _unreaped.discard(process.pid)
-    _live_markers[marker] -= 1
-    if not _live_markers[marker]:
-        del _live_markers[marker]
+    unexpect(marker)
 
 
 async def reap_escapees_of(process: trio.Process, marker: str) -> None:

@@ -52,8 +52,10 @@ from actors.transports.process_group import (
     ProcessGroup,
     adopt,
     close_pipes,
+    expect,
     reap_escapees_of,
     release,
+    unexpect,
 )
 from actors.transports.spawn import plan_launch, spawn
 from actors.transports.stderr_tail import StderrTail
@@ -290,10 +292,15 @@ async def _open(
 ) -> AsyncIterator[T]:
     marker = server_marker(instance or _STANDALONE, spec.name)
     launch = plan_launch(spec, os.environ, marker)
-    process = await spawn(spec, launch)
+    expect(marker)
+    try:
+        process = await spawn(spec, launch)
+    except BaseException:
+        unexpect(marker)
+        raise
     del launch  # its copy of the environment (~5 KB) must not live as long as the server
     # No checkpoint between the spawn and this try: the process cannot be lost.
-    adopt(process, marker)
+    adopt(process)
     group = ProcessGroup(process, spec.name)
     pidfile: Path | None = None
     try:
