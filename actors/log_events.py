@@ -82,6 +82,11 @@ def learn_secrets(secrets: Iterable[str]) -> None:
     _FILTER.redactor = _FILTER.redactor.with_secrets(secrets)  # duplicates are dropped
 
 
+def redact(text: str) -> str:
+    """``text`` masked as a log line is: credential-shaped values and every learned secret."""
+    return _FILTER.redactor.redact(text)
+
+
 def get_logger(name: str) -> logging.Logger:
     """``logging.getLogger(name)``, its records carrying their fields in their message."""
     logger = logging.getLogger(name)

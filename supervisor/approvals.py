@@ -4,7 +4,9 @@ The host attaches an *approver*, an async callable that receives an
 ``ApprovalRequest`` and returns an ``Approval`` (or a bare ``"allow"`` / ``"deny"``,
 meaning once). No answer within the approval timeout means deny; no approver at all
 means deny, with a message saying an approval was required and none is attached.
-Pending requests are listed on the desk so an operator surface can show them.
+Pending requests are listed on the desk so an operator surface can show them. A
+calling client that can answer an elicitation form is asked instead
+(``supervisor/trust_prompts.py``), under the same timeout.
 """
 
 from __future__ import annotations
@@ -118,8 +120,12 @@ class ApprovalDesk:
             return False  # answered already
         return True
 
-    async def ask(self, request: ApprovalRequest) -> Verdict:
-        """Ask once; deny on timeout, on a missing approver, or on an approver error."""
+    async def ask(self, request: ApprovalRequest, asker: Approver | None = None) -> Verdict:
+        """Ask once; deny on timeout, on a missing approver, or on an approver error.
+        ``asker``: who is asked instead of the desk's approver or operator (the calling
+        client, ``supervisor/trust_prompts.py``), under the same timeout."""
+        if asker is not None:
+            return await self._ask_callback(asker, request)
         if self.approver is not None:
             return await self._ask_callback(self.approver, request)
         if self.remote:

@@ -34,12 +34,13 @@ from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.envelope import Envelope
 from actors.router.trust import Action, Decision, permission_of
 from supervisor.approvals import ApprovalDesk, ApprovalRequest
-from supervisor.call_services import Authorization, CallServices
+from supervisor.call_services import Authorization, CallServices, calling_client
 from supervisor.connections import ConnectionFactory
 from supervisor.lifetimes import lifetime
 from supervisor.policy import Policy
 from supervisor.session_handlers import SessionHandlers
 from supervisor.subscriptions import ResourceUpdate, Subscriptions
+from supervisor.trust_prompts import approver_for
 from supervisor.turns import Turn
 
 log = get_logger("supervisor.sessions")
@@ -149,6 +150,10 @@ class Session:
         self.runs_private = True
         """Whether its turns start its ``scope: session`` servers (the MCP gateway's
         per-tenant state of new-era clients does not: they need a handshake-era session)."""
+        self.prompts_client = True
+        """Whether an ``ask`` may be put to the calling client (``trust_prompts.py``). Not
+        in the gateway's per-tenant state of new-era clients: shared by all of a
+        tenant's clients, its "for the session" would allow for every one of them."""
 
     # ------------------------------------------------------------ subscriptions
 
@@ -279,7 +284,8 @@ class Session:
             self.id,
             self.tenant,
         )
-        verdict = await desk.ask(request)
+        client = calling_client(self) if self.prompts_client else None
+        verdict = await desk.ask(request, approver_for(client, permission, policy.settings.operator_only))
         action = Action(verdict.approval.decision)
         if verdict.denial is None:
             if verdict.approval.remember == "session":

@@ -14,8 +14,9 @@ supervisor end, and every server is torn down. The process holds an instance loc
 its own (kind ``stdio``), so several fronts share a state directory, and its servers
 get the parent-death signal, so they die with it even when it is SIGKILLed.
 
-Nobody watches an approval desk here: a trust decision of ``ask`` is denied at once,
-with a message saying so (``deny_asks``). The servers are told the client can
+Nobody watches an approval desk here: a trust decision of ``ask`` is put to the client
+when it declared elicitation (``supervisor/trust_prompts.py``), and is otherwise denied
+at once, with a message saying so (``deny_asks``). The servers are told the client can
 sample, elicit and list roots (``PASSED_ON``): such requests go to the client when it
 declared the capability, and are refused otherwise.
 """

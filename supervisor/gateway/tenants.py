@@ -9,7 +9,9 @@ no call parked between input-required rounds, no ``subscriptions/listen`` stream
 open. The next request opens a fresh one.
 
 The tenant session does not run ``scope: session`` servers (``Session.runs_private``):
-those need one handshake-era session each, which a new-era client does not have.
+those need one handshake-era session each, which a new-era client does not have. Nor
+does it put trust prompts to its clients (``Session.prompts_client``): their ``ask``
+decisions go to the operator, as before.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class TenantStates:
         try:
             async with self._open_session(tenant) as session:
                 session.runs_private = False
+                session.prompts_client = False
                 core, fanout = self._core_of(session), ResourceFanout(session)
                 state = TenantState(tenant, session, core, fanout, touched=trio.current_time())
                 self._states[tenant] = state

@@ -250,7 +250,7 @@ def _tool_search(value: object, path: str, exp: Expander) -> ToolSearchSettings:
 def _trust(value: object, path: str, exp: Expander) -> TrustSettings:
     obj = expect_object(value, path)
     allowed = ("rules", "max_description_length", "approval_timeout_s", "approval_timeout_ms")
-    check_keys(obj, path, allowed)
+    check_keys(obj, path, (*allowed, "operator_only"))
     defaults = TrustSettings()
     rules_path = child(path, "rules")
     rules = expect_list(obj.get("rules", []), rules_path, "a list of rules")
@@ -271,7 +271,20 @@ def _trust(value: object, path: str, exp: Expander) -> TrustSettings:
             minimum=1,
         ),
         approval_timeout_s=timeout_s,
+        operator_only=_operator_only(obj.get("operator_only", []), child(path, "operator_only"), exp),
     )
+
+
+def _operator_only(value: object, path: str, exp: Expander) -> tuple[str, ...]:
+    globs = expect_list(value, path, 'a list of permission globs like ["mcp:payments:*"]')
+    return tuple(_permission(raw, child(path, i), exp) for i, raw in enumerate(globs))
+
+
+def _permission(raw: object, where: str, exp: Expander) -> str:
+    permission = exp.text(raw, where)
+    if permission != "*" and not permission.startswith("mcp:"):
+        raise Invalid(where, f'expected "mcp:<server>:<tool>" (globs allowed), got {show(raw)}')
+    return permission
 
 
 _ACTIONS: dict[str, Literal["allow", "ask", "deny"]] = {
@@ -287,10 +300,7 @@ def _rule(value: object, path: str, exp: Expander) -> TrustRule:
     for key in ("permission", "action"):
         if key not in obj:
             raise Invalid(path, f"the rule has no {key!r}; every rule needs permission and action")
-    where = child(path, "permission")
-    permission = exp.text(obj["permission"], where)
-    if permission != "*" and not permission.startswith("mcp:"):
-        raise Invalid(where, f'expected "mcp:<server>:<tool>" (globs allowed), got {show(obj["permission"])}')
+    permission = _permission(obj["permission"], child(path, "permission"), exp)
     where = child(path, "action")
     action = expect_choice(exp.text(obj["action"], where), obj["action"], where, _ACTIONS)
     pattern = exp.text(obj.get("pattern", "*"), child(path, "pattern"))

@@ -107,6 +107,9 @@ class TrustSettings:
     rules: tuple[TrustRule, ...] = ()
     max_description_length: int = 200
     approval_timeout_s: float = 120.0
+    operator_only: tuple[str, ...] = ()
+    """Permission globs whose ``ask`` is never put to the calling client through
+    elicitation (``supervisor/trust_prompts.py``): the approver or operator decides."""
 
 
 class Role(enum.StrEnum):
