@@ -230,3 +230,19 @@ def test_warm_is_read_for_session_and_bridge_servers(tmp_path: Path) -> None:
     path.write_text(json.dumps({"servers": servers}))
     assert [spec.warm for spec in load_config(path).servers] == [2, 16, 0, 0]
 
+
+@pytest.mark.real_peer
+async def test_a_bridge_session_takes_a_spare_raw(tmp_path: Path) -> None:
+    from tests.bridge_support import connected, exported, hub_running
+
+    async with hub_running(tmp_path, exported("mini", warm=1)) as running, connected(running) as client:
+        warm = running.sup.warm
+        with trio.fail_after(10):
+            (spare,) = await warm.wait_for("mini", lambda pids: len(pids) == 1)
+            sid = await client.open("mini")
+            init = await client.initialize(sid, request_id=1)  # the client's own initialize, raw
+            assert init["result"]["serverInfo"]["name"] == "mini-server"
+            listing = (await running.http().request("GET", "/v1/bridge/sessions")).json()["sessions"]
+            assert [s["pid"] for s in listing] == [spare]
+            (fresh,) = await warm.wait_for("mini", lambda pids: len(pids) == 1 and spare not in pids)
+        assert alive(fresh)
