@@ -62,18 +62,20 @@ class ConnectionFactory:
         restart: bool = True,
         crashed: Crashed | None = None,
         client: ClientSide | None = None,
+        connector: Connector | None = None,
     ) -> ConnectionActor:
         """A connection actor for ``spec`` that reads ``mailbox`` and publishes to the
         router (a private one: ``owner`` is its session, and it is never restarted;
         ``client`` is that session's side: its connection declares the session's
         capabilities, and the session's handler answers requests tied to no call
-        first)."""
+        first; ``connector``: another than the supervisor's, e.g. one that adopts a
+        warm spare)."""
         capabilities, handler = self.client_capabilities, self.server_requests
         if client is not None:
             capabilities, handler = dict(client.capabilities), chain(client.handler, handler)
         return ConnectionActor(
             spec,
-            self.connector,
+            connector or self.connector,
             mailbox,
             self.router.clone(),
             owner=owner,

@@ -10,7 +10,8 @@ A running supervisor is a stack of lifetimes, each inside the one that outlives 
            └ router                        folds what came before its stop, then ends
               └ stdio hub                  one task for every local server's exits
                  └ connections             one-for-one; servers added/removed at runtime
-                    └ sessions             the host's ``async with sup.session()``
+                    └ warm pool            spare processes of ``warm: N`` servers
+                       └ sessions          the host's ``async with sup.session()``
                                            (each with its private connections)
 
 Stopping in reverse is structural: leaving a block ends its lifetime, which asks
@@ -36,14 +37,18 @@ from pathlib import Path
 
 import trio
 
+from actors.log_events import get_logger
 from actors.router.actor import RouterActor, RouterMessage, StopRouter
-from actors.transports.escapees import acquire_subreaper, release_subreaper, sweep_instance
-from actors.transports.instances import InstanceLock
+from actors.transports.escapees import acquire_subreaper, kill_marked, release_subreaper, sweep_instance
+from actors.transports.instances import InstanceLock, claim_dead_instances
+from actors.transports.pidfiles import reap_orphans
 from supervisor.memory_trim import trim_memory_periodically
 from supervisor.state_dir import lock_instance, open_store
 from supervisor.store import Store, StoreActor
 from supervisor.store.journal import AuditJournal
-from supervisor.store.replay import fold_journal
+from supervisor.store.replay import fold_journal, recover_audit_journals
+
+log = get_logger("supervisor")
 
 SHUTDOWN_GRACE_S = 10.0
 """How long one lifetime's graceful stop may take before what is left is cancelled."""
@@ -146,6 +151,30 @@ async def instance_claimed(state_path: Path, kind: str, subreaper: bool) -> Asyn
             if subreaping:
                 release_subreaper()
             lock.release()
+
+
+async def recover_dead_instances(state_path: Path, store: Store | None = None) -> None:
+    """Clean up after the supervisor instances of this state directory that died
+    (SIGKILL, OOM, a power cut): kill the servers they left running and, given the
+    ``store``, fold their audit journals into it (``supervisor.store.replay``).
+
+    One claim covers every recovery, so two instances starting at once never recover
+    the same dead one, and one whose recovery failed is tried again by the next start
+    (``done()`` only after everything succeeded).
+    """
+    with claim_dead_instances(state_path) as dead:
+        ids = {d.id for d in dead}
+        reaped = await trio.to_thread.run_sync(reap_orphans, state_path, ids)
+        # Their servers' escapees too (a daemon that left the server's group), found
+        # anywhere by the marker naming a dead instance.
+        reaped += await trio.to_thread.run_sync(kill_marked, ids)
+        if reaped:
+            log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
+        recovered = dead
+        if store is not None:  # a journal that cannot be folded now keeps its claim open
+            recovered = await trio.to_thread.run_sync(recover_audit_journals, store, state_path, dead)
+        for instance in recovered:
+            instance.done()
 
 
 @asynccontextmanager

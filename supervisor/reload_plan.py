@@ -62,6 +62,7 @@ LIVE_KEYS: Mapping[str, str] = {
     "shutdown_grace_s": "shutdown_grace_s",
     "concurrency": "concurrency",
     "bridge": "bridge",  # read by the bridge at each open
+    "warm": "warm",  # the spare pool restarts that server's spares (``warm_pool``)
 }
 """A change to one of these is applied to the running server (calls sent after it)."""
 

@@ -6,8 +6,8 @@ picture): this instance's lock in the state directory (several instances may sha
 one: see ``actors/transports/instances.py``) ⊃ the store, opened after the servers
 and audit journals of dead instances were cleaned up ⊃ the store actor and this
 instance's audit journal ⊃ the router ⊃ the stdio hub ⊃ the shared servers'
-connection actors, in config order under a one-for-one supervisor ⊃ the host's
-sessions. Leaving the ``async with`` block ends them from the inside out.
+connection actors, in config order under a one-for-one supervisor ⊃ the warm pool's
+spares ⊃ the host's sessions. Leaving the ``async with`` block ends them from the inside out.
 
 Shared servers can be added and removed while it runs (``add_server``,
 ``remove_server``), and ``reload`` applies a changed config file without a restart
@@ -39,9 +39,6 @@ from actors.router.actor import RetuneServers, RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.transports.base import Connector
 from actors.transports.connector import TransportConnector
-from actors.transports.escapees import kill_marked
-from actors.transports.instances import claim_dead_instances
-from actors.transports.pidfiles import reap_orphans
 from supervisor.approvals import ApprovalDesk, Approver
 from supervisor.audit_trail import AuditTrail
 from supervisor.call_services import CallServices
@@ -49,6 +46,7 @@ from supervisor.connections import ConnectionFactory, SharedConnections
 from supervisor.lifetimes import (
     SHUTDOWN_GRACE_S,
     instance_claimed,
+    recover_dead_instances,
     router_running,
     store_opened,
     store_running,
@@ -66,8 +64,8 @@ from supervisor.settings.model import Config
 from supervisor.state_dir import resolve_state_dir, state_errors
 from supervisor.store import SaveToolList, Store, StoreActor
 from supervisor.store.journal import AuditJournal
-from supervisor.store.replay import recover_audit_journals
 from supervisor.store.vault import StoreVault
+from supervisor.warm_pool import WarmPool
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
     from actors.auth.provider import Authorizer
@@ -96,30 +94,6 @@ class _Running:
     config: Config
     reread: Callable[[], Config] | None = None
     lock: trio.Lock = attrs.field(factory=trio.Lock)  # one reload at a time
-
-
-async def recover_dead_instances(state_path: Path, store: Store | None = None) -> None:
-    """Clean up after the supervisor instances of this state directory that died
-    (SIGKILL, OOM, a power cut): kill the servers they left running and, given the
-    ``store``, fold their audit journals into it (``supervisor.store.replay``).
-
-    One claim covers every recovery, so two instances starting at once never recover
-    the same dead one, and one whose recovery failed is tried again by the next start
-    (``done()`` only after everything succeeded).
-    """
-    with claim_dead_instances(state_path) as dead:
-        ids = {d.id for d in dead}
-        reaped = await trio.to_thread.run_sync(reap_orphans, state_path, ids)
-        # Their servers' escapees too (a daemon that left the server's group), found
-        # anywhere by the marker naming a dead instance.
-        reaped += await trio.to_thread.run_sync(kill_marked, ids)
-        if reaped:
-            log.warning("cleaned up orphans", extra={"fields": {"pids": ",".join(map(str, reaped))}})
-        recovered = dead
-        if store is not None:  # a journal that cannot be folded now keeps its claim open
-            recovered = await trio.to_thread.run_sync(recover_audit_journals, store, state_path, dead)
-        for instance in recovered:
-            instance.done()
 
 
 def default_connector(
@@ -157,6 +131,8 @@ class Supervisor:
     requests: RequestRegistry
     _shared: SharedConnections
     _sessions: SessionServices
+    warm: WarmPool
+    """The spare processes of ``warm: N`` servers."""
 
     @classmethod
     @asynccontextmanager
@@ -246,6 +222,7 @@ class Supervisor:
                     store_running(supervisor.store, supervisor.journal),
                     router_running(supervisor.router, supervisor.router_mailbox),
                     supervisor._shared.running(),
+                    supervisor.warm.running(),
                 ):
                     log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
                     yield supervisor
@@ -303,7 +280,8 @@ class Supervisor:
         metrics, requests = Metrics(), RequestRegistry()
         calls = CallServices(config.tool_search, requests, AuditTrail(journal, store_actor), metrics, events)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
-        sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls)
+        warm = WarmPool(connector, config.servers)
+        sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls, warm)
         return cls(
             _Running(config),
             journal.instance_id,
@@ -319,6 +297,7 @@ class Supervisor:
             requests,
             shared,
             sessions,
+            warm,
         )
 
     @property
@@ -435,6 +414,7 @@ class Supervisor:
             self.approvals.timeout_s = config.trust.approval_timeout_s
             self._sessions.calls.tool_search = config.tool_search
             self._sessions.private_servers = plan.private
+            await self.warm.retune(config.servers)  # spares of changed or removed servers stop
             for name in (*plan.stop, *(spec.name for spec in plan.restart)):
                 await self.remove_server(name)
             for spec in (*plan.restart, *plan.start):

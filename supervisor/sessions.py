@@ -42,6 +42,7 @@ from supervisor.session_handlers import SessionHandlers
 from supervisor.subscriptions import ResourceUpdate, Subscriptions
 from supervisor.trust_prompts import approver_for
 from supervisor.turns import Turn
+from supervisor.warm_pool import WarmPool
 
 log = get_logger("supervisor.sessions")
 
@@ -66,6 +67,8 @@ class SessionServices:
     policy: Policy
     approvals: ApprovalDesk
     calls: CallServices
+    warm: WarmPool | None = None
+    """Spare processes of ``warm: N`` servers: a private connection adopts one."""
 
 
 @asynccontextmanager
@@ -314,8 +317,10 @@ class Session:
         done = trio.Event()
         self._private[spec.name] = (send, done)
         await self._services.router.send(RegisterServer(spec, send, owner=self.id))
+        warm = self._services.warm
+        connector = warm.connector(spec) if warm is not None else None
         actor = self._services.connections.actor(
-            spec, receive, owner=self.id, restart=False, client=self.client
+            spec, receive, owner=self.id, restart=False, client=self.client, connector=connector
         )
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

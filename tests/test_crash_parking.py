@@ -17,7 +17,7 @@ import trio.testing
 from actors.connection.messages import Control
 from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import State
-from actors.transports import stdio
+from actors.transports import spawned
 from actors.transports.base import Transport
 from supervisor import Supervisor
 from supervisor.settings.model import Config
@@ -100,14 +100,14 @@ async def test_a_crashing_actor_parks_its_server_and_retries_at_the_last_delay(
 async def test_the_admin_api_and_status_show_a_parked_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan = stdio.plan_launch
+    plan = spawned.plan_launch
 
     def buggy_plan(spec: ServerSpec, *args: Any) -> Any:
         if spec.name == "buggy":
             raise KeyError("not a transport error")
         return plan(spec, *args)
 
-    monkeypatch.setattr(stdio, "plan_launch", buggy_plan)
+    monkeypatch.setattr(spawned, "plan_launch", buggy_plan)
     config = config_of(mini_spec("good"), mini_spec("buggy", reconnect_schedule_s=(30.0,)))
     async with admin_running(config, tmp_path) as running:
         http = running.http()

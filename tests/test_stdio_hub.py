@@ -160,11 +160,11 @@ async def test_the_supervisor_serves_all_its_local_servers_from_one_hub(
 async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_nothing(
     mini_server_argv: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actors.transports import stdio
+    from actors.transports import spawned, stdio
 
     hub = StdioHub()
     hub_scope = trio.CancelScope()
-    real_spawn = stdio.spawn
+    real_spawn = spawned.spawn
 
     async def spawn_while_the_hub_stops(*args: Any) -> trio.Process:
         process = await real_spawn(*args)
@@ -176,7 +176,7 @@ async def test_a_hub_that_stops_during_the_spawn_fails_the_start_and_leaves_noth
         with hub_scope:
             await hub.run(task_status=task_status)
 
-    monkeypatch.setattr(stdio, "spawn", spawn_while_the_hub_stops)
+    monkeypatch.setattr(spawned, "spawn", spawn_while_the_hub_stops)
     stopping = "mini: not started, the supervisor is stopping"
     with trio.fail_after(BOUND_S), pytest.RaisesGroup(pytest.RaisesExc(SpawnError, match=stopping)):
         async with trio.open_nursery() as nursery:

@@ -97,6 +97,10 @@ class ServerSpec:
     # Exported raw through the supervisor's WebSocket bridge (``/v1/bridge``): a client
     # session there gets a process of its own, with no trust rules or validation.
     bridge: bool = False
+    # Spare processes kept spawned and idle before ``initialize`` (a ``scope: session``
+    # or ``bridge`` local server): a new session adopts one instead of waiting for a
+    # spawn (``supervisor/warm_pool.py``). Each spare serves one session only.
+    warm: int = 0
 
     def __repr__(self) -> str:
         # Specs end up in logs and tracebacks: show every field but never a secret.

@@ -13,7 +13,8 @@ from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
 from actors.transports.base import SpawnError, Transport
 from actors.transports.raw_stdio import RawStdio
-from actors.transports.stdio import StdioConnector
+from actors.transports.spawned import SpareSource, Spawned
+from actors.transports.stdio import StdioConnector, StdioTransport
 from actors.transports.stdio_hub import StdioHub
 
 if TYPE_CHECKING:
@@ -60,10 +61,23 @@ class TransportConnector:
     def _redactor(self, spec: ServerSpec) -> Redactor:
         return Redactor((*spec.secrets, *self._extra))
 
-    def open_raw(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
+    def open_raw(
+        self, spec: ServerSpec, spares: SpareSource | None = None
+    ) -> AbstractAsyncContextManager[RawStdio]:
         """A local server's process with raw line I/O (the bridge's passthrough), under
-        the same hub, pidfiles and teardown as the supervisor's own local servers."""
-        return self._stdio.of_kind(spec, RawStdio)
+        the same hub, pidfiles and teardown as the supervisor's own local servers
+        (a spare from ``spares`` when it has one)."""
+        return self._stdio.of_kind(spec, RawStdio, spares)
+
+    def open_local(
+        self, spec: ServerSpec, spares: SpareSource
+    ) -> AbstractAsyncContextManager[StdioTransport]:
+        """A local server's transport on a spare from ``spares``, else on a new process."""
+        return self._stdio.of_kind(spec, StdioTransport, spares)
+
+    async def spawn_spare(self, spec: ServerSpec) -> Spawned:
+        """A local server's process, spawned and idle, owned by the caller (a warm pool)."""
+        return await self._stdio.spawn(spec)
 
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[Transport]:
         if spec.type == "local":

@@ -44,20 +44,8 @@ from actors.protocol.messages import Message
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
 from actors.transports.base import Abilities, Connector, SpawnError, Transport, TransportClosed
-from actors.transports.escapees import server_marker
-from actors.transports.instances import new_instance_id
-from actors.transports.pidfiles import remove_pidfile, write_pidfile
 from actors.transports.pipes import WriterGone, read_some
-from actors.transports.process_group import (
-    ProcessGroup,
-    adopt,
-    close_pipes,
-    expect,
-    reap_escapees_of,
-    release,
-    unexpect,
-)
-from actors.transports.spawn import plan_launch, spawn
+from actors.transports.spawned import SpareSource, Spawned, spawn_server
 from actors.transports.stderr_tail import StderrTail
 from actors.transports.stdio_hub import StdioHub
 
@@ -70,9 +58,6 @@ _DRAIN_READS = 16  # at teardown, at most this many chunks (1 MB) still in the p
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 T = TypeVar("T", bound="StdioTransport")
-
-# The instance named in the marker of servers started outside a supervisor.
-_STANDALONE = new_instance_id()
 
 
 class StdioTransport(Transport):
@@ -249,6 +234,7 @@ async def open_stdio_transport(
     hub: StdioHub | None = None,
     instance: str | None = None,
     kind: type[T] = StdioTransport,  # type: ignore[assignment]  # T is StdioTransport here
+    spares: SpareSource | None = None,
 ) -> AsyncIterator[T]:
     """Spawn ``spec.command`` and yield its transport; leaving the block stops it.
 
@@ -256,6 +242,8 @@ async def open_stdio_transport(
     transport runs a hub of its own for as long as it lives. ``instance``: the id of
     the supervisor instance that runs the server (its pidfile names it). ``kind``: the
     transport class (a subclass reads the pipes its own way, as the bridge's raw one).
+    ``spares``: where an already spawned, idle process of ``spec`` may be taken instead
+    of spawning one (a warm pool's); the transport then owns and tears down that one.
 
     Raises SpawnError if the server cannot be started. An exception raised in the
     block comes out as itself (not wrapped in an ExceptionGroup).
@@ -263,7 +251,7 @@ async def open_stdio_transport(
     if redactor is None:
         redactor = Redactor(spec.secrets)
     if hub is not None and hub.running:
-        async with _open(spec, state_dir, redactor, hub, instance, kind) as transport:
+        async with _open(spec, state_dir, redactor, hub, instance, kind, spares) as transport:
             yield transport
         return
     body_error: BaseException | None = None
@@ -271,7 +259,7 @@ async def open_stdio_transport(
         own = StdioHub()
         await nursery.start(own.run)
         try:
-            async with _open(spec, state_dir, redactor, own, instance, kind) as transport:
+            async with _open(spec, state_dir, redactor, own, instance, kind, spares) as transport:
                 yield transport
         except BaseException as exc:
             # Re-raised below, outside the nursery, so callers see it unwrapped.
@@ -289,23 +277,14 @@ async def _open(
     hub: StdioHub,
     instance: str | None,
     kind: type[T] = StdioTransport,  # type: ignore[assignment]  # T is StdioTransport here
+    spares: SpareSource | None = None,
 ) -> AsyncIterator[T]:
-    marker = server_marker(instance or _STANDALONE, spec.name)
-    launch = plan_launch(spec, os.environ, marker)
-    expect(marker)
+    # A spare is taken, or a process spawned, with no checkpoint before the try: it cannot be lost.
+    server = spares(spec) if spares is not None else None
+    if server is None:
+        server = await spawn_server(spec, state_dir, instance)
+    process, group = server.process, server.group
     try:
-        process = await spawn(spec, launch)
-    except BaseException:
-        unexpect(marker)
-        raise
-    del launch  # its copy of the environment (~5 KB) must not live as long as the server
-    # No checkpoint between the spawn and this try: the process cannot be lost.
-    adopt(process)
-    group = ProcessGroup(process, spec.name)
-    pidfile: Path | None = None
-    try:
-        if state_dir is not None:
-            pidfile = _try_write_pidfile(spec, process, state_dir, instance)
         transport = kind(spec, process, redactor)
         if not hub.running:  # it stopped while we spawned: the supervisor is going away
             raise SpawnError(f"mcp server {spec.name}: not started, the supervisor is stopping")
@@ -320,42 +299,12 @@ async def _open(
             yield transport
         finally:
             try:
-                await group.stop(spec.shutdown_grace_s)
-                await reap_escapees_of(process, marker)  # before stderr: they may hold it open
+                await server.stop_group()
             finally:
                 hub.unwatch_exit(process)
                 await transport._finish_stderr(within=_STDERR_DRAIN_S)
     finally:
-        await group.stop(spec.shutdown_grace_s)  # no-op unless it never got that far
-        release(process, marker)
-        await close_pipes(process)
-        if pidfile is not None:
-            remove_pidfile(pidfile)
-
-
-def _try_write_pidfile(
-    spec: ServerSpec, process: trio.Process, state_dir: Path, instance: str | None
-) -> Path | None:
-    """Write the pidfile; a failure is logged, not fatal (the server still works)."""
-    # A tiny local write, done inline so no checkpoint separates it from the spawn.
-    try:
-        return write_pidfile(
-            state_dir,
-            pid=process.pid,
-            pgid=process.pid,
-            server=spec.name,
-            argv0=spec.command[0],
-            instance=instance,
-        )
-    except OSError as exc:
-        _log.warning(
-            "mcp server %s: cannot write pidfile in %s (%s); an orphan left by a crash "
-            "of this run would not be cleaned up",
-            spec.name,
-            state_dir,
-            exc,
-        )
-        return None
+        await server.close()  # the group stop is a no-op unless it never got that far
 
 
 class StdioConnector:
@@ -382,8 +331,11 @@ class StdioConnector:
     def __call__(self, spec: ServerSpec) -> AbstractAsyncContextManager[StdioTransport]:
         return self.of_kind(spec, StdioTransport)
 
-    def of_kind(self, spec: ServerSpec, kind: type[T]) -> AbstractAsyncContextManager[T]:
-        """Open ``spec`` as a ``kind`` transport, with this connector's hub and pidfiles."""
+    def of_kind(
+        self, spec: ServerSpec, kind: type[T], spares: SpareSource | None = None
+    ) -> AbstractAsyncContextManager[T]:
+        """Open ``spec`` as a ``kind`` transport, with this connector's hub and pidfiles
+        (on a process taken from ``spares`` when it has one)."""
         redactor = self._redactor_factory(spec) if self._redactor_factory is not None else None
         return open_stdio_transport(
             spec,
@@ -392,7 +344,13 @@ class StdioConnector:
             hub=self._hub,
             instance=self._instance,
             kind=kind,
+            spares=spares,
         )
+
+    async def spawn(self, spec: ServerSpec) -> Spawned:
+        """Spawn ``spec``'s process alone, as this connector would (a warm pool's spare);
+        the caller owns it (``Spawned.aclose``) until a transport takes it."""
+        return await spawn_server(spec, self._state_dir, self._instance)
 
 
 if TYPE_CHECKING:  # mypy proves the connector satisfies the protocol in base.py

@@ -207,10 +207,11 @@ class BridgeHub:
         self.counts[f"refused:{refused.code}"] += 1
 
     def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
-        """The session's process, under the supervisor's own hub, pidfiles and teardown."""
+        """The session's process, under the supervisor's own hub, pidfiles and teardown
+        (a warm spare of ``spec``, taken raw, when the warm pool has one)."""
         connector = self._supervisor.connector
         assert isinstance(connector, TransportConnector)  # checked by reserve
-        return connector.open_raw(spec)
+        return connector.open_raw(spec, self._supervisor.warm.take)
 
     def opened(self, session: BridgeSession) -> None:
         """The process runs: audit, event, metrics."""

@@ -46,6 +46,7 @@ from .values import (
     expect_object,
     show,
 )
+from .warm import read_warm
 
 SERVER_SECTIONS = ("servers", "mcpServers", "mcp")
 
@@ -55,6 +56,7 @@ _KEYS = frozenset(
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
         "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency", "bridge",
+        "warm",
     }
 )  # fmt: skip
 
@@ -96,6 +98,7 @@ _ONLY_FOR = {
     "oauth": ("remote",),
     "server_name": ("websocket",),
     "serverName": ("websocket",),
+    "warm": ("local",),
 }
 
 _URL_SCHEMES = {"remote": ("http", "https"), "websocket": ("ws", "wss")}
@@ -165,6 +168,8 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     schedule = _schedule(entry, path)
     server_name = _server_name(name, entry, kind, path, exp)
     oauth = _oauth(entry, path, exp)
+    bridge = expect_bool(entry.get("bridge", False), child(path, "bridge"))
+    warm = read_warm(entry, scope == Scope.SESSION.value or bridge, path)
     # Last: every reader above may have expanded (and so recorded) a secret.
     secrets = [*exp.secrets, *_literal_secrets(headers, env), *_url_secrets(url)]
     return ServerSpec(
@@ -191,7 +196,8 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         oauth=oauth,
         log_level=log_level if log_level is not None else "warning",
         concurrency=concurrency,
-        bridge=expect_bool(entry.get("bridge", False), child(path, "bridge")),
+        bridge=bridge,
+        warm=warm,
     )
 
 

@@ -7,7 +7,7 @@ calls nor pings); honours ``notifications/cancelled``; unknown methods get -3260
 
 Tools: echo {text}, add {a, b}, sleep {seconds}, progress {steps, interval},
 fail, image, big {bytes}, add_tool {name} (then notifications/tools/list_changed),
-crash (exit status 3 at once), plus tool_0 … tool_{N-1} with ``--tools N``.
+crash (exit status 3 at once), whoami (with ``--whoami``), plus tool_0 … tool_{N-1} with ``--tools N``.
 
 Flags (to script misbehaviour):
   --page-size N          tools/list page size (0, the default: everything in one page)
@@ -25,6 +25,9 @@ Flags (to script misbehaviour):
                          (its pid goes to stderr as ``spawned child pid=N``)
   --stderr-lines N       write N lines to stderr at start (``stderr line 0`` …)
   --flaky SECONDS        exit with status 1 at a random time in [0.5, 1.5] x SECONDS
+  --whoami               publish ``whoami``: this process's pid, the time it started and
+                         the time ``initialize`` came (wall clock, s), and the client's
+                         capabilities from ``initialize``, as JSON text
   --escape               daemonize on the first tools/call, as some servers do: a
                          grandchild leaves our session, ignores SIGTERM and keeps our
                          pipes open (``sleep 1000``; its pid goes to stderr as
@@ -40,7 +43,10 @@ import random
 import signal
 import sys
 import threading
+import time
 from typing import Any
+
+STARTED = time.time()
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST = PROTOCOL_VERSIONS[-1]
@@ -105,6 +111,11 @@ class Server:
         self._add("big", "Return a text of the given size in bytes.", schema(bytes="integer"))
         self._add("add_tool", "Register a new tool and announce it.", schema(name="string"))
         self._add("crash", "Exit the server process at once (status 3).", schema())
+        if args.whoami:
+            self._add(
+                "whoami", "Who answers: pid, start and initialize times, client capabilities.", schema()
+            )
+        self.initialized: dict[str, Any] = {}
         for i in range(args.tools):
             verb, noun = VERBS[i % len(VERBS)], NOUNS[(i // len(VERBS)) % len(NOUNS)]
             extra = EXTRAS[i % len(EXTRAS)]
@@ -167,6 +178,7 @@ class Server:
                 log("exiting during initialize, as asked")
                 os._exit(1)
             asked = params.get("protocolVersion")
+            self.initialized = {"at": time.time(), "capabilities": params.get("capabilities")}
             return {
                 "protocolVersion": asked if asked in PROTOCOL_VERSIONS else LATEST,
                 "capabilities": {"tools": {"listChanged": True}},
@@ -283,6 +295,9 @@ class Server:
                 self._add(new, f"Added at run time: {new}.", schema())
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             return text_result(f"added {new}")
+        if name == "whoami":
+            who = {"pid": os.getpid(), "started": STARTED, "initialized": self.initialized.get("at")}
+            return text_result(json.dumps({**who, "capabilities": self.initialized.get("capabilities")}))
         if name == "crash":
             log("crashing, as asked")
             os._exit(3)
@@ -319,6 +334,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--stderr-lines", type=int, default=0)
     parser.add_argument("--flaky", type=float, default=0.0)
     parser.add_argument("--escape", action="store_true")
+    parser.add_argument("--whoami", action="store_true")
     return parser.parse_args(argv)
 
 
