@@ -18,6 +18,7 @@ import trio
 
 from actors.connection.spec import Scope, ServerSpec
 from actors.connection.states import State
+from actors.transports import spawned as spawned_module
 from actors.transports import stdio
 from actors.transports.escapees import (
     MARKER_ENV,
@@ -198,7 +199,7 @@ async def test_a_teardown_spares_a_server_of_the_same_name_still_being_spawned(
     as a live server. A teardown of the only other live server with that marker (a
     bridge session or a session-scoped server closing while the next one starts) must
     not take it for an escapee of its own and SIGKILL it."""
-    real_spawn = stdio.spawn
+    real_spawn = spawned_module.spawn
     spawned, first_closed = trio.Event(), trio.Event()
     answers: list[list[bytes]] = []
     spawns: list[int] = []
@@ -216,7 +217,7 @@ async def test_a_teardown_spares_a_server_of_the_same_name_still_being_spawned(
             await two.send_line(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
             answers.append(await two.receive_lines())  # [] if it was killed
 
-    monkeypatch.setattr(stdio, "spawn", spawn_then_wait)
+    monkeypatch.setattr(spawned_module, "spawn", spawn_then_wait)
     assert acquire_subreaper()
     try:
         with trio.fail_after(BOUND_S):
