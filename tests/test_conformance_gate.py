@@ -85,7 +85,8 @@ def test_the_committed_baselines_parse_and_list_the_auth_scenarios_for_later() -
     alpha = gate.parse_baseline(
         (ROOT / ".ci/conformance-baseline-0.2.0-alpha.12.yml").read_text(), "0.2.0-alpha.12"
     )
-    assert {name for name, reason in alpha.items() if reason.startswith(AUTH_LATER)} == AUTH_SCENARIOS
+    # issue 18 takes these out as it makes them pass; no other entry may claim its reason
+    assert {name for name, reason in alpha.items() if reason.startswith(AUTH_LATER)} <= AUTH_SCENARIOS
     others = {name: reason for name, reason in alpha.items() if name not in AUTH_SCENARIOS}
     assert all(reason.startswith("issue 13, in progress") for reason in others.values()), others
 

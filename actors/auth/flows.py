@@ -23,7 +23,7 @@ import base64
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import attrs
 import httpx2
@@ -35,6 +35,8 @@ from actors.auth.discovery import (
     ResourceMetadata,
     ServerMetadata,
     canonical_resource,
+    check_metadata_issuer,
+    check_response_issuer,
     legacy_endpoints,
     legacy_metadata_url,
     pick_auth_method,
@@ -168,8 +170,7 @@ class OAuthFlows:
                 body = await self._http.get_json(http, where, "authorization server metadata")
                 if body is not None:
                     metadata = ServerMetadata.parse(body, where)
-                    if not metadata.issuer:
-                        metadata = attrs.evolve(metadata, issuer=issuer)
+                    check_metadata_issuer(metadata, issuer, where)
                     metadata.check_pkce()
                     return resource, metadata
             raise DiscoveryError(f"no authorization server metadata found for {safe_url(issuer)}")
@@ -208,6 +209,7 @@ class OAuthFlows:
             "grant_types": ["authorization_code", "refresh_token"] if code_flow else ["client_credentials"],
             "response_types": ["code"] if code_flow else [],
             "token_endpoint_auth_method": "none" if code_flow else "client_secret_basic",
+            "application_type": _application_type(redirect),
         }
         answer = await self._http.post(http, endpoint, "client registration", json=body)
         client_id = answer.get("client_id")
@@ -254,6 +256,10 @@ class OAuthFlows:
             callback = await self.authorizer.authorize(self.server, url)
         except Exception as exc:  # the host's or our authorizer: its text names no secret
             raise auth_failed(self.server, f"no authorization: {exc}") from None
+        try:  # RFC 9207 §2.4: the issuer first, before anything else of the response is used
+            check_response_issuer(metadata.issuer, metadata.iss_parameter_supported, _response_iss(callback))
+        except DiscoveryError as exc:
+            raise auth_failed(self.server, str(exc)) from None
         try:
             answer = parse_authorization_code_response(callback, state=state)
         except OAuth2Error as exc:
@@ -367,3 +373,25 @@ class OAuthFlows:
             self.settings.private_key, client_id, audience, alg=self.settings.signing_algorithm
         )
         return signed.decode() if isinstance(signed, bytes) else str(signed)
+
+
+def _response_iss(callback: str) -> str | None:
+    """The authorization response's ``iss`` (an empty one counts: it matches no issuer)."""
+    values = parse_qs(urlsplit(callback).query, keep_blank_values=True).get("iss")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise DiscoveryError("the authorization response has more than one iss")
+    return values[0]
+
+
+def _application_type(redirect: str | None) -> str:
+    """SEP-837 (OpenID registration's ``application_type``): ``native`` for a client whose
+    redirect is on this machine (``auth login``'s loopback listener, RFC 8252), else ``web``
+    (a hosted redirect, or a headless flow with none)."""
+    if redirect is None:
+        return "web"
+    parts = urlsplit(redirect)
+    if parts.scheme not in ("http", "https"):
+        return "native"  # a private-use URI scheme
+    return "native" if parts.hostname in ("127.0.0.1", "::1", "localhost") else "web"
