@@ -4,10 +4,12 @@ The provider against scripted authorization servers on an ``httpx2.MockTransport
 scripted authorizer that answers the authorization request the way the server is told
 to: RFC 9207's ``iss`` in the authorization response (checked when advertised or sent,
 by simple string comparison), RFC 8414's metadata ``issuer`` (it must be the identifier
-the metadata was fetched for), SEP-2207's ``offline_access`` (asked only where listed), and SEP-837's
+the metadata was fetched for), SEP-2352's change of authorization server (the old
+server's client and tokens are dropped, registration and the grant run again at the new
+one), SEP-2207's ``offline_access`` (asked only where listed), and SEP-837's
 ``application_type`` at registration. Each mirrors a client scenario of the conformance
 suite 0.2.0-alpha.12 (``auth/iss-*``, ``auth/metadata-issuer-mismatch``,
-``auth/offline-access-not-supported``).
+``auth/authorization-server-migration``, ``auth/offline-access-not-supported``).
 """
 
 from __future__ import annotations
@@ -243,6 +245,58 @@ def test_metadata_issuer_rules() -> None:
     assert same_issuer("https://a.example", "https://a.example/")
     assert not same_issuer("https://a.example", "https://b.example")
     assert not same_issuer("urn:a", "urn:b")
+
+
+# --- SEP-2352: the protected resource names another authorization server -------------
+
+
+async def test_a_new_authorization_server_gets_a_new_registration_and_the_old_tokens_go() -> None:
+    old, new = AuthServer(AS1), AuthServer(AS2)
+    world = World(old, new)
+    vault = MemoryVault()
+    oauth = provider(world, vault)
+    await oauth.unauthorized(None, None)
+    first = oauth.authorization()
+    assert first == "Bearer as1.example-at-1" and len(old.registrations) == 1
+    world.current = AS2
+    await oauth.unauthorized(first, 'Bearer error="invalid_token"')
+    assert oauth.authorization() == "Bearer as2.example-at-1"
+    assert len(new.registrations) == 1
+    assert [a["client_id"] for a in new.authorizations] == ["client-of-as2.example"]
+    assert all(t.get("client_id") != "client-of-as1.example" for t in new.tokens)
+    stored = await vault.load("docs", MCP)
+    assert stored is not None and stored["issuer"] == AS2
+    assert stored["client"]["client_id"] == "client-of-as2.example"
+
+
+async def test_a_refresh_token_of_the_old_server_is_not_used_after_a_move() -> None:
+    old, new = AuthServer(AS1, refresh_tokens=True), AuthServer(AS2)
+    world = World(old, new)
+    oauth = provider(world)
+    await oauth.unauthorized(None, None)
+    world.current = AS2
+    await oauth.unauthorized(oauth.authorization(), None)
+    assert [t["grant_type"] for t in old.tokens] == ["authorization_code"]  # no refresh at AS1
+    assert oauth.authorization() == "Bearer as2.example-at-1"
+
+
+async def test_without_a_move_a_401_still_refreshes() -> None:
+    server = AuthServer(AS1, refresh_tokens=True)
+    oauth = provider(World(server))
+    await oauth.unauthorized(None, None)
+    await oauth.unauthorized(oauth.authorization(), None)
+    assert [t["grant_type"] for t in server.tokens] == ["authorization_code", "refresh_token"]
+    assert len(server.registrations) == 1
+
+
+async def test_a_configured_client_is_kept_across_a_move() -> None:
+    old, new = AuthServer(AS1), AuthServer(AS2)
+    world = World(old, new)
+    oauth = provider(world, client_id="mine")
+    await oauth.unauthorized(None, None)
+    world.current = AS2
+    await oauth.unauthorized(oauth.authorization(), None)
+    assert new.registrations == [] and [a["client_id"] for a in new.authorizations] == ["mine"]
 
 
 # --- SEP-2207: offline_access only where listed; no refresh expected otherwise -------

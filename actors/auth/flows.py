@@ -42,6 +42,7 @@ from actors.auth.discovery import (
     pick_auth_method,
     resource_allowed,
     resource_metadata_urls,
+    same_issuer,
     select_scope,
     server_metadata_urls,
 )
@@ -120,6 +121,7 @@ class OAuthFlows:
         """Discovery, a client, a grant; the record saved. Raises AuthRequired."""
         async with self._http.client() as http:
             resource, metadata = await self._discover(http, challenge)
+            self._forget_other_issuer(metadata.issuer)
             scope = scope_hint or select_scope(
                 self.settings.scope,
                 challenge,
@@ -143,6 +145,39 @@ class OAuthFlows:
                 await self._headless_grant(http, scope)
                 return
             await self._authorization_code(http, metadata, client, scope)
+
+    async def moved(self, challenge: Challenge | None) -> bool:
+        """Does the server's protected-resource metadata now name another authorization
+        server than the one our tokens are from? Asked before a refresh after a 401, so a
+        refresh token of the old server is not used (SEP-2352). No metadata: not moved."""
+        if not self.record.issuer:
+            return False
+        async with self._http.client() as http:
+            try:
+                for where in resource_metadata_urls(self.url, challenge):
+                    body = await self._http.get_json(http, where, "protected-resource metadata")
+                    if body is not None:
+                        named = ResourceMetadata.parse(body, where).authorization_servers[0]
+                        return not same_issuer(named, self.record.issuer)
+            except DiscoveryError:
+                return False  # the full flow reports it, if it comes to that
+        return False
+
+    def _forget_other_issuer(self, issuer: str) -> None:
+        """The server now names another authorization server (SEP-2352): the client
+        registered at the old one and its tokens are not used there (credentials are not
+        portable between issuers); registration and the grant run again."""
+        previous = self.record.issuer
+        if not previous or same_issuer(previous, issuer):
+            return
+        _log.info(
+            "authorization server changed",
+            extra={"fields": {"server": self.server, "from": safe_url(previous), "to": safe_url(issuer)}},
+        )
+        client = self.record.client
+        self.record = attrs.evolve(
+            self.record, client=None if client is not None and client.registered else client, tokens=None
+        )
 
     async def _discover(
         self, http: httpx2.AsyncClient, challenge: Challenge | None
