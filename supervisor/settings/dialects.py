@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from actors.auth import FLOWS, SETTING_KEYS
+from actors.auth import DPOP_MODES, FLOWS, SETTING_KEYS
 from actors.connection.server_log import SERVER_LOG_LEVELS
 from actors.connection.spec import (
     DEFAULT_INIT_TIMEOUT_S,
@@ -433,8 +433,32 @@ def _oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, A
         for needed in ("client_id", "idp_token_endpoint", "id_token"):
             if not frozen.get(needed):
                 raise Invalid(where, f'the cross_app_access flow needs "{needed}"')
-    # A literal client_secret is as secret as an expanded one.
+    dpop = frozen.get("dpop", "auto")
+    if dpop not in DPOP_MODES:
+        raise Invalid(child(where, "dpop"), f"expected one of {', '.join(DPOP_MODES)}, got {show(dpop)}")
+    frozen = _workload_identity(frozen, flow, where, exp.base_dir)
+    # A literal client_secret (or workload assertion) is as secret as an expanded one.
     exp.secrets.extend(
-        value for key, value in frozen.items() if isinstance(value, str) and _SENSITIVE_NAME.search(key)
+        value
+        for key, value in frozen.items()
+        if isinstance(value, str) and (_SENSITIVE_NAME.search(key) or key == "assertion")
     )
+    return frozen
+
+
+def _workload_identity(frozen: Mapping[str, Any], flow: str, where: str, base_dir: str) -> Mapping[str, Any]:
+    """The jwt_bearer flow's checks; ``assertion_file`` made absolute (it is read at
+    every grant, relative to the config file's directory like ``${file:…}``)."""
+    given = [key for key in ("assertion", "assertion_file") if frozen.get(key)]
+    if flow != "jwt_bearer":
+        if given:
+            raise Invalid(child(where, given[0]), 'only the "jwt_bearer" flow takes a workload assertion')
+        return frozen
+    if not frozen.get("client_id"):
+        raise Invalid(where, 'the jwt_bearer flow needs "client_id"')
+    if len(given) != 1:
+        raise Invalid(where, 'the jwt_bearer flow needs one of "assertion" or "assertion_file"')
+    if given == ["assertion_file"]:
+        path = os.path.join(base_dir, os.path.expanduser(frozen["assertion_file"]))
+        return MappingProxyType({**frozen, "assertion_file": os.path.abspath(path)})
     return frozen
