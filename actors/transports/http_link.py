@@ -213,7 +213,9 @@ class RemoteLink:
         """:meth:`open_once`, with OAuth: the bearer token on the request; a 401 renews
         the token (refresh, or the whole flow) and the request is retried **once** — a
         second 401 is ``authentication failed`` with ``needs_login``; a 403
-        ``insufficient_scope`` steps the scope up, also once per request."""
+        ``insufficient_scope`` steps the scope up, also once per request. A DPoP-bound
+        token goes with a fresh proof; a 401 ``use_dpop_nonce`` is retried once with the
+        server's nonce (RFC 9449 §9)."""
 
         def send(sent: dict[str, str]) -> Awaitable[httpx2.Response]:
             return self.open_once(
@@ -224,14 +226,20 @@ class RemoteLink:
         auth = self.auth
         if auth is None:
             return await send(headers)
-        renewed = stepped_up = False
+        renewed = stepped_up = nonce_retried = False
         if auth.expired():
             await auth.renew()
         while True:
             used = auth.authorization()
-            response = await send(headers if used is None else {**headers, "Authorization": used})
+            sent = headers if used is None else {**headers, "Authorization": used, **auth.proof(method, url)}
+            response = await send(sent)
             status = response.status_code
             challenge = response.headers.get("www-authenticate")
+            nonce = response.headers.get("dpop-nonce")
+            if auth.dpop_nonce(url, nonce, status, challenge) and not nonce_retried:
+                await self.close(response)
+                nonce_retried = True  # DPoP: the server wants its nonce in the proof; once
+                continue
             if status == 401:
                 await self.close(response)
                 if renewed:
