@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import attrs
 
@@ -303,6 +303,28 @@ def check_response_issuer(issuer: str, advertised: bool, iss: str | None) -> Non
             f"the authorization response came from the issuer {safe_url(iss)!r}, not "
             f"{safe_url(issuer)!r} (RFC 9207: possible mix-up attack); no token is requested"
         )
+
+
+def response_iss(callback: str) -> str | None:
+    """The authorization response's ``iss`` (an empty one counts: it matches no issuer)."""
+    values = parse_qs(urlsplit(callback).query, keep_blank_values=True).get("iss")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise DiscoveryError("the authorization response has more than one iss")
+    return values[0]
+
+
+def application_type(redirect: str | None) -> str:
+    """SEP-837 (OpenID registration's ``application_type``): ``native`` for a client whose
+    redirect is on this machine (``auth login``'s loopback listener, RFC 8252), else ``web``
+    (a hosted redirect, or a headless flow with none)."""
+    if redirect is None:
+        return "web"
+    parts = urlsplit(redirect)
+    if parts.scheme not in ("http", "https"):
+        return "native"  # a private-use URI scheme
+    return "native" if parts.hostname in ("127.0.0.1", "::1", "localhost") else "web"
 
 
 def _string(value: Any) -> str | None:

@@ -25,7 +25,7 @@ import base64
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 import attrs
 import httpx2
@@ -37,6 +37,7 @@ from actors.auth.discovery import (
     DiscoveryError,
     ResourceMetadata,
     ServerMetadata,
+    application_type,
     canonical_resource,
     check_metadata_issuer,
     check_response_issuer,
@@ -45,6 +46,7 @@ from actors.auth.discovery import (
     pick_auth_method,
     resource_allowed,
     resource_metadata_urls,
+    response_iss,
     same_issuer,
     select_scope,
     server_metadata_urls,
@@ -268,7 +270,7 @@ class OAuthFlows:
             "grant_types": ["authorization_code", "refresh_token"] if code_flow else ["client_credentials"],
             "response_types": ["code"] if code_flow else [],
             "token_endpoint_auth_method": "none" if code_flow else "client_secret_basic",
-            "application_type": _application_type(redirect),
+            "application_type": application_type(redirect),
         }
         answer = await self._http.post(http, endpoint, "client registration", json=body)
         client_id = answer.get("client_id")
@@ -316,7 +318,7 @@ class OAuthFlows:
         except Exception as exc:  # the host's or our authorizer: its text names no secret
             raise auth_failed(self.server, f"no authorization: {exc}") from None
         try:  # RFC 9207 §2.4: the issuer first, before anything else of the response is used
-            check_response_issuer(metadata.issuer, metadata.iss_parameter_supported, _response_iss(callback))
+            check_response_issuer(metadata.issuer, metadata.iss_parameter_supported, response_iss(callback))
         except DiscoveryError as exc:
             raise auth_failed(self.server, str(exc)) from None
         try:
@@ -436,25 +438,3 @@ class OAuthFlows:
             self.settings.private_key, client_id, audience, alg=self.settings.signing_algorithm
         )
         return signed.decode() if isinstance(signed, bytes) else str(signed)
-
-
-def _response_iss(callback: str) -> str | None:
-    """The authorization response's ``iss`` (an empty one counts: it matches no issuer)."""
-    values = parse_qs(urlsplit(callback).query, keep_blank_values=True).get("iss")
-    if not values:
-        return None
-    if len(values) > 1:
-        raise DiscoveryError("the authorization response has more than one iss")
-    return values[0]
-
-
-def _application_type(redirect: str | None) -> str:
-    """SEP-837 (OpenID registration's ``application_type``): ``native`` for a client whose
-    redirect is on this machine (``auth login``'s loopback listener, RFC 8252), else ``web``
-    (a hosted redirect, or a headless flow with none)."""
-    if redirect is None:
-        return "web"
-    parts = urlsplit(redirect)
-    if parts.scheme not in ("http", "https"):
-        return "native"  # a private-use URI scheme
-    return "native" if parts.hostname in ("127.0.0.1", "::1", "localhost") else "web"
