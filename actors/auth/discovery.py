@@ -12,8 +12,8 @@ asks a client to work out before it can get a token:
 - whether the metadata's ``resource`` may be used for this server URL
   (:func:`resource_allowed`; a mismatch stops the flow: tokens must not go elsewhere);
 - whether the authorization server's metadata is its own: its ``issuer`` must be the
-  identifier its well-known URL was built from (:func:`check_metadata_issuer`, RFC 8414
-  §3.3), and an authorization response's ``iss`` must be that issuer
+  identifier its well-known URL was built from (:func:`check_metadata_issuer`,
+  RFC 8414 §3.3), and an authorization response's ``iss`` must be that issuer
   (:func:`check_response_issuer`, RFC 9207: a mix-up attack sends another server's code);
 - which scope to ask for (:func:`select_scope`);
 - for servers of the 2025-03-26 revision without protected-resource metadata: the
