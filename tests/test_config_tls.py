@@ -14,7 +14,7 @@ import pytest
 from actors.connection.spec import ServerSpec
 from actors.transports.base import TransportError
 from actors.transports.http_link import new_client
-from actors.transports.tls import ClientTls
+from actors.transports.tls import ClientTls, TlsProblem
 from supervisor.settings.loader import ConfigError, describe_config, load_config
 from tests.test_config_loader import fail, load
 from tests.tls_certs import Authority, MutualTls
@@ -133,3 +133,17 @@ def test_config_errors_keep_the_contract(tmp_path: Path, certs: MutualTls) -> No
         f'config error: {path}: $.servers.docs.tls.ca: "missing.crt" cannot be read '
         f"(No such file or directory: {missing}); create it or remove the reference"
     )
+
+
+def test_without_memfd_the_pem_goes_through_a_private_file_removed_at_once(
+    certs: MutualTls, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    made = tmp_path / "temp"
+    made.mkdir()
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    monkeypatch.setattr("tempfile.tempdir", str(made))
+    ClientTls(certs.client.cert, certs.client.key, certs.ca.cert).context()
+    assert list(made.iterdir()) == []
+    with pytest.raises(TlsProblem, match="does not match"):
+        ClientTls(certs.client.cert, Authority.make().issue("x", server=False).key).context()
+    assert list(made.iterdir()) == []
