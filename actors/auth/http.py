@@ -5,7 +5,9 @@ An authorization server is as untrusted as any other peer: an answer past
 failed connection is a :class:`~actors.transports.base.TransportClosed` (the
 connection retries later), and a refusal names at most the server's ``error`` code.
 The requests go through httpx2, the client the transports already use (authlib's own
-async client is tied to httpx).
+async client is tied to httpx). A server with a ``tls`` block (mutual TLS) reaches its
+OAuth endpoints with the same client certificate and trusted CA as its MCP endpoint:
+:func:`tls_transport` is the transport its provider is given.
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ from actors.auth.dpop import NONCE_ERROR, DPoPSigner
 from actors.auth.errors import auth_failed
 from actors.redaction import safe_url
 from actors.transports.base import USER_AGENT, TransportClosed
+from actors.transports.tls import ClientTls, server_context, tls_refusal
 
 MAX_METADATA_BYTES = 256 * 1024  # any answer of an authorization server (metadata, tokens)
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
+
+
+def tls_transport(server: str, tls: ClientTls | None) -> httpx2.AsyncBaseTransport | None:
+    """The transport for a server's OAuth requests when it has a ``tls`` block (None:
+    httpx's default). One per provider: each flow's client closes its pooled
+    connections on leaving, and the next opens new ones on the same transport."""
+    context = server_context(server, tls)
+    return None if context is None else httpx2.AsyncHTTPTransport(verify=context)
 
 
 class AuthServerHttp:
@@ -108,4 +119,8 @@ class AuthServerHttp:
                     chunks.append(chunk)
                 return response.status_code, b"".join(chunks)
         except httpx2.HTTPError as exc:
-            raise TransportClosed(f"mcp server {self.server}: {what} failed: {type(exc).__name__}") from None
+            refusal = tls_refusal(exc)
+            if refusal is not None and refusal.ours:
+                raise auth_failed(self.server, f"{what} failed: {refusal.text}") from None
+            reason = refusal.text if refusal is not None else type(exc).__name__
+            raise TransportClosed(f"mcp server {self.server}: {what} failed: {reason}") from None

@@ -33,6 +33,7 @@ from actors.protocol.era import SETTING_VALUES
 from .expansion import Expander
 from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis
 from .oauth import read_oauth
+from .tls import read_tls
 from .values import (
     SENSITIVE_NAME,
     Invalid,
@@ -57,7 +58,7 @@ _KEYS = frozenset(
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
         "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency", "bridge",
-        "warm",
+        "warm", "tls",
     }
 )  # fmt: skip
 
@@ -97,6 +98,7 @@ _ONLY_FOR = {
     "headers": ("remote", "websocket"),
     "token": ("remote", "websocket"),
     "oauth": ("remote",),
+    "tls": ("remote",),
     "server_name": ("websocket",),
     "serverName": ("websocket",),
     "warm": ("local",),
@@ -167,6 +169,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     schedule = _schedule(entry, path)
     server_name = _server_name(name, entry, kind, path, exp)
     oauth = read_oauth(entry, path, exp)
+    tls = read_tls(entry, url, path, exp)
     bridge = expect_bool(entry.get("bridge", False), child(path, "bridge"))
     warm = read_warm(entry, scope == Scope.SESSION.value or bridge, path)
     # Last: every reader above may have expanded (and so recorded) a secret.
@@ -193,6 +196,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         secrets=tuple(dict.fromkeys(secret for secret in secrets if secret)),
         server_name=server_name,
         oauth=oauth,
+        tls=tls,
         log_level=log_level if log_level is not None else "warning",
         concurrency=concurrency,
         bridge=bridge,
