@@ -11,6 +11,10 @@ asks a client to work out before it can get a token:
   in the spec's order (:func:`server_metadata_urls`);
 - whether the metadata's ``resource`` may be used for this server URL
   (:func:`resource_allowed`; a mismatch stops the flow: tokens must not go elsewhere);
+- whether the authorization server's metadata is its own: its ``issuer`` must be the
+  identifier its well-known URL was built from (:func:`check_metadata_issuer`,
+  RFC 8414 §3.3), and an authorization response's ``iss`` must be that issuer
+  (:func:`check_response_issuer`, RFC 9207: a mix-up attack sends another server's code);
 - which scope to ask for (:func:`select_scope`);
 - for servers of the 2025-03-26 revision without protected-resource metadata: the
   authorization base URL and the default endpoints (:func:`legacy_endpoints`).
@@ -23,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import attrs
 
@@ -220,6 +224,7 @@ class ServerMetadata:
     code_challenge_methods_supported: tuple[str, ...] | None = None
     token_endpoint_auth_methods_supported: tuple[str, ...] | None = None
     client_id_metadata_document_supported: bool = False
+    iss_parameter_supported: bool = False  # authorization_response_iss_parameter_supported
     dpop_signing_alg_values_supported: tuple[str, ...] | None = None  # RFC 9449 §5.1
 
     @classmethod
@@ -244,6 +249,7 @@ class ServerMetadata:
             code_challenge_methods_supported=_strings(body.get("code_challenge_methods_supported")),
             token_endpoint_auth_methods_supported=_strings(body.get("token_endpoint_auth_methods_supported")),
             client_id_metadata_document_supported=body.get("client_id_metadata_document_supported") is True,
+            iss_parameter_supported=body.get("authorization_response_iss_parameter_supported") is True,
             dpop_signing_alg_values_supported=_strings(body.get("dpop_signing_alg_values_supported")),
         )
 
@@ -255,6 +261,70 @@ class ServerMetadata:
             raise DiscoveryError(
                 f"the authorization server {safe_url(self.issuer)} does not support PKCE with S256"
             )
+
+
+def check_metadata_issuer(metadata: ServerMetadata, issuer: str, where: str) -> None:
+    """Refuse metadata fetched for ``issuer`` (at ``where``) that names another issuer
+    (RFC 8414 §3.3): its endpoints could be anyone's. Compared by the well-known URL each
+    identifier builds (:func:`same_issuer`): ``https://as.example/`` and
+    ``https://as.example`` are one issuer, ``https://other.example`` is not."""
+    claimed = metadata.issuer
+    if not claimed:
+        raise DiscoveryError(f"the authorization server metadata at {safe_url(where)} names no issuer")
+    if not same_issuer(claimed, issuer):
+        raise DiscoveryError(
+            f"the authorization server metadata at {safe_url(where)} names the issuer "
+            f"{safe_url(claimed)}, not {safe_url(issuer)}; it is refused (RFC 8414 §3.3)"
+        )
+
+
+def same_issuer(a: str, b: str) -> bool:
+    """Do two issuer identifiers name one authorization server (the same well-known
+    URLs: a trailing ``/`` makes no difference)?"""
+    try:
+        return a == b or server_metadata_urls(a) == server_metadata_urls(b)
+    except DiscoveryError:
+        return False
+
+
+def check_response_issuer(issuer: str, advertised: bool, iss: str | None) -> None:
+    """RFC 9207: an authorization response's ``iss`` must be the issuer whose metadata we
+    used, by simple string comparison (no URL normalization: a trailing ``/`` is another
+    issuer). Required when the server advertises the parameter; checked whenever sent."""
+    if iss is None:
+        if advertised:
+            raise DiscoveryError(
+                f"the authorization response has no iss, but the authorization server "
+                f"{safe_url(issuer)} advertises it (RFC 9207); no token is requested"
+            )
+        return
+    if iss != issuer:
+        raise DiscoveryError(
+            f"the authorization response came from the issuer {safe_url(iss)!r}, not "
+            f"{safe_url(issuer)!r} (RFC 9207: possible mix-up attack); no token is requested"
+        )
+
+
+def response_iss(callback: str) -> str | None:
+    """The authorization response's ``iss`` (an empty one counts: it matches no issuer)."""
+    values = parse_qs(urlsplit(callback).query, keep_blank_values=True).get("iss")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise DiscoveryError("the authorization response has more than one iss")
+    return values[0]
+
+
+def application_type(redirect: str | None) -> str:
+    """SEP-837 (OpenID registration's ``application_type``): ``native`` for a client whose
+    redirect is on this machine (``auth login``'s loopback listener, RFC 8252), else ``web``
+    (a hosted redirect, or a headless flow with none)."""
+    if redirect is None:
+        return "web"
+    parts = urlsplit(redirect)
+    if parts.scheme not in ("http", "https"):
+        return "native"  # a private-use URI scheme
+    return "native" if parts.hostname in ("127.0.0.1", "::1", "localhost") else "web"
 
 
 def _string(value: Any) -> str | None:

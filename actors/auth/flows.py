@@ -37,12 +37,17 @@ from actors.auth.discovery import (
     DiscoveryError,
     ResourceMetadata,
     ServerMetadata,
+    application_type,
     canonical_resource,
+    check_metadata_issuer,
+    check_response_issuer,
     legacy_endpoints,
     legacy_metadata_url,
     pick_auth_method,
     resource_allowed,
     resource_metadata_urls,
+    response_iss,
+    same_issuer,
     select_scope,
     server_metadata_urls,
 )
@@ -133,6 +138,7 @@ class OAuthFlows:
         """Discovery, a client, a grant; the record saved. Raises AuthRequired."""
         async with self._http.client() as http:
             resource, metadata = await self._discover(http, challenge)
+            self._forget_other_issuer(metadata.issuer)
             scope = scope_hint or select_scope(
                 self.settings.scope,
                 challenge,
@@ -157,6 +163,39 @@ class OAuthFlows:
                 await self._headless_grant(http, scope)
                 return
             await self._authorization_code(http, metadata, client, scope)
+
+    async def moved(self, challenge: Challenge | None) -> bool:
+        """Does the server's protected-resource metadata now name another authorization
+        server than the one our tokens are from? Asked before a refresh after a 401, so a
+        refresh token of the old server is not used (SEP-2352). No metadata: not moved."""
+        if not self.record.issuer:
+            return False
+        async with self._http.client() as http:
+            try:
+                for where in resource_metadata_urls(self.url, challenge):
+                    body = await self._http.get_json(http, where, "protected-resource metadata")
+                    if body is not None:
+                        named = ResourceMetadata.parse(body, where).authorization_servers[0]
+                        return not same_issuer(named, self.record.issuer)
+            except DiscoveryError:
+                return False  # the full flow reports it, if it comes to that
+        return False
+
+    def _forget_other_issuer(self, issuer: str) -> None:
+        """The server now names another authorization server (SEP-2352): the client
+        registered at the old one and its tokens are not used there (credentials are not
+        portable between issuers); registration and the grant run again."""
+        previous = self.record.issuer
+        if not previous or same_issuer(previous, issuer):
+            return
+        _log.info(
+            "authorization server changed",
+            extra={"fields": {"server": self.server, "from": safe_url(previous), "to": safe_url(issuer)}},
+        )
+        client = self.record.client
+        self.record = attrs.evolve(
+            self.record, client=None if client is not None and client.registered else client, tokens=None
+        )
 
     def _dpop_key(self, metadata: ServerMetadata) -> dict[str, Any] | None:
         """The key pair to bind tokens to (the stored one, else a new one), or None."""
@@ -192,8 +231,7 @@ class OAuthFlows:
                 body = await self._http.get_json(http, where, "authorization server metadata")
                 if body is not None:
                     metadata = ServerMetadata.parse(body, where)
-                    if not metadata.issuer:
-                        metadata = attrs.evolve(metadata, issuer=issuer)
+                    check_metadata_issuer(metadata, issuer, where)
                     metadata.check_pkce()
                     return resource, metadata
             raise DiscoveryError(f"no authorization server metadata found for {safe_url(issuer)}")
@@ -232,6 +270,7 @@ class OAuthFlows:
             "grant_types": ["authorization_code", "refresh_token"] if code_flow else ["client_credentials"],
             "response_types": ["code"] if code_flow else [],
             "token_endpoint_auth_method": "none" if code_flow else "client_secret_basic",
+            "application_type": application_type(redirect),
         }
         answer = await self._http.post(http, endpoint, "client registration", json=body)
         client_id = answer.get("client_id")
@@ -278,6 +317,10 @@ class OAuthFlows:
             callback = await self.authorizer.authorize(self.server, url)
         except Exception as exc:  # the host's or our authorizer: its text names no secret
             raise auth_failed(self.server, f"no authorization: {exc}") from None
+        try:  # RFC 9207 §2.4: the issuer first, before anything else of the response is used
+            check_response_issuer(metadata.issuer, metadata.iss_parameter_supported, response_iss(callback))
+        except DiscoveryError as exc:
+            raise auth_failed(self.server, str(exc)) from None
         try:
             answer = parse_authorization_code_response(callback, state=state)
         except OAuth2Error as exc:

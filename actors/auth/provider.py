@@ -137,6 +137,7 @@ class OAuthProvider:
                 used is not None
                 and tokens is not None
                 and tokens.refresh_token
+                and not await self._flows.moved(challenge)
                 and await self._flows.refresh()
             ):
                 return
