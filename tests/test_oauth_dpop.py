@@ -236,3 +236,22 @@ def test_a_dpop_token_is_taken_only_for_a_request_with_a_proof() -> None:
     stored = AuthRecord(tokens=Tokens.from_response(body, 0.0, dpop=True)).to_json()
     restored = AuthRecord.from_json(stored)
     assert restored is not None and restored.tokens is not None and restored.tokens.token_type == "DPoP"
+
+
+async def test_a_nonce_retry_signs_a_new_client_assertion() -> None:
+    """private_key_jwt with a DPoP nonce: the retried token request carries a new client
+    assertion, as a strict server refuses a replayed ``jti`` (RFC 7523 §3)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    servers = DPoPServers(as_nonce=True)
+    oauth = provider(servers, private_key=pem.decode(), signing_algorithm="ES256", client_secret="")
+    await oauth.unauthorized(None, None)
+    assert [p.get("nonce") for p in servers.token_proofs] == [None, NONCE]
+    first, second = (form["client_assertion"] for form in servers.forms)
+    jtis = [json.loads(base64.urlsafe_b64decode(a.split(".")[1] + "=="))["jti"] for a in (first, second)]
+    assert jtis[0] != jtis[1]
+    assert oauth.authorization() == "DPoP at-1"

@@ -413,15 +413,19 @@ class OAuthFlows:
         elif method == "client_secret_post" and client.client_secret:
             form["client_id"] = client.client_id
             form["client_secret"] = client.client_secret
-        elif method == "private_key_jwt" and self.settings.private_key:
-            form["client_id"] = client.client_id
-            form["client_assertion_type"] = JWT_BEARER_ASSERTION
-            form["client_assertion"] = self._assertion(client.client_id)
         else:
             form["client_id"] = client.client_id
+        signed = method == "private_key_jwt" and bool(self.settings.private_key)
+
+        def body() -> dict[str, str]:  # a fresh client assertion for every attempt
+            if not signed:
+                return form
+            assertion = self._assertion(client.client_id)
+            return {**form, "client_assertion_type": JWT_BEARER_ASSERTION, "client_assertion": assertion}
+
         signer = self.signer()
         answer = await self._http.post(
-            http, record.token_endpoint, "the token request", data=form, headers=headers, proof=signer
+            http, record.token_endpoint, "the token request", form=body, headers=headers, proof=signer
         )
         try:
             tokens = Tokens.from_response(answer, self._clock(), previous, dpop=signer is not None)

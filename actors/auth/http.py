@@ -13,6 +13,7 @@ OAuth endpoints with the same client certificate and trusted CA as its MCP endpo
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
@@ -66,13 +67,23 @@ class AuthServerHttp:
             return None
 
     async def post(
-        self, http: httpx2.AsyncClient, url: str, what: str, *, proof: DPoPSigner | None = None, **kwargs: Any
+        self,
+        http: httpx2.AsyncClient,
+        url: str,
+        what: str,
+        *,
+        proof: DPoPSigner | None = None,
+        form: Callable[[], dict[str, str]] | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """The JSON object answered. With ``proof`` (DPoP), the request carries a fresh
         proof, and a ``use_dpop_nonce`` refusal with a new nonce is retried once with it
-        (RFC 9449 §8)."""
+        (RFC 9449 §8). ``form`` builds the body for each attempt, so a retry carries a
+        fresh client assertion (its ``jti`` must not be replayed, RFC 7523 §3)."""
         for retry in (False, True):
             seen: dict[str, str] = {}
+            if form is not None:
+                kwargs["data"] = form()
             if proof is not None:
                 kwargs["headers"] = {**kwargs.get("headers", {}), **proof.headers("POST", url)}
             status, content = await self.fetch(http, "POST", url, what, seen=seen, **kwargs)
