@@ -37,7 +37,7 @@ from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.bridge.gate import AUTH_TIMEOUT_S, role_denial
 from supervisor.bridge.hub import BridgeHub, BridgeSession
 from supervisor.bridge.peers import Refused
-from supervisor.bridge.session import run_session
+from supervisor.bridge.session import offer, run_session
 
 log = get_logger("supervisor.bridge")
 
@@ -305,10 +305,7 @@ class BridgeLink:
         except orjson.JSONEncodeError as exc:
             await self.send(env.error(env.MALFORMED, f"data.jsonrpc cannot be written as one line: {exc}"))
             return
-        session.messages_in += 1
-        try:
-            await session.inbox.send(line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        if not offer(session, line):
             problem = f"session {session.id!r} has closed"
             self.post(env.error("unknown_session", problem, session.id, frame.id))
 
