@@ -59,8 +59,8 @@ class Ours:
             if frame["type"] in ("mcp:error", "mcp:session:close", "mcp:session:open:result"):
                 raise RuntimeError(f"unexpected frame from the hub: {frame}")
 
-    async def open(self, frame_id: int = 0) -> str:
-        await self.send("mcp:session:open", {"serverName": "mini"}, frame_id)
+    async def open(self, frame_id: int = 0, server: str = "mini") -> str:
+        await self.send("mcp:session:open", {"serverName": server}, frame_id)
         answer = await self.until(
             lambda f: f["type"] == "mcp:session:open:result" and f.get("id") == frame_id
         )
@@ -126,8 +126,9 @@ async def drop(ws: WebSocketConnection) -> None:
 class Serve:
     """The ``serve`` subprocess and what the bench reads of it."""
 
-    def __init__(self, port: int, pid: int) -> None:
+    def __init__(self, port: int, pid: int, spares: int = 0) -> None:
         self.pid = pid
+        self.spares = spares  # warm spares: processes of serve's that are no session's
         self.url = f"ws://127.0.0.1:{port}/v1/bridge"
         self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60)
 
@@ -140,12 +141,17 @@ class Serve:
         raise RuntimeError("serve did not answer /v1/health in 20 s")
 
     async def settled(self, timeout_s: float = 60) -> float:
-        """Wait until no bridge session is listed and no process is left; how long it took."""
+        """Wait until no bridge session is listed and no process is left but the warm
+        spares; how long it took."""
         began = time.perf_counter()
         with trio.fail_after(timeout_s):
-            while (await self.http.get("/v1/bridge/sessions")).json()["sessions"] or self.children():  # noqa: ASYNC110 - polling another process
+            while await self._busy():  # noqa: ASYNC110 - polling another process
                 await trio.sleep(0.05)
         return time.perf_counter() - began
+
+    async def _busy(self) -> bool:
+        listed = (await self.http.get("/v1/bridge/sessions")).json()["sessions"]
+        return bool(listed) or self.children() > self.spares
 
     def children(self) -> int:
         return len(descendants(self.pid))

@@ -1,7 +1,7 @@
 """The WebSocket bridge (issue 16): ``/v1/bridge`` of a real ``serve``, and supergateway.
 
     python benchmarks/bench_bridge.py [--sessions 500] [--burst 64] [--cycles 10000]
-                                      [--calls 2000] [--rounds 5] [--opens 200]
+                                      [--calls 2000] [--rounds 5] [--opens 200] [--warm 16]
                                       [--only peer floor sessions cycles]
 
 ``serve`` runs as a subprocess on a free loopback port with one server, ``mini``
@@ -22,6 +22,9 @@ so what is measured is the hub, not a client library:
   ``tools/call`` round trip over one session (the two interleaved in rounds), the
   gateway process's CPU per call, and session opens per second (a usable
   session: opened and its ``initialize`` answered; sequential, and 16 at a time).
+  With ``--warm N`` (16 by default) the opens are measured again on ``mini-warm``, the
+  same server with ``warm: N``: each session takes a spare spawned ahead (taken raw,
+  before ``initialize``), and the pool spawns its replacement.
   supergateway shares ONE child among all its connections, so its "session" is a
   WebSocket connection and nothing is spawned; ours spawns a process per session.
   Supergateway runs with ``--logLevel none`` (its default logs every message).
@@ -54,12 +57,15 @@ from _common import descendants, proc_status, raise_fd_limit, serve_running  # n
 from bridge_peers import run_floor, run_peer  # noqa: E402
 
 
-def config(port: int, most: int) -> dict[str, Any]:
+def config(port: int, most: int, warm: int) -> dict[str, Any]:
+    servers: dict[str, Any] = {"mini": {"command": SERVER, "trusted": True, "bridge": True}}
+    if warm:  # the same server with spares spawned ahead (supervisor/warm_pool.py)
+        servers["mini-warm"] = {**servers["mini"], "warm": warm}
     return {
         "admin": {"bind": f"127.0.0.1:{port}"},
         "tool_search": {"enabled": False},
         "bridge": {"max_sessions_per_tenant": most, "max_processes": most},
-        "servers": {"mini": {"command": SERVER, "trusted": True, "bridge": True}},
+        "servers": servers,
     }
 
 
@@ -198,8 +204,9 @@ async def measure(args: argparse.Namespace, serve: Serve) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
     raise_fd_limit(8192)  # serve inherits it: 500 sessions hold about 3,000 descriptors
-    with serve_running(lambda port: config(port, args.sessions + 64), "bench-bridge-") as (port, pid):
-        results: dict[str, Any] = trio.run(measure, args, Serve(port, pid))
+    warm = args.warm if "peer" in args.only else 0  # spares would count in the other sections
+    with serve_running(lambda port: config(port, args.sessions + 64, warm), "bench-bridge-") as (port, pid):
+        results: dict[str, Any] = trio.run(measure, args, Serve(port, pid, spares=warm))
         return results
 
 
@@ -211,5 +218,6 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=2000, help="round trips per round and client")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--opens", type=int, default=200, help="session opens per measure")
+    parser.add_argument("--warm", type=int, default=16, help="warm spares of mini-warm (0: no warm row)")
     parser.add_argument("--only", nargs="+", default=["peer", "floor", "sessions", "cycles"])
     print(json.dumps(main(parser.parse_args()), indent=2))

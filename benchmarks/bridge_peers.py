@@ -27,6 +27,8 @@ from _common import free_port, quantiles  # noqa: E402
 
 # ------------------------------------------------------------ against supergateway
 
+WARM_REFILL_S = 2.0
+
 
 class Plain:
     """A supergateway connection: JSON-RPC messages as WebSocket text, nothing around them."""
@@ -148,9 +150,9 @@ async def round_trips(
     }
 
 
-async def opens(url: str, ours: bool, n: int, parallel: int) -> dict[str, Any]:
+async def opens(url: str, ours: bool, n: int, parallel: int, server: str = "mini") -> dict[str, Any]:
     """``n`` usable sessions (opened, initialize answered), ``parallel`` at a time; each
-    closed after (not timed)."""
+    closed after (not timed). ``server``: ours only (``mini-warm`` keeps warm spares)."""
     durations: list[float] = []
     steps: dict[str, list[float]] = {"connect": [], "open_result": [], "initialize": []}
     limiter = trio.CapacityLimiter(parallel)
@@ -161,7 +163,7 @@ async def opens(url: str, ours: bool, n: int, parallel: int) -> dict[str, Any]:
             if ours:
                 async with ours_socket(url) as client:
                     t1 = time.perf_counter()
-                    sid = await client.open(index)
+                    sid = await client.open(index, server)
                     t2 = time.perf_counter()
                     await client.initialize(sid)
                     for step, took in zip(steps, (t1 - t0, t2 - t1, time.perf_counter() - t2), strict=True):
@@ -207,6 +209,12 @@ async def run_peer(serve: Serve, args: argparse.Namespace) -> dict[str, Any]:
                         url, name == "ours", args.opens, parallel
                     )
                     await serve.settled()
+            if args.warm:  # ours again, each session taking a warm spare (and its keeper refilling)
+                await trio.sleep(WARM_REFILL_S)  # the spares taken so far are replaced and started
+                result[f"opens_ours_warm_{parallel}"] = await opens(
+                    serve.url, True, args.opens, parallel, "mini-warm"
+                )
+                await serve.settled()
         # Our WebSocket alone (connect, handshake, close; no session): what a supergateway
         # "session" costs it, on our side.
         result["ours_socket_only"] = await sockets_only(serve.url, args.opens)

@@ -301,3 +301,39 @@ async def test_a_cut_off_client_is_sent_4429_next_and_nothing_it_fell_behind_on(
             await trio.sleep_forever()  # until the writer has closed the socket and cancelled
     assert socket.written == [env.encode(frames[0])]
     assert socket.closed is not None and socket.closed[0] == 4429 and "too slow" in socket.closed[1]
+
+
+async def test_a_senders_frame_is_written_in_its_own_task_and_none_after_a_cut_off(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """No hop through the writer on a round trip's path: ``send_text`` writes under the
+    link's send lock in the caller's task; once the client is cut off it writes nothing."""
+    from supervisor.bridge.link import BridgeLink
+
+    monkeypatch.setattr("supervisor.bridge.link.RELAY_BUFFER_BYTES", 1000)
+    socket = StalledSocket()
+    socket.reading.set()
+    writers: list[trio.lowlevel.Task] = []
+    written = socket.send
+
+    async def send(data: str) -> None:
+        writers.append(trio.lowlevel.current_task())
+        await written(data)
+
+    socket.send = send  # type: ignore[method-assign]
+    hub: Any = SimpleNamespace(peers=PeerRegistry(None))  # type: ignore[arg-type]  # no session to record
+    client = BridgeLink(hub, socket, None, "127.0.0.1:1", None)  # type: ignore[arg-type]  # no tokens used
+    with client.scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client._write)
+            await client.send_text("first")
+            assert socket.written == ["first"] and writers == [trio.lowlevel.current_task()]
+            socket.reading = trio.Event()  # the client stops reading: relayed frames pile up
+            for i in range(40):
+                client.relay(env.message("s", {"jsonrpc": "2.0", "method": "n", "params": {"i": i}}))
+            assert client.shut_reason == "client_too_slow"
+            socket.reading.set()
+            await client.send_text("after the cut")
+            await trio.sleep_forever()  # until the writer has closed the socket and cancelled
+    assert "after the cut" not in socket.written
+    assert socket.closed is not None and socket.closed[0] == 4429

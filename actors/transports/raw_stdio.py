@@ -11,6 +11,8 @@ bridged process dies like every local server (``open_stdio_transport(kind=RawStd
 
 from __future__ import annotations
 
+import os
+
 import trio
 
 from actors.connection.spec import ServerSpec
@@ -34,10 +36,29 @@ class RawStdio(StdioTransport):
     async def send_line(self, line: bytes) -> None:
         """Write one line (a JSON text with no newline in it); TransportClosed when the
         server's stdin is closed."""
+        await self.send_raw(line + b"\n")
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write ``data`` as it is, waiting while the pipe is full; TransportClosed when
+        the server's stdin is closed."""
         try:
-            await self._stdin.send_all(line + b"\n")
+            await self._stdin.send_all(data)
         except _IO_ERRORS as exc:
-            raise TransportClosed(f"mcp server {self._name}: its stdin is closed{self._exit_note()}") from exc
+            raise self._stdin_closed() from exc
+
+    def write_nowait(self, data: bytes) -> int:
+        """Write what the pipe takes now, without waiting: how many bytes (0 when it is
+        full). Only while no ``send_raw`` is under way (the caller orders them)."""
+        try:
+            assert isinstance(self._stdin, trio.lowlevel.FdStream)  # a pipe on every POSIX system
+            return os.write(self._stdin.fileno(), data)  # trio made it non-blocking
+        except BlockingIOError:
+            return 0
+        except OSError as exc:  # a closed pipe (EPIPE), or our end closed (EBADF)
+            raise self._stdin_closed() from exc
+
+    def _stdin_closed(self) -> TransportClosed:
+        return TransportClosed(f"mcp server {self._name}: its stdin is closed{self._exit_note()}")
 
     async def receive_lines(self) -> list[bytes]:
         """The next complete lines (at least one), ``[]`` once the server is gone."""

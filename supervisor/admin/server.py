@@ -56,6 +56,10 @@ CALL_GRACE_S = 3.0
 CUT_AFTER_S = 1.0
 # Beyond Hypercorn's own drain: hosted sessions closing, and a margin.
 DRAIN_DEADLINE_S = GRACEFUL_TIMEOUT_S + 12.0
+# Connections the kernel holds for us before we accept them. Hypercorn's 100 is too
+# few for a burst (500 bridge clients connecting at once): the rest see their SYN
+# dropped and wait a second or more to retry. The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 1024
 
 # Hypercorn logs "Running on … (CTRL + C to quit)" at info; we log our own line.
 _hypercorn_log = get_logger("supervisor.admin.hypercorn")
@@ -72,6 +76,7 @@ def hypercorn_config(bind: str) -> HypercornConfig:
     config.graceful_timeout = GRACEFUL_TIMEOUT_S
     config.include_server_header = False
     config.keep_alive_timeout = 5.0
+    config.backlog = LISTEN_BACKLOG
     return config
 
 

@@ -41,7 +41,7 @@ from actors.transports.raw_stdio import RawStdio
 from actors.transports.websocket import PongsAfterClose
 from supervisor.bridge.hub import BridgeSession
 from supervisor.bridge.peers import launch_digest
-from supervisor.bridge.session import SessionHost, run_session
+from supervisor.bridge.session import SessionHost, offer, run_session
 from supervisor.settings.model import BridgeSettings
 
 log = get_logger("supervisor.bridge.peer")
@@ -169,10 +169,7 @@ class PeerLink:
                 await self.send(env.open_failed("too_many_processes", problem, frame.id))
                 return
             self.processes += 1
-            inbox, outlet = trio.open_memory_channel[bytes](OUTBOX)
-            session = BridgeSession(
-                sid, "", spec.name, "hub", trio.current_time(), time.time(), inbox, outlet
-            )
+            session = BridgeSession(sid, "", spec.name, "hub", trio.current_time(), time.time())
             nursery.start_soon(run_session, self, session, spec, frame.id)
             return
         running = self.sessions.get(sid) if isinstance(sid, str) else None
@@ -181,9 +178,8 @@ class PeerLink:
                 problem = f"this peer runs no session {sid!r}"
                 await self.send(env.error("unknown_session", problem, sid, frame.id))
             return
-        if frame.type == env.MESSAGE:
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await running.inbox.send(orjson.dumps(frame.data["jsonrpc"]))
+        if frame.type == env.MESSAGE:  # never waits: a process that stopped reading is closed
+            offer(running, orjson.dumps(frame.data["jsonrpc"]))
         elif frame.type == env.CLOSE:
             running.close("client_closed")
 

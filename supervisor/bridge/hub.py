@@ -35,6 +35,7 @@ from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from supervisor.audit_trail import AuditTrail
 from supervisor.bridge.peers import PeerRegistry, Refused
+from supervisor.bridge.stdin_feed import StdinFeed
 from supervisor.metrics import Family, labels
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
@@ -74,8 +75,7 @@ class BridgeSession:
     client: str
     born: float  # trio time
     opened_at: float  # unix time
-    inbox: trio.MemorySendChannel[bytes]
-    outlet: trio.MemoryReceiveChannel[bytes]
+    feed: StdinFeed | None = None  # the process's stdin, once it runs
     state: str = "starting"
     pid: int | None = None
     messages_in: int = 0
@@ -95,8 +95,6 @@ class BridgeSession:
 
 class BridgeHub:
     """The bridge sessions of one admin server (see the module docstring)."""
-
-    INBOX = 64  # client messages waiting for a server's stdin
 
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
@@ -146,7 +144,6 @@ class BridgeHub:
         except Refused as refused:
             self.refused(tenant, server, refused)
             raise
-        inbox, outlet = trio.open_memory_channel[bytes](self.INBOX)
         session = BridgeSession(
             id=secrets.token_urlsafe(12),
             tenant=tenant,
@@ -154,8 +151,6 @@ class BridgeHub:
             client=client,
             born=trio.current_time(),
             opened_at=time.time(),
-            inbox=inbox,
-            outlet=outlet,
         )
         self._sessions[session.id] = session
         return session, spec

@@ -2,17 +2,22 @@
 
 Three tasks in the link's nursery, plus one per session: the reader decodes frames
 and acts on them (a frame it cannot use is answered ``mcp:error`` and the socket
-lives on), the writer is the only task that writes to the socket (sessions queue
-their frames, at most ``OUTBOX`` waiting, so a slow client slows its own servers'
-reads and nobody else's), and the idle watch closes a socket that has seen no frame
-either way for ``bridge.idle_s`` (never a registered peer's: waiting for sessions is
-its job; a dead one is found by the heartbeats). Frames a peer relays are queued
-without waiting, since the peer's reader serves other clients too: a client that
-lets more than ``RELAY_BUFFER_BYTES`` of them pile up is cut off (4429), its queue
-dropped, and its sessions closed. The socket's end (the client left: the web
-framework cancels the handler) cancels the nursery, and with it every session, whose
-processes are torn down under the stdio teardown. Heartbeats are WebSocket pings sent by the
-server (Hypercorn's ``websocket_ping_interval`` = ``bridge.heartbeat_s``).
+lives on), the writer writes what is queued for the socket, and the idle watch
+closes a socket that has seen no frame either way for ``bridge.idle_s`` (never a
+registered peer's: waiting for sessions is its job; a dead one is found by the
+heartbeats). Every write to the socket is made under the link's send lock, one frame
+at a time: the writer's, and those of a caller that sends (``send``/``send_text``: a
+session's lines, the reader's answers), which write in their own task so that a
+round trip takes no task hop; a slow client slows its own servers' reads and nobody
+else's. The tables and the link's state stay the reader's and the writer's. Frames
+that must not wait are queued instead: ``post`` (at most ``OUTBOX``), and frames a
+peer relays, since the peer's reader serves other clients too: a client that lets
+more than ``RELAY_BUFFER_BYTES`` of them pile up is cut off (4429), its queue
+dropped, its sessions closed, and nothing more is sent to it but the close. The
+socket's end (the client left: the web framework cancels the handler) cancels the
+nursery, and with it every session, whose processes are torn down under the stdio
+teardown. Heartbeats are WebSocket pings sent by the server (Hypercorn's
+``websocket_ping_interval`` = ``bridge.heartbeat_s``).
 
 Close codes the hub uses: 1001 (the hub is shutting down), 4401 (no valid ``auth``
 frame in time), 4403 (the token's role may not use the bridge), 4408 (idle), 4429
@@ -37,11 +42,11 @@ from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.bridge.gate import AUTH_TIMEOUT_S, role_denial
 from supervisor.bridge.hub import BridgeHub, BridgeSession
 from supervisor.bridge.peers import Refused
-from supervisor.bridge.session import run_session
+from supervisor.bridge.session import offer, run_session
 
 log = get_logger("supervisor.bridge")
 
-OUTBOX = 64  # frames of the hub's own sessions waiting for the socket
+OUTBOX = 64  # frames posted (``post``: answers that must not wait) waiting for the socket
 RELAY_BUFFER_BYTES = 16 * 1024 * 1024  # frames relayed from peers waiting for the socket
 CLOSE_WRITE_S = 1.0  # a close frame that cannot be written within this is given up
 TOO_SLOW = "client_too_slow"
@@ -82,6 +87,8 @@ class BridgeLink:
         # One queue keeps every frame in order; the bounds are counted beside it.
         self._out, self._pending = trio.open_memory_channel[str | _Relayed | _Shut](math.inf)
         self._room = trio.Semaphore(OUTBOX)  # a str in the queue holds one
+        self._send_lock = trio.Lock()  # held for each frame written (FIFO: trio's locks are fair)
+        self._closed = False  # the socket's close was written: nothing goes after it
         self.relayed_bytes = 0
         self._cut: _Shut | None = None  # the writer sends this next, dropping the rest
         self.shut_reason: str | None = None
@@ -114,9 +121,12 @@ class BridgeLink:
         await self.send_text(env.encode(frame))
 
     async def send_text(self, text: str) -> None:
-        """Queue a frame for the writer, waiting while ``OUTBOX`` frames wait."""
-        await self._room.acquire()
-        self._queue(text)
+        """Write a frame now, in the caller's task, once the frames ahead of it are
+        written; dropped if the client was cut off or the socket closed."""
+        async with self._send_lock:
+            if self._cut is None and not self._closed:
+                await self.socket.send(text)
+                self.last_activity = trio.current_time()
 
     def post(self, frame: Frame) -> None:
         """Queue a frame without waiting; dropped if ``OUTBOX`` frames wait."""
@@ -171,19 +181,21 @@ class BridgeLink:
 
     async def _write(self) -> None:
         async for item in self._pending:
-            item = self._cut or item
-            if isinstance(item, _Shut):
-                with trio.move_on_after(CLOSE_WRITE_S):
-                    await self.socket.close(item.code, item.reason)
-                self.scope.cancel()
-                return
-            if isinstance(item, _Relayed):
-                await self.socket.send(item.text)
-                self.relayed_bytes -= len(item.text)
-            else:
-                await self.socket.send(item)
-                self._room.release()
-            self.last_activity = trio.current_time()
+            async with self._send_lock:
+                item = self._cut or item
+                if isinstance(item, _Shut):
+                    with trio.move_on_after(CLOSE_WRITE_S):
+                        await self.socket.close(item.code, item.reason)
+                    self._closed = True
+                    self.scope.cancel()
+                    return
+                if isinstance(item, _Relayed):
+                    await self.socket.send(item.text)
+                    self.relayed_bytes -= len(item.text)
+                else:
+                    await self.socket.send(item)
+                    self._room.release()
+                self.last_activity = trio.current_time()
 
     async def _watch_idle(self) -> None:
         while True:
@@ -305,10 +317,7 @@ class BridgeLink:
         except orjson.JSONEncodeError as exc:
             await self.send(env.error(env.MALFORMED, f"data.jsonrpc cannot be written as one line: {exc}"))
             return
-        session.messages_in += 1
-        try:
-            await session.inbox.send(line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        if not offer(session, line):
             problem = f"session {session.id!r} has closed"
             self.post(env.error("unknown_session", problem, session.id, frame.id))
 

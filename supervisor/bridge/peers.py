@@ -44,7 +44,9 @@ PEER_GONE = "peer_gone"
 PEER_ERROR = "peer_error"
 # What a peer may give as a close's reason or a refusal's code; others are recorded
 # as ``peer_closed`` / ``peer_refused`` (they become audit values and metric labels).
-PEER_REASONS = frozenset({"server_exited", "server_message_too_large", "client_closed", "shutdown"})
+PEER_REASONS = frozenset(
+    {"server_exited", "server_message_too_large", "server_not_reading", "client_closed", "shutdown"}
+)
 PEER_CODES = frozenset({"not_exported", "spawn_failed", "too_many_processes", "disabled", "unavailable"})
 
 

@@ -3,7 +3,9 @@
 The hub never speaks MCP to the process: the client's ``initialize`` is the first
 thing it reads, so capability negotiation, subscriptions and state are the client's.
 A client message becomes one line on the process's stdin (its JSON re-encoded
-compactly, its ids untouched); each line the process writes goes back verbatim in an
+compactly, its ids untouched), written by the socket's reader through the session's
+``StdinFeed`` (``stdin_feed.py``: at once when the pipe takes it, else queued, bounded,
+for the session's feeder task); each line the process writes goes back verbatim in an
 ``mcp:message`` (checked to be JSON, never rewritten). Nothing is broadcast: a
 session's lines go to the socket that opened it and nowhere else.
 
@@ -18,6 +20,7 @@ process that exited by itself is then announced to the client with
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -32,6 +35,7 @@ from actors.protocol.errors import FramingError
 from actors.transports.base import SpawnError, TransportClosed
 from actors.transports.raw_stdio import RawStdio
 from supervisor.bridge.hub import BridgeSession
+from supervisor.bridge.stdin_feed import SERVER_NOT_READING, StdinFeed
 
 log = get_logger("supervisor.bridge")
 
@@ -83,11 +87,12 @@ async def run_session(
                 async with hub.open_process(spec) as child:
                     session.pid = child.pid
                     child.set_max_line_bytes(hub.max_message_bytes)
+                    session.feed = feed = StdinFeed(child)
                     hub.opened(session)
                     link.sessions[session.id] = session
                     await link.send(env.open_result(session.id, frame_id))
                     async with trio.open_nursery() as pumps:
-                        pumps.start_soon(_feed, child, session)
+                        pumps.start_soon(_feed, feed)
                         reason = await _pump(child, session, link)
                         session.close(reason)  # the first reason wins: a client's close came first
             except SpawnError as exc:
@@ -96,7 +101,6 @@ async def run_session(
                 message = f"server {spec.name!r} could not be started; the supervisor's log says why"
                 link.post(env.open_failed(failed, message, frame_id))
     finally:
-        session.inbox.close()
         link.sessions.pop(session.id, None)
         hub.ended(session, failed)
     if child is not None:  # torn down: its exit status is known
@@ -109,19 +113,39 @@ def _close_frame(session: BridgeSession, server: str, note: str) -> env.Frame:
         text = f"the process of server {server!r} ended{note}"
     elif reason == TOO_LONG:
         text = f"server {server!r} wrote a message over the bridge's frame bound; the session was closed"
+    elif reason == SERVER_NOT_READING:
+        text = f"server {server!r} stopped reading its input (too much waited for it); the session was closed"
     else:
         text = f"the session was closed ({reason})"
     return env.session_close(session.id, reason, text, id=session.close_id)
 
 
-async def _feed(child: RawStdio, session: BridgeSession) -> None:
-    """The client's messages, in order, to the process's stdin."""
-    async with session.outlet:
-        async for line in session.outlet:
-            try:
-                await child.send_line(line)
-            except TransportClosed:
-                return  # the process is going: ``_pump`` sees it end
+async def _feed(feed: StdinFeed) -> None:
+    """What the process's stdin could not take at once, in order."""
+    with contextlib.suppress(TransportClosed):  # the process is going: ``_pump`` sees it end
+        await feed.run()
+
+
+def offer(session: BridgeSession, line: bytes) -> bool:
+    """Pass a client's message line to the session's process without waiting; False
+    when it cannot take it (its stdin closed: the session is ending). A process that
+    stopped reading is closed (``SERVER_NOT_READING``), not waited for."""
+    feed = session.feed
+    if feed is None:
+        return False
+    try:
+        accepted = feed.offer(line)
+    except TransportClosed:
+        return False
+    if not accepted:
+        log.warning(
+            "bridge: a server stopped reading its input; its session was closed",
+            extra={"fields": {"session": session.id, "server": session.server}},
+        )
+        session.close(SERVER_NOT_READING)
+    else:
+        session.messages_in += 1
+    return True
 
 
 async def _pump(child: RawStdio, session: BridgeSession, link: BridgeLink) -> str:

@@ -20,6 +20,7 @@ Flags (to script misbehaviour):
   --huge-line BYTES      after answering initialize, write one line of BYTES bytes
   --exit-during-init     exit (status 1) when initialize arrives, before answering
   --ignore-stdin-close   keep running when stdin closes
+  --stop-reading         after answering initialize, never read stdin again (keep running)
   --ignore-sigterm       ignore SIGTERM
   --spawn-child          start a grandchild ``sleep 1000`` in our process group
                          (its pid goes to stderr as ``spawned child pid=N``)
@@ -329,6 +330,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--huge-line", type=int, default=0)
     parser.add_argument("--exit-during-init", action="store_true")
     parser.add_argument("--ignore-stdin-close", action="store_true")
+    parser.add_argument("--stop-reading", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--stderr-lines", type=int, default=0)
@@ -365,6 +367,9 @@ def main(argv: list[str]) -> None:
     for line in sys.stdin.buffer:
         if line.strip():
             server.handle_line(line)
+        if args.stop_reading and server.initialized:
+            log("initialized; no longer reading stdin, as asked")
+            threading.Event().wait()
     if args.ignore_stdin_close:
         log("stdin closed; staying alive, as asked")
         threading.Event().wait()
