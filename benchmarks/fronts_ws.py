@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import trio
 from _common import quantiles
+from bridge_peers import listening
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
@@ -66,6 +67,7 @@ async def raw_session(url: str) -> AsyncIterator[Raw]:
 async def measure_ws(front: Any, calls: int, sessions: int, seconds: float) -> dict[str, Any]:
     """The row (``front`` is bench_fronts' Front: its ``url``, ``seen``, ``backend_pids``)."""
     url = front.url
+    await listening(url)  # its port may take TCP connections before its WebSocket handshakes
     result: dict[str, Any] = {}
     async with raw_session(url) as raw:
         for _ in range(30):
