@@ -25,11 +25,13 @@ import orjson
 import trio
 
 from actors.auth.authorizers import LoopbackAuthorizer
+from actors.auth.http import tls_transport
 from actors.auth.provider import OAuthProvider, OAuthSettings
 from actors.connection.spec import ServerSpec
 from actors.protocol.messages import LATEST_PROTOCOL_VERSION
 from actors.redaction import Redactor
 from actors.transports.base import TransportError
+from actors.transports.tls import tls_refusal
 from supervisor.client import TOKEN_ENV_VAR, AdminClient, ClientError, Unreachable
 from supervisor.settings.model import Config
 from supervisor.state_dir import open_store, resolve_state_dir
@@ -81,10 +83,14 @@ async def probe(spec: ServerSpec) -> str | None:
     }
     headers.pop("Authorization", None)
     try:
-        async with httpx2.AsyncClient(follow_redirects=False, timeout=spec.init_timeout_s) as http:
+        async with httpx2.AsyncClient(
+            follow_redirects=False, timeout=spec.init_timeout_s, transport=tls_transport(spec.name, spec.tls)
+        ) as http:
             response = await http.post(spec.url, content=PROBE, headers=headers)
     except httpx2.HTTPError as exc:
-        raise LoginError(f"mcp server {spec.name}: cannot reach it: {type(exc).__name__}") from None
+        refusal = tls_refusal(exc)
+        reason = refusal.text if refusal is not None else type(exc).__name__
+        raise LoginError(f"mcp server {spec.name}: cannot reach it: {reason}") from None
     return response.headers.get("www-authenticate") if response.status_code in (401, 403) else None
 
 
@@ -114,7 +120,10 @@ async def login(
 
             authorizer = LoopbackAuthorizer(listener, show_url, timeout_s=timeout_s)
             settings = OAuthSettings.from_mapping(spec.oauth)
-            provider = OAuthProvider(name, spec.url, settings, StoreVault(store), authorizer)
+            provider = OAuthProvider(
+                name, spec.url, settings, StoreVault(store), authorizer,
+                transport=tls_transport(name, spec.tls),
+            )  # fmt: skip
             challenge = await probe(spec)
             try:
                 await provider.login(challenge)

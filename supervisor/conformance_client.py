@@ -110,14 +110,17 @@ def oauth_settings(scenario: str, context: Mapping[str, Any]) -> dict[str, str] 
         ("idp_client_id", "idp_client_id"),
         ("id_token", "idp_id_token"),
         ("idp_token_endpoint", "idp_token_endpoint"),
+        ("assertion", "valid_jwt"),
     ):
         value = context.get(theirs)
         if isinstance(value, str) and value:
             settings[ours] = value
     if scenario.startswith("auth/client-credentials"):
         settings["flow"] = "client_credentials"
-    elif scenario.startswith("auth/cross-app-access"):
+    elif scenario.startswith(("auth/cross-app-access", "auth/enterprise-managed-authorization")):
         settings["flow"] = "cross_app_access"
+    elif scenario.startswith("auth/wif-"):
+        settings["flow"] = "jwt_bearer"
     return settings
 
 

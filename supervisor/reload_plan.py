@@ -40,6 +40,7 @@ LAUNCH_KEYS: Mapping[str, str] = {
     "url": "url",
     "headers": "headers",  # ``token`` lands here too
     "oauth": "oauth",
+    "tls": "tls",  # a new certificate needs a new connection (and OAuth client)
     "transport": "transport",
     "protocol": "protocol",  # the era is settled when a connection starts
     "scope": "scope",

@@ -35,9 +35,23 @@ from actors.redaction import safe_url
 # --- parse_challenge ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("header", [None, "", 'Basic realm="x"', "Bearerx realm=1", 'DPoP algs="ES256"'])
+@pytest.mark.parametrize("header", [None, "", 'Basic realm="x"', "Bearerx realm=1", 'DPoPx algs="ES256"'])
 def test_no_bearer_challenge_is_none(header: str | None) -> None:
     assert parse_challenge(header) is None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        'DPoP error="use_dpop_nonce", resource_metadata="https://m/prm"',
+        'DPoP algs="ES256" error="use_dpop_nonce", Bearer resource_metadata="https://m/prm"',
+        'Basic realm="x", Bearer resource_metadata="https://m/prm", DPoP error="use_dpop_nonce"',
+    ],
+)
+def test_a_dpop_challenge_counts_and_merges_with_a_bearer_one(header: str) -> None:
+    challenge = parse_challenge(header)
+    assert challenge is not None
+    assert challenge.error == "use_dpop_nonce" and challenge.resource_metadata == "https://m/prm"
 
 
 def test_bare_bearer_has_no_params() -> None:

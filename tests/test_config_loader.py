@@ -323,6 +323,18 @@ def test_expansion_in_oauth_and_literal_credentials_are_secrets(tmp_path: Path) 
     assert set(spec.secrets) == {"literal-key", "cs-1", "read-scope"}
 
 
+def test_the_jwt_bearer_flows_assertion_is_a_secret_and_its_file_a_full_path(tmp_path: Path) -> None:
+    spec = one(tmp_path, {"url": "https://h/mcp", "oauth": {"flow": "jwt_bearer", "client_id": "wl",
+                                                             "assertion": "eyJ.literal.jwt"}})  # fmt: skip
+    assert "eyJ.literal.jwt" in spec.secrets
+    spec = one(tmp_path, {"url": "https://h/mcp", "oauth": {"flow": "jwt_bearer", "client_id": "wl",
+                                                             "assertion_file": "tokens/wl.jwt",
+                                                             "dpop": "required"}})  # fmt: skip
+    assert spec.oauth is not None
+    assert spec.oauth["assertion_file"] == str(tmp_path / "tokens" / "wl.jwt")
+    assert spec.oauth["dpop"] == "required"
+
+
 def test_secrets_stay_out_of_reprs_and_descriptions(tmp_path: Path) -> None:
     doc = {
         "servers": {
@@ -406,11 +418,24 @@ ERRORS: list[tuple[object, str, str]] = [
     ({"servers": {"s": {"url": "https://h/", "oauth": {"scopes": "a"}}}}, f"{S}.oauth.scopes",
      "unknown OAuth setting; expected one of client_id, client_secret, scope, flow, "
      "client_metadata_url, private_key, signing_algorithm, token_endpoint_auth_method, "
-     "idp_token_endpoint, idp_client_id, idp_client_secret, id_token"),
+     "idp_token_endpoint, idp_client_id, idp_client_secret, id_token, dpop, assertion, "
+     "assertion_file"),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"scope": ["a"]}}}}, f"{S}.oauth.scope",
      'expected a string, got ["a"]'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "implicit"}}}}, f"{S}.oauth.flow",
-     'expected one of authorization_code, client_credentials, cross_app_access, got "implicit"'),
+     'expected one of authorization_code, client_credentials, cross_app_access, jwt_bearer, '
+     'got "implicit"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"dpop": "true"}}}}, f"{S}.oauth.dpop",
+     'expected one of auto, required, off, got "true"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "jwt_bearer", "assertion": "j"}}}},
+     f"{S}.oauth", 'the jwt_bearer flow needs "client_id"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "jwt_bearer", "client_id": "c"}}}},
+     f"{S}.oauth", 'the jwt_bearer flow needs one of "assertion" or "assertion_file"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "jwt_bearer", "client_id": "c",
+                                                        "assertion": "j", "assertion_file": "f"}}}},
+     f"{S}.oauth", 'the jwt_bearer flow needs one of "assertion" or "assertion_file"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"assertion_file": "f"}}}},
+     f"{S}.oauth.assertion_file", 'only the "jwt_bearer" flow takes a workload assertion'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "cross_app_access", "client_id": "c",
                                                         "id_token": "t"}}}}, f"{S}.oauth",
      'the cross_app_access flow needs "idp_token_endpoint"'),

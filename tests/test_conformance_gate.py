@@ -25,10 +25,6 @@ AUTH_SCENARIOS = {
     "auth/metadata-issuer-mismatch",
     "auth/authorization-server-migration",
     "auth/offline-access-not-supported",
-    "auth/enterprise-managed-authorization",
-    "auth/dpop",
-    "auth/dpop-nonce",
-    "auth/wif-jwt-bearer",
 }
 
 

@@ -22,6 +22,16 @@ AS = "https://as.example"
 IDP = "https://idp.example"
 
 
+def discovery(url: str, metadata: dict[str, Any]) -> httpx2.Response | None:
+    """The PRM (naming AS) and AS's ``metadata`` (issuer and token endpoint added), or
+    None for another URL."""
+    if url == "https://mcp.example/.well-known/oauth-protected-resource/mcp":
+        return httpx2.Response(200, json={"resource": MCP, "authorization_servers": [AS]})
+    if url == f"{AS}/.well-known/oauth-authorization-server":
+        return httpx2.Response(200, json={"issuer": AS, "token_endpoint": f"{AS}/token", **metadata})
+    return None
+
+
 class Scripted:
     """PRM + AS metadata + token endpoints; records the token requests."""
 
@@ -33,14 +43,12 @@ class Scripted:
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         url = str(request.url)
-        if url == "https://mcp.example/.well-known/oauth-protected-resource/mcp":
-            return httpx2.Response(200, json={"resource": MCP, "authorization_servers": [AS]})
-        if url == f"{AS}/.well-known/oauth-authorization-server":
-            return httpx2.Response(200, json={
-                "issuer": AS, "token_endpoint": f"{AS}/token", "authorization_endpoint": f"{AS}/authorize",
-                "token_endpoint_auth_methods_supported": ["client_secret_basic"],
-                "code_challenge_methods_supported": ["S256"],
-            })  # fmt: skip
+        found = discovery(url, {
+            "authorization_endpoint": f"{AS}/authorize", "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+        })  # fmt: skip
+        if found is not None:
+            return found
         if url in (f"{AS}/token", f"{IDP}/token"):
             form = dict(parse_qsl(request.content.decode()))
             self.forms.append(form)

@@ -35,8 +35,8 @@ OFFLINE_ACCESS = "offline_access"
 _PARAM = re.compile(
     r"""\s*([!#$%&'*+\-.^_`|~0-9A-Za-z]+)\s*=\s*("(?:[^"\\]|\\.)*"|[!#$%&'*+\-.^_`|~0-9A-Za-z/:]+)\s*,?"""
 )
-# a quoted-string (stepped over) or the start of a Bearer challenge
-_SCHEME = re.compile(r'"(?:[^"\\]|\\.)*"|(?:^|,)\s*Bearer(?=\s|$|,)', re.IGNORECASE)
+# a quoted-string (stepped over) or the start of a Bearer or DPoP challenge
+_SCHEME = re.compile(r'"(?:[^"\\]|\\.)*"|(?:^|,)\s*(?:Bearer|DPoP)(?=\s|$|,)', re.IGNORECASE)
 
 
 class DiscoveryError(Exception):
@@ -68,36 +68,36 @@ class Challenge:
 
 
 def parse_challenge(header: str | None) -> Challenge | None:
-    """The ``Bearer`` challenge in a ``WWW-Authenticate`` value, or None.
+    """The ``Bearer`` challenge in a ``WWW-Authenticate`` value, or None. A ``DPoP``
+    challenge (RFC 9449 §7.1) counts too; when both are there, their parameters are
+    merged (the first one given wins).
 
     Other schemes in the same header (``Basic realm=...``) are skipped; values may be
     quoted (with backslash escapes) or bare tokens.
     """
     if not header:
         return None
-    # the first "Bearer" that starts a challenge; quoted strings are stepped over, so a
-    # realm="..., Bearer ..." of another scheme is not taken for one
-    match = next(
-        (m for m in _SCHEME.finditer(header) if m.group(0)[:1] != '"'),
-        None,
-    )
-    if match is None:
+    # each "Bearer" / "DPoP" that starts a challenge; quoted strings are stepped over, so
+    # a realm="..., Bearer ..." of another scheme is not taken for one
+    matches = [m for m in _SCHEME.finditer(header) if m.group(0)[:1] != '"']
+    if not matches:
         return None
-    rest = header[match.end() :]
     params: dict[str, str] = {}
-    position = 0
-    while position < len(rest):
-        found = _PARAM.match(rest, position)
-        if found is None:
-            break  # the next scheme, or garbage: stop at what was understood
-        name, value = found.group(1).lower(), found.group(2)
-        if value.startswith('"'):
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        params.setdefault(name, value)
-        position = found.end()
-        # a following "Scheme param=..." starts a new challenge
-        if re.match(r"\s*[A-Za-z][\w-]*\s+[\w-]+\s*=", rest[position:]):
-            break
+    for match in matches:
+        rest = header[match.end() :]
+        position = 0
+        while position < len(rest):
+            found = _PARAM.match(rest, position)
+            if found is None:
+                break  # the next scheme, or garbage: stop at what was understood
+            name, value = found.group(1).lower(), found.group(2)
+            if value.startswith('"'):
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            params.setdefault(name, value)
+            position = found.end()
+            # a following "Scheme param=..." starts a new challenge
+            if re.match(r"\s*[A-Za-z][\w-]*\s+[\w-]+\s*=", rest[position:]):
+                break
     return Challenge(params)
 
 
@@ -220,6 +220,7 @@ class ServerMetadata:
     code_challenge_methods_supported: tuple[str, ...] | None = None
     token_endpoint_auth_methods_supported: tuple[str, ...] | None = None
     client_id_metadata_document_supported: bool = False
+    dpop_signing_alg_values_supported: tuple[str, ...] | None = None  # RFC 9449 §5.1
 
     @classmethod
     def parse(cls, body: Any, where: str) -> ServerMetadata:
@@ -243,6 +244,7 @@ class ServerMetadata:
             code_challenge_methods_supported=_strings(body.get("code_challenge_methods_supported")),
             token_endpoint_auth_methods_supported=_strings(body.get("token_endpoint_auth_methods_supported")),
             client_id_metadata_document_supported=body.get("client_id_metadata_document_supported") is True,
+            dpop_signing_alg_values_supported=_strings(body.get("dpop_signing_alg_values_supported")),
         )
 
     def check_pkce(self) -> None:

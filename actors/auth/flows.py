@@ -8,9 +8,11 @@ decides when (and holds the lock). The steps:
 - a client: configured, a client ID metadata document, the stored registration, or
   dynamic client registration;
 - a grant: authorization code with PKCE (through the host's authorizer), client
-  credentials, or cross-app access (SEP-990: an ID-JAG from the identity provider);
+  credentials, cross-app access (SEP-990: an ID-JAG from the identity provider), or a
+  workload's JWT-bearer assertion (RFC 7523, :mod:`actors.auth.jwt_bearer`);
 - the token request, with the client authentication the server supports (basic,
-  post or a signed ``private_key_jwt`` assertion), and the refresh grant.
+  post or a signed ``private_key_jwt`` assertion), and the refresh grant; with DPoP
+  (:mod:`actors.auth.dpop`) each carries a proof of the server's key pair.
 
 Mechanics come from authlib (PKCE, the authorization URL, the callback's ``state``
 check, signed assertions), imported when a flow needs them. Each new token is saved
@@ -28,6 +30,7 @@ from urllib.parse import quote
 import attrs
 import httpx2
 
+from actors.auth import dpop
 from actors.auth.authorizers import Authorizer
 from actors.auth.discovery import (
     Challenge,
@@ -45,6 +48,7 @@ from actors.auth.discovery import (
 )
 from actors.auth.errors import auth_failed, needs_login
 from actors.auth.http import AuthServerHttp
+from actors.auth.jwt_bearer import workload_assertion
 from actors.auth.records import AuthRecord, Client, Tokens
 from actors.auth.settings import HEADLESS_FLOWS, OAuthSettings
 from actors.auth.vault import TokenVault
@@ -84,6 +88,17 @@ class OAuthFlows:
         self._vault = vault
         self._clock = clock
         self._http = AuthServerHttp(server, timeout_s=timeout_s, transport=transport)
+        self._signer: dpop.DPoPSigner | None = None
+        self._nonces: dict[str, str] = {}  # DPoP nonces by origin: kept across signers
+
+    def signer(self) -> dpop.DPoPSigner | None:
+        """The DPoP proofs of the record's key, or None when DPoP is not in use."""
+        key = self.record.dpop_key
+        if key is None:
+            return None
+        if self._signer is None or self._signer.jwk is not key:
+            self._signer = dpop.DPoPSigner(key, self._clock, self._nonces)
+        return self._signer
 
     async def load(self) -> None:
         try:
@@ -134,6 +149,7 @@ class OAuthFlows:
                 resource=canonical_resource(resource.resource) if resource is not None else None,
                 auth_methods_supported=metadata.token_endpoint_auth_methods_supported,
                 tokens=None,
+                dpop_key=self._dpop_key(metadata),
             )
             client = await self._client(http, metadata)
             self.record = attrs.evolve(self.record, client=client)
@@ -141,6 +157,14 @@ class OAuthFlows:
                 await self._headless_grant(http, scope)
                 return
             await self._authorization_code(http, metadata, client, scope)
+
+    def _dpop_key(self, metadata: ServerMetadata) -> dict[str, Any] | None:
+        """The key pair to bind tokens to (the stored one, else a new one), or None."""
+        try:
+            use = dpop.wanted(self.settings.dpop, metadata.dpop_signing_alg_values_supported)
+        except ValueError as exc:
+            raise auth_failed(self.server, str(exc)) from None
+        return (self.record.dpop_key or dpop.new_key()) if use else None
 
     async def _discover(
         self, http: httpx2.AsyncClient, challenge: Challenge | None
@@ -268,13 +292,16 @@ class OAuthFlows:
         await self._token_request(http, form, None)
 
     async def _headless_grant(self, http: httpx2.AsyncClient, scope: str | None) -> None:
-        """Client credentials, or cross-app access: a token without a person."""
+        """Client credentials, cross-app access or a workload's JWT: a token without a person."""
         if self.record.client is None:
             raise auth_failed(
                 self.server, f'the {self.settings.flow} flow needs "client_id" (and a secret or key)'
             )
         if self.settings.flow == "cross_app_access":
             form = {"grant_type": JWT_BEARER_GRANT, "assertion": await self._id_jag(http, scope)}
+        elif self.settings.flow == "jwt_bearer":
+            assertion = await workload_assertion(self.server, self.settings)
+            form = {"grant_type": JWT_BEARER_GRANT, "assertion": assertion}
         else:
             form = {"grant_type": "client_credentials"}
         if scope:
@@ -349,11 +376,12 @@ class OAuthFlows:
             form["client_assertion"] = self._assertion(client.client_id)
         else:
             form["client_id"] = client.client_id
+        signer = self.signer()
         answer = await self._http.post(
-            http, record.token_endpoint, "the token request", data=form, headers=headers
+            http, record.token_endpoint, "the token request", data=form, headers=headers, proof=signer
         )
         try:
-            tokens = Tokens.from_response(answer, self._clock(), previous)
+            tokens = Tokens.from_response(answer, self._clock(), previous, dpop=signer is not None)
         except ValueError as exc:
             raise auth_failed(self.server, str(exc)) from None
         self.record = attrs.evolve(self.record, tokens=tokens)

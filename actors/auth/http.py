@@ -5,7 +5,9 @@ An authorization server is as untrusted as any other peer: an answer past
 failed connection is a :class:`~actors.transports.base.TransportClosed` (the
 connection retries later), and a refusal names at most the server's ``error`` code.
 The requests go through httpx2, the client the transports already use (authlib's own
-async client is tied to httpx).
+async client is tied to httpx). A server with a ``tls`` block (mutual TLS) reaches its
+OAuth endpoints with the same client certificate and trusted CA as its MCP endpoint:
+:func:`tls_transport` is the transport its provider is given.
 """
 
 from __future__ import annotations
@@ -16,12 +18,22 @@ from typing import Any
 import httpx2
 import orjson
 
+from actors.auth.dpop import NONCE_ERROR, DPoPSigner
 from actors.auth.errors import auth_failed
 from actors.redaction import safe_url
 from actors.transports.base import USER_AGENT, TransportClosed
+from actors.transports.tls import ClientTls, server_context, tls_refusal
 
 MAX_METADATA_BYTES = 256 * 1024  # any answer of an authorization server (metadata, tokens)
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
+
+
+def tls_transport(server: str, tls: ClientTls | None) -> httpx2.AsyncBaseTransport | None:
+    """The transport for a server's OAuth requests when it has a ``tls`` block (None:
+    httpx's default). One per provider: each flow's client closes its pooled
+    connections on leaving, and the next opens new ones on the same transport."""
+    context = server_context(server, tls)
+    return None if context is None else httpx2.AsyncHTTPTransport(verify=context)
 
 
 class AuthServerHttp:
@@ -53,12 +65,26 @@ class AuthServerHttp:
         except orjson.JSONDecodeError:
             return None
 
-    async def post(self, http: httpx2.AsyncClient, url: str, what: str, **kwargs: Any) -> dict[str, Any]:
-        status, content = await self.fetch(http, "POST", url, what, **kwargs)
-        try:
-            body = None if content is None else orjson.loads(content) if content else {}
-        except orjson.JSONDecodeError:
-            body = None
+    async def post(
+        self, http: httpx2.AsyncClient, url: str, what: str, *, proof: DPoPSigner | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """The JSON object answered. With ``proof`` (DPoP), the request carries a fresh
+        proof, and a ``use_dpop_nonce`` refusal with a new nonce is retried once with it
+        (RFC 9449 §8)."""
+        for retry in (False, True):
+            seen: dict[str, str] = {}
+            if proof is not None:
+                kwargs["headers"] = {**kwargs.get("headers", {}), **proof.headers("POST", url)}
+            status, content = await self.fetch(http, "POST", url, what, seen=seen, **kwargs)
+            try:
+                body = None if content is None else orjson.loads(content) if content else {}
+            except orjson.JSONDecodeError:
+                body = None
+            nonce = seen.get("dpop-nonce")
+            if proof is None or not proof.note_nonce(url, nonce) or retry or status != 400:
+                break
+            if not isinstance(body, dict) or body.get("error") != NONCE_ERROR:
+                break
         if status >= 500:
             raise TransportClosed(f"mcp server {self.server}: {what} answered HTTP {status}")
         if not 200 <= status < 300 or not isinstance(body, dict):
@@ -68,12 +94,22 @@ class AuthServerHttp:
         return body
 
     async def fetch(
-        self, http: httpx2.AsyncClient, method: str, url: str, what: str, **kwargs: Any
+        self,
+        http: httpx2.AsyncClient,
+        method: str,
+        url: str,
+        what: str,
+        *,
+        seen: dict[str, str] | None = None,
+        **kwargs: Any,
     ) -> tuple[int, bytes | None]:
         """Status and body; the body is None past ``MAX_METADATA_BYTES``, and is not read
-        further: an authorization server is as untrusted as any other peer."""
+        further: an authorization server is as untrusted as any other peer. ``seen``
+        gets the answer's ``DPoP-Nonce`` header, if any."""
         try:
             async with http.stream(method, url, **kwargs) as response:
+                if seen is not None and "dpop-nonce" in response.headers:
+                    seen["dpop-nonce"] = response.headers["dpop-nonce"]
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in response.aiter_bytes():
@@ -83,4 +119,8 @@ class AuthServerHttp:
                     chunks.append(chunk)
                 return response.status_code, b"".join(chunks)
         except httpx2.HTTPError as exc:
-            raise TransportClosed(f"mcp server {self.server}: {what} failed: {type(exc).__name__}") from None
+            refusal = tls_refusal(exc)
+            if refusal is not None and refusal.ours:
+                raise auth_failed(self.server, f"{what} failed: {refusal.text}") from None
+            reason = refusal.text if refusal is not None else type(exc).__name__
+            raise TransportClosed(f"mcp server {self.server}: {what} failed: {reason}") from None

@@ -6,7 +6,9 @@ remote connector across reconnects) and gives the HTTP transport three things:
 - :meth:`prepare` — the ``authenticate`` state: load the stored record, refresh an
   access token that expired (also one that expired while we were not running: the
   expiry is stored as an absolute time), or run the client-credentials grant;
-- :meth:`authorization` — the ``Authorization`` header value for the next request;
+- :meth:`authorization` — the ``Authorization`` header value for the next request, and
+  :meth:`proof` its ``DPoP`` header when the token is DPoP-bound (:mod:`actors.auth.dpop`;
+  :meth:`dpop_nonce` takes the server's nonces and says when a request is worth a retry);
 - :meth:`unauthorized` / :meth:`insufficient_scope` — a 401 or a 403
   ``insufficient_scope`` came back: refresh (or run the whole flow: discovery,
   registration, authorization, token), so the caller can retry **once**; when nothing
@@ -33,6 +35,7 @@ import trio
 
 from actors.auth.authorizers import Authorizer
 from actors.auth.discovery import merge_scopes, parse_challenge
+from actors.auth.dpop import NONCE_ERROR
 from actors.auth.errors import auth_failed
 from actors.auth.flows import OAuthFlows
 from actors.auth.settings import OAuthSettings
@@ -73,7 +76,26 @@ class OAuthProvider:
     def authorization(self) -> str | None:
         """The ``Authorization`` header value, or None before the first token."""
         tokens = self._flows.record.tokens
-        return None if tokens is None else f"Bearer {tokens.access_token}"
+        return None if tokens is None else f"{tokens.token_type} {tokens.access_token}"
+
+    def proof(self, method: str, url: str) -> dict[str, str]:
+        """The ``DPoP`` header that goes with :meth:`authorization` (a fresh proof with
+        ``ath``), or nothing for a bearer token."""
+        tokens = self._flows.record.tokens
+        signer = self._flows.signer()
+        if tokens is None or signer is None or tokens.token_type != "DPoP":
+            return {}
+        return signer.headers(method, url, tokens.access_token)
+
+    def dpop_nonce(self, url: str, nonce: str | None, status: int, challenge: str | None) -> bool:
+        """A response from the MCP server: its ``DPoP-Nonce`` goes into later proofs; True
+        when it refused the request for want of that (new) nonce (a 401
+        ``use_dpop_nonce``, RFC 9449 §9), so the request is worth one retry."""
+        signer = self._flows.signer()
+        if signer is None or not signer.note_nonce(url, nonce) or status != 401:
+            return False
+        parsed = parse_challenge(challenge)
+        return parsed is not None and parsed.error == NONCE_ERROR
 
     async def prepare(self) -> None:
         """The ``authenticate`` state: have a token ready if one can be had without a

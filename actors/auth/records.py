@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from actors.auth.dpop import key_secret
+
 # Refresh this long before the stated expiry: the request must not race the deadline.
 EXPIRY_LEEWAY_S = 30.0
 RECORD_VERSION = 1
@@ -51,15 +53,20 @@ class Tokens:
         return now >= self.expires_at - leeway
 
     @classmethod
-    def from_response(cls, body: Mapping[str, Any], now: float, previous: Tokens | None = None) -> Tokens:
+    def from_response(
+        cls, body: Mapping[str, Any], now: float, previous: Tokens | None = None, *, dpop: bool = False
+    ) -> Tokens:
         """From a token endpoint's JSON answer. A refresh answer without a new refresh
-        token keeps the old one (RFC 6749 §6); with one, the old is replaced (rotation)."""
+        token keeps the old one (RFC 6749 §6); with one, the old is replaced (rotation).
+        A ``DPoP`` token is taken only when the request carried a proof (``dpop``)."""
         access = body.get("access_token")
         if not isinstance(access, str) or not access:
             raise ValueError("the token response has no access_token")
         token_type = body.get("token_type")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
-            raise ValueError(f"the token response's token_type is {token_type!r}, not Bearer")
+        kind = token_type.lower() if isinstance(token_type, str) else None
+        if kind != "bearer" and not (dpop and kind == "dpop"):
+            wanted = "Bearer or DPoP" if dpop else "Bearer"
+            raise ValueError(f"the token response's token_type is {token_type!r}, not {wanted}")
         expires_in = body.get("expires_in")
         if isinstance(expires_in, str) and expires_in.isdigit():
             expires_in = int(expires_in)
@@ -71,7 +78,7 @@ class Tokens:
         scope = body.get("scope")
         if not isinstance(scope, str):
             scope = previous.scope if previous is not None else None
-        return cls(access, "Bearer", expires_at, refresh, scope, lifetime)
+        return cls(access, "DPoP" if kind == "dpop" else "Bearer", expires_at, refresh, scope, lifetime)
 
 
 @attrs.frozen
@@ -86,6 +93,8 @@ class AuthRecord:
     auth_methods_supported: tuple[str, ...] | None = None
     client: Client | None = None
     tokens: Tokens | None = None
+    # DPoP (actors/auth/dpop.py): the private key as a JWK; None when DPoP is not used.
+    dpop_key: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=True, value_serializer=_tuple_to_list)
@@ -101,6 +110,7 @@ class AuthRecord:
             client = data.get("client")
             tokens = data.get("tokens")
             methods = data.get("auth_methods_supported")
+            key = data.get("dpop_key")
             return cls(
                 issuer=str(data.get("issuer") or ""),
                 token_endpoint=str(data.get("token_endpoint") or ""),
@@ -122,6 +132,7 @@ class AuthRecord:
                 tokens=(
                     Tokens(
                         access_token=_required(tokens["access_token"]),
+                        token_type="DPoP" if tokens.get("token_type") == "DPoP" else "Bearer",
                         expires_at=_number(tokens.get("expires_at")),
                         refresh_token=_opt(tokens.get("refresh_token")),
                         scope=_opt(tokens.get("scope")),
@@ -130,6 +141,7 @@ class AuthRecord:
                     if isinstance(tokens, Mapping)
                     else None
                 ),
+                dpop_key=dict(key) if isinstance(key, Mapping) and key_secret(key) else None,
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -143,6 +155,8 @@ class AuthRecord:
             values.append(self.tokens.access_token)
             if self.tokens.refresh_token:
                 values.append(self.tokens.refresh_token)
+        if self.dpop_key is not None and (private := key_secret(self.dpop_key)):
+            values.append(private)
         return tuple(values)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 # Flows that need no person: run again whenever the token is gone or expired.
-HEADLESS_FLOWS = ("client_credentials", "cross_app_access")
+HEADLESS_FLOWS = ("client_credentials", "cross_app_access", "jwt_bearer")
 
 
 @attrs.frozen
@@ -31,6 +31,13 @@ class OAuthSettings:
     idp_client_id: str | None = None
     idp_client_secret: str | None = None
     id_token: str | None = None
+    # DPoP (actors/auth/dpop.py): "auto" (when the authorization server offers it),
+    # "required" or "off".
+    dpop: str = "auto"
+    # jwt_bearer (RFC 7523, workload identity): the platform's signed assertion, as a
+    # value or as a file read again for every grant (actors/auth/jwt_bearer.py).
+    assertion: str | None = None
+    assertion_file: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> OAuthSettings:
@@ -48,4 +55,7 @@ class OAuthSettings:
             idp_client_id=data.get("idp_client_id") or None,
             idp_client_secret=data.get("idp_client_secret") or None,
             id_token=data.get("id_token") or None,
+            dpop=data.get("dpop") or "auto",
+            assertion=data.get("assertion") or None,
+            assertion_file=data.get("assertion_file") or None,
         )

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from actors.transports.tls import ClientTls
 
 DEFAULT_RECONNECT_SCHEDULE_S: tuple[float, ...] = (1.0, 2.0, 5.0, 15.0, 60.0)
 DEFAULT_INIT_TIMEOUT_S = 60.0
@@ -88,6 +91,9 @@ class ServerSpec:
     server_name: str | None = None
     # type "remote": OAuth client settings, kept as written (deep-frozen) for the auth step.
     oauth: Mapping[str, Any] | None = None
+    # type "remote" over https: our client certificate and the CA we trust (mutual TLS),
+    # for the MCP endpoint and its OAuth endpoints alike (``actors/transports/tls.py``).
+    tls: ClientTls | None = None
     # The least severe log message the server should send (``logging/setLevel``, sent
     # when the server declares ``logging``): an RFC 5424 level, "debug" … "emergency".
     log_level: str = "warning"

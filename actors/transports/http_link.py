@@ -37,6 +37,7 @@ from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
 from actors.transports.http_status import Next
+from actors.transports.tls import TLS_REFUSED, hang_up_hint, server_context, tls_refusal
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider
@@ -129,10 +130,17 @@ class Inbox:
 
 
 def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
-    """One pooled client per connection; the spec's static headers go on every request."""
+    """One pooled client per connection; the spec's static headers go on every request,
+    and its ``tls`` block (mutual TLS) on every connection."""
     headers = {"User-Agent": USER_AGENT, **spec.headers}
+    tls = server_context(spec.name, spec.tls)
     try:
-        return httpx2.AsyncClient(headers=headers, follow_redirects=False, timeout=spec.call_timeout_s)
+        return httpx2.AsyncClient(
+            headers=headers,
+            follow_redirects=False,
+            timeout=spec.call_timeout_s,
+            verify=True if tls is None else tls,
+        )
     except (UnicodeError, ValueError) as exc:
         raise TransportError(
             f"mcp server {spec.name}: a configured header cannot be sent over HTTP "
@@ -150,6 +158,9 @@ class RemoteLink:
     inbox: Inbox
     redactor: Redactor
     auth: OAuthProvider | None = None  # servers with an ``oauth`` block
+    # Has the server answered anything yet? A hang-up before that, over https, is how
+    # many servers refuse a client certificate (``tls.hang_up_hint``).
+    answered: bool = False
 
     @property
     def name(self) -> str:
@@ -188,7 +199,15 @@ class RemoteLink:
             raise TransportError(f"mcp server {self.name}: {exc} during {doing}") from exc
 
     def _network_error(self, exc: httpx2.HTTPError, doing: str) -> TransportError:
+        refusal = tls_refusal(exc)
+        if refusal is not None and refusal.ours:  # our credentials, refused: not a retry matter
+            return AuthRequired(self.name, TLS_REFUSED, detail=refusal.text)
+        if refusal is not None:
+            return Unreachable(f"mcp server {self.name}: cannot connect to {self.safe_url}: {refusal.text}")
         reason = self.redactor.redact(str(exc) or type(exc).__name__)
+        hung_up = isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError) and not self.answered
+        if hung_up and self.url.lower().startswith("https:"):
+            reason += f" ({hang_up_hint(self.spec.tls)})"
         if isinstance(exc, httpx2.TimeoutException):
             return TransportClosed(
                 f"mcp server {self.name} did not answer {doing} in time ({type(exc).__name__})"
@@ -213,7 +232,9 @@ class RemoteLink:
         """:meth:`open_once`, with OAuth: the bearer token on the request; a 401 renews
         the token (refresh, or the whole flow) and the request is retried **once** — a
         second 401 is ``authentication failed`` with ``needs_login``; a 403
-        ``insufficient_scope`` steps the scope up, also once per request."""
+        ``insufficient_scope`` steps the scope up, also once per request. A DPoP-bound
+        token goes with a fresh proof; a 401 ``use_dpop_nonce`` is retried once with the
+        server's nonce (RFC 9449 §9)."""
 
         def send(sent: dict[str, str]) -> Awaitable[httpx2.Response]:
             return self.open_once(
@@ -224,14 +245,20 @@ class RemoteLink:
         auth = self.auth
         if auth is None:
             return await send(headers)
-        renewed = stepped_up = False
+        renewed = stepped_up = nonce_retried = False
         if auth.expired():
             await auth.renew()
         while True:
             used = auth.authorization()
-            response = await send(headers if used is None else {**headers, "Authorization": used})
+            sent = headers if used is None else {**headers, "Authorization": used, **auth.proof(method, url)}
+            response = await send(sent)
             status = response.status_code
             challenge = response.headers.get("www-authenticate")
+            nonce = response.headers.get("dpop-nonce")
+            if auth.dpop_nonce(url, nonce, status, challenge) and not nonce_retried:
+                await self.close(response)
+                nonce_retried = True  # DPoP: the server wants its nonce in the proof; once
+                continue
             if status == 401:
                 await self.close(response)
                 if renewed:
@@ -283,7 +310,9 @@ class RemoteLink:
             request = self.client.build_request(
                 method, url, headers=headers, content=content, timeout=timeout
             )
-            return await self.client.send(request, stream=True)
+            response = await self.client.send(request, stream=True)
+            self.answered = True
+            return response
         raise TransportClosed(f"mcp server {self.name} did not answer {doing} within {head_timeout:g} s")
 
     async def close(self, response: httpx2.Response) -> None:

@@ -34,6 +34,7 @@ from actors.transports.streamable_http import StreamableHttpTransport
 
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, OAuthProvider, TokenVault
+    from actors.transports.tls import ClientTls
 
 _log = get_logger("actors.transports.http")
 
@@ -175,15 +176,16 @@ class RemoteConnector:
         self._redactor_factory = redactor_factory
         self._vault = vault
         self._authorizer = authorizer
-        self._providers: dict[tuple[str, str], OAuthProvider] = {}
+        self._providers: dict[tuple[str, str, ClientTls | None], OAuthProvider] = {}
 
     def provider(self, spec: ServerSpec) -> OAuthProvider | None:
         """The server's OAuth provider (made on first use), or None without ``oauth``."""
         if spec.oauth is None or spec.url is None:
             return None
-        key = (spec.name, spec.url)
+        key = (spec.name, spec.url, spec.tls)  # a reloaded tls block needs a new client
         provider = self._providers.get(key)
         if provider is None:
+            from actors.auth.http import tls_transport
             from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
 
             if self._vault is None:
@@ -195,6 +197,7 @@ class RemoteConnector:
                 self._vault,
                 self._authorizer,
                 timeout_s=min(spec.init_timeout_s, 30.0),
+                transport=tls_transport(spec.name, spec.tls),
             )
             self._providers[key] = provider
         return provider

@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from actors.auth import FLOWS, SETTING_KEYS
 from actors.connection.server_log import SERVER_LOG_LEVELS
 from actors.connection.spec import (
     DEFAULT_INIT_TIMEOUT_S,
@@ -33,7 +32,10 @@ from actors.protocol.era import SETTING_VALUES
 
 from .expansion import Expander
 from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis
+from .oauth import read_oauth
+from .tls import read_tls
 from .values import (
+    SENSITIVE_NAME,
     Invalid,
     check_keys,
     check_os_string,
@@ -56,7 +58,7 @@ _KEYS = frozenset(
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
         "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency", "bridge",
-        "warm",
+        "warm", "tls",
     }
 )  # fmt: skip
 
@@ -96,6 +98,7 @@ _ONLY_FOR = {
     "headers": ("remote", "websocket"),
     "token": ("remote", "websocket"),
     "oauth": ("remote",),
+    "tls": ("remote",),
     "server_name": ("websocket",),
     "serverName": ("websocket",),
     "warm": ("local",),
@@ -103,8 +106,6 @@ _ONLY_FOR = {
 
 _URL_SCHEMES = {"remote": ("http", "https"), "websocket": ("ws", "wss")}
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
-# Names whose values are credentials even when written literally in the file.
-_SENSITIVE_NAME = re.compile(r"auth|token|secret|key|passw|cookie|credential", re.IGNORECASE)
 
 
 def find_server_section(doc: Mapping[str, Any], path: str) -> str | None:
@@ -167,7 +168,8 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     )
     schedule = _schedule(entry, path)
     server_name = _server_name(name, entry, kind, path, exp)
-    oauth = _oauth(entry, path, exp)
+    oauth = read_oauth(entry, path, exp)
+    tls = read_tls(entry, url, path, exp)
     bridge = expect_bool(entry.get("bridge", False), child(path, "bridge"))
     warm = read_warm(entry, scope == Scope.SESSION.value or bridge, path)
     # Last: every reader above may have expanded (and so recorded) a secret.
@@ -194,6 +196,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         secrets=tuple(dict.fromkeys(secret for secret in secrets if secret)),
         server_name=server_name,
         oauth=oauth,
+        tls=tls,
         log_level=log_level if log_level is not None else "warning",
         concurrency=concurrency,
         bridge=bridge,
@@ -299,7 +302,7 @@ def _literal_secrets(headers: Mapping[str, str], env: Mapping[str, str]) -> list
     """Credentials written literally (``Authorization: Bearer abc``) are secrets too."""
     found: list[str] = []
     for name, value in [*headers.items(), *env.items()]:
-        if _SENSITIVE_NAME.search(name):
+        if SENSITIVE_NAME.search(name):
             found.append(value)
             scheme, _, credential = value.partition(" ")
             if credential and scheme.isalpha():
@@ -316,7 +319,7 @@ def _url_secrets(url: str | None) -> list[str]:
         found = [parts.password or ""]
     except ValueError:
         return []
-    found += [value for key, value in parse_qsl(parts.query) if _SENSITIVE_NAME.search(key)]
+    found += [value for key, value in parse_qsl(parts.query) if SENSITIVE_NAME.search(key)]
     return found
 
 
@@ -408,33 +411,3 @@ def _server_name(name: str, entry: Mapping[str, Any], kind: str, path: str, exp:
     if not value.strip():
         raise Invalid(child(path, key), "the bridge server name is empty")
     return value
-
-
-def _oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, Any] | None:
-    if "oauth" not in entry or entry["oauth"] is False:
-        return None
-    where = child(path, "oauth")
-    settings = expect_object(entry["oauth"], where, "an object of OAuth settings or false")
-    for key, value in settings.items():
-        if key not in SETTING_KEYS:
-            known = ", ".join(SETTING_KEYS)
-            raise Invalid(child(where, key), f"unknown OAuth setting; expected one of {known}")
-        if not isinstance(value, str):
-            raise Invalid(child(where, key), f"expected a string, got {show(value)}")
-    frozen: Mapping[str, Any] = exp.deep(settings, where)
-    flow = frozen.get("flow", "authorization_code")
-    if flow not in FLOWS:
-        raise Invalid(child(where, "flow"), f"expected one of {', '.join(FLOWS)}, got {show(flow)}")
-    if flow == "client_credentials" and not frozen.get("client_id"):
-        raise Invalid(
-            where, 'the client_credentials flow needs "client_id" (and "client_secret" or "private_key")'
-        )
-    if flow == "cross_app_access":
-        for needed in ("client_id", "idp_token_endpoint", "id_token"):
-            if not frozen.get(needed):
-                raise Invalid(where, f'the cross_app_access flow needs "{needed}"')
-    # A literal client_secret is as secret as an expanded one.
-    exp.secrets.extend(
-        value for key, value in frozen.items() if isinstance(value, str) and _SENSITIVE_NAME.search(key)
-    )
-    return frozen

@@ -120,6 +120,12 @@ class Expander:
             raise Invalid(path, f"{reference} is not set; export it or remove the reference")
         return value
 
+    def read_file(self, name: str, path: str) -> str:
+        """The text of the file ``name`` names (a path in the config, such as a TLS
+        certificate), read as ``${file:…}`` reads: the same limits and messages. Not
+        recorded as a secret: the caller knows whether it is one."""
+        return self._file(name, show(name), path)
+
     def _file(self, name: str, reference: str, path: str) -> str:
         if not name:
             raise Invalid(path, f"{reference} does not name a file")

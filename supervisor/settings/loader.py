@@ -426,8 +426,8 @@ def _describe(spec: ServerSpec) -> str:
     ]
     if spec.headers:
         flags.append("headers: " + ", ".join(sorted(spec.headers)))
-    if spec.oauth is not None:
-        flags.append("oauth")
+    extras = ("oauth" if spec.oauth is not None else "", spec.tls.summary if spec.tls is not None else "")
+    flags.extend(extra for extra in extras if extra)
     return visible(redact(f"{spec.name} [{spec.type}] {target} ({', '.join(flags)})", spec.secrets))
 
 

@@ -17,6 +17,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+# Names whose values are credentials even when written literally in the file.
+SENSITIVE_NAME = re.compile(r"auth|token|secret|key|passw|cookie|credential", re.IGNORECASE)
 _SHOW_LIMIT = 60
 
 

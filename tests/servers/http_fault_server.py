@@ -398,14 +398,22 @@ async def serve_fault_server(
         task_status.started(server)
 
 
-async def serve_loopback(app: Any, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_loopback(
+    app: Any,
+    *,
+    configure: Callable[[Config], None] | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve an ASGI app with Hypercorn on 127.0.0.1 (port 0), quietly, until cancelled;
-    reports its base URL once it listens."""
+    reports its base URL once it listens. ``configure`` adds to Hypercorn's config
+    (the TLS files of a mutual-TLS test: the URL is then https://)."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.errorlog = _quiet
     config.graceful_timeout = 0.1
+    if configure is not None:
+        configure(config)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(functools.partial(serve, app, config))  # type: ignore[arg-type]
         task_status.started(binds[0])

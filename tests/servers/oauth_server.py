@@ -19,16 +19,19 @@ everything, a tampered ``state``, a 403 ``insufficient_scope`` for one tool.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import itertools
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import attrs
 import trio
 from http_fault_server import FaultOptions, FaultServer, Receive, Scope, Send, _h, _read_body, serve_loopback
+from hypercorn.config import Config
 
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -414,11 +417,13 @@ async def _json(send: Send, status: int, body: dict[str, Any], headers: dict[str
 async def serve_oauth_server(
     options: OAuthOptions | None = None,
     *,
+    configure: Callable[[Config], None] | None = None,
     task_status: trio.TaskStatus[OAuthServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve on 127.0.0.1 (port 0) until cancelled; reports the server once it listens."""
+    """Serve on 127.0.0.1 (port 0) until cancelled; reports the server once it listens.
+    ``configure``: as for ``serve_loopback`` (TLS, for mutual-TLS tests)."""
     server = OAuthServer(options or OAuthOptions())
     async with trio.open_nursery() as nursery:
-        server.base = await nursery.start(serve_loopback, server)
+        server.base = await nursery.start(functools.partial(serve_loopback, server, configure=configure))
         server.mcp.url = server.mcp_url
         task_status.started(server)
