@@ -28,8 +28,8 @@ so what is measured is the hub, not a client library:
   supergateway shares ONE child among all its connections, so its "session" is a
   WebSocket connection and nothing is spawned; ours spawns a process per session.
   Supergateway runs with ``--logLevel none`` (its default logs every message).
-  ``install_supergateway.sh`` puts it in ``.venv/node-peers/``; without npm the
-  column is skipped and says why.
+  ``peers.py`` installs it in ``benchmarks/.peers/`` (as it does every peer of
+  ``bench_fronts.py``); without npm the column is skipped and says why.
 * **floor**: the same frame echoed by a bare WebSocket server (``ws_echo_server.py``:
   Quart-Trio on Hypercorn as ``serve`` runs, and trio-websocket's own): the web
   stack's share of a round trip.

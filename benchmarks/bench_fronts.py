@@ -1,23 +1,27 @@
 # ruff: noqa: E501  (a report of tables: long f-strings on purpose)
 """Our gateway against the fronts a user would pick instead, in one run (by hand only).
 
-    python benchmarks/bench_fronts.py [--calls 500] [--sessions 16] [--seconds 5]
-                                      [--only NAME ...] [--json PATH]
+    python benchmarks/bench_fronts.py [--quick] [--calls 1000] [--sessions 16] [--seconds 5]
+                                      [--warm-rounds 6] [--only NAME ...] [--json PATH]
 
-One client for every row: the official SDK's (the version in our virtualenv) over
-Streamable HTTP in handshake mode (``mode="legacy"``), under Trio. Each front sits in
-front of the same backend, tests/servers/mini_server.py on stdio (echo, progress,
-sleep; every method it reads goes to a log, so a cancel that reaches it is seen), and
-where the front can also proxy HTTP, in front of the SDK's own Streamable HTTP server
-(benchmarks/http_server.py). The fronts, each installed in its own folder by
-``peers.py`` because they pin other ``mcp`` versions:
+About 4 minutes (``--quick``: about 2). One client for every HTTP row: the official
+SDK's (the version in our virtualenv) over Streamable HTTP in handshake mode
+(``mode="legacy"``), under Trio. Each front sits in front of the same backend,
+tests/servers/mini_server.py on stdio (echo, progress, sleep; every method it reads
+goes to a log, so a cancel that reaches it is seen). The fronts, each installed in
+its own folder by ``peers.py`` because they pin other ``mcp`` versions:
 
+* ``direct-http``: the floor, the client straight to the SDK's own Streamable HTTP
+  server (benchmarks/http_server.py, the same tools);
 * ``ours``: ``mcp-supervisor serve``'s ``/mcp`` (the backend trusted, search off);
 * ``fastmcp``: fastmcp 4's ``create_proxy`` (benchmarks/fastmcp_proxy.py);
 * ``mcp-proxy``: ``mcp-proxy --port P -- COMMAND`` (its ``/mcp``);
 * ``supergateway``: ``--outputTransport streamableHttp --stateful`` (a child per
   session);
-* and the floor: ``direct-http``, the client straight to the SDK's HTTP server.
+* ``supergateway-ws``: ``--outputTransport ws``, reached with a raw WebSocket client
+  (``fronts_ws.py``; one child shared by every socket);
+* with ``--only``: ``ours-http`` and ``fastmcp-http``, the same fronts before the SDK's
+  HTTP server instead of the stdio backend.
 
 For each: sequential p50/p99 of an echo call over one session, calls/s with
 ``--sessions`` sessions calling at once, and four correctness checks: progress reaches
@@ -25,7 +29,10 @@ the caller; progress of one session reaches no other (a second session listens);
 cancelled call's ``notifications/cancelled`` reaches the backend; the backend
 SIGKILLed under a 30 s call: how long until the call is answered, and whether the
 same session's next call succeeds within 10 s (the front brought the backend back).
-Prints a table with ratios and one JSON object; RESULTS.md keeps the numbers.
+Then the time to a new session's first call on a Python backend with ``warm: 0`` and
+``warm: 1`` (``bench_warm.py``'s measure). Prints a table with ratios against ours,
+issue 17's targets met or missed, the load average and one JSON object;
+RESULTS.md keeps the numbers.
 """
 
 from __future__ import annotations
@@ -51,13 +58,19 @@ from mcp.client.streamable_http import streamable_http_client
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+import bench_warm  # noqa: E402
 import peers  # noqa: E402
 from _common import free_port, quantiles  # noqa: E402
+from fronts_table import table  # noqa: E402
+from fronts_ws import kill_mid_call, measure_ws  # noqa: E402
 
 MINI = str(ROOT / "tests" / "servers" / "mini_server.py")
 HTTP_SERVER = str(HERE / "http_server.py")
 SUPERVISOR = str(Path(sys.executable).parent / "mcp-supervisor")
-FRONTS = ("direct-http", "ours", "fastmcp", "mcp-proxy", "supergateway", "ours-http", "fastmcp-http")
+FRONTS = (
+    "direct-http", "ours", "fastmcp", "mcp-proxy", "supergateway", "supergateway-ws", "ours-http", "fastmcp-http",
+)  # fmt: skip
+DEFAULT = FRONTS[:6]  # the HTTP-backend rows only with --only: they add a minute
 
 
 class Front:
@@ -101,13 +114,18 @@ class Front:
             gateway = str(peers.npm_peer("supergateway"))
             command = " ".join(self.backend)
             return [gateway, "--stdio", command, "--outputTransport", "streamableHttp", "--stateful"]
+        if self.name == "supergateway-ws":
+            self.url = f"ws://127.0.0.1:{self.port}/message"
+            gateway = str(peers.npm_peer("supergateway"))
+            return [gateway, "--stdio", " ".join(self.backend), "--outputTransport", "ws"]
         raise ValueError(self.name)
 
     def start(self) -> None:
         if not self.argv:
             return
-        argv = [*self.argv, "--port", str(self.port)] if self.name == "supergateway" else self.argv
-        argv = [*argv, "--logLevel", "none"] if self.name == "supergateway" else argv
+        argv = self.argv
+        if self.name.startswith("supergateway"):  # its default log level logs every message
+            argv = [*argv, "--port", str(self.port), "--logLevel", "none"]
         self.process = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
@@ -133,6 +151,10 @@ class Front:
                 if argv[1:2] == [MINI] and marker in argv:  # not the front, not a shell
                     found.append(int(entry.name))
         return found
+
+    @staticmethod
+    def kill(pid: int) -> None:
+        _kill(pid)
 
     def seen(self, method: str) -> bool:
         return self.methods.exists() and method in self.methods.read_text().split()
@@ -273,28 +295,16 @@ async def correctness(front: Front, names: dict[str, str]) -> dict[str, Any]:
 
 async def kill(front: Front, client: Client, names: dict[str, str]) -> dict[str, Any]:
     """SIGKILL the backend under a 30 s call: time to the answer, then recovery."""
-    out: dict[str, Any] = {"kill_answer_ms": None, "kill_answer": "none within 15 s"}
-    answered = trio.Event()
+    out: dict[str, Any] = {}
 
-    async def call() -> None:
+    async def call() -> str:
         try:
             reply = await client.call_tool(names["sleep"], {"seconds": 30})
-            out["kill_answer"] = "isError" if reply.is_error else "result"
         except Exception as exc:  # what a front answers is what we measure
-            out["kill_answer"] = f"{type(exc).__name__}: {str(exc)[:80]}"
-        answered.set()
+            return f"{type(exc).__name__}: {str(exc)[:80]}"
+        return "isError" if reply.is_error else "result"
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(call)
-        await trio.sleep(0.5)
-        pids = front.backend_pids()
-        killed = time.perf_counter()
-        for pid in pids:
-            _kill(pid)
-        with trio.move_on_after(15):
-            await answered.wait()
-            out["kill_answer_ms"] = (time.perf_counter() - killed) * 1000
-        nursery.cancel_scope.cancel()
+    killed = await kill_mid_call(front, call, out)
     out["recovered_s"] = None
     with trio.move_on_after(10):
         while True:
@@ -308,44 +318,6 @@ async def kill(front: Front, client: Client, names: dict[str, str]) -> dict[str,
                 out["recover_error"] = f"{type(exc).__name__}: {str(exc)[:80]}"
             await trio.sleep(0.25)
     return out
-
-
-def table(results: dict[str, dict[str, Any]]) -> str:
-    floor = results.get("direct-http", {}).get("sequential_ms", {}).get("p50")
-    peers_rate = [
-        r["calls_per_s"]
-        for n, r in results.items()
-        if "calls_per_s" in r and not n.startswith(("ours", "direct"))
-    ]
-    best_peer = max(peers_rate) if peers_rate else None
-    lines = [
-        "| front | p50 ms | p99 ms | p50 ÷ direct | calls/s | ÷ best peer | progress | no leak | cancel "
-        "| kill answered | same session back |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, r in results.items():
-        if "error" in r:
-            lines.append(f"| {name} | skipped: {r['error']} |" + " |" * 9)
-            continue
-        seq = r["sequential_ms"]
-        ratio = f"{seq['p50'] / floor:.2f}x" if floor else "—"
-        rate_ratio = f"{r['calls_per_s'] / best_peer:.2f}x" if best_peer else "—"
-        kill, back = "—", "—"
-        if "kill_answer" in r:
-            kill_ms = r.get("kill_answer_ms")
-            kill = f"{kill_ms:.0f} ms ({r['kill_answer']})" if kill_ms else r["kill_answer"]
-            back = (
-                f"{r['recovered_s']} s"
-                if r.get("recovered_s")
-                else f"no ({r.get('recover_error', 'timeout')})"
-            )
-        yes = {True: "yes", False: "**no**", None: "—"}
-        no_leak = None if "progress" not in r else not r["progress_reaches_other_session"]
-        lines.append(
-            f"| {name} | {seq['p50']:.2f} | {seq['p99']:.2f} | {ratio} | {r['calls_per_s']:.0f} | {rate_ratio} "
-            f"| {yes[r.get('progress')]} | {yes[no_leak]} | {yes[r.get('cancel_reaches_backend')]} | {kill} | {back} |"
-        )
-    return "\n".join(lines)
 
 
 async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -370,8 +342,9 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                 except (peers.Unavailable, RuntimeError) as exc:
                     results[name] = {"error": str(exc)}
                     continue
+                how = measure_ws if name == "supergateway-ws" else measure
                 try:
-                    results[name] = await measure(front, args.calls, args.sessions, args.seconds)
+                    results[name] = await how(front, args.calls, args.sessions, args.seconds)
                 except Exception as exc:
                     results[name] = {"error": _leaf(exc)}
                 finally:
@@ -379,20 +352,33 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         finally:
             os.killpg(backend.pid, signal.SIGKILL)
             backend.wait()
+    if args.warm_rounds:
+        print("… first call, warm: 0 and warm: 1", file=sys.stderr, flush=True)
+        for warm in (0, 1):
+            row = await bench_warm.measure(warm, args.warm_rounds, args.warm_gap)
+            results[f"first call, warm: {warm}"] = row
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--warm-rounds", type=int, default=6, help="0: no first-call rows")
+    parser.add_argument("--warm-gap", type=float, default=1.5)
+    parser.add_argument("--quick", action="store_true", help="fewer calls, shorter windows (about 2 minutes)")
     parser.add_argument("--only", nargs="*", choices=FRONTS)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.seconds, args.warm_rounds = 300, 2.0, min(args.warm_rounds, 3)
+    if args.only is None:
+        args.only = list(DEFAULT)
     results = trio.run(run, args)
     versions = {name: peers.version(name) for name in (*peers.PYTHON_PEERS, *peers.NPM_PEERS)}
     print(table(results))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end; versions {versions}")
     print(json.dumps({"versions": versions, "load": os.getloadavg(), "results": results}))
     if args.json:
         args.json.write_text(json.dumps({"versions": versions, "results": results}, indent=1))

@@ -22,6 +22,7 @@ from trio_websocket import HandshakeError, WebSocketConnection, open_websocket_u
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import peers  # noqa: E402
 from _bridge import INIT, SERVER, Serve, call, ours_socket, pong_race, text_of  # noqa: E402
 from _common import free_port, quantiles  # noqa: E402
 
@@ -51,13 +52,12 @@ class Plain:
 
 
 def supergateway() -> tuple[str | None, str]:
-    """The launcher's path, or None and why not."""
-    done = subprocess.run(
-        [str(HERE / "install_supergateway.sh")], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "install failed"
-    return done.stdout.strip().splitlines()[-1], ""
+    """The launcher's path (``peers.py`` installs it, the one place every benchmark's
+    peers come from), or None and why not."""
+    try:
+        return str(peers.npm_peer("supergateway")), ""
+    except peers.Unavailable as exc:
+        return None, str(exc)
 
 
 async def listening(url: str) -> None:

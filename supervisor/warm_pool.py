@@ -16,6 +16,14 @@ Rules:
   schedule (1, 2, 5, 15, 60 s by default; a spare that lived ``reset_after_s`` starts
   it over, and so does a take), so a server that cannot start is no hot respawn loop.
   A spawn that fails (command missing) waits the same way.
+- Spares count toward the process cap of what takes them: a spare of a ``bridge: true``
+  server is one of the bridge's ``bridge.max_processes`` from its spawn until it is
+  reaped (``held``). A take moves it from spare to session: it is counted once. The
+  cap's owner (``BridgeHub``) sets ``room``: a keeper spawns no spare while its server
+  has no room, and waits for ``nudge`` (a session ended). Sessions come first: a
+  session that finds the cap full of other servers' spares evicts one (``evict``) and
+  takes its place. The gateway has no process cap, so a ``scope: session`` server's
+  spares count toward none.
 - Spares are spawned with the stdio transport's own spawn (process group, parent-death
   signal, pidfile, marker) and torn down with its teardown: stdin closed, SIGTERM,
   SIGKILL, reaped. While idle, the stdio hub watches their exit; their stderr waits in
@@ -70,6 +78,7 @@ class _Keeper:
     wake: trio.Event = attrs.field(factory=trio.Event)
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     ended: trio.Event = attrs.field(factory=trio.Event)
+    pending: int = 0  # spares being spawned or torn down by the keeper (counted)
     attempt: int = 0  # consecutive failures (deaths, failed spawns)
     resume_at: float = 0.0  # trio time before which no spare is spawned
 
@@ -85,6 +94,8 @@ class WarmPool:
         self._nursery: trio.Nursery | None = None
         self._changing = trio.Lock()
         self._changed = trio.Event()  # set (and replaced) whenever a spare comes or goes
+        self.room: Callable[[ServerSpec], bool] = lambda spec: True
+        """Whether one more spare of a server fits under its process cap (set by the cap's owner)."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -137,6 +148,28 @@ class WarmPool:
             await self._changed.wait()
         return pids
 
+    def evict(self, which: Callable[[ServerSpec], bool]) -> Spawned | None:
+        """An idle spare of a server ``which`` accepts, for the caller to tear down (a
+        session that needs its place under the cap), or None. Synchronous, like ``take``."""
+        for keeper in self._keepers.values():
+            if which(keeper.spec) and keeper.idle and self._spawner is not None:
+                spare = keeper.idle.pop()  # the youngest: the oldest has imported furthest
+                self._spawner.hub.unwatch_exit(spare.process)
+                self._note_change()
+                return spare
+        return None
+
+    def held(self, which: Callable[[ServerSpec], bool]) -> int:
+        """The spare processes alive (idle, dead unreaped, being torn down) of servers
+        ``which`` accepts: what they count toward a process cap."""
+        return sum(len(k.idle) + len(k.dead) + k.pending for k in self._keepers.values() if which(k.spec))
+
+    def nudge(self) -> None:
+        """Room may have come under a cap (a session ended): keepers short of spares look again."""
+        for keeper in self._keepers.values():
+            if len(keeper.idle) < keeper.spec.warm:
+                keeper.wake.set()
+
     def _note_change(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
@@ -183,9 +216,10 @@ class WarmPool:
                 task_status.started()
                 while True:
                     await self._bury(keeper)
-                    if len(keeper.idle) < keeper.spec.warm:
+                    if len(keeper.idle) < keeper.spec.warm and self.room(keeper.spec):
                         await trio.sleep_until(keeper.resume_at)
-                        await self._spawn_one(keeper, spawner)
+                        if self.room(keeper.spec):  # a session may have taken it meanwhile
+                            await self._spawn_one(keeper, spawner)
                         continue
                     await keeper.wake.wait()
                     keeper.wake = trio.Event()
@@ -204,11 +238,14 @@ class WarmPool:
 
     async def _spawn_one(self, keeper: _Keeper, spawner: TransportConnector) -> None:
         spec = keeper.spec
+        keeper.pending += 1
         try:
             spare = await spawner.spawn_spare(spec)
         except SpawnError as exc:
             self._failed(keeper, str(exc), lived_s=None)
             return
+        finally:
+            keeper.pending -= 1
         # No checkpoint since the spawn: the spare is the keeper's before anything can cancel.
         keeper.idle.append(spare)
         spawner.hub.watch_exit(spare.process, functools.partial(self._died, keeper, spare))
@@ -217,7 +254,12 @@ class WarmPool:
     async def _bury(self, keeper: _Keeper) -> None:
         """Tear down the spares that died while waiting (the hub reaped them already)."""
         while keeper.dead:
-            await keeper.dead.pop(0).aclose()
+            spare = keeper.dead.pop(0)
+            keeper.pending += 1
+            try:
+                await spare.aclose()
+            finally:
+                keeper.pending -= 1
 
     def _died(self, keeper: _Keeper, spare: Spawned) -> None:
         """Hub callback: an idle spare exited. It is torn down by its keeper, which

@@ -14,6 +14,7 @@ from actors.connection.spec import Scope, Start
 from supervisor import Supervisor
 from supervisor.admin import serve_admin
 from supervisor.admin import server as admin_server
+from supervisor.gateway import http_front
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
 from supervisor.settings.model import GatewaySettings
 from tests.gateway_http_support import (
@@ -29,7 +30,9 @@ from tests.test_admin_support import ALICE, BOB, TOKENS, Http, admin_running, co
 from tests.test_gateway_stateless import meta
 
 
-async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_path: Path) -> None:
+async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async with admin_running(config_of(mini_spec("mini")), tmp_path) as api:
         mcp = McpHttp(api.http())
         with trio.fail_after(15):
@@ -57,14 +60,20 @@ async def test_a_session_lists_calls_streams_progress_and_ends_with_delete(tmp_p
             ids = [e.id for e in events]
             assert len(set(ids)) == len(ids)
 
-            # A call is streamed at once (a priming event to resume from); a listing
-            # with nothing related before its response is JSON.
+            # A call answered within JSON_WINDOW_S with nothing before it is JSON (done:
+            # nothing to resume); a longer one is streamed, a priming event to resume
+            # from first. A listing with nothing related before its response is JSON.
+            monkeypatch.setattr(http_front, "JSON_WINDOW_S", 10.0)  # an echo answers well within
             quick = await mcp.post(
                 request(5, "tools/call", {"name": "mini_echo", "arguments": {"text": "q"}})
             )
-            assert quick.headers["content-type"].startswith("text/event-stream")
-            primed, answered = parse_sse(quick.body)
-            assert primed.data is None and primed.retry == 1000 and answered.data["id"] == 5
+            assert quick.headers["content-type"] == "application/json" and quick.json()["id"] == 5
+            monkeypatch.setattr(http_front, "JSON_WINDOW_S", 0.05)  # a 0.5 s sleep outlasts it
+            slow_call = {"name": "mini_sleep", "arguments": {"seconds": 0.5}}
+            slow = await mcp.post(request(7, "tools/call", slow_call))
+            assert slow.headers["content-type"].startswith("text/event-stream")
+            primed, answered = parse_sse(slow.body)
+            assert primed.data is None and primed.retry == 1000 and answered.data["id"] == 7
             listing = await mcp.post(request(6, "tools/list"))
             assert listing.headers["content-type"] == "application/json" and listing.json()["id"] == 6
 
@@ -297,6 +306,7 @@ async def test_a_secret_a_backend_hands_back_is_masked_in_json_and_sse_answers_o
             await mcp.open()
             echo = {"name": "mini_echo", "arguments": {"text": f"key {planted}"}}
             as_json = await mcp.call(1, "tools/call", echo)
+            monkeypatch.setattr(http_front, "JSON_WINDOW_S", 0.0)  # streamed at once
             as_sse = await mcp.post(request(2, "tools/call", echo))
             assert as_sse.headers["content-type"].startswith("text/event-stream")
             new_era = await mcp.http.request(

@@ -80,6 +80,8 @@ def call(
     }
     related: list[dict[str, Any]] = []
     with client.stream("POST", url, headers=headers, json=body) as stream:
+        if stream.headers["content-type"] == "application/json":  # answered within the window
+            return related, json.loads(stream.read())
         for line in stream.iter_lines():
             if not line.startswith("data:") or not line[5:].strip():
                 continue

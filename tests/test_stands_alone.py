@@ -7,6 +7,7 @@ are for public standards only (``RFC 9112 §3.2.2``).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -23,14 +24,18 @@ OUTSIDE = re.compile(
 STANDARD_SECTION = re.compile(r"(?:RFC \d+|HTML) $")
 
 
+def skipped(folder: str) -> bool:
+    """Folders that are not ours to read: caches and what benchmarks install
+    (``benchmarks/.peers/``, git-ignored: virtualenvs and ``node_modules``)."""
+    return folder.startswith(".") or folder in ("__pycache__", "node_modules")
+
+
 def texts() -> list[Path]:
     paths = [ROOT / name for name in FILES]
     for place in PLACES:
-        paths.extend(
-            p
-            for p in (ROOT / place).rglob("*")
-            if p.is_file() and p.suffix in SUFFIXES and "__pycache__" not in p.parts
-        )
+        for folder, dirs, names in os.walk(ROOT / place):
+            dirs[:] = [d for d in dirs if not skipped(d)]
+            paths.extend(Path(folder, n) for n in names if Path(n).suffix in SUFFIXES)
     return [p for p in paths if p != Path(__file__).resolve()]  # its examples are citations
 
 
@@ -45,6 +50,7 @@ def outside_citations(text: str) -> list[str]:
 def test_nothing_cites_a_document_outside_the_repository() -> None:
     paths = texts()
     assert ROOT / "actors" / "router" / "validation.py" in paths  # the walk reads our code
+    assert not any("node_modules" in p.parts or ".peers" in p.parts for p in paths)  # nor installs
     offenders = {}
     for path in paths:
         try:

@@ -89,7 +89,7 @@ class PeerLink:
     def max_message_bytes(self) -> int:
         return env.DEFAULT_MAX_BYTES
 
-    def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
+    def open_process(self, session: BridgeSession, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
         return self._connector.open_raw(spec)
 
     def opened(self, session: BridgeSession) -> None:

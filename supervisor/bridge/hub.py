@@ -4,7 +4,8 @@ The hub is a registry, not a task owner: each session runs in the nursery of the
 socket that opened it (``link.py``), so a socket that goes away takes its sessions'
 processes down with it (the stdio teardown: group SIGTERM, SIGKILL, reap). What the
 hub keeps is what spans sockets: the per-tenant session bound, the global process
-cap (a session counts until its process is reaped), the listing of
+cap (a session counts until its process is reaped, and so does each warm spare of a
+``bridge: true`` server, see below), the listing of
 ``GET /v1/bridge/sessions``, and the drain that closes every socket at shutdown.
 
 Each session leaves two audit rows in the store's audit trail, like a call: one when
@@ -14,6 +15,13 @@ reason); ``duration_ms`` the session's life; on the close row ``args_bytes`` and
 ``result_bytes`` hold the message counts (client to server, server to client). The
 same facts go out as ``bridge_session_opened`` / ``bridge_session_closed`` events to
 the tenant's stream, and into ``/metrics``.
+
+Warm spares under the cap: the hub sets the warm pool's ``room`` so that spares of
+exported servers fill only what sessions leave of ``bridge.max_processes``. An open
+takes its server's spare at once (``reserve``: it moves from spare to session, counted
+once); an open that finds the cap full while another server's spare idles evicts that
+spare and spawns in its place once it is reaped (sessions before spares). Each ended
+session nudges the pool, which refills while there is room.
 """
 
 from __future__ import annotations
@@ -21,8 +29,8 @@ from __future__ import annotations
 import secrets
 import time
 from collections import Counter
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -33,6 +41,7 @@ from actors.log_events import get_logger
 from actors.protocol.bridge_envelope import FrameId
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
+from actors.transports.spawned import Spawned
 from supervisor.audit_trail import AuditTrail
 from supervisor.bridge.peers import PeerRegistry, Refused
 from supervisor.bridge.stdin_feed import StdinFeed
@@ -83,6 +92,13 @@ class BridgeSession:
     close_reason: str | None = None
     close_id: FrameId | None = None  # the id of the client's close, echoed in the answer
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    spare: Spawned | None = None  # its server's warm spare, taken at the open, not yet adopted
+    evicted: Spawned | None = None  # another server's spare whose place under the cap it took
+
+    def hand_over(self, spec: ServerSpec) -> Spawned | None:
+        """The transport's take (``SpareSource``): the spare taken at the open, once."""
+        spare, self.spare = self.spare, None
+        return spare
 
     def close(self, reason: str) -> None:
         """End the session (its process stops); the first reason given is kept."""
@@ -104,6 +120,10 @@ class BridgeHub:
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
         self.closing = False
         self.peers = PeerRegistry(self)
+        supervisor.warm.room = self._room_for_spare
+
+    def _room_for_spare(self, spec: ServerSpec) -> bool:
+        return not spec.bridge or self.processes < self.settings.max_processes
 
     @property
     def settings(self) -> BridgeSettings:
@@ -117,8 +137,8 @@ class BridgeHub:
 
     @property
     def processes(self) -> int:
-        """Bridged processes alive or being torn down."""
-        return len(self._sessions)
+        """Bridged processes alive or being torn down: sessions' and warm spares'."""
+        return len(self._sessions) + self._supervisor.warm.held(_bridged)
 
     # ------------------------------------------------------------------ sockets
 
@@ -139,8 +159,19 @@ class BridgeHub:
     def reserve(self, tenant: str, server: str, client: str) -> tuple[BridgeSession, ServerSpec]:
         """A new session of ``server`` for ``tenant``, counted at once; Refused (and
         audited) when the hub will not open it."""
+        warm = self._supervisor.warm
         try:
             spec = self._check(tenant, server)
+            # No checkpoint from here until the session holds what it takes.
+            spare, evicted = warm.take(spec), None
+            if spare is None and self.processes >= self.settings.max_processes:
+                evicted = warm.evict(_bridged)
+                if evicted is None:
+                    raise Refused(
+                        "too_many_processes",
+                        f"the hub runs {self.processes} bridged processes, its cap "
+                        "(bridge.max_processes); retry when a session has closed",
+                    )
         except Refused as refused:
             self.refused(tenant, server, refused)
             raise
@@ -151,6 +182,8 @@ class BridgeHub:
             client=client,
             born=trio.current_time(),
             opened_at=time.time(),
+            spare=spare,
+            evicted=evicted,
         )
         self._sessions[session.id] = session
         return session, spec
@@ -172,13 +205,6 @@ class BridgeHub:
             )
         if not spec.enabled:
             raise Refused("disabled", f"server {server!r} is disabled in the config")
-        settings = self.settings
-        if self.processes >= settings.max_processes:
-            raise Refused(
-                "too_many_processes",
-                f"the hub runs {self.processes} bridged processes, its cap (bridge.max_processes); "
-                "retry when a session has closed",
-            )
         if not isinstance(self._supervisor.connector, TransportConnector):
             raise Refused("unavailable", "this supervisor cannot start local processes for the bridge")
         return spec
@@ -201,12 +227,25 @@ class BridgeHub:
         self._audit_row("bridge:open", tenant, "", server, "deny", refused.code, 0, 0, 0)
         self.counts[f"refused:{refused.code}"] += 1
 
-    def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]:
-        """The session's process, under the supervisor's own hub, pidfiles and teardown
-        (a warm spare of ``spec``, taken raw, when the warm pool has one)."""
+    @asynccontextmanager
+    async def open_process(self, session: BridgeSession, spec: ServerSpec) -> AsyncIterator[RawStdio]:
+        """The session's process, under the supervisor's own hub, pidfiles and teardown:
+        the warm spare it took at the open, raw, or a new one (spawned once the spare
+        whose place it took is reaped)."""
         connector = self._supervisor.connector
         assert isinstance(connector, TransportConnector)  # checked by reserve
-        return connector.open_raw(spec, self._supervisor.warm.take)
+        try:
+            if session.evicted is not None:
+                await session.evicted.aclose()
+                session.evicted = None
+            async with connector.open_raw(spec, session.hand_over) as child:
+                yield child
+        finally:
+            with trio.CancelScope(shield=True):  # what it took and never adopted
+                for left in (session.evicted, session.hand_over(spec)):
+                    if left is not None:
+                        await left.aclose()
+            session.evicted = None
 
     def opened(self, session: BridgeSession) -> None:
         """The process runs: audit, event, metrics."""
@@ -217,6 +256,7 @@ class BridgeHub:
         """The process is gone (or never started: ``failed`` is its error code)."""
         if self._sessions.pop(session.id, None) is None:
             return
+        self._supervisor.warm.nudge()  # its place under the cap may go to a spare
         if session.state == "starting":
             self.record_ended(session, LOCAL_PEER, failed or "spawn_failed", opened=False)
         else:
@@ -278,7 +318,10 @@ class BridgeHub:
         return [
             Family("mcp_supervisor_bridge_sessions", "gauge",
                    "Open bridge sessions (local processes and sessions relayed to peers).",
-                   [("", self.processes + len(self.peers.sessions))]),
+                   [("", len(self._sessions) + len(self.peers.sessions))]),
+            Family("mcp_supervisor_bridge_processes", "gauge",
+                   "Bridged processes under bridge.max_processes: sessions' and warm spares'.",
+                   [("", self.processes)]),
             Family("mcp_supervisor_bridge_opens_total", "counter",
                    "Bridge session opens by outcome (ok or the refusal's code).",
                    [(labels(outcome=k), n) for k, n in sorted(opens.items())]),
@@ -316,3 +359,8 @@ def _ms(seconds: float) -> int:
 def _served(server: str, peer: str) -> str:
     """The audit row's ``server``: the name, and the peer that runs it if not this hub."""
     return server if peer == LOCAL_PEER else f"{server}@{peer}"
+
+
+def _bridged(spec: ServerSpec) -> bool:
+    """Servers whose processes count toward ``bridge.max_processes``."""
+    return spec.bridge

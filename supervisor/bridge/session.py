@@ -46,7 +46,9 @@ class SessionHost(Protocol):
     @property
     def max_message_bytes(self) -> int: ...
 
-    def open_process(self, spec: ServerSpec) -> AbstractAsyncContextManager[RawStdio]: ...
+    def open_process(
+        self, session: BridgeSession, spec: ServerSpec
+    ) -> AbstractAsyncContextManager[RawStdio]: ...
 
     def opened(self, session: BridgeSession) -> None: ...
 
@@ -84,7 +86,7 @@ async def run_session(
     try:
         with session.scope:
             try:
-                async with hub.open_process(spec) as child:
+                async with hub.open_process(session, spec) as child:
                     session.pid = child.pid
                     child.set_max_line_bytes(hub.max_message_bytes)
                     session.feed = feed = StdinFeed(child)

@@ -11,8 +11,10 @@ methods as it names the others.
   notification or response → 202. A request → its response as ``application/json``,
   or, when the client accepts ``text/event-stream``, as an SSE stream (a priming
   event, the related messages: progress, server requests; then the response): a
-  ``tools/call`` at once (``STREAMED_AT_ONCE``), others when something related is
-  sent before their response. A per-request-era message
+  ``tools/call`` (``STREAMED_AT_ONCE``) unless its response comes first within
+  ``JSON_WINDOW_S`` (a call that is done needs no id to resume from, and a JSON body
+  costs both sides a fraction of a stream's), others when something related is sent
+  before their response. A per-request-era message
   (``eras.is_new_era``) goes to the ``NewEraHandler``, in a task of the gateway's
   nursery; the client's hang-up (before its answer, or mid-stream) cancels that task,
   as a cancel would: the backend call is cancelled and its server told.
@@ -69,6 +71,8 @@ MCP_PATH = "/mcp"
 SESSION_HEADER = "Mcp-Session-Id"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAMED_AT_ONCE = frozenset({"tools/call"})
+JSON_WINDOW_S = 0.05
+"""How long a call's POST waits for its response before streaming (priming event first)."""
 """Requests answered as SSE from the start when the client accepts it: a call may run
 long, and the priming event gives the client an id to resume from (SEP-1699) if its
 connection drops before the response. Others are JSON unless something related
@@ -161,9 +165,8 @@ class GatewayHandlers:
         sse = self._mcp_accepts_sse()
         stream = record.new_stream() if sse else EventStream("json")
         self.gateway.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
-        if sse and message.get("method") in STREAMED_AT_ONCE:
-            return self._mcp_sse(stream.follow(0))
-        return await self._mcp_reply(stream)
+        window = JSON_WINDOW_S if sse and message.get("method") in STREAMED_AT_ONCE else None
+        return await self._mcp_reply(stream, window)
 
     async def _mcp_read_message(self) -> bytes:
         """The body, refused past ``gateway.max_message_bytes`` without reading it all."""
@@ -207,9 +210,11 @@ class GatewayHandlers:
         self.gateway.announce(record)
         return self._mcp_rpc_json(response, headers={SESSION_HEADER: record.id})
 
-    async def _mcp_reply(self, stream: EventStream) -> TrioResponse:
-        """JSON when the response comes first; else SSE from the first event."""
-        await stream.changed(0)
+    async def _mcp_reply(self, stream: EventStream, window_s: float | None = None) -> TrioResponse:
+        """JSON when the response comes first (within ``window_s``, if given); else SSE
+        from the first event."""
+        with trio.move_on_after(window_s if window_s is not None else float("inf")):
+            await stream.changed(0)
         if stream.finished and stream.related == 0 and stream.response is not None:
             return self._mcp_rpc_json(stream.response)
         return self._mcp_sse(stream.follow(0))

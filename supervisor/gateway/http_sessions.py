@@ -72,6 +72,7 @@ class GatewaySession:
     closed: trio.Event = attrs.field(factory=trio.Event)
     announced: bool = False
     _activity: trio.Event = attrs.field(factory=trio.Event)
+    _awaited: bool = False  # the idle watcher waits for activity (a call in flight)
     _stream_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
 
     @property
@@ -83,13 +84,21 @@ class GatewaySession:
         return self.peer.session.tenant
 
     def touch(self) -> None:
-        """A request came or was answered: the idle clock starts again."""
+        """A request came or was answered: the idle clock starts again. The idle
+        watcher sleeps until its deadline and reads ``last_seen`` then, so a touch
+        wakes no task unless the watcher waits for a call in flight to end."""
         self.last_seen = trio.current_time()
-        self._activity.set()
-        self._activity = trio.Event()
+        if self._awaited:
+            self._activity.set()
+            self._activity = trio.Event()
 
     async def activity(self) -> None:
-        await self._activity.wait()
+        """Until the next ``touch``."""
+        self._awaited = True
+        try:
+            await self._activity.wait()
+        finally:
+            self._awaited = False
 
     def new_stream(self) -> EventStream:
         """A POST's SSE stream, kept (bounded) for resumption by ``Last-Event-ID``."""
@@ -263,8 +272,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
         while True:
             deadline = record.last_seen + self._supervisor.config.gateway.session_idle_s
             if trio.current_time() < deadline:
-                with trio.move_on_at(deadline):
-                    await record.activity()
+                await trio.sleep_until(deadline)  # then the deadline of the newest touch
                 continue
             if record.peer.core.in_flight:
                 await record.activity()
