@@ -1,6 +1,6 @@
 """``POST /mcp`` on the lean path (``admin/fast_mcp.py``) answers exactly as Quart's
 route does: the same refusals (no token, a wrong one, a role without ``use_sessions``,
-a foreign Origin or Host, a body over ``gateway.max_message_bytes``, a content type
+a foreign Origin, Host or target authority, a body over ``gateway.max_message_bytes``, a content type
 the gateway does not look at, malformed JSON), byte for byte with the same headers,
 and the same session flow. Each case runs against the real admin server twice, once
 with the lean path and once with Quart serving ``/mcp`` (the server's wrapper
@@ -30,12 +30,16 @@ Case = Callable[[Http], Awaitable[Reply]]
 
 
 def post(
-    http: Http, body: Any = LISTING, headers: dict[str, str] | None = None, **how: Any
+    http: Http,
+    body: Any = LISTING,
+    headers: dict[str, str] | None = None,
+    target: str = "/mcp",
+    **how: Any,
 ) -> Awaitable[Reply]:
     raw = body if isinstance(body, bytes) else None
     return http.request(
         "POST",
-        "/mcp",
+        target,
         json=None if raw is not None else body,
         body=raw,
         headers={"Accept": ACCEPT_BOTH, **(headers or {})},
@@ -51,6 +55,11 @@ CASES: dict[str, tuple[int, Case]] = {
     "a foreign Origin": (403, lambda http: post(http, headers={"Origin": "http://evil.example"})),
     "Origin null": (403, lambda http: post(http, headers={"Origin": "null"})),
     "a foreign Host": (403, lambda http: post(http, host="evil.example")),
+    "a foreign authority in the target": (403, lambda http: post(http, target="http://evil.example/mcp")),
+    "a loopback authority in the target": (
+        400,
+        lambda http: post(http, target=f"http://{http.authority}/mcp"),
+    ),
     "a body over the bound, by Content-Length": (413, lambda http: post(http, b"x" * (BOUND + 1))),
     "a body over the bound, chunked": (
         413,
@@ -73,7 +82,7 @@ def comparable(reply: Reply) -> tuple[int, dict[str, str], bytes]:
 
 @attrs.define
 class QuartCalls:
-    """Counts the HTTP requests that reached the Quart app behind the lean path."""
+    """Counts the ``POST /mcp`` that reached the Quart app behind the lean path."""
 
     count: int = 0
 
@@ -86,7 +95,9 @@ def serve_with(monkeypatch: pytest.MonkeyPatch, lean: bool, calls: QuartCalls) -
         quart = wrapped.app
 
         async def counted(scope: Any, receive: Any, send: Any) -> None:
-            calls.count += scope["type"] == "http"
+            calls.count += (
+                scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith("/mcp")
+            )
             await quart(scope, receive, send)
 
         wrapped.app = counted  # type: ignore[assignment]
@@ -125,7 +136,7 @@ async def test_the_lean_path_refuses_exactly_what_quarts_route_refuses(
     assert quart["no token"].headers["www-authenticate"] == "Bearer"
     assert quart["no token"].json()["error"]["data"] == {"code": "unauthorized"}
     assert "roles" in quart["a role without use_sessions"].json()["error"]["data"]
-    assert reached_quart == 1  # the health check; no POST /mcp went through Quart
+    assert reached_quart == 2  # only the absolute-form targets: Quart routes those
 
 
 async def session_flow(http: Http) -> list[tuple[int, Any]]:
@@ -155,6 +166,6 @@ async def test_a_session_runs_the_same_on_both_paths(monkeypatch: pytest.MonkeyP
         async with admin_running(config(), tmp_path / str(lean)) as api:
             with trio.fail_after(20):
                 runs.append(await session_flow(api.http(ALICE)))
-        assert calls.count == (1 if lean else 0)  # the lean path: only the DELETE went to Quart
+        assert calls.count == 0
     assert runs[0] == runs[1]
     assert runs[0][-1] == (204, 404)

@@ -15,8 +15,9 @@ which reads the body against ``gateway.max_message_bytes``), and the response is
 same ``TrioResponse``, sent as Quart sends it. What Quart's connection does around the
 handler is kept: the body is read in a task beside it, a client that hangs up cancels
 the handler, and a response that is not a stream is sent within Quart's
-``RESPONSE_TIMEOUT``. A request of a shape this path does not expect (HTTP/1.0, a
-``root_path``) goes to Quart, which has the general rules for it.
+``RESPONSE_TIMEOUT``. A request of a shape this path does not expect (HTTP/1.0, an
+absolute-form target such as ``http://host/mcp``, a ``root_path``) goes to Quart,
+which has the general rules for it.
 """
 
 from __future__ import annotations
