@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from quart import g, request
 from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioRequest, TrioResponse
+from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing.exceptions import WebsocketMismatch
 
@@ -123,38 +124,17 @@ def create_app(
 
     @app.before_request
     async def guard() -> TrioResponse | None:
-        headers = request.headers
-        verdict = check_request(
-            public=request.endpoint in _PUBLIC,
-            hosts=headers.getlist("Host"),
-            origins=headers.getlist("Origin"),
-            authorizations=headers.getlist("Authorization"),
-            tokens=api.tokens(),  # the running config's: a reload changes them
-            bind_is_loopback=bind_is_loopback,
-            target=request_target(request.scope),
-            client_is_loopback=client_is_loopback(request.scope),
-        )
-        if isinstance(verdict, Denial):
-            error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
-            return _refusal(error)
-        endpoint = request.endpoint
-        if endpoint is not None:  # None: no route matched; routing answers 404 or 405
-            refused = role_refusal(verdict.principal, endpoint)
-            if refused is not None:
-                return _refusal(refused)
-        g.principal = verdict.principal
+        verdict = guard_verdict(api, request.headers, request.scope, request.endpoint)
+        if isinstance(verdict, ApiError):
+            return _refusal(verdict)
+        g.principal = verdict
         return None
 
     def _refusal(error: ApiError) -> TrioResponse:
         """An error answer: a JSON-RPC error object on ``/mcp`` (its client speaks
         JSON-RPC), the admin API's error body elsewhere."""
         if request.path == MCP_PATH:
-            refusal = HttpRefusal(
-                error.status, error.message, code=MCP_REFUSAL, data={"code": error.code, **error.extra}
-            )
-            response = refusal_response(refusal, scrubber.scrub)
-            response.headers.update(error.headers)
-            return response
+            return mcp_refusal(error, scrubber)
         return json_response(error.body(), scrubber, error.status, error.headers)
 
     @app.errorhandler(ApiError)
@@ -180,11 +160,53 @@ def create_app(
 
     @app.errorhandler(Exception)
     async def unexpected(error: Exception) -> TrioResponse:
-        log.exception("admin api request failed", extra={"fields": {"path": request.path}})
-        body = {"error": {"code": "internal", "message": "internal error; see the supervisor log"}}
-        return json_response(body, scrubber, 500)
+        return internal_error(request.path, scrubber)
 
     return app
+
+
+def guard_verdict(
+    api: AdminApi, headers: Headers, scope: Mapping[str, Any], endpoint: str | None
+) -> Principal | ApiError | None:
+    """The guard's word on one request: who it speaks for (None: anonymous, on a
+    public route), or the refusal. ``endpoint`` None: no route matched (routing then
+    answers 404 or 405). Quart's ``before_request`` and the lean ``POST /mcp`` path
+    (``fast_mcp.py``) both ask here."""
+    verdict = check_request(
+        public=endpoint in _PUBLIC,
+        hosts=headers.getlist("Host"),
+        origins=headers.getlist("Origin"),
+        authorizations=headers.getlist("Authorization"),
+        tokens=api.tokens(),  # the running config's: a reload changes them
+        bind_is_loopback=api.bind_is_loopback,
+        target=request_target(scope),
+        client_is_loopback=client_is_loopback(scope),
+    )
+    if isinstance(verdict, Denial):
+        return ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
+    if endpoint is not None:
+        refused = role_refusal(verdict.principal, endpoint)
+        if refused is not None:
+            return refused
+    return verdict.principal
+
+
+def mcp_refusal(error: ApiError, scrubber: SecretScrubber) -> TrioResponse:
+    """A refusal on ``/mcp``: a JSON-RPC error object (its ``data.code`` the admin
+    API's error code), with the error's headers (``WWW-Authenticate``)."""
+    refusal = HttpRefusal(
+        error.status, error.message, code=MCP_REFUSAL, data={"code": error.code, **error.extra}
+    )
+    response = refusal_response(refusal, scrubber.scrub)
+    response.headers.update(error.headers)
+    return response
+
+
+def internal_error(path: str, scrubber: SecretScrubber) -> TrioResponse:
+    """The last-resort 500: a generic message; the traceback goes to the (redacted) log."""
+    log.exception("admin api request failed", extra={"fields": {"path": path}})
+    body = {"error": {"code": "internal", "message": "internal error; see the supervisor log"}}
+    return json_response(body, scrubber, 500)
 
 
 def role_refusal(principal: Principal | None, endpoint: str) -> ApiError | None:

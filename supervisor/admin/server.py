@@ -36,6 +36,7 @@ from hypercorn.utils import wrap_app
 
 from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
+from supervisor.admin.fast_mcp import lean_mcp
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
 from supervisor.bridge.heartbeat import install as install_heartbeats
@@ -151,7 +152,7 @@ class _AdminServer:
                     binds: list[str] = await server.start(
                         partial(
                             worker_serve,
-                            wrap_app(self.app, self.config.wsgi_max_body_size, None),
+                            wrap_app(lean_mcp(self.app), self.config.wsgi_max_body_size, None),
                             self.config,
                             sockets=Sockets([], [self.listener], []),
                             shutdown_trigger=self.shutdown.wait,

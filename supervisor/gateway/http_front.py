@@ -29,15 +29,18 @@ The request's body bound is ``gateway.max_message_bytes``, not the admin API's
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import orjson
 import trio
 from quart import request
 from quart_trio.wrappers import TrioResponse
 from quart_trio.wrappers.response import TrioIterableBody
+from werkzeug.datastructures import Headers, MIMEAccept
+from werkzeug.http import parse_accept_header
 
 from supervisor.admin.caller import scope as _scope
 from supervisor.admin.caller import tenant as _tenant
@@ -96,6 +99,24 @@ async def cancel_when_closed(
         scope.cancel()
 
 
+@attrs.frozen(slots=True)
+class McpPost:
+    """What ``POST /mcp`` reads of its request, whichever path serves it: the headers,
+    the caller's tenant (the guard's principal), the declared length and the body."""
+
+    headers: Headers
+    tenant: str
+    content_length: int | None
+    body: AsyncIterable[bytes]
+
+
+def accepts_sse(headers: Headers) -> bool:
+    """Whether the client accepts ``text/event-stream`` (werkzeug's reading of
+    ``Accept``, as Quart's ``request.accept_mimetypes``)."""
+    accepted = parse_accept_header(headers.get("Accept"), MIMEAccept)
+    return any(value.lower() == SSE and quality > 0 for value, quality in accepted)
+
+
 def refusal_response(refusal: HttpRefusal, scrub: Any = None) -> TrioResponse:
     """An HTTP refusal with its JSON-RPC error body."""
     body = refusal.body() if scrub is None else scrub(refusal.body())
@@ -133,20 +154,27 @@ class GatewayHandlers:
     # --------------------------------------------------------------------- POST
 
     async def mcp_post(self) -> TrioResponse:
+        return await self.mcp_post_of(
+            McpPost(request.headers, _tenant(), request.content_length, request.body)
+        )
+
+    async def mcp_post_of(self, post: McpPost) -> TrioResponse:
+        """The answer to one ``POST /mcp`` the guard has admitted (Quart's route, or
+        the lean path of ``admin/fast_mcp.py``)."""
         try:
-            return await self._mcp_post()
+            return await self._mcp_post(post)
         except HttpRefusal as refusal:
             return self._mcp_refuse(refusal)
 
-    async def _mcp_post(self) -> TrioResponse:
-        message = parse_message(await self._mcp_read_message())
-        headers = request.headers
+    async def _mcp_post(self, post: McpPost) -> TrioResponse:
+        message = parse_message(await self._mcp_read_message(post))
+        headers = post.headers
         check_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
         session_id = headers.get(SESSION_HEADER)
         version = headers.get("MCP-Protocol-Version")
         request_id = message.get("id")
         if is_new_era(message, version, session_id):
-            return await self._mcp_new_era(message)
+            return await self._mcp_new_era(message, post)
         if session_id is None:
             if message.get("method") != "initialize":
                 raise HttpRefusal(
@@ -155,37 +183,34 @@ class GatewayHandlers:
                     f"then send its id in the {SESSION_HEADER} header",
                     request_id=request_id,
                 )
-            return await self._mcp_initialize(message)
-        record = self._mcp_session(session_id, request_id)
+            return await self._mcp_initialize(message, post.tenant)
+        record = self._mcp_session(session_id, post.tenant, request_id)
         check_version(version, record.peer.protocol_version, request_id)
         record.touch()
         if kind_of(message) != "request":
             await record.peer.receive(message, record.outlet())
             return TrioResponse(b"", status=202)
-        sse = self._mcp_accepts_sse()
+        sse = accepts_sse(headers)
         stream = record.new_stream() if sse else EventStream("json")
         self.gateway.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
         window = JSON_WINDOW_S if sse and message.get("method") in STREAMED_AT_ONCE else None
         return await self._mcp_reply(stream, window)
 
-    async def _mcp_read_message(self) -> bytes:
+    async def _mcp_read_message(self, post: McpPost) -> bytes:
         """The body, refused past ``gateway.max_message_bytes`` without reading it all."""
         bound = self.supervisor.config.gateway.max_message_bytes
-        length = request.content_length
+        length = post.content_length
         if length is not None and length > bound:
             raise too_large(length, bound)
         data = bytearray()
-        async for chunk in request.body:
+        async for chunk in post.body:
             data += chunk
             if len(data) > bound:
                 raise too_large(None, bound)
         return bytes(data)
 
-    def _mcp_accepts_sse(self) -> bool:
-        return any(value.lower() == SSE and quality > 0 for value, quality in request.accept_mimetypes)
-
-    def _mcp_session(self, session_id: str, request_id: Any = None) -> GatewaySession:
-        record = self.gateway.get(session_id, _tenant())
+    def _mcp_session(self, session_id: str, tenant: str, request_id: Any = None) -> GatewaySession:
+        record = self.gateway.get(session_id, tenant)
         if record is None:
             raise HttpRefusal(
                 404,
@@ -195,10 +220,10 @@ class GatewayHandlers:
             )
         return record
 
-    async def _mcp_initialize(self, message: Mapping[str, Any]) -> TrioResponse:
+    async def _mcp_initialize(self, message: Mapping[str, Any], tenant: str) -> TrioResponse:
         request_id = message.get("id")
         try:
-            record = await self.gateway.open(_tenant())
+            record = await self.gateway.open(tenant)
         except TooManyGatewaySessions as exc:
             raise HttpRefusal(429, str(exc), request_id=request_id) from None
         except GatewayClosed as exc:
@@ -219,19 +244,20 @@ class GatewayHandlers:
             return self._mcp_rpc_json(stream.response)
         return self._mcp_sse(stream.follow(0))
 
-    async def _mcp_new_era(self, message: Mapping[str, Any]) -> TrioResponse:
+    async def _mcp_new_era(self, message: Mapping[str, Any], post: McpPost) -> TrioResponse:
         handler = self.new_era
         if handler is None:
             raise HttpRefusal(400, NEW_ERA_UNSERVED, request_id=message.get("id"))
-        refused = header_refusal(message, request.headers.get("MCP-Protocol-Version"))
+        headers = post.headers
+        refused = header_refusal(message, headers.get("MCP-Protocol-Version"))
         if refused is not None:
             return self._mcp_rpc_json(refused, http_status(refused))
-        require_param_headers(message, request.headers.get("Mcp-Method"), request.headers.get("Mcp-Name"))
-        tenant = _tenant()
-        refused = await handler.check_headers(message, param_headers_of(request.headers.items()), tenant)
+        require_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
+        tenant = post.tenant
+        refused = await handler.check_headers(message, param_headers_of(headers.items()), tenant)
         if refused is not None:
             return self._mcp_rpc_json(refused, http_status(refused))
-        stream = EventStream("n" if self._mcp_accepts_sse() else "json", scrub=self.scrubber.scrub)
+        stream = EventStream("n" if accepts_sse(headers) else "json", scrub=self.scrubber.scrub)
         hung_up = trio.CancelScope()
 
         async def answer() -> None:
@@ -266,8 +292,8 @@ class GatewayHandlers:
             return self._mcp_refuse(refusal)
 
     def _mcp_get(self) -> TrioResponse:
-        record = self._mcp_session(self._mcp_session_header())
-        if not self._mcp_accepts_sse():
+        record = self._mcp_session(self._mcp_session_header(), _tenant())
+        if not accepts_sse(request.headers):
             raise HttpRefusal(406, f"GET {MCP_PATH} is an SSE stream: send Accept: text/event-stream")
         last = request.headers.get("Last-Event-ID")
         if last is None:
@@ -292,7 +318,7 @@ class GatewayHandlers:
 
     async def mcp_delete(self) -> TrioResponse:
         try:
-            record = self._mcp_session(self._mcp_session_header())
+            record = self._mcp_session(self._mcp_session_header(), _tenant())
         except HttpRefusal as refusal:
             return self._mcp_refuse(refusal)
         await self.gateway.close(record.id, None)
