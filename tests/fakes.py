@@ -154,6 +154,8 @@ class FakeSession:
     async def _discover(self, request: Request) -> None:
         """A handshake-era server by default (method not found), else as scripted."""
         answer = self.server.discover
+        if self.server.discover_delay:
+            await trio.sleep(self.server.discover_delay)
         if answer == "silent":
             return
         if answer == "close":
@@ -195,6 +197,7 @@ class FakeServer:
         self.protocol_version: str | None = None
         # server/discover: None (method not found), a result, "silent" or "close".
         self.discover: dict[str, Any] | str | None = None
+        self.discover_delay = 0.0  # a slow start: the first answer comes this late
         self.list_calls = 0
         self.list_extra: dict[str, Any] = {}  # more keys of every tools/list result (ttlMs)
         self.connected = trio.Event()

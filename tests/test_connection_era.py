@@ -106,6 +106,23 @@ async def test_pinned_per_request_era_fails_against_a_handshake_server(
         assert "initialize" not in server.methods()
 
 
+async def test_pinned_per_request_era_waits_out_a_slow_start_inside_the_init_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Pinned, the probe is the handshake: a server that answers ``server/discover``
+    well after the probe timeout of ``auto`` (a spawn on a busy machine) is adopted,
+    not failed (it used to go to backoff, and a turn saw none of its tools)."""
+    server = FakeServer()
+    server.discover = MODERN_DISCOVER
+    server.discover_delay = 3 * PROBE_TIMEOUT_S
+    async with running(server, protocol="2026-07-28", init_timeout_s=60.0) as h:
+        start = trio.current_time()
+        await h.wait_state(State.STEADY)
+        assert trio.current_time() - start < 10.0  # the answer's delay, well inside the 60 s
+        assert h.states() == STARTING  # no backoff
+        assert settled(h) == ["2026-07-28"]
+
+
 async def test_the_era_found_is_tried_first_next_time(autojump_clock: trio.testing.MockClock) -> None:
     server = FakeServer()
     async with running(server) as h:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from actors.protocol.era import (
+    PROBE_TIMEOUT_S,
     Era,
     Opening,
     ProbeOutcome,
@@ -16,6 +17,7 @@ from actors.protocol.era import (
     Verdict,
     after_probe,
     opening,
+    probe_wait,
     remembered_after,
 )
 from actors.protocol.http_framing import header_value, request_headers
@@ -184,6 +186,18 @@ def test_opening(setting: Setting, remembered: Era | None, first: Opening) -> No
 )
 def test_after_probe(setting: Setting, outcome: ProbeOutcome, verdict: Verdict) -> None:
     assert after_probe(setting, outcome) is verdict
+
+
+@pytest.mark.parametrize(
+    ("setting", "left", "wait"),
+    [
+        (Setting.AUTO, 60.0, PROBE_TIMEOUT_S),
+        (Setting.AUTO, 3.0, 1.5),  # half of what is left: the fall back needs time
+        (Setting.PER_REQUEST, 60.0, 60.0),  # nothing to fall back to: a slow start is no verdict
+    ],
+)
+def test_probe_wait(setting: Setting, left: float, wait: float) -> None:
+    assert probe_wait(setting, left) == wait
 
 
 def test_a_remembered_handshake_that_found_nothing_is_forgotten() -> None:
