@@ -18,6 +18,7 @@ import trio.testing
 from actors.connection.spec import ServerSpec
 from actors.protocol.messages import (
     METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
     ErrorObject,
     ErrorResponse,
     Message,
@@ -83,6 +84,9 @@ class FakeSession:
         self.decoder = LineDecoder()
         self.closed = trio.Event()
         self._send_lock = trio.Lock()  # answers finished together go one after the other
+        # Answered server/discover with the new era: the connection is locked to it and
+        # initialize is refused with -32022, as the SDK's dual-era loop does.
+        self.modern = False
 
     async def send(self, message: Message) -> None:
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -99,6 +103,7 @@ class FakeSession:
 
     async def run(self, nursery: trio.Nursery) -> None:
         server = self.server
+        await trio.sleep(server.start_delay)
         while True:
             try:
                 data = await self.stream.receive_some(65536)
@@ -109,12 +114,21 @@ class FakeSession:
             for message in self.decoder.feed(data):
                 server.received.append(message)
                 if isinstance(message, Request):
+                    if message.method == "server/discover" and isinstance(server.discover, dict):
+                        self.modern = True  # in the order read, not the order answered
                     nursery.start_soon(self._answer, message)
 
     async def _answer(self, request: Request) -> None:
         server = self.server
         if request.method == "server/discover":
             await self._discover(request)
+        elif request.method == "initialize" and self.modern:
+            refusal = ErrorObject(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
+                {"supported": ["2026-07-28"]},
+            )
+            await self.send(ErrorResponse(request.id, refusal))
         elif request.method == "initialize":
             if server.init_delay:
                 await trio.sleep(server.init_delay)
@@ -195,6 +209,7 @@ class FakeServer:
         self.protocol_version: str | None = None
         # server/discover: None (method not found), a result, "silent" or "close".
         self.discover: dict[str, Any] | str | None = None
+        self.start_delay = 0.0  # a slow start (imports): nothing is read before it passed
         self.list_calls = 0
         self.list_extra: dict[str, Any] = {}  # more keys of every tools/list result (ttlMs)
         self.connected = trio.Event()

@@ -106,6 +106,46 @@ async def test_pinned_per_request_era_fails_against_a_handshake_server(
         assert "initialize" not in server.methods()
 
 
+async def test_pinned_per_request_era_waits_out_a_slow_start_inside_the_init_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Pinned, the probe is the handshake: a server that answers ``server/discover``
+    well after the probe timeout of ``auto`` (a spawn on a busy machine) is adopted,
+    not failed (it used to go to backoff, and a turn saw none of its tools)."""
+    server = FakeServer()
+    server.discover = MODERN_DISCOVER
+    server.start_delay = 3 * PROBE_TIMEOUT_S
+    async with running(server, protocol="2026-07-28", init_timeout_s=60.0) as h:
+        start = trio.current_time()
+        await h.wait_state(State.STEADY)
+        assert trio.current_time() - start < 10.0  # the answer's delay, well inside the 60 s
+        assert h.states() == STARTING  # no backoff
+        assert settled(h) == ["2026-07-28"]
+
+
+async def test_a_slow_starting_per_request_server_is_adopted_after_its_late_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``auto``: the probe times out, ``initialize`` follows; the server, once up,
+    answers the probe (which locks its connection to the new era) and refuses
+    ``initialize`` with -32022. That refusal is the era's evidence: probed again, the
+    server is adopted on the same connection (it used to go to backoff, and, as slow
+    on every try, never came up)."""
+    server = FakeServer()
+    server.discover = MODERN_DISCOVER
+    server.start_delay = 3 * PROBE_TIMEOUT_S
+    async with running(server, init_timeout_s=60.0) as h:
+        start = trio.current_time()
+        await h.wait_state(State.STEADY)
+        assert trio.current_time() - start < 10.0  # the slow start, well inside the 60 s
+        assert h.states() == STARTING  # no backoff
+        assert len(server.connect_times) == 1
+        assert server.methods()[:4] == ["server/discover", "initialize", "server/discover", "tools/list"]
+        assert settled(h) == ["2026-07-28"]
+        assert h.actor.era is Era.PER_REQUEST
+        assert isinstance(await h.call(), CallSucceeded)
+
+
 async def test_the_era_found_is_tried_first_next_time(autojump_clock: trio.testing.MockClock) -> None:
     server = FakeServer()
     async with running(server) as h:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from actors.protocol.era import (
+    PROBE_TIMEOUT_S,
     Era,
     Opening,
     ProbeOutcome,
@@ -16,8 +17,10 @@ from actors.protocol.era import (
     Verdict,
     after_probe,
     opening,
+    probe_wait,
     remembered_after,
 )
+from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import header_value, request_headers
 from actors.protocol.messages import (
     META_CLIENT_CAPABILITIES,
@@ -31,6 +34,7 @@ from actors.protocol.messages import (
     Response,
 )
 from actors.protocol.session import (
+    Adopted,
     ClientSession,
     DiscoverAnswered,
     Initialized,
@@ -141,6 +145,51 @@ def test_a_late_discover_answer_after_the_fall_back_is_stray() -> None:
     assert session.phase is Phase.NEW
 
 
+LOCKED = ErrorObject(-32022, "connection is serving the 2026-07-28 protocol", {"supported": ["2026-07-28"]})
+"""What a slow-starting SDK server that answered our timed-out probe says to ``initialize``."""
+
+
+def refused_after_fall_back() -> tuple[ClientSession, Peer, Request]:
+    """The probe timed out, ``initialize`` was refused with ``LOCKED``: the new probe."""
+    session, peer, probe = probing()
+    session.fall_back()
+    init_id = session.start_initialize()
+    peer.read()
+    assert peer.say(Response(probe.id, DISCOVER_RESULT), ErrorResponse(init_id, LOCKED)) == [
+        StrayResponse(probe.id)
+    ]
+    [again] = peer.read()
+    assert isinstance(again, Request) and again.method == "server/discover"
+    assert again.params == {"_meta": META}
+    return session, peer, again
+
+
+def test_initialize_refused_for_the_new_era_after_a_fall_back_probes_again_and_adopts() -> None:
+    session, peer, again = refused_after_fall_back()
+    [event] = peer.say(Response(again.id, DISCOVER_RESULT))
+    assert isinstance(event, Adopted) and event.result.supported_versions == ("2025-11-25", "2026-07-28")
+    assert session.phase is Phase.READY and session.era is Era.PER_REQUEST
+    assert peer.read() == []  # no notifications/initialized in this era
+    session.send_request("tools/list")
+    [listing] = peer.read()
+    assert isinstance(listing, Request) and listing.params == {"_meta": META}
+
+
+def test_a_probe_again_that_names_none_of_ours_ends_the_session() -> None:
+    _, peer, again = refused_after_fall_back()
+    with pytest.raises(ProtocolError, match=r"refused initialize: .*code -32022.*named no per-request"):
+        peer.say(ErrorResponse(again.id, LOCKED))
+
+
+def test_initialize_refused_without_a_probe_before_it_is_not_probed_again() -> None:
+    session = ClientSession()
+    peer = Peer(session)
+    init_id = session.start_initialize()
+    peer.read()
+    with pytest.raises(ProtocolError, match="refused initialize"):
+        peer.say(ErrorResponse(init_id, LOCKED))
+
+
 def test_discover_only_from_a_new_session() -> None:
     session, _, _ = probing()
     with pytest.raises(RuntimeError, match="discover"):
@@ -184,6 +233,18 @@ def test_opening(setting: Setting, remembered: Era | None, first: Opening) -> No
 )
 def test_after_probe(setting: Setting, outcome: ProbeOutcome, verdict: Verdict) -> None:
     assert after_probe(setting, outcome) is verdict
+
+
+@pytest.mark.parametrize(
+    ("setting", "left", "wait"),
+    [
+        (Setting.AUTO, 60.0, PROBE_TIMEOUT_S),
+        (Setting.AUTO, 3.0, 1.5),  # half of what is left: the fall back needs time
+        (Setting.PER_REQUEST, 60.0, 60.0),  # nothing to fall back to: a slow start is no verdict
+    ],
+)
+def test_probe_wait(setting: Setting, left: float, wait: float) -> None:
+    assert probe_wait(setting, left) == wait
 
 
 def test_a_remembered_handshake_that_found_nothing_is_forgotten() -> None:

@@ -12,7 +12,7 @@ import trio
 from actors.connection.live import Live
 from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
-from actors.protocol.era import PROBE_TIMEOUT_S, Opening, ProbeOutcome, Setting, Verdict, after_probe
+from actors.protocol.era import Opening, ProbeOutcome, Setting, Verdict, after_probe, probe_wait
 
 log = get_logger("actors.connection")
 
@@ -39,14 +39,15 @@ async def settle(live: Live, init: trio.CancelScope, spec: ServerSpec, first: Op
 
 
 async def probe(live: Live, init: trio.CancelScope, spec: ServerSpec) -> Verdict:
-    """Wait for ``server/discover``, at most the probe timeout and half of what is
-    left of the init timeout (so the fall back has time), and say what follows."""
-    left = init.deadline - trio.current_time()
-    with trio.move_on_after(min(PROBE_TIMEOUT_S, left / 2)):
+    """Wait for ``server/discover`` as long as ``probe_wait`` says (with ``auto``, the
+    probe timeout inside the init timeout; pinned, the init timeout) and say what
+    follows."""
+    setting = Setting(spec.protocol)
+    with trio.move_on_after(probe_wait(setting, init.deadline - trio.current_time())):
         await live.probe_done.wait()
     live.probing = False
     outcome = _outcome(live)
-    verdict = after_probe(Setting(spec.protocol), outcome)
+    verdict = after_probe(setting, outcome)
     if verdict is Verdict.ADOPT:
         answered = live.probe_answer
         assert answered is not None and answered.result is not None, "adopted without a result"

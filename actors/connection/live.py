@@ -33,6 +33,7 @@ from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, Request, Reque
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
+    Adopted,
     ClientSession,
     DiscoverAnswered,
     ErrorReceived,
@@ -241,6 +242,13 @@ class Live:
             elif isinstance(event, LogMessage):
                 log_server_message(self.name, event, self._redactor, self._log_sink)
             elif isinstance(event, Initialized):
+                self.initialized.set()
+            elif isinstance(event, Adopted):  # the probe's answer came after the fall back
+                log.info(
+                    "initialize refused after a late server/discover answer; adopted %s",
+                    session.version,
+                    extra={"fields": {"server": self.name}},
+                )
                 self.initialized.set()
             elif isinstance(event, DiscoverAnswered):
                 self.probe_answer = event

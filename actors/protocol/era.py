@@ -106,6 +106,24 @@ def opening(setting: Setting, remembered: Era | None, *, handshake_only: bool = 
     return Opening.INITIALIZE if remembered is Era.HANDSHAKE else Opening.PROBE
 
 
+def probe_wait(setting: Setting, left: float) -> float:
+    """How long to wait for the ``server/discover`` answer, ``left`` seconds of the
+    init timeout being left.
+
+    | setting     | wait                                                     |
+    |-------------|----------------------------------------------------------|
+    | auto        | the probe timeout, at most half of ``left`` (so the      |
+    |             | fall back to ``initialize`` has time)                    |
+    | 2026-07-28  | all of ``left``: nothing to fall back to, so the probe   |
+    |             | is the handshake, and a slow start (a process spawned    |
+    |             | on a busy machine, a hub that starts the server first)   |
+    |             | is no verdict on the era                                 |
+    """
+    if setting is Setting.PER_REQUEST:
+        return left
+    return min(PROBE_TIMEOUT_S, left / 2)
+
+
 def after_probe(setting: Setting, outcome: ProbeOutcome) -> Verdict:
     """What follows the probe.
 

@@ -15,7 +15,12 @@ Requests other than ``initialize`` and ``ping`` are refused before ``READY``.
 The per-request era (2026-07-28, ``era.py``) starts differently: ``NEW`` →
 (``server/discover`` sent) ``DISCOVERING`` → a ``DiscoverAnswered`` event; then either
 ``adopt`` (``READY``, and from then on every request carries the era's ``_meta``) or
-``fall_back`` (``NEW`` again, ready for ``initialize``).
+``fall_back`` (``NEW`` again, ready for ``initialize``). A probe that timed out here
+but was answered by a slow-starting server locked that connection to the new era, so
+the ``initialize`` that follows is refused with -32022 naming the server's versions:
+that is evidence of the era, and the session probes once more at a version both speak
+and adopts it itself (an ``Adopted`` event instead of ``Initialized``), as the official
+SDK's ``mode="auto"`` does.
 """
 
 from __future__ import annotations
@@ -79,6 +84,14 @@ class Initialized:
 
 
 @attrs.frozen(slots=True)
+class Adopted:
+    """After a fall back, ``initialize`` was refused with -32022 and ``server/discover``
+    asked again answered with our per-request era: the session adopted it (READY)."""
+
+    result: DiscoverResult
+
+
+@attrs.frozen(slots=True)
 class DiscoverAnswered:
     """``server/discover`` ended: how (``era.after_probe`` says what follows), the
     result if the server speaks our per-request era, and what it said otherwise."""
@@ -125,6 +138,7 @@ class ServerRequest:
 
 Event: TypeAlias = (
     Initialized
+    | Adopted
     | DiscoverAnswered
     | ResponseReceived
     | ErrorReceived
@@ -156,6 +170,8 @@ class ClientSession:
         self.version: str | None = None  # the revision spoken, once READY
         self._meta: dict[str, Any] | None = None  # per-request era: every request's _meta
         self._reprobed = False  # server/discover was sent again at a version the server named
+        self._fell_back = False  # initialize follows a probe on this connection
+        self._refused: ErrorObject | None = None  # that initialize's -32022: probing again
         self._outbox: list[Message] = []
         self._events: deque[Event] = deque()
         self._pending: dict[RequestId, str] = {}
@@ -217,6 +233,7 @@ class ClientSession:
         for request_id, method in list(self._pending.items()):
             if method == "server/discover":
                 del self._pending[request_id]
+        self._fell_back = True
         self.phase = Phase.NEW
 
     @property
@@ -341,9 +358,14 @@ class ClientSession:
 
     def _finish_initialize(self, message: Response | ErrorResponse) -> None:
         if isinstance(message, ErrorResponse):
-            raise ProtocolError(
-                f"server refused initialize: {message.error.message} (code {message.error.code})"
-            )
+            error = message.error
+            retry = supported_retry(error) if self._fell_back and self._refused is None else None
+            if retry is not None:  # our probe's late answer settled the era: ask again
+                self._refused = error
+                self.phase = Phase.NEW
+                self.start_discover(retry)
+                return
+            raise ProtocolError(f"server refused initialize: {error.message} (code {error.code})")
         result = structure_initialize_result(message.result)
         if result.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise VersionMismatch(
@@ -357,6 +379,9 @@ class ClientSession:
         self._events.append(Initialized(result))
 
     def _finish_discover(self, message: Response | ErrorResponse) -> None:
+        if self._refused is not None:
+            self._finish_discover_after_refusal(message, self._refused)
+            return
         if isinstance(message, ErrorResponse):
             error = message.error
             retry = supported_retry(error) if not self._reprobed else None
@@ -379,6 +404,22 @@ class ClientSession:
             self._events.append(DiscoverAnswered(ProbeOutcome.NO_MUTUAL_VERSION, result, detail))
             return
         self._events.append(DiscoverAnswered(ProbeOutcome.PER_REQUEST, result))
+
+    def _finish_discover_after_refusal(self, message: Response | ErrorResponse, refused: ErrorObject) -> None:
+        """The probe after ``initialize`` was refused with -32022: adopt, or give up."""
+        result: DiscoverResult | None = None
+        if isinstance(message, Response):
+            try:
+                result = structure_discover_result(message.result)
+            except ProtocolError:
+                result = None
+        if result is None or mutual_version(result) is None:
+            raise ProtocolError(
+                f"server refused initialize: {refused.message} (code {refused.code}), "
+                "and server/discover asked again named no per-request version of ours"
+            )
+        self.adopt(result)
+        self._events.append(Adopted(result))
 
     def _handle_notification(self, message: Notification) -> None:
         self._events.append(notification_event(message.method, message.params))
