@@ -38,6 +38,7 @@ from actors.log_events import get_logger
 from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
+from supervisor.bridge.asgi_socket import bridge_front
 from supervisor.bridge.heartbeat import install as install_heartbeats
 from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
@@ -151,7 +152,7 @@ class _AdminServer:
                     binds: list[str] = await server.start(
                         partial(
                             worker_serve,
-                            wrap_app(self.app, self.config.wsgi_max_body_size, None),
+                            wrap_app(bridge_front(self.app), self.config.wsgi_max_body_size, None),
                             self.config,
                             sockets=Sockets([], [self.listener], []),
                             shutdown_trigger=self.shutdown.wait,
