@@ -40,6 +40,7 @@ from quart_trio.wrappers import TrioResponse
 from actors.log_events import get_logger
 from supervisor.admin.app import admin_api
 from supervisor.admin.auth import Denial
+from supervisor.bridge.deflate import install as install_no_deflate
 from supervisor.bridge.gate import client_address
 from supervisor.bridge.handlers import BridgeHandlers
 from supervisor.bridge.link import BridgeLink
@@ -78,7 +79,9 @@ class AsgiSocket:
 
 
 def bridge_front(app: QuartTrio) -> ASGIFramework:
-    """The ASGI app ``serve`` runs: ``/v1/bridge`` sockets here, the rest to ``app``."""
+    """The ASGI app ``serve`` runs: ``/v1/bridge`` sockets here, the rest to ``app``;
+    it also has the admin server decline permessage-deflate (``deflate.py``)."""
+    install_no_deflate()
     api = admin_api(app)
 
     async def front(scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
