@@ -31,7 +31,8 @@ so what is measured is the hub, not a client library:
   ``peers.py`` installs it in ``benchmarks/.peers/`` (as it does every peer of
   ``bench_fronts.py``); without npm the column is skipped and says why.
 * **floor**: the same frame echoed by a bare WebSocket server (``ws_echo_server.py``:
-  Quart-Trio on Hypercorn as ``serve`` runs, and trio-websocket's own): the web
+  Quart-Trio on Hypercorn, a bare ASGI app on Hypercorn as ``serve``'s ``/v1/bridge``
+  runs since ``supervisor/bridge/asgi_socket.py``, and trio-websocket's own): the web
   stack's share of a round trip.
 
 Prints one JSON object; ``benchmarks/RESULTS.md`` keeps the numbers.

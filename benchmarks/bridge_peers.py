@@ -241,7 +241,7 @@ async def run_floor(calls: int, rounds: int) -> dict[str, Any]:
     text = orjson.dumps(
         {"v": 1, "type": "mcp:message", "data": {"sessionId": "x" * 16, "jsonrpc": call(7, "r0c0")}}
     )
-    times: dict[str, list[float]] = {"quart": [], "trio-websocket": []}
+    times: dict[str, list[float]] = {"quart": [], "hypercorn": [], "trio-websocket": []}
     async with contextlib.AsyncExitStack() as stack:
         sockets = {}
         for name in times:

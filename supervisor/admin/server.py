@@ -39,6 +39,7 @@ from supervisor.admin.app import admin_api, create_app
 from supervisor.admin.fast_mcp import lean_mcp
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
+from supervisor.bridge.asgi_socket import bridge_front
 from supervisor.bridge.heartbeat import install as install_heartbeats
 from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
@@ -119,6 +120,8 @@ class _AdminServer:
             new_era=self.new_era,
             bridge=self.bridge,
         )
+        # What Hypercorn runs: bridge sockets and POST /mcp on lean paths, the rest Quart's.
+        self.front = bridge_front(self.app, lean_mcp(self.app))
         self.config = hypercorn_config(bind)
         # The bridge's heartbeats are Hypercorn's pings (``bridge/heartbeat.py``). A
         # frame over the bridge's bound
@@ -152,7 +155,7 @@ class _AdminServer:
                     binds: list[str] = await server.start(
                         partial(
                             worker_serve,
-                            wrap_app(lean_mcp(self.app), self.config.wsgi_max_body_size, None),
+                            wrap_app(self.front, self.config.wsgi_max_body_size, None),
                             self.config,
                             sockets=Sockets([], [self.listener], []),
                             shutdown_trigger=self.shutdown.wait,

@@ -17,11 +17,13 @@ request to the admin API.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from supervisor.admin.auth import Denial, TokenBook, check_request, origin_is_loopback
+from supervisor.admin.caller import client_is_loopback, request_target
 from supervisor.admin.roles import Action, Principal, authorize, denial_message
 
 SUBPROTOCOL = "mcp-supervisor.bridge.v1"
@@ -100,3 +102,33 @@ def admit(
         return verdict
     assert verdict.principal is not None  # not public: a principal or a denial
     return role_denial(verdict.principal) or Admit(verdict.principal, choose_subprotocol(subprotocols))
+
+
+def admit_scope(
+    scope: Mapping[str, Any], *, tokens: TokenBook, allowed_origins: Sequence[str], bind_is_loopback: bool
+) -> Admit | Denial:
+    """``admit`` on a WebSocket's ASGI scope (its raw headers, as Hypercorn gives them)."""
+    headers: Sequence[tuple[bytes, bytes]] = scope.get("headers", ())
+
+    def values(name: bytes) -> list[str]:
+        return [value.decode("latin-1") for key, value in headers if key.lower() == name]
+
+    return admit(
+        hosts=values(b"host"),
+        origins=values(b"origin"),
+        authorizations=values(b"authorization"),
+        subprotocols=list(scope.get("subprotocols", ())),
+        tokens=tokens,
+        allowed_origins=allowed_origins,
+        bind_is_loopback=bind_is_loopback,
+        target=request_target(scope),
+        client_is_loopback=client_is_loopback(scope),
+    )
+
+
+def client_address(scope: Mapping[str, Any]) -> str:
+    """``host:port`` of the socket's peer, as the listings show it."""
+    client = scope.get("client")
+    if isinstance(client, list | tuple) and len(client) == 2:
+        return f"{client[0]}:{client[1]}"
+    return "unknown"

@@ -15,9 +15,8 @@ from quart_trio.wrappers import TrioResponse
 
 from supervisor.admin.auth import Denial, TokenBook
 from supervisor.admin.bodies import ApiError
-from supervisor.admin.caller import client_is_loopback, request_target
 from supervisor.admin.caller import scope as _scope
-from supervisor.bridge.gate import admit
+from supervisor.bridge.gate import Admit, admit_scope, client_address
 from supervisor.bridge.hub import BridgeHub
 from supervisor.bridge.link import BridgeLink
 
@@ -40,26 +39,31 @@ class BridgeHandlers:
     def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
         raise NotImplementedError  # AdminApi's
 
-    async def bridge(self) -> TrioResponse | None:
-        socket: Any = websocket._get_current_object()  # type: ignore[attr-defined]
-        headers, scope = socket.headers, socket.scope
-        tokens = self.tokens()
-        verdict = admit(
-            hosts=headers.getlist("Host"),
-            origins=headers.getlist("Origin"),
-            authorizations=headers.getlist("Authorization"),
-            subprotocols=socket.requested_subprotocols,
+    def bridge_verdict(self, scope: Mapping[str, Any], tokens: TokenBook) -> Admit | Denial:
+        """``gate.admit`` on a socket's ASGI scope: the one place both ways of serving
+        ``/v1/bridge`` (this route, and ``asgi_socket.py`` in front of the app) decide."""
+        return admit_scope(
+            scope,
             tokens=tokens,
             allowed_origins=self.supervisor.config.bridge.allowed_origins,
             bind_is_loopback=self.bind_is_loopback,
-            target=request_target(scope),
-            client_is_loopback=client_is_loopback(scope),
         )
+
+    def bridge_refusal(self, denial: Denial) -> TrioResponse:
+        """The admin API's JSON error for a socket refused before its upgrade."""
+        error = ApiError(denial.status, denial.code, denial.message, denial.headers)
+        return self._json(error.body(), error.status, error.headers)
+
+    async def bridge(self) -> TrioResponse | None:
+        socket: Any = websocket._get_current_object()  # type: ignore[attr-defined]
+        tokens = self.tokens()
+        verdict = self.bridge_verdict(socket.scope, tokens)
         if isinstance(verdict, Denial):
-            error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
-            return self._json(error.body(), error.status, error.headers)
+            return self.bridge_refusal(verdict)
         await socket.accept(subprotocol=verdict.subprotocol)
-        await BridgeLink(self.bridge_hub, socket, verdict.principal, _address(scope), tokens).run()
+        await BridgeLink(
+            self.bridge_hub, socket, verdict.principal, client_address(socket.scope), tokens
+        ).run()
         return None
 
     async def list_bridge_sessions(self) -> TrioResponse:
@@ -67,10 +71,3 @@ class BridgeHandlers:
 
     async def list_bridge_peers(self) -> TrioResponse:
         return self._json({"peers": self.bridge_hub.peers.listing()})
-
-
-def _address(scope: Mapping[str, Any]) -> str:
-    client = scope.get("client")
-    if isinstance(client, list | tuple) and len(client) == 2:
-        return f"{client[0]}:{client[1]}"
-    return "unknown"

@@ -122,11 +122,22 @@ class BridgeLink:
 
     async def send_text(self, text: str) -> None:
         """Write a frame now, in the caller's task, once the frames ahead of it are
-        written; dropped if the client was cut off or the socket closed."""
-        async with self._send_lock:
+        written; dropped if the client was cut off or the socket closed. A free lock is
+        taken without yielding (``acquire`` yields even then: a scheduling round per
+        frame); it is fair all the same, as a waiter makes ``acquire_nowait`` fail."""
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             if self._cut is None and not self._closed:
                 await self.socket.send(text)
                 self.last_activity = trio.current_time()
+            else:
+                await trio.lowlevel.checkpoint()
+        finally:
+            lock.release()
 
     def post(self, frame: Frame) -> None:
         """Queue a frame without waiting; dropped if ``OUTBOX`` frames wait."""
