@@ -188,3 +188,18 @@ async def test_an_accepted_socket_on_either_path(tmp_path: Path, path: str) -> N
                 await trio.sleep(0.05)
             else:
                 raise AssertionError(f"the session of a closed socket is still listed ({path})")
+
+
+@pytest.mark.parametrize("target", ["/v1/bridge/", "/v1/nowhere", "/mcp"])
+async def test_an_upgrade_to_a_path_without_a_socket_is_refused_cleanly(
+    tmp_path: Path, target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An untrusted client's upgrade to a path with no WebSocket gets the admin API's
+    error answer, not a 500, and leaves no traceback in the log."""
+    async with hub_running(tmp_path, exported("mini"), tokens=TOKENS) as running:
+        port = int(running.url.rsplit(":", 1)[1])
+        with trio.fail_after(20):
+            answer = await _exchange(port, _request(target, f"Authorization: Bearer {ALICE}\r\n"))
+    status = answer.split(b" ", 2)[1]
+    assert status in (b"404", b"405", b"426"), answer
+    assert b"Traceback" not in caplog.text.encode() and "RuntimeError" not in caplog.text

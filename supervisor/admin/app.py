@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from quart import g, request
+from quart import g, has_request_context, has_websocket_context, request, websocket
 from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioRequest, TrioResponse
 from werkzeug.datastructures import Headers
@@ -133,7 +133,7 @@ def create_app(
     def _refusal(error: ApiError) -> TrioResponse:
         """An error answer: a JSON-RPC error object on ``/mcp`` (its client speaks
         JSON-RPC), the admin API's error body elsewhere."""
-        if request.path == MCP_PATH:
+        if _path() == MCP_PATH:
             return mcp_refusal(error, scrubber)
         return json_response(error.body(), scrubber, error.status, error.headers)
 
@@ -160,9 +160,17 @@ def create_app(
 
     @app.errorhandler(Exception)
     async def unexpected(error: Exception) -> TrioResponse:
-        return internal_error(request.path, scrubber)
+        return internal_error(_path(), scrubber)
 
     return app
+
+
+def _path() -> str:
+    """The path being answered: a request's, or a WebSocket upgrade's (one to a path
+    without a socket route ends in the same error handlers, outside a request context)."""
+    if has_request_context():
+        return request.path
+    return websocket.path if has_websocket_context() else ""
 
 
 def guard_verdict(
