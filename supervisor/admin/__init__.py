@@ -13,8 +13,32 @@ keeps the sessions HTTP clients open. Module map: ``auth`` (Host/Origin/token ga
 ``bodies`` (request bodies and API errors), ``hosted``, ``app``, ``server``.
 """
 
-from supervisor.admin.app import create_app
-from supervisor.admin.hosted import HostedSessions
-from supervisor.admin.server import AdminBindError, listen_admin, serve_admin
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from supervisor.admin.app import create_app
+    from supervisor.admin.hosted import HostedSessions
+    from supervisor.admin.server import AdminBindError, listen_admin, serve_admin
+
+# Loaded on first use (PEP 562), not here: the bridge and the gateway import the small
+# modules of this package (``auth``, ``roles``), and an eager ``app`` import here would
+# close a cycle through them (``tests/test_import_graph.py`` imports each module first).
+_EXPORTS = {
+    "create_app": "supervisor.admin.app",
+    "HostedSessions": "supervisor.admin.hosted",
+    "AdminBindError": "supervisor.admin.server",
+    "listen_admin": "supervisor.admin.server",
+    "serve_admin": "supervisor.admin.server",
+}
 
 __all__ = ["AdminBindError", "HostedSessions", "create_app", "listen_admin", "serve_admin"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
