@@ -65,7 +65,7 @@ async def test_a_peer_server_that_stops_reading_is_closed_and_the_peer_goes_on(t
 
 
 async def test_a_local_server_that_stops_reading_is_closed_and_the_socket_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr("supervisor.bridge.stdin_feed.STDIN_BUFFER_BYTES", 1024 * 1024)
     stops = exported("stops", sys.executable, MINI, "--stop-reading")
@@ -74,3 +74,6 @@ async def test_a_local_server_that_stops_reading_is_closed_and_the_socket_goes_o
         connected(running, token=ALICE) as client,
     ):
         await _one_stalls_the_other_goes_on(client, client, ("stops", "mini"))
+    # Said once, however many of the client's lines reach the closing session.
+    said = [r for r in caplog.records if "stopped reading its input" in r.getMessage()]
+    assert len(said) == 1, len(said)

@@ -140,10 +140,11 @@ def offer(session: BridgeSession, line: bytes) -> bool:
     except TransportClosed:
         return False
     if not accepted:
-        log.warning(
-            "bridge: a server stopped reading its input; its session was closed",
-            extra={"fields": {"session": session.id, "server": session.server}},
-        )
+        if session.close_reason is None:  # once: later lines of a closing session are dropped quietly
+            log.warning(
+                "bridge: a server stopped reading its input; its session was closed",
+                extra={"fields": {"session": session.id, "server": session.server}},
+            )
         session.close(SERVER_NOT_READING)
     else:
         session.messages_in += 1
