@@ -77,7 +77,7 @@ def no_front(app: Any, rest: Any = None) -> Any:
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """``front``: as ``serve`` runs; ``quart``: the front taken out."""
     if request.param == "quart":
-        monkeypatch.setattr(server, "bridge_front", no_front, raising=False)
+        monkeypatch.setattr(server, "bridge_front", no_front)
     return str(request.param)
 
 
@@ -124,7 +124,7 @@ async def test_the_front_answers_every_handshake_as_the_quart_route(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     front = await _answers(tmp_path / "front")
-    monkeypatch.setattr(server, "bridge_front", no_front, raising=False)
+    monkeypatch.setattr(server, "bridge_front", no_front)
     quart = await _answers(tmp_path / "quart")
     for name in REQUESTS:
         assert front[name] == quart[name], name

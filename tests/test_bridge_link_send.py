@@ -7,7 +7,6 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-import supervisor.admin  # noqa: F401 - first: supervisor.bridge.link alone is an import cycle
 from supervisor.bridge.link import BridgeLink
 
 

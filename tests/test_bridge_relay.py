@@ -21,6 +21,7 @@ from trio_websocket import ConnectionClosed
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame
 from supervisor.bridge import dialout
+from supervisor.bridge.link import BridgeLink
 from supervisor.bridge.peers import PeerRegistry
 from supervisor.settings.model import BridgeSettings, Role, TokenGrant
 from supervisor.store import AuditRow
@@ -282,7 +283,6 @@ class StalledSocket:
 async def test_a_cut_off_client_is_sent_4429_next_and_nothing_it_fell_behind_on(
     monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    from supervisor.bridge.link import BridgeLink
 
     monkeypatch.setattr("supervisor.bridge.link.RELAY_BUFFER_BYTES", 1000)
     socket = StalledSocket()
@@ -308,7 +308,6 @@ async def test_a_senders_frame_is_written_in_its_own_task_and_none_after_a_cut_o
 ) -> None:
     """No hop through the writer on a round trip's path: ``send_text`` writes under the
     link's send lock in the caller's task; once the client is cut off it writes nothing."""
-    from supervisor.bridge.link import BridgeLink
 
     monkeypatch.setattr("supervisor.bridge.link.RELAY_BUFFER_BYTES", 1000)
     socket = StalledSocket()

@@ -40,6 +40,7 @@ from supervisor.admin.fast_mcp import lean_mcp
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.refusals import AdminHypercornConfig, install
 from supervisor.bridge.asgi_socket import bridge_front
+from supervisor.bridge.deflate import install as install_no_deflate
 from supervisor.bridge.heartbeat import install as install_heartbeats
 from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
@@ -128,6 +129,7 @@ class _AdminServer:
         # is answered mcp:error by the hub, so Hypercorn's own bound (which closes the
         # socket) sits well above it.
         install_heartbeats()
+        install_no_deflate()  # a frame compressed in the event loop costs every socket
         self.config.websocket_ping_interval = supervisor.config.bridge.heartbeat_s
         frame_cap = max(self.config.websocket_max_message_size, 2 * self.bridge.max_message_bytes)
         self.config.websocket_max_message_size = frame_cap

@@ -40,7 +40,6 @@ from quart_trio.wrappers import TrioResponse
 from actors.log_events import get_logger
 from supervisor.admin.app import admin_api
 from supervisor.admin.auth import Denial
-from supervisor.bridge.deflate import install as install_no_deflate
 from supervisor.bridge.gate import client_address
 from supervisor.bridge.handlers import BridgeHandlers
 from supervisor.bridge.link import BridgeLink
@@ -80,9 +79,7 @@ class AsgiSocket:
 
 def bridge_front(app: QuartTrio, rest: ASGIFramework | None = None) -> ASGIFramework:
     """The ASGI app ``serve`` runs: ``/v1/bridge`` sockets here, the rest to ``rest``
-    (``app`` itself by default); it also has the admin server decline permessage-deflate
-    (``deflate.py``)."""
-    install_no_deflate()
+    (``app`` itself by default)."""
     api = admin_api(app)
     inner = app if rest is None else rest
 
