@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 import ssl
 import sys
 from collections.abc import AsyncIterator
@@ -135,6 +136,22 @@ async def test_a_refused_handshake_fails_fast_and_says_why(
                     result = await turn.call("sdk_add", {"a": 1, "b": 1})
             assert not result.ok and result.error.code == "unavailable", result
             assert result.error.message.startswith("mcp server sdk is unavailable"), result
+
+
+async def test_a_server_that_is_down_is_not_blamed_on_the_client_certificate(
+    tmp_path: Path, certs: MutualTls
+) -> None:
+    """Nothing listens: a refused connection is not a TLS hang-up, so no tls hint."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    async with supervising(
+        spec("sdk", f"https://127.0.0.1:{port}/mcp", ours(certs)), state_dir=tmp_path
+    ) as sup:
+        view = await settled(sup, "sdk")
+    assert not view.available and view.last_error is not None
+    assert "cannot connect" in view.last_error and "tls." not in view.last_error, view.last_error
 
 
 def _stranger() -> tuple[str, str]:

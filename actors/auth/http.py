@@ -132,6 +132,6 @@ class AuthServerHttp:
         except httpx2.HTTPError as exc:
             refusal = tls_refusal(exc)
             if refusal is not None and refusal.ours:
-                raise auth_failed(self.server, f"{what} failed: {refusal.text}") from None
+                raise refusal.refused_ours(self.server, what) from None
             reason = refusal.text if refusal is not None else type(exc).__name__
             raise TransportClosed(f"mcp server {self.server}: {what} failed: {reason}") from None

@@ -37,7 +37,7 @@ from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
 from actors.transports.http_status import Next
-from actors.transports.tls import TLS_REFUSED, hang_up_hint, server_context, tls_refusal
+from actors.transports.tls import hang_up_hint, server_context, tls_refusal
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider
@@ -200,12 +200,14 @@ class RemoteLink:
 
     def _network_error(self, exc: httpx2.HTTPError, doing: str) -> TransportError:
         refusal = tls_refusal(exc)
-        if refusal is not None and refusal.ours:  # our credentials, refused: not a retry matter
-            return AuthRequired(self.name, TLS_REFUSED, detail=refusal.text)
+        if refusal is not None and refusal.ours:
+            return refusal.refused_ours(self.name)
         if refusal is not None:
             return Unreachable(f"mcp server {self.name}: cannot connect to {self.safe_url}: {refusal.text}")
         reason = self.redactor.redact(str(exc) or type(exc).__name__)
-        hung_up = isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError) and not self.answered
+        # A hang-up once connected; a refused or unresolvable connection is no TLS matter.
+        hung_up = isinstance(exc, httpx2.ReadError | httpx2.WriteError | httpx2.RemoteProtocolError)
+        hung_up = hung_up and not self.answered
         if hung_up and self.url.lower().startswith("https:"):
             reason += f" ({hang_up_hint(self.spec.tls)})"
         if isinstance(exc, httpx2.TimeoutException):

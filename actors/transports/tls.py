@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import attrs
 import httpx2
 
-from actors.transports.base import TransportError
+from actors.transports.base import AuthRequired, TransportError
 
 __all__ = [
     "PEM_MARK",
@@ -175,6 +175,13 @@ class TlsRefusal:
 
     ours: bool
     text: str
+
+    def refused_ours(self, server: str, what: str | None = None) -> AuthRequired:
+        """Our certificate, refused (``ours``): calls end ``auth_failed``, and the
+        connection retries on its schedule, as a fixed certificate or server needs no
+        ``auth login`` (so not ``needs_login``). ``what`` names an OAuth step."""
+        detail = self.text if what is None else f"{what} failed: {self.text}"
+        return AuthRequired(server, TLS_REFUSED, detail=detail)
 
 
 # OpenSSL reasons for a server that refused (or wanted) our client certificate.
