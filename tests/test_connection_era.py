@@ -123,6 +123,19 @@ async def test_pinned_per_request_era_waits_out_a_slow_start_inside_the_init_tim
         assert settled(h) == ["2026-07-28"]
 
 
+async def test_pinned_per_request_era_says_so_when_server_discover_never_answers(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Pinned and silent: the probe's own verdict names the pin, not the init timeout."""
+    server = FakeServer()
+    server.discover = "silent"
+    async with running(server, protocol="2026-07-28", init_timeout_s=60.0) as h:
+        backoff = await h.wait_state(State.BACKOFF)
+        assert backoff.reason is not None
+        reason = backoff.reason
+        assert "set to protocol 2026-07-28" in reason and "did not answer in time" in reason, reason
+
+
 async def test_a_slow_starting_per_request_server_is_adopted_after_its_late_answer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

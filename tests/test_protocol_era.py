@@ -240,7 +240,7 @@ def test_after_probe(setting: Setting, outcome: ProbeOutcome, verdict: Verdict) 
     [
         (Setting.AUTO, 60.0, PROBE_TIMEOUT_S),
         (Setting.AUTO, 3.0, 1.5),  # half of what is left: the fall back needs time
-        (Setting.PER_REQUEST, 60.0, 60.0),  # nothing to fall back to: a slow start is no verdict
+        (Setting.PER_REQUEST, 60.0, 54.0),  # nothing to fall back to: a slow start is no verdict
     ],
 )
 def test_probe_wait(setting: Setting, left: float, wait: float) -> None:

@@ -114,14 +114,22 @@ def probe_wait(setting: Setting, left: float) -> float:
     |-------------|----------------------------------------------------------|
     | auto        | the probe timeout, at most half of ``left`` (so the      |
     |             | fall back to ``initialize`` has time)                    |
-    | 2026-07-28  | all of ``left``: nothing to fall back to, so the probe   |
-    |             | is the handshake, and a slow start (a process spawned    |
-    |             | on a busy machine, a hub that starts the server first)   |
-    |             | is no verdict on the era                                 |
+    | 2026-07-28  | nearly all of ``left``: nothing to fall back to, so the  |
+    |             | probe is the handshake, and a slow start (a process      |
+    |             | spawned on a busy machine, a hub that starts the server  |
+    |             | first) is no verdict on the era; the probe ends first    |
+    |             | (``PINNED_PROBE_SHARE``) so its failure names the pin    |
     """
     if setting is Setting.PER_REQUEST:
-        return left
+        return left * PINNED_PROBE_SHARE
     return min(PROBE_TIMEOUT_S, left / 2)
+
+
+PINNED_PROBE_SHARE = 0.9
+"""A pinned probe's share of the init time left. Not all of it: the two deadlines would
+expire together, the init timeout's (outer) would win, and the error would name the
+timeout instead of the pin (``... is set to protocol 2026-07-28, but server/discover
+did not answer in time``)."""
 
 
 def after_probe(setting: Setting, outcome: ProbeOutcome) -> Verdict:
