@@ -94,8 +94,10 @@ class WarmPool:
         self._nursery: trio.Nursery | None = None
         self._changing = trio.Lock()
         self._changed = trio.Event()  # set (and replaced) whenever a spare comes or goes
-        self.room: Callable[[ServerSpec], bool] = lambda spec: True
-        """Whether one more spare of a server fits under its process cap (set by the cap's owner)."""
+        self.room: Callable[[ServerSpec], bool] = lambda spec: not spec.bridge
+        """Whether one more spare of a server fits under its process cap (set by the cap's
+        owner). A ``bridge: true`` server's spares count toward the hub's cap, so until a
+        hub sets this (and nudges), none are spawned: not over a cap nobody checks yet."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -69,3 +69,23 @@ async def test_a_session_evicts_another_servers_spare_rather_than_be_refused(tmp
             await client.send(env.session_close(sid))
             (back,) = await warm.wait_for("warm", lambda pids: len(pids) == 1)
             assert alive(back) and await processes(running) == 1
+
+
+async def test_spares_respect_the_cap_from_the_start(tmp_path: Path) -> None:
+    """Keepers start with the supervisor, before the hub that owns the cap: they wait
+    for it rather than fill every warm server's spares past the cap."""
+    bridge = BridgeSettings(max_processes=1)
+    specs = (exported("one", warm=3), exported("two", warm=3))
+    async with hub_running(tmp_path, *specs, bridge=bridge) as running:
+        warm = running.sup.warm
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:  # the first spare, of either server
+
+                async def first(server: str) -> None:
+                    await warm.wait_for(server, bool)
+                    nursery.cancel_scope.cancel()
+
+                for server in ("one", "two"):
+                    nursery.start_soon(first, server)
+        await trio.sleep(SETTLE_S)
+        assert warm.held(lambda spec: spec.bridge) == 1 and await processes(running) == 1

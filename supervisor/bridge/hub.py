@@ -121,6 +121,7 @@ class BridgeHub:
         self.closing = False
         self.peers = PeerRegistry(self)
         supervisor.warm.room = self._room_for_spare
+        supervisor.warm.nudge()  # the bridge's spares may start now, under the cap
 
     def _room_for_spare(self, spec: ServerSpec) -> bool:
         return not spec.bridge or self.processes < self.settings.max_processes
