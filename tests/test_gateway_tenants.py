@@ -21,6 +21,7 @@ class FakeSession:
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         self.runs_private = True
+        self.prompts_client = True
         self.send, self.resource_updates = trio.open_memory_channel[Any](1)
 
 
@@ -52,6 +53,7 @@ async def test_one_state_per_tenant_ends_after_idle_never_while_in_use(
             assert first is again and len(states) == 2
             assert [s.tenant for s in opened] == ["a", "b"]
             assert first.session.runs_private is False  # no scope: session servers for new-era clients
+            assert first.session.prompts_client is False  # shared by the tenant: no trust prompts
             await trio.sleep(600)  # a request (or listen stream) in flight for ten idle periods
             assert closed == []
         release = states.hold(first)  # a call parked between rounds
