@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
+from quart.utils import encode_headers
 from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioBody
 from werkzeug.datastructures import Headers
@@ -97,9 +98,7 @@ class LeanMcp:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": [
-                        (key.lower().encode(), value.encode()) for key, value in response.headers.items()
-                    ],
+                    "headers": encode_headers(response.headers),
                 }
             )
             async with response.response as chunks:

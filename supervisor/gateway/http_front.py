@@ -74,12 +74,12 @@ MCP_PATH = "/mcp"
 SESSION_HEADER = "Mcp-Session-Id"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAMED_AT_ONCE = frozenset({"tools/call"})
+"""Requests answered as SSE when the client accepts it, unless their response comes
+within ``JSON_WINDOW_S`` with nothing before it: a call may run long, and the priming
+event gives the client an id to resume from (SEP-1699) if its connection drops before
+the response. Others are JSON unless something related comes before their response."""
 JSON_WINDOW_S = 0.05
 """How long a call's POST waits for its response before streaming (priming event first)."""
-"""Requests answered as SSE from the start when the client accepts it: a call may run
-long, and the priming event gives the client an id to resume from (SEP-1699) if its
-connection drops before the response. Others are JSON unless something related
-comes before their response."""
 NEW_ERA_UNSERVED = (
     "this gateway does not serve the 2026-07-28 protocol era yet; connect with the initialize "
     "handshake (protocol version 2025-11-25) instead"
