@@ -98,15 +98,8 @@ async def test_a_new_session_adopts_a_spare_spawned_before_it_and_a_fresh_one_re
     assert not alive(last)  # stopped at shutdown
 
 
-@pytest.fixture
-def patient_clock() -> trio.testing.MockClock:
-    """Virtual time that jumps only after half a second of real idleness, so a real
-    process's death or spawn (milliseconds) finishes before the clock moves on."""
-    return trio.testing.MockClock(autojump_threshold=0.5)
-
-
 async def test_a_spare_that_dies_while_waiting_is_replaced_on_the_reconnect_schedule(
-    tmp_path: Path, patient_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     connector = TransportConnector(tmp_path)
     pool = WarmPool(connector, [warm_spec()])
@@ -132,7 +125,7 @@ async def test_a_spare_that_dies_while_waiting_is_replaced_on_the_reconnect_sche
 
 
 async def test_a_server_that_cannot_start_is_no_hot_respawn_loop(
-    tmp_path: Path, patient_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, thread_safe_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     connector = TransportConnector(tmp_path)
     pool = WarmPool(
