@@ -93,6 +93,7 @@ class WarmPool:
         self._keepers: dict[str, _Keeper] = {}
         self._nursery: trio.Nursery | None = None
         self._changing = trio.Lock()
+        self._retiring: set[_Keeper] = set()  # keepers gone from the config, spares still closing
         self._changed = trio.Event()  # set (and replaced) whenever a spare comes or goes
         self.room: Callable[[ServerSpec], bool] = lambda spec: not spec.bridge
         """Whether one more spare of a server fits under its process cap (set by the cap's
@@ -164,7 +165,8 @@ class WarmPool:
     def held(self, which: Callable[[ServerSpec], bool]) -> int:
         """The spare processes alive (idle, dead unreaped, being torn down) of servers
         ``which`` accepts: what they count toward a process cap."""
-        return sum(len(k.idle) + len(k.dead) + k.pending for k in self._keepers.values() if which(k.spec))
+        keepers = [*self._keepers.values(), *self._retiring]
+        return sum(len(k.idle) + len(k.dead) + k.pending for k in keepers if which(k.spec))
 
     def nudge(self) -> None:
         """Room may have come under a cap (a session ended): keepers short of spares look again."""
@@ -231,11 +233,17 @@ class WarmPool:
             left, keeper.idle, keeper.dead = [*keeper.idle, *keeper.dead], [], []
             for spare in left:
                 spawner.hub.unwatch_exit(spare.process)
+            keeper.pending += len(left)  # counted toward a cap until reaped (``held``)
+            self._retiring.add(keeper)
             self._note_change()
             with trio.CancelScope(shield=True):  # each teardown is bounded on its own
                 async with trio.open_nursery() as nursery:
                     for spare in left:
                         nursery.start_soon(spare.aclose)
+            keeper.pending -= len(left)
+            self._retiring.discard(keeper)
+            self._note_change()
+            self.nudge()  # their places under a cap may go to other servers' spares
             keeper.ended.set()
 
     async def _spawn_one(self, keeper: _Keeper, spawner: TransportConnector) -> None:

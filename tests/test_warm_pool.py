@@ -242,3 +242,39 @@ async def test_a_bridge_session_takes_a_spare_raw(tmp_path: Path) -> None:
             assert [s["pid"] for s in listing] == [spare]
             (fresh,) = await warm.wait_for("mini", lambda pids: len(pids) == 1 and spare not in pids)
         assert alive(fresh)
+
+
+async def test_spares_torn_down_by_a_reload_count_until_they_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload that drops a warm server: its spares still count toward a process cap
+    while they are torn down (up to their shutdown grace), not from the moment the
+    server left the config."""
+    from actors.transports.spawned import Spawned
+
+    closing, release = trio.Event(), trio.Event()
+    original = Spawned.aclose
+
+    async def held_open(self: Spawned) -> None:
+        closing.set()
+        await release.wait()
+        await original(self)
+
+    connector = TransportConnector(tmp_path)
+    pool = WarmPool(connector, [warm_spec()])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(connector.run)
+        async with pool.running():
+            with trio.fail_after(10):
+                await pool.wait_for("priv", lambda pids: len(pids) == 1)
+                monkeypatch.setattr(Spawned, "aclose", held_open)
+                try:
+                    async with trio.open_nursery() as reload:
+                        reload.start_soon(pool.retune, [])
+                        await closing.wait()
+                        assert pool.held(lambda spec: True) == 1  # still alive: still counted
+                        release.set()
+                finally:
+                    release.set()  # the teardown is shielded: never leave it waiting
+                assert pool.held(lambda spec: True) == 0
+        nursery.cancel_scope.cancel()
