@@ -2,7 +2,7 @@
 
 Our code logs an event name with its fields beside it:
 ``log.warning("state", extra={"fields": {"server": "time", "state": "backoff", …}})``.
-``supervisor.logs`` renders those as ``state server=time state=backoff …``, but a host
+``supervisor.runtime.logs`` renders those as ``state server=time state=backoff …``, but a host
 that embeds us formats records itself (Python's ``lastResort`` handler, ``basicConfig``,
 its own formatter), and those print ``record.getMessage()`` alone: a bare ``state``.
 

@@ -141,7 +141,7 @@ def ours_config(
     init_timeout_s: float = 60.0,
 ) -> Any:
     """A Config of trusted local servers with a 0 s reconnect schedule."""
-    from actors.connection.spec import ServerSpec, Start
+    from actors.spec import ServerSpec, Start
     from supervisor.settings.model import Config, ToolSearchSettings
 
     specs = tuple(

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_breakdown.py [--rounds N]
 
-The pure steps of ``Turn.call`` (supervisor/turns.py) and of the connection actor,
+The pure steps of ``Turn.call`` (supervisor/calls/turns.py) and of the connection actor,
 run in a tight loop on the same objects a real call uses (the minimal server's echo
 tool, a trusted server, no rules), plus the Trio hand-offs a call makes between tasks
 and the SQLite write of one audit row per transaction versus 64 per transaction; and
@@ -27,7 +27,6 @@ from _common import emit
 
 from actors.connection.calls import InFlightTable
 from actors.connection.messages import CallSucceeded, CallTool
-from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Tool
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.payloads import structure_call_result
@@ -36,10 +35,11 @@ from actors.router import actor as router_actor
 from actors.router.catalog import make_entry
 from actors.router.envelope import success
 from actors.router.validation import validate_arguments
-from supervisor.policy import Policy
+from actors.spec import ServerSpec
+from supervisor.calls.turns import _envelope
+from supervisor.sessions.policy import Policy
 from supervisor.settings.model import TrustSettings
 from supervisor.store import AuditRow, Store, audit_hash, hash_arguments
-from supervisor.turns import _envelope
 
 ECHO = Tool(
     "echo",

@@ -60,7 +60,7 @@ from bridge_peers import run_floor, run_peer  # noqa: E402
 
 def config(port: int, most: int, warm: int) -> dict[str, Any]:
     servers: dict[str, Any] = {"mini": {"command": SERVER, "trusted": True, "bridge": True}}
-    if warm:  # the same server with spares spawned ahead (supervisor/warm_pool.py)
+    if warm:  # the same server with spares spawned ahead (supervisor/runtime/warm_pool.py)
         servers["mini-warm"] = {**servers["mini"], "warm": warm}
     return {
         "admin": {"bind": f"127.0.0.1:{port}"},

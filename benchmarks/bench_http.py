@@ -34,7 +34,7 @@ from bench_calls import _measure, _trio_spawn, measure_sdk_session
 
 
 async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
-    from actors.connection.spec import ServerSpec
+    from actors.spec import ServerSpec
     from supervisor import Supervisor
     from supervisor.settings.model import Config
 

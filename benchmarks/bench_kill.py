@@ -200,7 +200,7 @@ async def sdk(kills: int, inflight: int) -> dict[str, Any]:
 
 
 async def ours_http(kills: int, inflight: int, resumable: bool, protocol: str = "auto") -> dict[str, Any]:
-    from actors.connection.spec import ServerSpec, Start
+    from actors.spec import ServerSpec, Start
     from supervisor import Supervisor
     from supervisor.settings.model import Config
 

@@ -26,7 +26,7 @@ from typing import Any
 import trio
 from _common import quantiles
 
-from actors.connection.spec import Scope, ServerSpec
+from actors.spec import Scope, ServerSpec
 from supervisor import Supervisor
 from supervisor.settings.model import Config
 

@@ -26,7 +26,7 @@ PREPARE: dict[str, Callable[[], None]] = {}
 def _no_audit(sup: Any) -> None:
     """Bound, not candidate: the call path without its audit row (no journal lines, no
     store batches, no SQLite thread competing for the CPU): what the audit costs."""
-    from supervisor.audit_trail import AuditTrail
+    from supervisor.calls.audit_trail import AuditTrail
 
     async def finished(self: Any, row: Any) -> None:
         return None
@@ -53,7 +53,7 @@ def _journal_in_a_thread(sup: Any) -> None:
 
     import trio
 
-    from supervisor.audit_trail import AuditTrail
+    from supervisor.calls.audit_trail import AuditTrail
     from supervisor.store import AddAudit
     from supervisor.store.journal import encode
 

@@ -6,9 +6,9 @@ it in use)::
     from supervisor import Approval, Supervisor, load_config
 """
 
-from supervisor.approvals import Approval, ApprovalRequest
+from supervisor.runtime.state_dir import StateError
 from supervisor.service import Supervisor
+from supervisor.sessions.approvals import Approval, ApprovalRequest
 from supervisor.settings.loader import ConfigError, load_config
-from supervisor.state_dir import StateError
 
 __all__ = ["Approval", "ApprovalRequest", "ConfigError", "StateError", "Supervisor", "load_config"]

@@ -1,7 +1,7 @@
 """The Supervisor: the service an agent host embeds, and the command line runs.
 
 ``Supervisor.open`` builds it in one phase (every part made and wired before anything
-runs), then runs it as nested lifetimes (``supervisor/lifetimes.py`` has the
+runs), then runs it as nested lifetimes (``supervisor/runtime/lifetimes.py`` has the
 picture): this instance's lock in the state directory (several instances may share
 one: see ``actors/transports/instances.py``) ⊃ the store, opened after the servers
 and audit journals of dead instances were cleaned up ⊃ the store actor and this
@@ -11,7 +11,7 @@ spares ⊃ the host's sessions. Leaving the ``async with`` block ends them from 
 
 Shared servers can be added and removed while it runs (``add_server``,
 ``remove_server``), and ``reload`` applies a changed config file without a restart
-(what changes is decided by ``supervisor.reload_plan``; it is carried out here).
+(what changes is decided by ``supervisor.runtime.reload_plan``; it is carried out here).
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ import trio
 from actors.broadcast import Broadcast
 from actors.connection.actor import ServerRequestHandler
 from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
-from actors.connection.spec import Scope, ServerSpec
 from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox
 from actors.protocol.messages import Tool
 from actors.protocol.payloads import tool_to_wire
 from actors.router.actor import RetuneServers, RouterActor, RouterMessage
 from actors.router.catalog import ServerView
+from actors.spec import Scope, ServerSpec
 from actors.transports.base import Connector
 from actors.transports.connector import TransportConnector
-from supervisor.approvals import ApprovalDesk, Approver
-from supervisor.audit_trail import AuditTrail
-from supervisor.call_services import CallServices
-from supervisor.connections import ConnectionFactory, SharedConnections
-from supervisor.lifetimes import (
+from supervisor.calls.audit_trail import AuditTrail
+from supervisor.calls.requests import RequestRegistry
+from supervisor.calls.services import CallServices
+from supervisor.runtime.connections import ConnectionFactory, SharedConnections
+from supervisor.runtime.lifetimes import (
     SHUTDOWN_GRACE_S,
     instance_claimed,
     recover_dead_instances,
@@ -51,21 +51,21 @@ from supervisor.lifetimes import (
     store_opened,
     store_running,
 )
-from supervisor.logs import learn_secrets
-from supervisor.metrics import Metrics
-from supervisor.policy import Policy
-from supervisor.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
-from supervisor.requests import RequestRegistry
-from supervisor.server_memory import EraMemory, read_cached_tools
-from supervisor.session_handlers import RequestHandler, RootsSource, SessionHandlers
-from supervisor.sessions import Session, SessionServices, open_session
+from supervisor.runtime.logs import learn_secrets
+from supervisor.runtime.metrics import Metrics
+from supervisor.runtime.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
+from supervisor.runtime.server_memory import EraMemory, read_cached_tools
+from supervisor.runtime.state_dir import resolve_state_dir, state_errors
+from supervisor.runtime.warm_pool import WarmPool
+from supervisor.sessions.approvals import ApprovalDesk, Approver
+from supervisor.sessions.handlers import RequestHandler, RootsSource, SessionHandlers
+from supervisor.sessions.policy import Policy
+from supervisor.sessions.session import Session, SessionServices, open_session
 from supervisor.settings.loader import ConfigError, load_config
 from supervisor.settings.model import Config
-from supervisor.state_dir import resolve_state_dir, state_errors
 from supervisor.store import SaveToolList, Store, StoreActor
 from supervisor.store.journal import AuditJournal
 from supervisor.store.vault import StoreVault
-from supervisor.warm_pool import WarmPool
 
 if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses it
     from actors.auth.provider import Authorizer
@@ -185,7 +185,7 @@ class Supervisor:
           of the supervisor that fails (a bug: the router, the store actor) stops the
           whole supervisor the same way, and the block is cancelled; one connection
           actor that crashes does not (it is restarted, then parked: see
-          ``supervisor.one_for_one``). Errors that stopping itself causes (a channel
+          ``supervisor.runtime.one_for_one``). Errors that stopping itself causes (a channel
           closed under a task) are expected and removed.
 
         Resource handling:
@@ -326,7 +326,7 @@ class Supervisor:
         ``host_tools``: how many tools of its own the host shows the model (they count
         toward the ``tool_search`` threshold); ``pinned``: tool ids always listed.
         ``sampling``, ``elicitation`` (form and URL mode), ``roots``: this session's
-        answers to its calls' server requests (``supervisor.session_handlers``).
+        answers to its calls' server requests (``supervisor.sessions.handlers``).
         """
         handlers = SessionHandlers(sampling, elicitation, roots)
         return open_session(

@@ -22,8 +22,8 @@ import orjson
 from actors.auth.dpop import NONCE_ERROR, DPoPSigner
 from actors.auth.errors import auth_failed
 from actors.redaction import safe_url
+from actors.tls import ClientTls, server_context, tls_refusal
 from actors.transports.base import USER_AGENT, TransportClosed
-from actors.transports.tls import ClientTls, server_context, tls_refusal
 
 MAX_METADATA_BYTES = 256 * 1024  # any answer of an authorization server (metadata, tokens)
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")

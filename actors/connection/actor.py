@@ -45,7 +45,6 @@ from actors.connection.messages import (
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
 from actors.connection.server_log import LogSink
-from actors.connection.spec import ServerSpec, Start
 from actors.connection.states import (
     Crashed,
     Policy,
@@ -91,6 +90,7 @@ from actors.protocol.era import Era, Opening, Setting, Verdict, opening, remembe
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import ServerFeatures
 from actors.redaction import Redactor
+from actors.spec import ServerSpec, Start
 from actors.transports.base import AuthRequired, Connector, TransportError
 
 __all__ = ["ConnectionActor", "Crashed", "ServerRequestHandler"]

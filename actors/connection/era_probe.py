@@ -10,9 +10,9 @@ from __future__ import annotations
 import trio
 
 from actors.connection.live import Live
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol.era import Opening, ProbeOutcome, Setting, Verdict, after_probe, probe_wait
+from actors.spec import ServerSpec
 
 log = get_logger("actors.connection")
 

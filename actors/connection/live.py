@@ -22,7 +22,6 @@ from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSu
 from actors.connection.rounds import RoundTrips
 from actors.connection.server_log import LogSink, log_server_message
 from actors.connection.server_requests import ServerRequests, refuse
-from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
 from actors.log_events import get_logger
@@ -48,6 +47,7 @@ from actors.protocol.session import (
     ToolsListChanged,
 )
 from actors.redaction import Redactor
+from actors.spec import ServerSpec
 from actors.transports.base import AuthRequired, Transport, TransportClosed, TransportError
 
 log = get_logger("actors.connection")

@@ -9,7 +9,6 @@ import attrs
 import trio
 
 from actors.connection.client_side import ClientSide
-from actors.connection.spec import ServerSpec
 from actors.connection.vocabulary import Control as Control  # an operator command's kind
 from actors.connection.vocabulary import Phase, State
 from actors.protocol.era import Era
@@ -23,6 +22,7 @@ from actors.protocol.messages import (
     Tool,
 )
 from actors.protocol.session import ProgressReceived
+from actors.spec import ServerSpec
 
 # ------------------------------------------------------------------------ answers
 

@@ -32,7 +32,6 @@ import trio
 
 from actors.broadcast import Broadcast
 from actors.connection.messages import ConnectionMessage, Published, ServerListed
-from actors.connection.spec import ServerSpec
 from actors.connection.states import is_available, is_reconnect
 from actors.log_events import get_logger
 from actors.mailbox import queued
@@ -52,6 +51,7 @@ from actors.router.catalog import (
 from actors.router.naming import IdBook, assign_ids
 from actors.router.surface import Listed, SurfaceBook, same_items
 from actors.router.trust import listing_description
+from actors.spec import ServerSpec
 
 log = get_logger("actors.router")
 

@@ -22,7 +22,6 @@ import rpds
 import trio
 
 from actors.connection.messages import ConnectionMessage
-from actors.connection.spec import ServerSpec
 from actors.connection.states import Availability, Phase, State, turn_availability
 from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
 from actors.router.risk import Risk, classify
@@ -33,6 +32,7 @@ from actors.router.surface import overlay_maps, same_surface
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import fingerprint, listing_description
 from actors.router.validation import SchemaCheck
+from actors.spec import ServerSpec
 
 
 @attrs.frozen(slots=True)

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from actors.connection.messages import ServerListed
-from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures
 from actors.router.naming import IdBook, assign_ids
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import listing_description
 from actors.router.uris import shown_uri, shown_uris
+from actors.spec import ServerSpec
 
 if TYPE_CHECKING:
     from actors.router.catalog import ServerView

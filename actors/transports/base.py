@@ -26,8 +26,8 @@ from typing import ClassVar, Protocol
 
 import attrs
 
-from actors.connection.spec import ServerSpec
 from actors.protocol.messages import Message
+from actors.spec import ServerSpec
 
 USER_AGENT = "trio-mcp-supervisor"  # how we name ourselves to remote servers and OAuth servers
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.redaction import Redactor
+from actors.spec import ServerSpec
 from actors.transports.base import SpawnError, Transport
 from actors.transports.raw_stdio import RawStdio
 from actors.transports.spawned import SpareSource, Spawned

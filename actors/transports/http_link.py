@@ -29,15 +29,15 @@ import orjson
 import trio
 
 from actors.auth.discovery import parse_challenge
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, ErrorResponse, Message, RequestId
 from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
+from actors.spec import ServerSpec
+from actors.tls import hang_up_hint, server_context, tls_refusal
 from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
 from actors.transports.http_status import Next
-from actors.transports.tls import hang_up_hint, server_context, tls_refusal
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider

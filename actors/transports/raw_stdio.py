@@ -15,9 +15,9 @@ import os
 
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.protocol.ndjson import LineSplitter
 from actors.redaction import Redactor
+from actors.spec import ServerSpec
 from actors.transports.base import TransportClosed
 from actors.transports.stdio import _IO_ERRORS, StdioTransport
 

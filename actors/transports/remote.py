@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 import httpx2
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol.messages import Message
 from actors.redaction import Redactor
+from actors.spec import ServerSpec
 from actors.transports.base import Connector, Transport, TransportError
 from actors.transports.http_link import TRANSPORT_CHOICES, FallBack, Inbox, RemoteLink, new_client
 from actors.transports.legacy_sse import LegacySseTransport
@@ -34,7 +34,7 @@ from actors.transports.streamable_http import StreamableHttpTransport
 
 if TYPE_CHECKING:
     from actors.auth.provider import Authorizer, OAuthProvider, TokenVault
-    from actors.transports.tls import ClientTls
+    from actors.tls import ClientTls
 
 _log = get_logger("actors.transports.http")
 

@@ -42,8 +42,8 @@ from typing import TypeVar
 import attrs
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
+from actors.spec import ServerSpec
 from actors.transports.base import SpawnError
 from actors.transports.escapees import MARKER_ENV
 

@@ -1,7 +1,7 @@
 """A local server's process between its spawn and its teardown, with or without a transport.
 
 The stdio transport spawns its process and tears it down around its use
-(``stdio.py``). A warm pool (``supervisor/warm_pool.py``) spawns the process earlier,
+(``stdio.py``). A warm pool (``supervisor/runtime/warm_pool.py``) spawns the process earlier,
 keeps it idle before ``initialize``, and hands it to the transport of the session that
 checks it out (``open_stdio_transport(spares=...)``). Both hold the same
 :class:`Spawned`: the process counted in the process-group registry, its pidfile
@@ -21,8 +21,8 @@ from pathlib import Path
 import attrs
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
+from actors.spec import ServerSpec
 from actors.transports.escapees import server_marker
 from actors.transports.instances import new_instance_id
 from actors.transports.pidfiles import remove_pidfile, write_pidfile

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol.messages import Message
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
+from actors.spec import ServerSpec
 from actors.transports.base import Abilities, Connector, SpawnError, Transport, TransportClosed
 from actors.transports.pipes import WriterGone, read_some
 from actors.transports.spawned import SpareSource, Spawned, spawn_server

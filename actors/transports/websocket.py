@@ -43,7 +43,6 @@ from trio_websocket import (
 )
 from wsproto.utilities import LocalProtocolError
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.errors import FramingError, ProtocolError, Unencodable
@@ -51,6 +50,7 @@ from actors.protocol.jsonrpc import parse_message, to_wire
 from actors.protocol.messages import Message
 from actors.protocol.ndjson import DEFAULT_MAX_LINE_BYTES
 from actors.redaction import Redactor
+from actors.spec import ServerSpec
 from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
 
 _log = get_logger("actors.transports.websocket")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # Loaded on first use (PEP 562), not here: the bridge and the gateway import the small
 # modules of this package (``auth``, ``roles``), and an eager ``app`` import here would
-# close a cycle through them (``tests/test_import_graph.py`` imports each module first).
+# close a cycle through them (``tests/project/test_import_graph.py`` imports each module first).
 _EXPORTS = {
     "create_app": "supervisor.admin.app",
     "HostedSessions": "supervisor.admin.hosted",

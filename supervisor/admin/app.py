@@ -27,13 +27,11 @@ from werkzeug.routing.exceptions import WebsocketMismatch
 
 from actors.log_events import get_logger
 from actors.redaction import Redactor
-from supervisor.admin.auth import Denial, check_request
 from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
 from supervisor.admin.caller import client_is_loopback, request_target
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import ROUTES
-from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.admin.sse import EventFeeds
 from supervisor.admin.views import SecretScrubber
 from supervisor.bridge.hub import BridgeHub
@@ -41,6 +39,8 @@ from supervisor.gateway.eras import NewEraHandler
 from supervisor.gateway.http_front import MCP_PATH, refusal_response
 from supervisor.gateway.http_rules import HttpRefusal
 from supervisor.gateway.http_sessions import GatewaySessions
+from supervisor.web.auth import Denial, check_request
+from supervisor.web.roles import Action, Principal, authorize
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

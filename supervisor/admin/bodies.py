@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from supervisor.admin.roles import Action, Principal, allowed_roles, denial_message
+from supervisor.web.roles import Action, Principal, allowed_roles, denial_message
 
 MAX_BODY_BYTES = 1 << 20
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")

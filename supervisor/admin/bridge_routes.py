@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.admin.roles import Action
-from supervisor.admin.route import Route
+from supervisor.web.roles import Action
+from supervisor.web.routes import Route
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}

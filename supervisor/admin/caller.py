@@ -10,8 +10,8 @@ from typing import Any
 from quart import g, request
 
 from supervisor.admin import bodies
-from supervisor.admin.roles import Principal
-from supervisor.net import is_loopback_host
+from supervisor.settings.net import is_loopback_host
+from supervisor.web.roles import Principal
 
 
 def principal() -> Principal:

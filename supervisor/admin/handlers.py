@@ -23,10 +23,9 @@ from quart_trio.wrappers import TrioResponse
 from quart_trio.wrappers.response import TrioIterableBody
 
 from actors.connection.messages import Control
-from actors.connection.spec import Scope, ServerSpec
 from actors.redaction import Redactor
+from actors.spec import Scope, ServerSpec
 from supervisor.admin import bodies
-from supervisor.admin.auth import TokenBook
 from supervisor.admin.bodies import ApiError, not_found
 from supervisor.admin.caller import body as _body
 from supervisor.admin.caller import principal as _principal
@@ -35,7 +34,6 @@ from supervisor.admin.caller import scope as _scope
 from supervisor.admin.caller import tenant as _tenant
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import JSON, METRICS, SSE, document
-from supervisor.admin.roles import Action, authorize
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.surface_handlers import SurfaceHandlers
 from supervisor.admin.views import (
@@ -48,14 +46,16 @@ from supervisor.admin.views import (
     tool_list,
     unsupervised_summary,
 )
-from supervisor.approvals import Approval
 from supervisor.bridge.handlers import BridgeHandlers
+from supervisor.calls.turns import Turn
 from supervisor.gateway.gauges import gateway_families
 from supervisor.gateway.http_front import GatewayHandlers
-from supervisor.reload_plan import ReloadRefused
-from supervisor.sessions import Session
+from supervisor.runtime.reload_plan import ReloadRefused
+from supervisor.sessions.approvals import Approval
+from supervisor.sessions.session import Session
 from supervisor.settings.loader import ConfigError
-from supervisor.turns import Turn
+from supervisor.web.auth import TokenBook
+from supervisor.web.roles import Action, authorize
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

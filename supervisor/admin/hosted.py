@@ -30,9 +30,9 @@ import attrs
 import trio
 
 from actors.log_events import get_logger
-from supervisor.held_sessions import HeldSessions
-from supervisor.sessions import Session
-from supervisor.turns import Turn
+from supervisor.calls.turns import Turn
+from supervisor.sessions.session import Session
+from supervisor.web.held_sessions import HeldSessions
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

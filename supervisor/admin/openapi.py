@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from supervisor.admin.bridge_routes import BRIDGE_ROUTES, BRIDGE_SCHEMAS
-from supervisor.admin.roles import Action, allowed_roles
-from supervisor.admin.route import JSON, METRICS, SSE, Route
 from supervisor.admin.schemas import SCHEMAS, STR, ref
+from supervisor.web.roles import Action, allowed_roles
+from supervisor.web.routes import JSON, METRICS, SSE, Route
 
 _READ, _USE, _CONTROL = Action.READ_STATE, Action.USE_SESSIONS, Action.CONTROL_SERVERS
 OPTIONAL_BODIES = frozenset({"NewSession"})  # and a DELETE's body (its query may say the same)

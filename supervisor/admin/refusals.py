@@ -10,7 +10,7 @@ runs its own Hypercorn in the same process keeps Hypercorn's behaviour.
 
 Why a wrapper and not a proxy in front: the alternative is parsing HTTP twice. If a
 Hypercorn release renames the method, ``install`` does nothing and the test that
-sends a NUL (tests/test_admin_targets.py) fails, which is the signal to revisit this.
+sends a NUL (tests/server/test_admin_targets.py) fails, which is the signal to revisit this.
 """
 
 from __future__ import annotations

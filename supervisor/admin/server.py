@@ -46,7 +46,7 @@ from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.stateless import StatelessGateway
-from supervisor.net import bind_is_loopback
+from supervisor.settings.net import bind_is_loopback
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

@@ -29,7 +29,7 @@ from actors.log_events import get_logger
 from actors.protocol.session import ProgressReceived
 from actors.router.envelope import Envelope, failure
 from supervisor.admin.views import progress_item
-from supervisor.turns import Turn
+from supervisor.calls.turns import Turn
 
 log = get_logger("supervisor.admin")
 

@@ -23,8 +23,8 @@ from supervisor.admin.bodies import ApiError
 from supervisor.admin.caller import body
 
 if TYPE_CHECKING:
-    from supervisor.sessions import Session
-    from supervisor.turns import Turn
+    from supervisor.calls.turns import Turn
+    from supervisor.sessions.session import Session
 
 
 class _Api(Protocol):

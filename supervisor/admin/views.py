@@ -24,12 +24,12 @@ import attrs
 import trio
 
 from actors.connection.messages import ConnectionStatus
-from actors.connection.spec import ServerSpec
 from actors.protocol.session import ProgressReceived
 from actors.redaction import MASK, MIN_SECRET_LEN, Redactor
 from actors.router.catalog import Catalog, ServerView
-from supervisor.approvals import ApprovalRequest
-from supervisor.sessions import Session
+from actors.spec import ServerSpec
+from supervisor.sessions.approvals import ApprovalRequest
+from supervisor.sessions.session import Session
 
 
 class SecretScrubber:

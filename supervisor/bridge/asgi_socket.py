@@ -14,7 +14,7 @@ it), the same subprotocol is echoed, and a link that ends without closing its so
 closes it with 1000, as Quart does. Everything that is not a WebSocket on exactly
 ``/v1/bridge`` goes to Quart: a plain GET of it is still the route's 426, and the
 Quart route still serves the bridge for an app served without this front
-(``tests/test_bridge_asgi.py`` runs both and compares what clients see).
+(``tests/bridge/test_bridge_asgi.py`` runs both and compares what clients see).
 
 A client that leaves (``websocket.disconnect``) cancels the link, as Quart cancels
 its handler. The difference: Quart sees the disconnect at once in its receiver task,
@@ -39,10 +39,10 @@ from quart_trio.wrappers import TrioResponse
 
 from actors.log_events import get_logger
 from supervisor.admin.app import admin_api
-from supervisor.admin.auth import Denial
 from supervisor.bridge.gate import client_address
 from supervisor.bridge.handlers import BridgeHandlers
 from supervisor.bridge.link import BridgeLink
+from supervisor.web.auth import Denial
 
 log = get_logger("supervisor.bridge")
 

@@ -11,7 +11,7 @@ counts. ``install`` wraps Hypercorn's accept (as ``heartbeat.py`` wraps its ping
 so a server whose config is an ``AdminHypercornConfig`` forgets the offer: the
 client is answered without ``Sec-WebSocket-Extensions`` and sends plain frames. An
 embedding host's own Hypercorn keeps its behaviour. If a Hypercorn release renames
-the method, ``install`` does nothing and ``tests/test_bridge_asgi.py`` fails.
+the method, ``install`` does nothing and ``tests/bridge/test_bridge_asgi.py`` fails.
 """
 
 from __future__ import annotations

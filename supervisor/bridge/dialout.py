@@ -32,10 +32,10 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
 
 from actors.connection.schedule import ReconnectSchedule
-from actors.connection.spec import DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame
+from actors.spec import DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from actors.transports.websocket import PongsAfterClose

@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from supervisor.admin.auth import Denial, TokenBook, check_request, origin_is_loopback
 from supervisor.admin.caller import client_is_loopback, request_target
-from supervisor.admin.roles import Action, Principal, authorize, denial_message
+from supervisor.web.auth import Denial, TokenBook, check_request, origin_is_loopback
+from supervisor.web.roles import Action, Principal, authorize, denial_message
 
 SUBPROTOCOL = "mcp-supervisor.bridge.v1"
 TOKEN_PREFIX = "mcp-supervisor.token."

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from quart import websocket
 from quart_trio.wrappers import TrioResponse
 
-from supervisor.admin.auth import Denial, TokenBook
 from supervisor.admin.bodies import ApiError
 from supervisor.admin.caller import scope as _scope
 from supervisor.bridge.gate import Admit, admit_scope, client_address
 from supervisor.bridge.hub import BridgeHub
 from supervisor.bridge.link import BridgeLink
+from supervisor.web.auth import Denial, TokenBook
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -8,7 +8,7 @@ held the drain for Hypercorn's whole graceful timeout. ``install`` wraps that on
 method (as ``admin/refusals.py`` wraps another) so the task wakes every ``TICK_S``
 to look, and ends within a tick of its socket. If a Hypercorn release renames the
 method, ``install`` does nothing, and the bridge's drain test
-(``tests/test_bridge_hub.py``, a shutdown right after a close) fails.
+(``tests/bridge/test_bridge_hub.py``, a shutdown right after a close) fails.
 """
 
 from __future__ import annotations

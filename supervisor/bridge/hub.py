@@ -36,16 +36,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol.bridge_envelope import FrameId
+from actors.spec import ServerSpec
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from actors.transports.spawned import Spawned
-from supervisor.audit_trail import AuditTrail
 from supervisor.bridge.peers import PeerRegistry, Refused
 from supervisor.bridge.stdin_feed import StdinFeed
-from supervisor.metrics import Family, labels
+from supervisor.calls.audit_trail import AuditTrail
+from supervisor.runtime.metrics import Family, labels
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
 

@@ -37,12 +37,12 @@ import trio
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import EnvelopeError, Frame
-from supervisor.admin.auth import TokenBook
-from supervisor.admin.roles import Action, Principal, authorize
 from supervisor.bridge.gate import AUTH_TIMEOUT_S, role_denial
 from supervisor.bridge.hub import BridgeHub, BridgeSession
 from supervisor.bridge.peers import Refused
 from supervisor.bridge.session import offer, run_session
+from supervisor.web.auth import TokenBook
+from supervisor.web.roles import Action, Principal, authorize
 
 log = get_logger("supervisor.bridge")
 

@@ -33,10 +33,10 @@ import attrs
 import orjson
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame, FrameId
+from actors.spec import ServerSpec
 
 log = get_logger("supervisor.bridge")
 

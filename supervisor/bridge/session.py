@@ -27,11 +27,11 @@ from typing import Protocol
 import orjson
 import trio
 
-from actors.connection.spec import ServerSpec
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import FrameId
 from actors.protocol.errors import FramingError
+from actors.spec import ServerSpec
 from actors.transports.base import SpawnError, TransportClosed
 from actors.transports.raw_stdio import RawStdio
 from supervisor.bridge.hub import BridgeSession

@@ -29,7 +29,8 @@ from actors.connection.client_side import ClientSide
 from actors.protocol.notifications import ProgressReceived
 from actors.router.catalog import Catalog, ToolEntry
 from actors.router.envelope import Envelope
-from supervisor.call_services import answered_by
+from supervisor.calls.services import answered_by
+from supervisor.calls.turns import TOOL_SEARCH, Turn
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.results import (
     INVALID_PARAMS,
@@ -38,8 +39,7 @@ from supervisor.gateway.results import (
     surface_error,
     tool_result,
 )
-from supervisor.sessions import Session
-from supervisor.turns import TOOL_SEARCH, Turn
+from supervisor.sessions.session import Session
 
 SERVER_NAME = "mcp-supervisor"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from supervisor.gateway.eras import NewEraHandler
 from supervisor.gateway.http_sessions import GatewaySessions
 from supervisor.gateway.stateless import StatelessGateway
-from supervisor.metrics import Family, labels
+from supervisor.runtime.metrics import Family, labels
 
 SESSION_OUTCOMES = ("opened", "closed", "expired", "refused")
 

@@ -34,7 +34,7 @@ from actors.log_events import get_logger
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError, error_response
 from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
-from supervisor.held_sessions import HeldSessions
+from supervisor.web.held_sessions import HeldSessions
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

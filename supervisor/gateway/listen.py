@@ -26,8 +26,8 @@ from actors.router.actor import CatalogCell
 from actors.router.catalog import Catalog
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.results import INVALID_PARAMS, JsonRpcError
-from supervisor.sessions import Session
-from supervisor.subscriptions import ResourceUpdate
+from supervisor.sessions.session import Session
+from supervisor.sessions.subscriptions import ResourceUpdate
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 UNSUBSCRIBE_TIMEOUT_S = 5.0

@@ -29,7 +29,7 @@ from supervisor.gateway.results import (
     error_response,
     result_response,
 )
-from supervisor.sessions import Session
+from supervisor.sessions.session import Session
 
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 """Handshake-era protocol versions we speak, newest first."""

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors.connection.client_side import ClientSide
-from actors.connection.spec import Scope
 from actors.protocol.messages import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -47,6 +46,7 @@ from actors.protocol.messages import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 from actors.router.actor import CatalogCell
+from actors.spec import Scope
 from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
 from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
@@ -65,7 +65,7 @@ from supervisor.gateway.results import (
     result_response,
 )
 from supervisor.gateway.tenants import TenantState, TenantStates
-from supervisor.sessions import Session
+from supervisor.sessions.session import Session
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor

@@ -15,7 +15,7 @@ its own (kind ``stdio``), so several fronts share a state directory, and its ser
 get the parent-death signal, so they die with it even when it is SIGKILLed.
 
 Nobody watches an approval desk here: a trust decision of ``ask`` is put to the client
-when it declared elicitation (``supervisor/trust_prompts.py``), and is otherwise denied
+when it declared elicitation (``supervisor/sessions/trust_prompts.py``), and is otherwise denied
 at once, with a message saying so (``deny_asks``). The servers are told the client can
 sample, elicit and list roots (``PASSED_ON``): such requests go to the client when it
 declared the capability, and are refused otherwise.
@@ -34,13 +34,13 @@ import orjson
 import trio
 
 from actors.log_events import get_logger
-from supervisor.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.gateway.core import plain_json
 from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import PASSED_ON, GatewayPeer
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError, error_response
 from supervisor.service import Supervisor
+from supervisor.sessions.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.settings.model import Config
 
 log = get_logger("supervisor.gateway.stdio")

@@ -27,7 +27,7 @@ from actors.log_events import get_logger
 from supervisor.gateway.core import GatewayCore
 from supervisor.gateway.listen import ResourceFanout
 from supervisor.gateway.parked import ParkedCall
-from supervisor.sessions import Session
+from supervisor.sessions.session import Session
 
 log = get_logger("supervisor.gateway")
 

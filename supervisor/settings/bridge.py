@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from actors.connection.spec import ServerSpec
+from actors.spec import ServerSpec
 
 from .model import BridgeSettings
 from .values import Invalid, check_keys, child, expect_int, expect_list, expect_number, expect_object, show

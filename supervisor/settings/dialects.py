@@ -20,7 +20,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from actors.connection.server_log import SERVER_LOG_LEVELS
-from actors.connection.spec import (
+from actors.protocol.era import SETTING_VALUES
+from actors.spec import (
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_RECONNECT_SCHEDULE_S,
@@ -28,7 +29,6 @@ from actors.connection.spec import (
     ServerSpec,
     Start,
 )
-from actors.protocol.era import SETTING_VALUES
 
 from .expansion import Expander
 from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from actors.connection.spec import ServerSpec
+from actors.spec import ServerSpec
 
 from .model import GatewaySettings
 from .values import Invalid, check_keys, child, expect_bool, expect_int, expect_number, expect_object

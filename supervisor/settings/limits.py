@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from actors.connection.spec import DEFAULT_CALL_TIMEOUT_S
+from actors.spec import DEFAULT_CALL_TIMEOUT_S
 
 from .values import Invalid, child, expect_number, show
 

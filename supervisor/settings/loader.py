@@ -24,9 +24,9 @@ from types import MappingProxyType
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from actors.connection.spec import ServerSpec, redact
 from actors.log_events import get_logger
-from supervisor.net import parse_bind
+from actors.spec import ServerSpec, redact
+from supervisor.settings.net import parse_bind
 
 from .bridge import read_bridge
 from .dialects import SERVER_SECTIONS, find_server_section, read_servers

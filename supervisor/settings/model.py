@@ -14,7 +14,7 @@ from typing import Literal
 
 import attrs
 
-from actors.connection.spec import ServerSpec
+from actors.spec import ServerSpec
 
 __all__ = [
     "AdminSettings",
@@ -109,11 +109,11 @@ class TrustSettings:
     approval_timeout_s: float = 120.0
     operator_only: tuple[str, ...] = ()
     """Permission globs whose ``ask`` is never put to the calling client through
-    elicitation (``supervisor/trust_prompts.py``): the approver or operator decides."""
+    elicitation (``supervisor/sessions/trust_prompts.py``): the approver or operator decides."""
 
 
 class Role(enum.StrEnum):
-    """What an admin API token may do (``supervisor.admin.roles`` has the table)."""
+    """What an admin API token may do (``supervisor.web.roles`` has the table)."""
 
     OPERATOR = "operator"
     TENANT = "tenant"

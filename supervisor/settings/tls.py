@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from actors.transports.tls import PEM_MARK, ClientTls, TlsProblem
+from actors.tls import PEM_MARK, ClientTls, TlsProblem
 
 from .expansion import Expander
 from .values import Invalid, check_keys, child, expect_object

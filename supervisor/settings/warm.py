@@ -1,4 +1,4 @@
-"""A server's ``warm``: how many spare processes the warm pool keeps (``supervisor/warm_pool.py``)."""
+"""A server's ``warm``: how many spare processes the warm pool keeps (``supervisor/runtime/warm_pool.py``)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ suite's SERVER scenarios assume (``@modelcontextprotocol/conformance`` 0.1.16 an
 The SDK serves both protocol eras on one endpoint (``initialize`` sessions and the
 per-request 2026-07-28 era). ``.ci/conformance`` runs the server scenarios against this
 fixture directly (so the fixture is honest) and through ``mcp-supervisor serve``'s
-``/mcp`` with this fixture behind it over stdio; tests/test_everything_fixture.py
+``/mcp`` with this fixture behind it over stdio; tests/project/test_everything_fixture.py
 checks that the tools do what the scenarios look for. The names, texts and payloads
 in its parts are the scenarios' contract: change them only with the suite.
 

@@ -23,7 +23,7 @@ from mcp.types import (
 )
 from pydantic import Field
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: tests/ too
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "support"))  # run as a script
 from schema_fixtures import SUITE_FOCAL
 
 
@@ -121,7 +121,7 @@ async def test_missing_capability(ctx: Context) -> str:
 
 # ------------------------------------------------------------------ schemas, headers
 
-# The suite's own focal schema (tests/schema_fixtures.py, shared with the schema tests).
+# The suite's own focal schema (tests/support/schema_fixtures.py, shared with the schema tests).
 SCHEMA_2020_12: dict[str, Any] = SUITE_FOCAL
 
 

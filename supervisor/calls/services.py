@@ -1,0 +1,107 @@
+"""What a turn's calls may use: the supervisor's parts, and their session's side.
+
+A ``Turn`` (``supervisor.calls.turns``) is given both: ``CallServices``, built once with
+the supervisor, and its session as a ``TurnSession`` (``supervisor.sessions.session.Session``
+is one). The turn declares what it needs here, and the session and the service
+provide it, so imports go one way: service → sessions → turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+import attrs
+
+from actors.broadcast import Broadcast
+from actors.connection.client_side import ClientSide
+from actors.connection.messages import CallOutcome
+from actors.mailbox import Channels
+from actors.router.catalog import ToolEntry
+from actors.router.trust import Action, Decision
+from supervisor.calls.audit_trail import AuditTrail
+from supervisor.calls.requests import RequestRegistry
+from supervisor.runtime.metrics import Metrics
+from supervisor.settings.model import ToolSearchSettings
+
+_CALLING_CLIENT: ContextVar[ClientSide | None] = ContextVar("calling_client", default=None)
+
+
+@contextmanager
+def answered_by(client: ClientSide | None) -> Iterator[None]:
+    """Within this block, the calling task's calls (tools, reads, prompt gets,
+    completions) have their server requests answered by ``client`` instead of their
+    session's side. The MCP gateway uses it to send a backend's sampling or elicitation
+    to the stream of the very client request that caused it."""
+    token = _CALLING_CLIENT.set(client)
+    try:
+        yield
+    finally:
+        _CALLING_CLIENT.reset(token)
+
+
+def calling_client(session: TurnSession) -> ClientSide:
+    """Who answers the server requests of a call made now: ``answered_by``'s, else
+    the session's."""
+    client = _CALLING_CLIENT.get()
+    return session.client if client is None else client
+
+
+@attrs.define(slots=True, eq=False)
+class CallServices:
+    """What the calls of a turn may use of the supervisor that runs them (built once,
+    with the supervisor)."""
+
+    tool_search: ToolSearchSettings
+    """Replaced by a config reload (``Supervisor.reload``), its only writer."""
+    requests: RequestRegistry
+    """Calls in flight by (tenant, request id), so a client can cancel one."""
+    audit: AuditTrail
+    metrics: Metrics
+    events: Broadcast[Mapping[str, Any]]
+
+
+@attrs.frozen(slots=True)
+class Authorization:
+    """The final word on one call: ``action`` (allow or deny), what policy first said
+    (``decided``: allow, ask or deny, for the audit), and why."""
+
+    action: Action
+    decided: str
+    reason: str
+
+
+class TurnSession(Protocol):
+    """What a turn may use of its session (``supervisor.sessions.session.Session`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def client(self) -> ClientSide:
+        """Who answers the server requests tied to its calls, and what they declare."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def pinned(self) -> tuple[str, ...]: ...
+    @property
+    def activated(self) -> Mapping[str, int]:
+        """Each tool pinned or activated by a search, with its activation's number (0, 1,
+        …: pinned tools first)."""
+
+    @property
+    def replies(self) -> list[Channels[CallOutcome]]:
+        """Answered reply channels, for the next calls to reuse."""
+
+    def activate(self, tool_id: str) -> None: ...
+
+    def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
+        """What policy says of one call before anyone is asked (``trusted``: as the
+        call's turn saw its server)."""
+
+    async def authorize(
+        self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
+    ) -> Authorization:
+        """The final word on one call, asking the host when policy says ask."""

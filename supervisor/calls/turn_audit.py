@@ -1,0 +1,124 @@
+"""What every request of a turn leaves behind: one audit row, a metric, a call event.
+
+``Turn`` (``supervisor/calls/turns.py``) and its surface (``supervisor/calls/turn_surface.py``) share
+this base: a request refused on the way ends in ``_audited`` (its row, durable before
+the envelope is returned); one that may wait (an approval, the server) goes through
+``_journaled``, which first journals the row it would leave if the supervisor died
+meanwhile (outcome ``interrupted``), and a caller cancelled while it waits leaves a
+row that says ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from actors.router.envelope import Envelope
+from supervisor.calls.services import CallServices, TurnSession
+from supervisor.store import AuditRow
+from supervisor.store.replay import INTERRUPTED
+
+
+class TurnAudit:
+    """The audit side of a turn's requests (a base of ``Turn``)."""
+
+    session: TurnSession
+    _calls: CallServices
+
+    async def _journaled(
+        self,
+        tool: str,
+        server: str,
+        digest: tuple[str, int],
+        first: str,
+        go: Callable[[], Awaitable[tuple[str, Envelope]]],
+    ) -> Envelope:
+        """Run ``go`` (it returns the decision and the envelope) between an
+        ``interrupted`` row in the journal and the real one; ``first``: what policy
+        first said."""
+        audit = self._calls.audit
+        record = audit.new_id()
+        began = trio.current_time()
+        audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
+        try:
+            decided, envelope = await go()
+        except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
+            outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
+            duration_ms = round((trio.current_time() - began) * 1000)
+            row = self._row(tool, server, digest, first, outcome, duration_ms, 0, record)
+            audit.finished_now(row)
+            self._observe(row)
+            raise
+        return await self._audited(tool, server, digest, decided, envelope, record)
+
+    async def _audited(
+        self,
+        tool: str,
+        server: str,
+        digest: tuple[str, int],
+        decision: str,
+        envelope: Envelope,
+        record: str | None = None,
+    ) -> Envelope:
+        """Leave the call's row (durable before this returns), count it, announce it."""
+        audit = self._calls.audit
+        outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
+        row = self._row(
+            tool,
+            server,
+            digest,
+            decision,
+            outcome,
+            envelope.duration_ms,
+            len(envelope.text.encode()),
+            record or audit.new_id(),
+        )
+        await audit.finished(row)
+        self._observe(row)
+        return envelope
+
+    def _row(
+        self,
+        tool: str,
+        server: str,
+        digest: tuple[str, int],
+        decision: str,
+        outcome: str,
+        duration_ms: int,
+        result_bytes: int,
+        record: str,
+    ) -> AuditRow:
+        session = self.session
+        return AuditRow(
+            time.time(),
+            session.tenant,
+            session.id,
+            tool,
+            server,
+            decision,
+            outcome,
+            duration_ms,
+            digest[0],
+            digest[1],
+            result_bytes,
+            record,
+        )
+
+    def _observe(self, row: AuditRow) -> None:
+        """Metrics and the call event of one ended call."""
+        calls = self._calls
+        calls.metrics.observe_call(row.outcome, row.duration_ms)
+        calls.events.publish(
+            {
+                "type": "call",
+                "tool": row.tool,
+                "server": row.server,
+                "outcome": row.outcome,
+                "decision": row.decision,
+                "duration_ms": row.duration_ms,
+                "session": row.session,
+                "tenant": row.tenant,
+            }
+        )

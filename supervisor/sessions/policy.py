@@ -1,0 +1,112 @@
+"""The trust pipeline of one call: rules, pins, remembered answers.
+
+``decide`` is pure: defaults and rules (``actors.router.trust``), then pinning (an
+allow turns into ask when the tool's definition changed since it was last allowed),
+then remembered answers (only for what would otherwise be asked, and only while the
+tool's fingerprint is the one that was approved). The policy's own state — pins and
+"always" answers — is changed only by its synchronous methods, never across an
+await, and written through to the store. The surface's reads (resources, prompts,
+completions: ``supervisor/calls/turn_surface.py``) come as entries without a fingerprint: no
+definition of theirs can change under an approval, so none is pinned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actors.router.catalog import ToolEntry
+from actors.router.trust import (
+    Action,
+    Decision,
+    apply_pin,
+    compile_rules,
+    decide,
+    denied_outright,
+    permission_of,
+)
+from supervisor.settings.model import TrustSettings
+from supervisor.store import RememberApproval, SetPin, StoreMessage
+
+Submit = Callable[[StoreMessage], object]
+SessionMemory = Mapping[tuple[str, str], Action]
+
+
+class Policy:
+    """Trust rules, pins and remembered approvals for the whole supervisor."""
+
+    def __init__(
+        self,
+        settings: TrustSettings,
+        *,
+        trusted: Callable[[str], bool],
+        pins: Mapping[tuple[str, str], str] | None = None,
+        approvals: Mapping[tuple[str, str], tuple[str, str]] | None = None,
+        submit: Submit | None = None,
+    ) -> None:
+        self.settings = settings
+        self.rules = compile_rules(settings.rules)
+        self._trusted = trusted
+        self._pins: dict[tuple[str, str], str] = dict(pins or {})
+        self._always: dict[tuple[str, str], tuple[str, str]] = dict(approvals or {})
+        self._submit = submit
+
+    def retune(self, settings: TrustSettings, trusted: Callable[[str], bool]) -> None:
+        """A config reload: the new rules and trusted servers decide the calls from now
+        on; pins and remembered approvals stay."""
+        self.settings, self.rules, self._trusted = settings, compile_rules(settings.rules), trusted
+
+    def decide(
+        self,
+        entry: ToolEntry,
+        arguments: Mapping[str, Any],
+        *,
+        tenant: str,
+        memory: SessionMemory,
+        trusted: bool | None = None,
+    ) -> Decision:
+        """allow / ask / deny for one call of ``entry`` with ``arguments``. ``trusted``:
+        the server's trust as the caller's turn saw it (a reload applies from the next
+        turn); None: as configured now."""
+        assert entry.risk is not None
+        decision = decide(
+            entry.server,
+            entry.name,
+            arguments,
+            trusted=self._trusted(entry.server) if trusted is None else trusted,
+            risk=entry.risk,
+            rules=self.rules,
+            subject_arguments=entry.subject_arguments,
+        )
+        if entry.fingerprint:  # the surface's reads have no definition to pin
+            decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
+        if decision.action is not Action.ASK:
+            return decision
+        permission = permission_of(entry.server, entry.name)
+        remembered = memory.get((permission, entry.fingerprint))
+        if remembered is not None:
+            return Decision(remembered, f"remembered for this session: {remembered.value}", None)
+        always = self._always.get((tenant, permission))
+        if always is not None and always[0] == entry.fingerprint:
+            action = Action(always[1])
+            return Decision(action, f"remembered always: {action.value}", None)
+        return decision
+
+    def denied_outright(self, entry: ToolEntry) -> bool:
+        """Whether every call of ``entry`` is denied by a rule, whatever its arguments."""
+        return denied_outright(permission_of(entry.server, entry.name), self.rules)
+
+    def allowed(self, entry: ToolEntry) -> None:
+        """A call of ``entry`` goes ahead: pin its definition as the allowed one."""
+        key = (entry.server, entry.name)
+        if entry.fingerprint and self._pins.get(key) != entry.fingerprint:
+            self._pins[key] = entry.fingerprint
+            if self._submit is not None:
+                self._submit(SetPin(entry.server, entry.name, entry.fingerprint))
+
+    def remember_always(self, tenant: str, entry: ToolEntry, action: Action) -> None:
+        """Keep an "always" answer (for this tool definition) across restarts."""
+        permission = permission_of(entry.server, entry.name)
+        self._always[(tenant, permission)] = (entry.fingerprint, action.value)
+        if self._submit is not None:
+            self._submit(RememberApproval(tenant, permission, entry.fingerprint, action.value))

@@ -1,0 +1,340 @@
+"""Sessions: one conversation of an agent host.
+
+A ``Session`` owns a nursery for its private (``scope: session``) connections, which
+end with it; it remembers which tools ``tool_search`` activated and which approvals
+were given "for the session", and its resource subscriptions
+(``supervisor/sessions/subscriptions.py``). ``begin_turn`` freezes the current catalog epoch into
+a ``Turn`` (supervisor/calls/turns.py).
+
+A session never sees the supervisor: it is given ``SessionServices``, what it may
+use of it, built once by ``Supervisor.open``. Imports go one way, service →
+sessions → turns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from actors.broadcast import Broadcast
+from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
+from actors.connection.server_log import ServerLogged
+from actors.connection.states import is_settled, needs_start
+from actors.log_events import get_logger
+from actors.mailbox import Channels, open_mailbox, try_send
+from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMessage
+from actors.router.catalog import Catalog, ServerView, ToolEntry
+from actors.router.envelope import Envelope
+from actors.router.trust import Action, Decision, permission_of
+from actors.spec import ServerSpec
+from supervisor.calls.services import Authorization, CallServices, calling_client
+from supervisor.calls.turns import Turn
+from supervisor.runtime.connections import ConnectionFactory
+from supervisor.runtime.lifetimes import lifetime
+from supervisor.runtime.warm_pool import WarmPool
+from supervisor.sessions.approvals import ApprovalDesk, ApprovalRequest
+from supervisor.sessions.handlers import SessionHandlers
+from supervisor.sessions.policy import Policy
+from supervisor.sessions.subscriptions import ResourceUpdate, Subscriptions
+from supervisor.sessions.trust_prompts import approver_for
+
+log = get_logger("supervisor.sessions")
+
+
+def _settled(view: ServerView) -> bool:
+    """Done starting: serving, or down (a turn stops waiting for it either way)."""
+    return is_settled(view.state, view.phase)
+
+
+@attrs.define(slots=True, eq=False)
+class SessionServices:
+    """What a session may use of the supervisor that runs it (built once, with it)."""
+
+    catalog: CatalogCell
+    """The router's current catalog (shared servers, and each session's private ones)."""
+    router: trio.MemorySendChannel[RouterMessage]
+    """To register the session's private servers and to forget them at its end."""
+    connections: ConnectionFactory
+    private_servers: tuple[ServerSpec, ...]
+    """The enabled ``scope: session`` servers: each session runs its own (replaced by a
+    config reload, ``Supervisor.reload``, for the sessions opened after it)."""
+    policy: Policy
+    approvals: ApprovalDesk
+    calls: CallServices
+    warm: WarmPool | None = None
+    """Spare processes of ``warm: N`` servers: a private connection adopts one."""
+
+
+@asynccontextmanager
+async def open_session(
+    services: SessionServices,
+    *,
+    tenant: str = "default",
+    host_tools: int = 0,
+    pinned: Iterable[str] = (),
+    handlers: SessionHandlers | None = None,
+) -> AsyncIterator[Session]:
+    """The lifetime of a session: see ``Session``."""
+    session: Session | None = None
+
+    async def stop() -> None:
+        if session is not None:
+            await session._subscriptions.close()
+            await session._stop_private()
+
+    try:
+        async with lifetime(stop, transparent=False) as nursery:
+            session = Session(
+                services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned, handlers=handlers
+            )
+            yield session
+    finally:
+        if session is not None:  # the router forgets its private servers
+            try_send(services.router, DropOwner(session.id))
+
+
+class Session:
+    """One conversation; owns its private connections, activations and approvals.
+
+    Obtain one with ``Supervisor.session()`` (an ``async with``), inside the
+    supervisor's block.
+
+    Error handling:
+      An error of the block comes out in one ``ExceptionGroup``, as from a nursery,
+      after the private connections have stopped. A private connection that fails
+      makes its server unavailable in this session, never an error of the block.
+
+    Resource handling:
+      Its ``scope: session`` servers start at its first turn and run in a nursery of
+      its own, so they end with it: leaving the block, also when the host is
+      cancelled, stops each (its server torn down: stdin closed, SIGTERM, SIGKILL,
+      reaped) within ``SHUTDOWN_GRACE_S``, shielded, then cancels what is left, and the
+      router forgets them. Activations and "for the session" approvals live in memory
+      and go with it.
+    """
+
+    def __init__(
+        self,
+        services: SessionServices,
+        nursery: trio.Nursery,
+        *,
+        tenant: str = "default",
+        host_tools: int = 0,
+        pinned: Iterable[str] = (),
+        handlers: SessionHandlers | None = None,
+    ) -> None:
+        self.id = secrets.token_hex(8)
+        # Who answers the server requests of its calls, and what they declare.
+        self.client = (handlers or SessionHandlers()).client_side(
+            self.id, services.connections.client_capabilities
+        )
+        self._services = services
+        self.tenant = tenant
+        self.host_tools = host_tools
+        self.pinned = tuple(pinned)
+        # tool id → its activation's number; pinned tools are activated from the start
+        self.activated: dict[str, int] = {tool: n for n, tool in enumerate(dict.fromkeys(self.pinned))}
+        self.memory: dict[tuple[str, str], Action] = {}
+        self._nursery = nursery
+        self._turns = itertools.count(1)
+        self._private: dict[str, tuple[trio.MemorySendChannel[ConnectionMessage], trio.Event]] = {}
+        # Answered reply channels, reused by the next calls (see ``Turn._call``).
+        self.replies: list[Channels[CallOutcome]] = []
+        # A per-epoch cache that keeps begin_turn O(1) over a settled catalog
+        # (catalogs are immutable: identity is the key).
+        self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
+        self._subscriptions = Subscriptions(self.id, nursery)
+        self.runs_private = True
+        """Whether its turns start its ``scope: session`` servers (the MCP gateway's
+        per-tenant state of new-era clients does not: they need a handshake-era session)."""
+        self.prompts_client = True
+        """Whether an ``ask`` may be put to the calling client (``trust_prompts.py``). Not
+        in the gateway's per-tenant state of new-era clients: shared by all of a
+        tenant's clients, its "for the session" would allow for every one of them."""
+
+    # ------------------------------------------------------------ subscriptions
+
+    @property
+    def resource_updates(self) -> trio.MemoryReceiveChannel[ResourceUpdate]:
+        """Updates of the resources this session subscribed to (``subscribe``); ends
+        when the session does."""
+        return self._subscriptions.updates
+
+    async def subscribe(self, uri: str, server: str | None = None) -> Envelope:
+        """Subscribe to a resource (``uri`` as shown, qualified, or the server's own
+        with ``server``): its updates come on ``resource_updates``. One envelope:
+        ``unknown_resource``, ``unsupported`` (the server offers no subscriptions),
+        ``unavailable``; the session leaves its subscriptions when it ends."""
+        return await self._subscriptions.subscribe(self._current(), uri, server)
+
+    async def unsubscribe(self, uri: str, server: str | None = None) -> Envelope:
+        """Leave a subscription (ok also when there was none)."""
+        return await self._subscriptions.unsubscribe(self._current(), uri, server)
+
+    # ------------------------------------------------------------------- turns
+
+    async def begin_turn(self) -> Turn:
+        """Start a turn: start the lazy servers it needs, then freeze the catalog.
+
+        A server whose tools are unknown (never listed, nothing cached) is started so
+        its tools can be counted and found; with search off every lazy server is
+        started, as the turn lists all tools. Each wait is bounded by the server's
+        ``init_timeout``; one that is not up by then is unavailable in this turn.
+        """
+        await self._spawn_private_servers()
+        catalog = self._current()
+        await self._start_and_wait(catalog, lambda view: not view.known)
+        catalog = self._current()
+        search = self.search_enabled(catalog)
+        if not search:
+            await self._start_and_wait(catalog, lambda view: True)
+            catalog = self._current()
+        return Turn(self, self._services.calls, f"{self.id}-{next(self._turns)}", catalog, search)
+
+    def search_enabled(self, catalog: Catalog) -> bool:
+        """``tool_search`` on or off for a turn over ``catalog``."""
+        settings = self._services.calls.tool_search
+        if settings.enabled == "auto":
+            return len(catalog.tools) + self.host_tools > settings.threshold
+        return bool(settings.enabled)
+
+    def activate(self, tool_id: str) -> None:
+        """Make a tool part of every later listing in this session."""
+        self.activated.setdefault(tool_id, len(self.activated))
+
+    @property
+    def server_logs(self) -> Broadcast[ServerLogged]:
+        """Every server's log messages (a private one's carry its session as ``owner``)."""
+        return self._services.connections.server_logs
+
+    def preview_turn(self) -> Turn:
+        """A turn over the current epoch, to see what a listing would show now (no
+        server is started; make calls in turns from ``begin_turn``)."""
+        catalog = self._current()
+        return Turn(self, self._services.calls, f"{self.id}-preview", catalog, self.search_enabled(catalog))
+
+    def denied_outright(self, entry: ToolEntry) -> bool:
+        """A trust rule denies every call of the tool (pattern ``*``): it is not shown."""
+        return bool(entry.server) and self._services.policy.denied_outright(entry)
+
+    def catalog_now(self) -> Catalog:
+        """The current epoch as this session sees it (no turn is begun)."""
+        return self._current()
+
+    def _current(self) -> Catalog:
+        return self._services.catalog.current.view_for(self.id)
+
+    async def _start_and_wait(self, catalog: Catalog, wanted: Callable[[ServerView], bool]) -> None:
+        """Start the wanted idle servers; wait (bounded) until every wanted one settled."""
+        cached, starting = self._starting
+        if cached is not catalog:
+            starting = tuple(v for v in catalog.servers.values() if v.spec.enabled and not _settled(v))
+            self._starting = (catalog, starting)
+        if not starting:
+            return
+        waiting = {v.name for v in starting if wanted(v)}
+        for name in waiting:
+            view = catalog.servers[name]
+            if needs_start(view.state):
+                try:
+                    await view.mailbox.send(EnsureStarted())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    continue
+        if not waiting:
+            return
+        limit = max(catalog.servers[name].spec.init_timeout_s for name in waiting)
+        with trio.move_on_after(limit):
+            await self._services.catalog.wait_until(
+                lambda c: all(_settled(c.view_for(self.id).servers[name]) for name in waiting)
+            )
+
+    # --------------------------------------------------------------- approvals
+
+    def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
+        """What policy says of one call before anyone is asked: allow, ask or deny
+        (``trusted``: as the call's turn saw its server)."""
+        policy = self._services.policy
+        return policy.decide(entry, arguments, tenant=self.tenant, memory=self.memory, trusted=trusted)
+
+    async def authorize(
+        self, entry: ToolEntry, arguments: Any, decision: Decision | None = None
+    ) -> Authorization:
+        """Decide one call (``decision``: its ``first_word``, if taken already); ask the
+        host when policy says ask. Allow and deny return without a checkpoint."""
+        policy = self._services.policy
+        if decision is None:
+            decision = self.first_word(entry, arguments)
+        if decision.action is Action.DENY:
+            return Authorization(Action.DENY, "deny", f"call to {entry.id} denied: {decision.reason}")
+        if decision.action is Action.ALLOW:
+            policy.allowed(entry)
+            return Authorization(Action.ALLOW, "allow", decision.reason)
+        desk = self._services.approvals
+        permission = permission_of(entry.server, entry.name)
+        request = ApprovalRequest(
+            desk.next_id(),
+            entry.id,
+            entry.server,
+            permission,
+            dict(arguments),
+            decision.reason,
+            self.id,
+            self.tenant,
+        )
+        client = calling_client(self) if self.prompts_client else None
+        verdict = await desk.ask(request, approver_for(client, permission, policy.settings.operator_only))
+        action = Action(verdict.approval.decision)
+        if verdict.denial is None:
+            if verdict.approval.remember == "session":
+                self.memory[(permission, entry.fingerprint)] = action
+            elif verdict.approval.remember == "always":
+                policy.remember_always(self.tenant, entry, action)
+        if action is Action.ALLOW:
+            policy.allowed(entry)
+            return Authorization(Action.ALLOW, "ask", "approved")
+        return Authorization(
+            Action.DENY, "ask", verdict.denial or f"call to {entry.id} denied by the approver"
+        )
+
+    # ---------------------------------------------------------- private servers
+
+    async def _spawn_private_servers(self) -> None:
+        if not self.runs_private:
+            return
+        for spec in self._services.private_servers:
+            if spec.name not in self._private:
+                await self._spawn_private(spec)
+
+    async def _spawn_private(self, spec: ServerSpec) -> None:
+        pair: Channels[ConnectionMessage] = open_mailbox()
+        send, receive = pair
+        done = trio.Event()
+        self._private[spec.name] = (send, done)
+        await self._services.router.send(RegisterServer(spec, send, owner=self.id))
+        warm = self._services.warm
+        connector = warm.connector(spec) if warm is not None else None
+        actor = self._services.connections.actor(
+            spec, receive, owner=self.id, restart=False, client=self.client, connector=connector
+        )
+
+        async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            try:
+                await actor.run(task_status=task_status)
+            finally:
+                done.set()
+
+        await self._nursery.start(run)
+        await send.send(EnsureStarted())
+
+    async def _stop_private(self) -> None:
+        """Stop the private connections (their processes go with them)."""
+        for send, _done in self._private.values():
+            try_send(send, Command(Control.STOP))
+        for _send, done in self._private.values():
+            await done.wait()

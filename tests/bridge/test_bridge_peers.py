@@ -1,0 +1,268 @@
+"""Dial-out bridge peers on loopback: the real Hypercorn-served hub and real
+``mcp-supervisor bridge`` subprocesses, each offering a mini_server of its own."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import trio
+from trio_websocket import ConnectionClosed
+
+from actors.connection.schedule import ReconnectSchedule
+from actors.protocol import bridge_envelope as env
+from actors.transports.connector import TransportConnector
+from supervisor.bridge.dialout import exported as exported_servers
+from supervisor.bridge.dialout import run_peer
+from supervisor.settings.loader import load_config
+from supervisor.settings.model import BridgeSettings, Role, TokenGrant
+from tests.support.admin import ALICE, MINI, Running
+from tests.support.bridge import (
+    ROOT,
+    Client,
+    children_of,
+    connected,
+    exported,
+    hub_running,
+    none_alive,
+    ws_url,
+)
+
+PEER = "peer-token-0123456789ab"
+TOKENS: dict[str, TokenGrant | str] = {ALICE: "alice", PEER: TokenGrant("edge", Role.PEER)}
+
+
+def peer_config(tmp: Path, name: str, *flags: str) -> Path:
+    path = tmp / f"{name}-{len(flags)}.json"
+    server = {"command": [sys.executable, MINI, *flags], "bridge": True}
+    path.write_text(json.dumps({"servers": {name: server}}))
+    return path
+
+
+@asynccontextmanager
+async def peer_running(running: Running, config: Path) -> AsyncIterator[trio.Process]:
+    """A ``mcp-supervisor bridge`` process, once it says it has registered."""
+    argv = [sys.executable, "-m", "supervisor.cli", "bridge", "--hub", ws_url(running), "--token", PEER]
+    argv += ["--config", str(config)]
+    process = await trio.lowlevel.open_process(argv, cwd=ROOT, stderr=subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        said = b""
+        with trio.fail_after(15):
+            while b"registered with the hub" not in said:
+                chunk = await process.stderr.receive_some()
+                assert chunk, said.decode(errors="replace")
+                said += chunk
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def peers_of(running: Running) -> list[dict[str, Any]]:
+    reply = await running.http(ALICE).request("GET", "/v1/bridge/peers")
+    assert reply.status == 200, reply
+    peers: list[dict[str, Any]] = orjson.loads(reply.body)["peers"]
+    return peers
+
+
+async def round_trip(client: Client, sid: str) -> None:
+    await client.initialize(sid, request_id="init-1")
+    call = {"name": "echo", "arguments": {"text": "through the peer"}}
+    answer = await client.rpc(sid, {"jsonrpc": "2.0", "id": "call-☃", "method": "tools/call", "params": call})
+    assert answer["id"] == "call-☃"
+    assert answer["result"]["content"][0]["text"] == "through the peer"
+
+
+async def test_a_session_reaches_a_peer_and_a_killed_peer_comes_back(tmp_path: Path) -> None:
+    config = peer_config(tmp_path, "far-mini")
+    one_each = BridgeSettings(max_sessions_per_tenant=1)
+    async with (
+        hub_running(tmp_path, exported("near"), tokens=TOKENS, bridge=one_each) as running,
+        connected(running, token=ALICE) as client,
+    ):
+        async with peer_running(running, config) as peer:
+            listed = await peers_of(running)
+            assert [s["name"] for s in listed[0]["servers"]] == ["far-mini"] and listed[0]["sessions"] == 0
+            sid = await client.open("far-mini", frame_id=41)
+            await round_trip(client, sid)
+            assert (await peers_of(running))[0]["sessions"] == 1
+            reply = await running.http(ALICE).request("GET", "/v1/bridge/sessions")
+            [listed_session] = orjson.loads(reply.body)["sessions"]
+            assert listed_session["session_id"] == sid and listed_session["peer"].startswith("127.0.0.1:")
+            assert listed_session["state"] == "open" and listed_session["messages_in"] == 3
+            child = children_of(peer.pid)
+            assert child, "the peer runs no process for the session"
+            peer.send_signal(signal.SIGKILL)
+            with trio.fail_after(3):  # well before any timeout: at once
+                closed, _ = await client.until(lambda f: f.type == env.CLOSE)
+            assert closed.data["sessionId"] == sid and closed.data["reason"] == "peer_gone"
+            await none_alive(child)
+            assert await peers_of(running) == []
+        # Gone: an open of its server is refused, naming it.
+        await client.send(env.session_open("far-mini", id="gone"))
+        refusal, _ = await client.until(lambda f: f.type == env.OPEN_RESULT)
+        assert (
+            refusal.data["error"]["code"] == "not_exported" and "far-mini" in refusal.data["error"]["message"]
+        )
+        async with peer_running(running, config):
+            sid = await client.open("far-mini", frame_id="again")
+            await round_trip(client, sid)
+            await client.send(env.session_open("far-mini", id="second"))  # over the tenant's bound
+            bound, _ = await client.until(lambda f: f.type == env.OPEN_RESULT)
+            assert bound.id == "second" and bound.data["error"]["code"] == "too_many_sessions", bound
+            await client.send(env.session_close(sid, id="bye"))
+            closed, _ = await client.until(lambda f: f.type == env.CLOSE and f.data["sessionId"] == sid)
+            assert closed.id == "bye"
+        # The hub's own exports are untouched by peers.
+        near = await client.open("near")
+        await client.initialize(near)
+
+
+async def test_a_conflicting_digest_is_refused(tmp_path: Path) -> None:
+    async with (
+        hub_running(tmp_path, tokens=TOKENS) as running,
+        peer_running(running, peer_config(tmp_path, "shared")),
+    ):
+        other = peer_config(tmp_path, "shared", "--tools", "3")  # another launch config
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "bridge",
+            "--hub",
+            ws_url(running),
+            "--token",
+            PEER,
+        ]
+        with trio.fail_after(15):
+            done = await trio.run_process(
+                [*argv, "--config", str(other)], cwd=ROOT, capture_stderr=True, check=False
+            )
+        assert done.returncode == 1
+        assert b"'shared'" in done.stderr and b"launch config" in done.stderr, done.stderr
+        # The same config twice is the same server: a second peer may offer it.
+        async with peer_running(running, peer_config(tmp_path, "shared")):
+            assert [p["sessions"] for p in await peers_of(running)] == [0, 0]
+
+
+class Proxy:
+    """A loopback TCP forwarder whose connections the test can cut (a network drop:
+    neither side gets a WebSocket close)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target  # ws://127.0.0.1:PORT/...
+        self.url = ""
+        self._open: set[trio.CancelScope] = set()
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        [listener] = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listener.socket.getsockname()[1]
+        self.url = re.sub(r":\d+/", f":{port}/", self.target, count=1)
+        task_status.started()
+        await trio.serve_listeners(self._forward, [listener])
+
+    async def _forward(self, down: trio.SocketStream) -> None:
+        up = await trio.open_tcp_stream("127.0.0.1", int(self.target.split(":")[2].split("/")[0]))
+        with trio.CancelScope() as scope:
+            self._open.add(scope)
+            async with trio.open_nursery() as pipes:
+                pipes.start_soon(_pipe, down, up, pipes.cancel_scope)
+                pipes.start_soon(_pipe, up, down, pipes.cancel_scope)
+        self._open.discard(scope)
+        with trio.CancelScope(shield=True):
+            await up.aclose()
+            await down.aclose()
+
+    def cut(self) -> None:
+        for scope in self._open:
+            scope.cancel()
+
+
+async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, done: trio.CancelScope) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        async for chunk in source:
+            await sink.send_all(chunk)
+    done.cancel()
+
+
+async def test_a_dropped_peer_reconnects_on_its_schedule_and_registers_again(tmp_path: Path) -> None:
+    """The connection drops (a proxy between peer and hub is cut); the peer, in this
+    process on the real clock, connects again after its schedule's delay and registers
+    again."""
+    specs = exported_by(peer_config(tmp_path, "far-mini"))
+    times: list[float] = []
+    again = trio.Event()
+
+    def registered(names: list[str]) -> None:
+        assert names == ["far-mini"]
+        times.append(trio.current_time())
+        again.set()
+
+    async with hub_running(tmp_path, tokens=TOKENS) as running, trio.open_nursery() as nursery:
+        connector = TransportConnector()
+        await nursery.start(connector.run)
+        proxy = Proxy(ws_url(running))
+        await nursery.start(proxy.run)
+        schedule = ReconnectSchedule((0.2,))
+        peer = partial(run_peer, proxy.url, PEER, specs, connector, schedule=schedule, registered=registered)
+        nursery.start_soon(peer)
+        for _ in range(3):
+            with trio.fail_after(10):
+                await again.wait()
+            again = trio.Event()
+            proxy.cut()
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        assert len(gaps) == 2 and all(0.2 <= gap < 3 for gap in gaps), gaps  # the 0.2 s delay
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_registered_peer_is_never_idle(tmp_path: Path) -> None:
+    """The hub keeps a registered peer that has no session past ``bridge.idle_s``
+    (a client socket with nothing to do is closed meanwhile)."""
+    specs = exported_by(peer_config(tmp_path, "far-mini"))
+    times: list[list[str]] = []
+    first = trio.Event()
+
+    def registered(names: list[str]) -> None:
+        times.append(names)
+        first.set()
+
+    bridge = BridgeSettings(idle_s=0.2)
+    async with hub_running(tmp_path, tokens=TOKENS, bridge=bridge) as running, trio.open_nursery() as nursery:
+        connector = TransportConnector()
+        await nursery.start(connector.run)
+        schedule = ReconnectSchedule((0.05,))
+        nursery.start_soon(
+            partial(
+                run_peer, ws_url(running), PEER, specs, connector, schedule=schedule, registered=registered
+            )
+        )
+        async with connected(running, token=ALICE) as idle_client:
+            with trio.fail_after(5):
+                await first.wait()
+                with pytest.raises(ConnectionClosed) as closed:
+                    await idle_client.next()
+            assert closed.value.reason is not None and closed.value.reason.code == 4408
+        await trio.sleep(0.6)  # three times idle_s, and then some
+        assert len(times) == 1, f"the peer was dropped and registered {len(times)} times"
+        assert [p["servers"][0]["name"] for p in await peers_of(running)] == ["far-mini"]
+        nursery.cancel_scope.cancel()
+
+
+def exported_by(config: Path) -> dict[str, Any]:
+    return exported_servers(load_config(str(config)).servers)

@@ -1,0 +1,367 @@
+"""The audit journal: rows on disk before answers, segments, a refusing disk, replay.
+
+The fault-injection tests replace the journal's one write seam (``write_line``) with
+one that fails like a full disk; a test on a small tmpfs fills a real one (it needs
+the right to mount, and skips saying so without it). The kill -9 test of a real
+supervisor process is in test_audit_kill.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import pytest
+import trio
+import trio.testing
+
+from actors.transports.instances import InstanceLock, claim_dead_instances, instances_dir
+from supervisor import Approval, ApprovalRequest
+from supervisor.store import AuditRow, Store, StoreError
+from supervisor.store import journal as journal_module
+from supervisor.store.journal import AuditJournal, journal_dir
+from supervisor.store.replay import fold_journal, read_journal, recover_audit_journals
+from tests.support.admin import until
+from tests.support.inprocess import Running, running
+
+INSTANCE = "4242-0123456789ab"
+
+
+def row(record: str, outcome: str = "ok", n: int = 0) -> AuditRow:
+    return AuditRow(
+        1_700_000_000.0 + n, "t", "s", "srv_tool", "srv", "allow", outcome, 0, "ab" * 32, n, 0, record
+    )
+
+
+async def rows_at_least(run: Running, count: int, timeout_s: float = 10) -> list[AuditRow]:
+    """Poll SQLite until it holds ``count`` rows (the journal folds them in behind)."""
+    with trio.fail_after(timeout_s):
+        while True:
+            rows = await run.rows()
+            if len(rows) >= count:
+                return rows
+            await trio.sleep(0.05)
+
+
+def segments(state_dir: Path) -> list[Path]:
+    return sorted(journal_dir(state_dir).iterdir(), key=lambda p: int(p.name.split(".")[-2]))
+
+
+def records(path: Path) -> list[tuple[str, str]]:
+    rows, bad = read_journal([path])
+    assert not bad
+    return [(r.record or "", r.outcome) for r in rows.values()]
+
+
+# ------------------------------------------------------------------ the journal alone
+
+
+async def test_segments_carry_calls_in_flight_and_go_once_sqlite_holds_their_rows(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    journal = AuditJournal(tmp_path, INSTANCE, segment_bytes=1500)
+    folded: list[list[str]] = []
+
+    async def fold(paths: list[Path]) -> None:
+        folded.append([p.name for p in paths])
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(journal.run, fold)
+        long = row(journal.new_id(), "interrupted")
+        journal.started(long)
+        receipts = [journal.finished(row(journal.new_id(), n=n)) for n in range(12)]
+        files = segments(tmp_path)
+        assert len(files) >= 3 and all(r is not None for r in receipts)
+        for later in files[1:]:  # each new segment starts with the call still in flight
+            assert records(later)[0] == (long.record, "interrupted")
+        assert sum(len(records(p)) for p in files) == 12 + len(files)
+        await trio.testing.wait_all_tasks_blocked()
+        assert segments(tmp_path) == files, "nothing goes before SQLite has the rows"
+        for receipt in receipts:
+            assert receipt is not None
+            receipt.settle(True)
+        await trio.testing.wait_all_tasks_blocked()
+        assert segments(tmp_path) == files[-1:] and folded == []
+        # A row SQLite did not take: its segment is closed and folded from the file first.
+        failed = journal.finished(row(journal.new_id(), n=99))
+        assert failed is not None
+        failed.settle(False)
+        await trio.testing.wait_all_tasks_blocked()
+        assert folded == [[files[-1].name]] and files[-1] not in segments(tmp_path)
+        journal.finished(attrs.evolve(long, outcome="ok"))
+        nursery.cancel_scope.cancel()
+
+
+async def test_closing_folds_calls_still_in_flight_as_interrupted(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    journal = AuditJournal(tmp_path, INSTANCE)
+    everything: list[list[Path]] = []
+
+    async def fold_all(paths: list[Path]) -> None:
+        everything.append(paths)
+
+    journal.started(row(journal.new_id(), "interrupted"))
+    await journal.aclose(fold_all)
+    assert len(everything) == 1 and not list(journal_dir(tmp_path).iterdir())
+    # With nothing in flight and every row settled, the files just go.
+    quiet = AuditJournal(tmp_path, INSTANCE + "0")
+    receipt = quiet.finished(row(quiet.new_id()))
+    assert receipt is not None
+    receipt.settle(True)
+    await quiet.aclose(fold_all)
+    assert len(everything) == 1 and not list(journal_dir(tmp_path).iterdir())
+
+
+@contextlib.contextmanager
+def refusing_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """Journal writes fail with ENOSPC while the flag is set (and count the attempts)."""
+    flag = [True]
+    real = journal_module.write_line
+
+    def write_line(fd: int, data: bytes) -> int:
+        if flag[0]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(journal_module, "write_line", write_line)
+    yield flag
+
+
+async def test_a_short_write_continues_the_same_line(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = AuditJournal(tmp_path, INSTANCE)
+    real = journal_module.write_line
+    monkeypatch.setattr(journal_module, "write_line", lambda fd, data: real(fd, data[:40]))
+    journal.finished(row(journal.new_id()))
+    assert journal.pending == 1 and journal.degraded
+    monkeypatch.setattr(journal_module, "write_line", real)
+    journal.finished(row(journal.new_id(), n=1))
+    folded: list[AuditRow] = []
+
+    async def fold(paths: list[Path]) -> None:
+        lines, bad = read_journal(paths)
+        assert bad == 0
+        folded.extend(lines.values())
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(journal.run, fold)
+        await trio.sleep(journal_module.RETRY_S * 1.5)
+        assert journal.pending == 0 and not journal.degraded
+        nursery.cancel_scope.cancel()
+    assert [r.args_bytes for r in folded] == [0, 1]
+
+
+# ------------------------------------------------------------------ through the supervisor
+
+
+async def _metrics(run: Running) -> dict[str, float]:
+    status, body = await run.get("/metrics")
+    assert status == 200
+    found = {}
+    for line in body.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("mcp_supervisor_audit_rows"):
+            found[name] = float(value)
+    return found
+
+
+async def _health(run: Running) -> dict[str, Any]:
+    status, body = await run.get("/v1/health")
+    assert status == 200
+    data: dict[str, Any] = orjson.loads(body)
+    return data
+
+
+async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "MAX_PENDING", 30)
+    sqlite_refuses = [False]
+    real_add = Store.add_audit
+
+    def add_audit(self: Store, rows: Any) -> None:
+        if sqlite_refuses[0]:
+            raise StoreError("disk full") from sqlite3.OperationalError("database or disk is full")
+        real_add(self, rows)
+
+    monkeypatch.setattr(Store, "add_audit", add_audit)
+    async with running(tmp_path) as run:
+        assert (await run.turn.call("fake_echo", {"n": 0})).ok
+        assert (await _health(run))["status"] == "ok"
+        with refusing_disk(monkeypatch) as journal_refuses:
+            sqlite_refuses[0] = True
+            for n in range(1, 21):  # two lines a call: 15 calls fill the queue, 5 overflow it
+                assert (await run.turn.call("fake_echo", {"n": n})).ok, "answered all the same"
+            assert (await _health(run))["status"] == "degraded"
+            assert await _metrics(run) == {
+                "mcp_supervisor_audit_rows_pending": 30,
+                "mcp_supervisor_audit_rows_dropped_total": 10,
+            }
+            await trio.sleep(5)  # retries fail quietly meanwhile
+            assert run.sup.journal.pending == 30
+            space_back = trio.current_time()
+            journal_refuses[0] = sqlite_refuses[0] = False
+            await until(lambda: not run.sup.journal.degraded)
+            assert trio.current_time() - space_back <= journal_module.RETRY_S + 0.2
+        assert (await _health(run))["status"] == "ok"
+        # The rows that waited reach SQLite from the journal (the store's own writes failed).
+        rows = await rows_at_least(run, 16)
+        assert sorted(r.args_bytes for r in rows) == [7] * 10 + [8] * 6
+        assert len(segments(tmp_path)) == 1  # the segment that caught up was folded and deleted
+
+
+async def test_a_call_waiting_for_its_approval_is_on_disk_as_interrupted_until_it_ends(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    answer = trio.Event()
+
+    async def approver(request: ApprovalRequest) -> Approval:
+        await answer.wait()
+        return Approval("allow")
+
+    async with running(tmp_path, approver) as run, trio.open_nursery() as nursery:
+        nursery.start_soon(run.turn.call, "fake_note", {"text": "later"})
+        await trio.testing.wait_all_tasks_blocked()
+        lines, _ = read_journal(segments(tmp_path))
+        (waiting,) = [r for r in lines.values() if r.tool == "fake_note"]
+        assert (waiting.decision, waiting.outcome) == ("ask", "interrupted")
+        answer.set()
+        rows = await rows_at_least(run, 1)
+        assert [(r.record, r.decision, r.outcome) for r in rows] == [(waiting.record, "ask", "ok")]
+
+
+async def test_a_call_whose_caller_is_cancelled_leaves_a_cancelled_row(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    async with running(tmp_path) as run:
+
+        async def never(session: Any, request: Any) -> None:
+            await trio.sleep_forever()
+
+        run.server.call_handler = never
+        with trio.move_on_after(5):
+            await run.turn.call("fake_echo", {"n": 1})
+        (cancelled,) = await rows_at_least(run, 1)
+        assert (cancelled.decision, cancelled.outcome, cancelled.duration_ms) == ("allow", "cancelled", 5000)
+
+
+# ------------------------------------------------------------------ replay
+
+
+def test_a_fold_is_idempotent_and_the_last_line_of_a_call_wins(tmp_path: Path) -> None:
+    path = tmp_path / "j.1.jsonl"
+    lines = [
+        journal_module.encode(row("i.1", "interrupted")),
+        journal_module.encode(row("i.2", "interrupted", n=2)),
+        journal_module.encode(row("i.1", "ok")),
+        journal_module.encode(row("i.3", "denied", n=3)),
+        b'{"record": "i.4", "at": 1',  # the torn last line of a killed writer
+    ]
+    path.write_bytes(b"".join(lines))
+    with Store.open(tmp_path / "db" / "supervisor.db") as store:
+        assert fold_journal(store, [path], interrupted=False) == 2
+        assert fold_journal(store, [path], interrupted=True) == 3
+        assert fold_journal(store, [path], interrupted=True) == 3
+        got = {(r.record, r.outcome) for r in store.audit_rows()}
+    assert got == {("i.1", "ok"), ("i.2", "interrupted"), ("i.3", "denied")}
+
+
+def test_start_folds_journals_of_dead_instances_only(tmp_path: Path) -> None:
+    state = tmp_path
+    directory = journal_dir(state)
+    directory.mkdir()
+    live = InstanceLock.acquire(state, "test")
+    dead = InstanceLock.acquire(state, "test")
+    os.close(dead._fd)  # dies without releasing: its lock file stays, unlocked
+    gone = "777-aaaaaaaaaaaa"  # ended without folding: no lock file at all
+    for instance, n in ((live.id, 1), (dead.id, 2), (gone, 3)):
+        (directory / f"{instance}.1.jsonl").write_bytes(
+            journal_module.encode(row(f"{instance}.1", "interrupted", n=n))
+        )
+    with Store.open(state / "supervisor.db") as store, claim_dead_instances(state) as claimed:
+        assert [d.id for d in claimed] == [dead.id]
+        recovered = recover_audit_journals(store, state, claimed)
+        assert recovered == claimed
+        for instance in recovered:
+            instance.done()
+        assert {r.args_bytes for r in store.audit_rows()} == {2, 3}
+    assert [p.name for p in directory.iterdir()] == [f"{live.id}.1.jsonl"]
+    assert not (instances_dir(state) / f"{dead.id}.lock").exists()
+    live.release()
+
+
+# ------------------------------------------------------------------ a real full disk
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MiB tmpfs of our own (root, or a user namespace, may mount one)."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (CAP_SYS_ADMIN)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(path: Path) -> None:
+    """Take every free byte of the file system ``path`` is on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        for size in (1 << 16, 1):
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * size):
+                    pass
+    finally:
+        os.close(fd)
+
+
+async def test_on_a_full_tmpfs_calls_are_answered_and_rows_catch_up_when_space_returns(
+    small_tmpfs: Path,
+) -> None:
+    state = small_tmpfs / "state"
+    async with running(state) as run:
+        assert (await run.turn.call("fake_echo", {"n": -1})).ok
+        await run.rows()
+        filler = small_tmpfs / "filler"
+        await trio.to_thread.run_sync(_fill, filler)
+        answered = []
+        with trio.fail_after(30):
+            for n in range(40):
+                envelope = await run.turn.call("fake_echo", {"n": n})
+                assert envelope.ok, envelope
+                answered.append(n)
+            assert (await _health(run))["status"] == "degraded"
+            counts = await _metrics(run)
+            assert counts["mcp_supervisor_audit_rows_pending"] > 0
+            assert counts["mcp_supervisor_audit_rows_dropped_total"] == 0
+            filler.unlink()
+            space_back = time.monotonic()
+            await until(lambda: not run.sup.journal.degraded, 30)
+        assert time.monotonic() - space_back < 5, "writing resumes within seconds"
+        await rows_at_least(run, 41, 30)
+    with Store.open(state / "supervisor.db") as store:
+        rows = store.audit_rows(limit=1000)
+    assert len(rows) == 41 and all(r.outcome == "ok" for r in rows)
+    assert len({r.record for r in rows}) == 41
