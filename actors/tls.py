@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import attrs
 import httpx2
 
-from actors.transports.base import AuthRequired, TransportError
+from actors.transport_errors import AuthRequired, TransportError
 
 __all__ = [
     "PEM_MARK",

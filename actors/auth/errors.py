@@ -1,11 +1,11 @@
-"""The one way an OAuth step fails: :class:`~actors.transports.base.AuthRequired` with
+"""The one way an OAuth step fails: :class:`~actors.transport_errors.AuthRequired` with
 ``needs_login``, which parks the server in the ``needs_auth`` condition instead of a
 retry loop. Texts name the server and the step, never a token."""
 
 from __future__ import annotations
 
 from actors.log_events import get_logger
-from actors.transports.base import AuthRequired
+from actors.transport_errors import AuthRequired
 
 _log = get_logger("actors.auth")
 

@@ -58,8 +58,9 @@ from actors.auth.records import AuthRecord, Client, Tokens
 from actors.auth.settings import HEADLESS_FLOWS, OAuthSettings
 from actors.auth.vault import TokenVault
 from actors.log_events import get_logger
+from actors.protocol.http_framing import USER_AGENT
 from actors.redaction import safe_url
-from actors.transports.base import USER_AGENT, AuthRequired
+from actors.transport_errors import AuthRequired
 
 _log = get_logger("actors.auth")
 

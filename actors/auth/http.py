@@ -2,7 +2,7 @@
 
 An authorization server is as untrusted as any other peer: an answer past
 ``MAX_METADATA_BYTES`` is not read further, redirects are not followed, a 5xx or a
-failed connection is a :class:`~actors.transports.base.TransportClosed` (the
+failed connection is a :class:`~actors.transport_errors.TransportClosed` (the
 connection retries later), and a refusal names at most the server's ``error`` code.
 The requests go through httpx2, the client the transports already use (authlib's own
 async client is tied to httpx). A server with a ``tls`` block (mutual TLS) reaches its
@@ -21,9 +21,10 @@ import orjson
 
 from actors.auth.dpop import NONCE_ERROR, DPoPSigner
 from actors.auth.errors import auth_failed
+from actors.protocol.http_framing import USER_AGENT
 from actors.redaction import safe_url
 from actors.tls import ClientTls, server_context, tls_refusal
-from actors.transports.base import USER_AGENT, TransportClosed
+from actors.transport_errors import TransportClosed
 
 MAX_METADATA_BYTES = 256 * 1024  # any answer of an authorization server (metadata, tokens)
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")

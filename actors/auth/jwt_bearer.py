@@ -22,7 +22,7 @@ import trio
 
 from actors.auth.errors import auth_failed
 from actors.auth.settings import OAuthSettings
-from actors.transports.base import AuthRequired
+from actors.transport_errors import AuthRequired
 
 MAX_ASSERTION_BYTES = 64 * 1024  # platform tokens are a few KiB
 

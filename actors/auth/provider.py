@@ -12,7 +12,7 @@ remote connector across reconnects) and gives the HTTP transport three things:
 - :meth:`unauthorized` / :meth:`insufficient_scope` — a 401 or a 403
   ``insufficient_scope`` came back: refresh (or run the whole flow: discovery,
   registration, authorization, token), so the caller can retry **once**; when nothing
-  can help, raise :class:`~actors.transports.base.AuthRequired` with ``needs_login``,
+  can help, raise :class:`~actors.transport_errors.AuthRequired` with ``needs_login``,
   which parks the server in the ``needs_auth`` condition instead of a retry loop.
 
 This module decides *when* (one lock per server, so concurrent 401s renew once; the

@@ -91,7 +91,8 @@ from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import ServerFeatures
 from actors.redaction import Redactor
 from actors.spec import ServerSpec, Start
-from actors.transports.base import AuthRequired, Connector, TransportError
+from actors.transport_errors import AuthRequired, TransportError
+from actors.transports.base import Connector
 
 __all__ = ["ConnectionActor", "Crashed", "ServerRequestHandler"]
 

@@ -48,7 +48,8 @@ from actors.protocol.session import (
 )
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import AuthRequired, Transport, TransportClosed, TransportError
+from actors.transport_errors import AuthRequired, TransportClosed, TransportError
+from actors.transports.base import Transport
 
 log = get_logger("actors.connection")
 

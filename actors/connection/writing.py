@@ -24,7 +24,8 @@ import trio
 from actors.protocol.errors import Unencodable
 from actors.protocol.messages import Message
 from actors.protocol.session import ClientSession
-from actors.transports.base import Transport, TransportError
+from actors.transport_errors import TransportError
+from actors.transports.base import Transport
 
 
 class WritePath:

@@ -17,6 +17,8 @@ from actors.protocol.jsonrpc import decode_json, encode_json
 from actors.protocol.messages import META_PROTOCOL_VERSION, Message, Request
 from actors.protocol.sse import ServerSentEvent
 
+USER_AGENT = "trio-mcp-supervisor"  # how we name ourselves to remote servers and OAuth servers
+
 
 def encode_body(message: Message) -> bytes:
     """A message as the body of a POST; Unencodable if JSON cannot carry it."""

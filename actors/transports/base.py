@@ -1,20 +1,12 @@
-"""The transport contract and the transport error tree.
+"""The transport contract.
 
 A transport moves JSON-RPC messages (the frozen classes of
 ``actors/protocol/messages.py``) between a connection actor and one MCP server. It
 owns the framing: it turns the wire's frames into messages and back with a pure codec
 (``actors/protocol/ndjson.py`` for stdio, ``http_framing.py`` for HTTP), decoding
-each frame once. A frame that does
-not decode is the codec's ProtocolError, which ends the connection. Low-level errors
-(OSError, trio's resource errors, a process exit) are mapped here, at the edge, into
-this tree and nowhere else:
-
-    TransportError                 the connection is unusable; the actor goes to backoff
-    ├── SpawnError                 a local server could not be started (command missing, cwd, exec)
-    ├── TransportClosed            the peer went away (EOF, broken pipe, process exited)
-    └── AuthRequired               the server refused our credentials (HTTP 401/403)
-
-Messages are user-facing: they name the server and say what to do. How to add a
+each frame once. A frame that does not decode is the codec's ProtocolError, which
+ends the connection. Low-level errors (OSError, trio's resource errors, a process exit)
+are mapped at the edge into ``actors/transport_errors.py``'s tree. How to add a
 transport: "How to add a transport" in ``docs/architecture.md``.
 """
 
@@ -28,34 +20,6 @@ import attrs
 
 from actors.protocol.messages import Message
 from actors.spec import ServerSpec
-
-USER_AGENT = "trio-mcp-supervisor"  # how we name ourselves to remote servers and OAuth servers
-
-
-class TransportError(Exception):
-    """The connection to a server can no longer be used."""
-
-
-class SpawnError(TransportError):
-    """A local server could not be started."""
-
-
-class TransportClosed(TransportError):
-    """The server closed the connection or its process exited."""
-
-
-class AuthRequired(TransportError):
-    """The server refused our credentials (HTTP 401/403). The text starts
-    ``mcp server <name>: authentication failed`` and may add a ``detail`` for the
-    operator (never a header value or token); ``status`` keeps the HTTP code. Calls in
-    flight end ``auth_failed``. ``needs_login``: retrying will not help until someone
-    authorizes again (``mcp-supervisor auth login``) — the ``needs_auth`` condition."""
-
-    def __init__(self, server: str, status: int, *, detail: str = "", needs_login: bool = False) -> None:
-        text = f"mcp server {server}: authentication failed"
-        super().__init__(f"{text}: {detail}" if detail else text)
-        self.status = status
-        self.needs_login = needs_login
 
 
 @attrs.frozen(slots=True)

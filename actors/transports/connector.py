@@ -11,7 +11,8 @@ import trio
 
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import SpawnError, Transport
+from actors.transport_errors import SpawnError
+from actors.transports.base import Transport
 from actors.transports.raw_stdio import RawStdio
 from actors.transports.spawned import SpareSource, Spawned
 from actors.transports.stdio import StdioConnector, StdioTransport

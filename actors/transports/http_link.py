@@ -31,12 +31,13 @@ import trio
 from actors.auth.discovery import parse_challenge
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
+from actors.protocol.http_framing import USER_AGENT
 from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, ErrorResponse, Message, RequestId
 from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.spec import ServerSpec
 from actors.tls import hang_up_hint, server_context, tls_refusal
-from actors.transports.base import USER_AGENT, AuthRequired, TransportClosed, TransportError
+from actors.transport_errors import AuthRequired, TransportClosed, TransportError
 from actors.transports.http_status import Next
 
 if TYPE_CHECKING:

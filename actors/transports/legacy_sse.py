@@ -25,7 +25,7 @@ from actors.protocol.http_framing import decode_event, encode_body
 from actors.protocol.messages import Message, Request
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import safe_url
-from actors.transports.base import AuthRequired, TransportClosed, TransportError
+from actors.transport_errors import AuthRequired, TransportClosed, TransportError
 from actors.transports.http_link import (
     ACCEPT_SSE,
     RemoteLink,

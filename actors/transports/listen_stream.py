@@ -32,7 +32,7 @@ from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
-from actors.transports.base import TransportClosed, TransportError
+from actors.transport_errors import TransportClosed, TransportError
 from actors.transports.http_link import RemoteLink, Unreachable, content_type
 from actors.transports.http_status import GetNext, decide_get, reconnect_delay, reopen_at_once
 

@@ -18,7 +18,7 @@ import trio
 from actors.protocol.ndjson import LineSplitter
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import TransportClosed
+from actors.transport_errors import TransportClosed
 from actors.transports.stdio import _IO_ERRORS, StdioTransport
 
 

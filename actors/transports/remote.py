@@ -27,7 +27,8 @@ from actors.log_events import get_logger
 from actors.protocol.messages import Message
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import Connector, Transport, TransportError
+from actors.transport_errors import TransportError
+from actors.transports.base import Connector, Transport
 from actors.transports.http_link import TRANSPORT_CHOICES, FallBack, Inbox, RemoteLink, new_client
 from actors.transports.legacy_sse import LegacySseTransport
 from actors.transports.streamable_http import StreamableHttpTransport

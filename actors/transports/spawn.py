@@ -44,7 +44,7 @@ import trio
 
 from actors.log_events import get_logger
 from actors.spec import ServerSpec
-from actors.transports.base import SpawnError
+from actors.transport_errors import SpawnError
 from actors.transports.escapees import MARKER_ENV
 
 _log = get_logger("actors.transports.stdio")

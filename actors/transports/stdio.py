@@ -43,7 +43,8 @@ from actors.protocol.messages import Message
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import Abilities, Connector, SpawnError, Transport, TransportClosed
+from actors.transport_errors import SpawnError, TransportClosed
+from actors.transports.base import Abilities, Connector, Transport
 from actors.transports.pipes import WriterGone, read_some
 from actors.transports.spawned import SpareSource, Spawned, spawn_server
 from actors.transports.stderr_tail import StderrTail

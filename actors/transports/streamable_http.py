@@ -57,7 +57,7 @@ from actors.protocol.http_framing import decode_body, decode_event, encode_body,
 from actors.protocol.messages import UNTIED, ErrorResponse, Message, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
-from actors.transports.base import TransportClosed, TransportError
+from actors.transport_errors import TransportClosed, TransportError
 from actors.transports.http_link import (
     ACCEPT_POST,
     ACCEPT_SSE,

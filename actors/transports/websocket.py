@@ -51,7 +51,8 @@ from actors.protocol.messages import Message
 from actors.protocol.ndjson import DEFAULT_MAX_LINE_BYTES
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import AuthRequired, Connector, Transport, TransportClosed, TransportError
+from actors.transport_errors import AuthRequired, TransportClosed, TransportError
+from actors.transports.base import Connector, Transport
 
 _log = get_logger("actors.transports.websocket")
 

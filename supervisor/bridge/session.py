@@ -32,7 +32,7 @@ from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import FrameId
 from actors.protocol.errors import FramingError
 from actors.spec import ServerSpec
-from actors.transports.base import SpawnError, TransportClosed
+from actors.transport_errors import SpawnError, TransportClosed
 from actors.transports.raw_stdio import RawStdio
 from supervisor.bridge.hub import BridgeSession
 from supervisor.bridge.stdin_feed import SERVER_NOT_READING, StdinFeed

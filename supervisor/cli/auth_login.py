@@ -31,7 +31,7 @@ from actors.protocol.messages import LATEST_PROTOCOL_VERSION
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
 from actors.tls import tls_refusal
-from actors.transports.base import TransportError
+from actors.transport_errors import TransportError
 from supervisor.cli.client import TOKEN_ENV_VAR, AdminClient, ClientError, Unreachable
 from supervisor.runtime.state_dir import open_store, resolve_state_dir
 from supervisor.settings.model import Config

@@ -50,7 +50,8 @@ import trio
 from actors.connection.schedule import ReconnectSchedule
 from actors.log_events import get_logger
 from actors.spec import Scope, ServerSpec
-from actors.transports.base import Connector, SpawnError, Transport
+from actors.transport_errors import SpawnError
+from actors.transports.base import Connector, Transport
 from actors.transports.connector import TransportConnector
 from actors.transports.spawned import SpareSource, Spawned
 from supervisor.runtime.lifetimes import lifetime

@@ -30,7 +30,7 @@ from actors.auth.http import AuthServerHttp, tls_transport
 from actors.router.catalog import ServerView
 from actors.spec import ServerSpec, Start
 from actors.tls import ClientTls
-from actors.transports.base import AuthRequired, TransportClosed
+from actors.transport_errors import AuthRequired, TransportClosed
 from actors.transports.remote import RemoteConnector
 from supervisor.cli.auth_login import login
 from supervisor.service import Supervisor

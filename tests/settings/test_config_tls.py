@@ -13,7 +13,7 @@ import pytest
 
 from actors.spec import ServerSpec
 from actors.tls import ClientTls, TlsProblem
-from actors.transports.base import TransportError
+from actors.transport_errors import TransportError
 from actors.transports.http_link import new_client
 from supervisor.settings.loader import ConfigError, describe_config, load_config
 from tests.settings.test_config_loader import fail, load

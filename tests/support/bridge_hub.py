@@ -23,7 +23,8 @@ from actors.protocol import bridge_envelope as env
 from actors.protocol.jsonrpc import parse_message, to_wire
 from actors.protocol.messages import Message
 from actors.spec import ServerSpec
-from actors.transports.base import Connector, TransportError
+from actors.transport_errors import TransportError
+from actors.transports.base import Connector
 
 Backends = Mapping[str, tuple[Connector, ServerSpec]]
 

@@ -28,7 +28,8 @@ from actors.protocol.messages import (
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.ndjson import encode_line as encode
 from actors.spec import ServerSpec
-from actors.transports.base import SpawnError, Transport, TransportClosed
+from actors.transport_errors import SpawnError, TransportClosed
+from actors.transports.base import Transport
 
 CallHandler = Callable[["FakeSession", Request], Awaitable[dict[str, Any] | None]]
 Answerer = Callable[[Request], "dict[str, Any] | ErrorObject | None"]

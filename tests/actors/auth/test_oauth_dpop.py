@@ -23,7 +23,7 @@ from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
 from actors.auth.records import AuthRecord
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import AuthRequired
+from actors.transport_errors import AuthRequired
 from actors.transports.http_link import Inbox, RemoteLink
 from tests.actors.auth.test_oauth_provider import AS, MCP, discovery
 

@@ -30,7 +30,7 @@ from actors.auth.discovery import (
     same_issuer,
 )
 from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
-from actors.transports.base import AuthRequired
+from actors.transport_errors import AuthRequired
 
 MCP = "https://mcp.example/mcp"
 PRM = "https://mcp.example/.well-known/oauth-protected-resource/mcp"

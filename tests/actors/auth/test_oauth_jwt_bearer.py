@@ -15,7 +15,7 @@ import pytest
 
 from actors.auth.flows import JWT_BEARER_GRANT
 from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
-from actors.transports.base import AuthRequired
+from actors.transport_errors import AuthRequired
 from supervisor.cli.conformance_client import CLIENT_METADATA_URL, oauth_settings
 from tests.actors.auth.test_oauth_provider import AS, MCP, discovery
 

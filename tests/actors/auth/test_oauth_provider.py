@@ -15,7 +15,7 @@ from actors.auth.flows import ID_JAG_TYPE, ID_TOKEN_TYPE, JWT_BEARER_GRANT, TOKE
 from actors.auth.http import MAX_METADATA_BYTES
 from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
 from actors.log_events import event_name
-from actors.transports.base import AuthRequired
+from actors.transport_errors import AuthRequired
 
 MCP = "https://mcp.example/mcp"
 AS = "https://as.example"

@@ -19,7 +19,7 @@ from actors.protocol.messages import ErrorObject, ErrorResponse, Notification, R
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.spec import ServerSpec
-from actors.transports.base import TransportClosed, TransportError
+from actors.transport_errors import TransportClosed, TransportError
 from actors.transports.http_link import (
     Inbox,
     RemoteLink,

@@ -13,7 +13,7 @@ import trio
 
 from actors.connection.states import State
 from actors.spec import ServerSpec, Start
-from actors.transports.base import SpawnError
+from actors.transport_errors import SpawnError
 from actors.transports.stdio import open_stdio_transport
 from supervisor import Supervisor
 from supervisor.settings.model import Config

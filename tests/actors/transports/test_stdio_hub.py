@@ -14,7 +14,7 @@ import trio.testing
 from actors.protocol.messages import Notification
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
-from actors.transports.base import SpawnError
+from actors.transport_errors import SpawnError
 from actors.transports.connector import TransportConnector
 from actors.transports.stdio import open_stdio_transport
 from actors.transports.stdio_hub import StdioHub

@@ -25,7 +25,7 @@ from actors.protocol.errors import FramingError
 from actors.protocol.jsonrpc import parse_message, to_wire
 from actors.protocol.messages import Message, Notification
 from actors.spec import ServerSpec
-from actors.transports.base import SpawnError, TransportClosed
+from actors.transport_errors import SpawnError, TransportClosed
 from actors.transports.pidfiles import (
     pids_dir,
     read_pidfile,
