@@ -21,26 +21,24 @@ from typing import TYPE_CHECKING, Any
 from quart import g, has_request_context, has_websocket_context, request, websocket
 from quart_trio import QuartTrio
 from quart_trio.wrappers import TrioRequest, TrioResponse
-from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing.exceptions import WebsocketMismatch
 
 from actors.log_events import get_logger
 from actors.redaction import Redactor
-from supervisor.admin.bodies import MAX_BODY_BYTES, ApiError, forbidden
-from supervisor.admin.caller import client_is_loopback, request_target
+from supervisor.admin.bodies import MAX_BODY_BYTES
 from supervisor.admin.handlers import AdminApi, json_response
 from supervisor.admin.hosted import HostedSessions
-from supervisor.admin.openapi import ROUTES
 from supervisor.admin.sse import EventFeeds
-from supervisor.admin.views import SecretScrubber
 from supervisor.bridge.hub import BridgeHub
 from supervisor.gateway.eras import NewEraHandler
 from supervisor.gateway.http_front import MCP_PATH, refusal_response
 from supervisor.gateway.http_rules import HttpRefusal
 from supervisor.gateway.http_sessions import GatewaySessions
-from supervisor.web.auth import Denial, check_request
-from supervisor.web.roles import Action, Principal, authorize
+from supervisor.web.errors import INTERNAL_ERROR, ApiError, code_of, log_internal_error
+from supervisor.web.guard import Guard
+from supervisor.web.routes import ROUTES
+from supervisor.web.scrubber import SecretScrubber
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -50,23 +48,9 @@ log = get_logger("supervisor.admin")
 EXTENSION = "mcp_supervisor_admin"
 BODY_TIMEOUT_S = 30
 
-_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    408: "request_timeout",
-    413: "too_large",
-    415: "unsupported_media_type",
-    429: "too_many_requests",
-}
 MCP_REFUSAL = -32600
 """The JSON-RPC error code of an HTTP refusal on ``/mcp`` (its ``data.code`` is the
 admin API's error code: ``unauthorized``, ``forbidden``…)."""
-_PUBLIC = frozenset(route.operation for route in ROUTES if route.public)
-# endpoint → the action it needs; the guard's one source of what a route requires.
-ROUTE_ACTIONS: Mapping[str, Action] = {route.operation: route.action for route in ROUTES}
 
 
 class _Request(TrioRequest):
@@ -104,12 +88,17 @@ def create_app(
     config = supervisor.config
     scrubber = SecretScrubber(config.secrets)
     feeds = EventFeeds(supervisor.events)
-    api = AdminApi(supervisor, hosted, feeds, scrubber, Redactor(config.secrets))
+    api = AdminApi(
+        supervisor,
+        hosted,
+        feeds,
+        Guard(lambda: supervisor.config, bind_is_loopback=bind_is_loopback, scrubber=scrubber),
+        Redactor(config.secrets),
+    )
     api.gateway = gateway if gateway is not None else GatewaySessions(supervisor)
     api.gateway.scrub = scrubber.scrub
     api.new_era = new_era
     api.bridge_hub = bridge if bridge is not None else BridgeHub(supervisor)
-    api.bind_is_loopback = bind_is_loopback
     app.extensions[EXTENSION] = api
 
     for route in ROUTES:
@@ -123,8 +112,8 @@ def create_app(
         )
 
     @app.before_request
-    async def guard() -> TrioResponse | None:
-        verdict = guard_verdict(api, request.headers, request.scope, request.endpoint)
+    async def guard_request() -> TrioResponse | None:
+        verdict = api.guard.verdict(request.headers, request.scope, request.endpoint)
         if isinstance(verdict, ApiError):
             return _refusal(verdict)
         g.principal = verdict
@@ -147,7 +136,7 @@ def create_app(
         headers: dict[str, str] = {}
         if isinstance(error, MethodNotAllowed) and error.valid_methods:
             headers["Allow"] = ", ".join(sorted(set(error.valid_methods) - {"HEAD", "OPTIONS"}))
-        code = _CODES.get(status, "server_error" if status >= 500 else "bad_request")
+        code = code_of(status)
         message = error.description or error.name
         if isinstance(error, WebsocketMismatch):  # a plain GET of /v1/bridge
             status, code, message = (
@@ -173,32 +162,6 @@ def _path() -> str:
     return websocket.path if has_websocket_context() else ""
 
 
-def guard_verdict(
-    api: AdminApi, headers: Headers, scope: Mapping[str, Any], endpoint: str | None
-) -> Principal | ApiError | None:
-    """The guard's word on one request: who it speaks for (None: anonymous, on a
-    public route), or the refusal. ``endpoint`` None: no route matched (routing then
-    answers 404 or 405). Quart's ``before_request`` and the lean ``POST /mcp`` path
-    (``fast_mcp.py``) both ask here."""
-    verdict = check_request(
-        public=endpoint in _PUBLIC,
-        hosts=headers.getlist("Host"),
-        origins=headers.getlist("Origin"),
-        authorizations=headers.getlist("Authorization"),
-        tokens=api.tokens(),  # the running config's: a reload changes them
-        bind_is_loopback=api.bind_is_loopback,
-        target=request_target(scope),
-        client_is_loopback=client_is_loopback(scope),
-    )
-    if isinstance(verdict, Denial):
-        return ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
-    if endpoint is not None:
-        refused = role_refusal(verdict.principal, endpoint)
-        if refused is not None:
-            return refused
-    return verdict.principal
-
-
 def mcp_refusal(error: ApiError, scrubber: SecretScrubber) -> TrioResponse:
     """A refusal on ``/mcp``: a JSON-RPC error object (its ``data.code`` the admin
     API's error code), with the error's headers (``WWW-Authenticate``)."""
@@ -212,20 +175,8 @@ def mcp_refusal(error: ApiError, scrubber: SecretScrubber) -> TrioResponse:
 
 def internal_error(path: str, scrubber: SecretScrubber) -> TrioResponse:
     """The last-resort 500: a generic message; the traceback goes to the (redacted) log."""
-    log.exception("admin api request failed", extra={"fields": {"path": path}})
-    body = {"error": {"code": "internal", "message": "internal error; see the supervisor log"}}
-    return json_response(body, scrubber, 500)
-
-
-def role_refusal(principal: Principal | None, endpoint: str) -> ApiError | None:
-    """The 403 for a principal whose role may not call ``endpoint`` (anonymous callers
-    reach only public routes, which the token gate already ensured)."""
-    action = ROUTE_ACTIONS.get(endpoint)
-    if principal is None:
-        return None if action is Action.PUBLIC else ApiError(403, "forbidden", f"{endpoint} is not public")
-    if authorize(principal, action):
-        return None
-    return forbidden(principal, action, endpoint)
+    log_internal_error(path)
+    return json_response(INTERNAL_ERROR, scrubber, 500)
 
 
 def admin_api(app: QuartTrio) -> AdminApi:

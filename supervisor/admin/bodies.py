@@ -1,9 +1,9 @@
-"""Request bodies and API errors: everything a client can get wrong ends as a 4xx.
+"""Request bodies of the admin API: everything a client can get wrong ends as a 4xx.
 
-``ApiError`` carries a status, a stable lower-snake-case code and a message; the app
-turns it (and werkzeug's HTTP errors) into ``{"error": {"code", "message"}}``. Body
-readers name the offending field (``$.host_tools: must be an integer >= 0``), so a
-client can fix its request without reading our source.
+Each problem is an ``ApiError`` (``supervisor/web/errors.py``), which the app turns into
+``{"error": {"code", "message"}}``. Body readers name the offending field
+(``$.host_tools: must be an integer >= 0``), so a client can fix its request without
+reading our source.
 """
 
 from __future__ import annotations
@@ -14,33 +14,10 @@ from typing import Any
 
 import orjson
 
-from supervisor.web.roles import Action, Principal, allowed_roles, denial_message
+from supervisor.web.errors import ApiError
 
 MAX_BODY_BYTES = 1 << 20
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
-
-
-class ApiError(Exception):
-    """An answer other than success, with its JSON error body."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        headers: Mapping[str, str] | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = dict(headers or {})
-        self.extra = dict(extra or {})  # more fields of "error" (a 403's "roles")
-
-    def body(self) -> dict[str, Any]:
-        """The JSON error body."""
-        return {"error": {"code": self.code, "message": self.message, **self.extra}}
 
 
 class MalformedJson(ApiError):
@@ -48,17 +25,6 @@ class MalformedJson(ApiError):
 
     def __init__(self, problem: object) -> None:
         super().__init__(400, "bad_request", f"malformed JSON: {problem}")
-
-
-def not_found(what: str) -> ApiError:
-    """404 for an object that does not exist *for this tenant*."""
-    return ApiError(404, "not_found", f"no {what}")
-
-
-def forbidden(principal: Principal, action: Action | None, what: str) -> ApiError:
-    """403 for a role that may not do ``action``, naming the roles that may."""
-    roles = [role.value for role in allowed_roles(action)]
-    return ApiError(403, "forbidden", denial_message(principal, action, what), extra={"roles": roles})
 
 
 def flag(query: Mapping[str, str], name: str) -> bool:

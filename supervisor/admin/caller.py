@@ -4,13 +4,11 @@ Shared by every handler module (``handlers.py``, ``surface_handlers.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from quart import g, request
 
 from supervisor.admin import bodies
-from supervisor.settings.net import is_loopback_host
 from supervisor.web.roles import Principal
 
 
@@ -40,19 +38,3 @@ async def raw_body() -> bytes:
 async def body(*, optional: bool = False) -> dict[str, Any]:
     """The request body as a JSON object (400 naming the problem otherwise)."""
     return bodies.parse_object(await raw_body(), optional=optional)
-
-
-def client_is_loopback(scope: Mapping[str, Any]) -> bool:
-    """Whether the peer's address is loopback (an ASGI scope may not say: then not)."""
-    client = scope.get("client")
-    return isinstance(client, list | tuple) and bool(client) and is_loopback_host(str(client[0]))
-
-
-def request_target(scope: Mapping[str, Any]) -> str:
-    """The request target as the client sent it, without the query: Hypercorn puts it
-    in ``raw_path`` as is (``http://host/path`` for the absolute form), while ``path``
-    is what Quart routes on, the authority already dropped."""
-    raw = scope.get("raw_path")
-    if isinstance(raw, bytes):
-        return raw.decode("latin-1")
-    return str(scope.get("path", "/"))

@@ -8,7 +8,7 @@ request handling at 38% of the samples, against 11% for the gateway itself.
 ``LeanMcp`` is an ASGI app around the Quart app that serves ``POST /mcp`` itself and
 passes every other request (and the lifespan, and WebSockets) to Quart unchanged.
 
-Nothing is decided twice. The guard is the app's (``app.guard_verdict``: Host and
+Nothing is decided twice. The guard is the app's (``web/guard.py``: Host and
 request target, Origin, token, the role of ``mcp_post``), its refusals are the app's
 (``app.mcp_refusal``), the handler is the gateway's (``GatewayHandlers.mcp_post_of``,
 which reads the body against ``gateway.max_message_bytes``), and the response is the
@@ -33,9 +33,9 @@ from quart_trio.wrappers.request import TrioBody
 from werkzeug.datastructures import Headers
 from werkzeug.sansio.utils import get_content_length
 
-from supervisor.admin.app import admin_api, guard_verdict, internal_error, mcp_refusal
-from supervisor.admin.bodies import ApiError
+from supervisor.admin.app import admin_api, internal_error, mcp_refusal
 from supervisor.gateway.http_front import MCP_PATH, McpPost
+from supervisor.web.errors import ApiError
 
 if TYPE_CHECKING:
     from quart_trio.wrappers import TrioResponse
@@ -74,7 +74,7 @@ class LeanMcp:
         headers = Headers(
             [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
         )
-        verdict = guard_verdict(api, headers, scope, POST_ENDPOINT)
+        verdict = api.guard.verdict(headers, scope, POST_ENDPOINT)
         if isinstance(verdict, ApiError):
             await self._send(send, mcp_refusal(verdict, api.scrubber))
             return

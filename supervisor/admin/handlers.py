@@ -26,19 +26,17 @@ from actors.connection.messages import Control
 from actors.redaction import Redactor
 from actors.spec import Scope, ServerSpec
 from supervisor.admin import bodies
-from supervisor.admin.bodies import ApiError, not_found
 from supervisor.admin.caller import body as _body
 from supervisor.admin.caller import principal as _principal
 from supervisor.admin.caller import raw_body as _raw_body
 from supervisor.admin.caller import scope as _scope
 from supervisor.admin.caller import tenant as _tenant
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
-from supervisor.admin.openapi import JSON, METRICS, SSE, document
+from supervisor.admin.openapi import document
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.surface_handlers import SurfaceHandlers
 from supervisor.admin.views import (
     Clock,
-    SecretScrubber,
     approval_item,
     server_detail,
     server_summary,
@@ -55,7 +53,11 @@ from supervisor.sessions.approvals import Approval
 from supervisor.sessions.session import Session
 from supervisor.settings.loader import ConfigError
 from supervisor.web.auth import TokenBook
+from supervisor.web.errors import ApiError, forbidden, not_found
+from supervisor.web.guard import Guard
 from supervisor.web.roles import Action, authorize
+from supervisor.web.routes import JSON, METRICS, SSE
+from supervisor.web.scrubber import SecretScrubber
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -124,16 +126,16 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
         supervisor: Supervisor,
         hosted: HostedSessions,
         feeds: EventFeeds,
-        scrubber: SecretScrubber,
+        guard: Guard,
         redactor: Redactor,
     ) -> None:
         self.supervisor = supervisor
         self.hosted = hosted
         self.feeds = feeds
-        self.scrubber = scrubber
+        self.guard = guard
+        self.scrubber = guard.scrubber
         self.redactor = redactor
-        self._config = supervisor.config
-        self._tokens = TokenBook(self._config.admin.tokens)
+        self._config = guard.config
         self._document = orjson.dumps(document())
         self._in_flight: set[tuple[str, str]] = set()  # (tenant, request id)
         self._streamed: set[StreamedCall] = set()
@@ -142,13 +144,12 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
         """The admin tokens of the config running now. When a reload (by any way in)
         changed it, its tokens replace the old ones and its secrets are masked from then
         on; one identity check per request notices."""
-        config = self.supervisor.config
+        tokens = self.guard.tokens()
+        config = self.guard.config
         if config is not self._config:
             self._config = config
-            self._tokens = TokenBook(config.admin.tokens)
-            self.scrubber.learn(config.secrets)
             self.redactor = self.redactor.with_secrets(config.secrets)
-        return self._tokens
+        return tokens
 
     def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
         return json_response(data, self.scrubber, status, headers)
@@ -252,7 +253,7 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
     async def list_tools(self) -> TrioResponse:
         full = bodies.flag(request.args, "full")
         if full and not authorize(_principal(), Action.FULL_DESCRIPTIONS):
-            raise bodies.forbidden(_principal(), Action.FULL_DESCRIPTIONS, "list_tools with full=1")
+            raise forbidden(_principal(), Action.FULL_DESCRIPTIONS, "list_tools with full=1")
         catalog = self.supervisor.router.cell.current
         return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog, full=full)})
 

@@ -23,7 +23,7 @@ import orjson
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.protocol.h11 import H11Protocol
 
-from supervisor.admin.openapi import JSON
+from supervisor.web.routes import JSON
 
 _MARK = "_mcp_supervisor_json_refusals"
 _REFUSALS = {

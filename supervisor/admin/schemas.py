@@ -355,3 +355,35 @@ SCHEMAS: dict[str, Any] = {
     },
     "Subscription": {"type": "object", "required": ["uri"], "properties": {"uri": STR, "server": STR}},
 }
+
+
+def _list_of(key: str, required: tuple[str, ...], **properties: Any) -> dict[str, Any]:
+    item = {"type": "object", "required": list(required), "properties": properties}
+    return {"type": "object", "required": [key], "properties": {key: {"type": "array", "items": item}}}
+
+
+BRIDGE_SCHEMAS: dict[str, Any] = {  # the WebSocket bridge's listings
+    "BridgeSessionList": _list_of(
+        "sessions",
+        ("session_id", "server", "tenant", "peer", "client", "age_s", "messages_in", "messages_out", "state"),
+        session_id=STR,
+        server=STR,
+        tenant=STR,
+        peer={"type": "string", "description": "Who runs the process: 'local' (this hub)."},
+        client={"type": "string", "description": "The client's address (host:port)."},
+        age_s={"type": "number"},
+        messages_in={**_INT, "description": "Messages from the client to the server."},
+        messages_out={**_INT, "description": "Messages from the server to the client."},
+        pid={"type": ["integer", "null"]},
+        state={"enum": ["starting", "open", "closing"]},
+    ),
+    "BridgePeerList": _list_of(
+        "peers",
+        ("peer", "tenant", "servers", "sessions", "age_s"),
+        peer=STR,
+        tenant=STR,
+        servers={"type": "array", "items": STR},
+        sessions=_INT,
+        age_s={"type": "number"},
+    ),
+}

@@ -19,8 +19,8 @@ from quart_trio.wrappers import TrioResponse
 
 from actors.router.envelope import Envelope
 from supervisor.admin import bodies
-from supervisor.admin.bodies import ApiError
 from supervisor.admin.caller import body
+from supervisor.web.errors import ApiError
 
 if TYPE_CHECKING:
     from supervisor.calls.turns import Turn

@@ -15,9 +15,7 @@ mangle ordinary tool output such as ``"max_tokens": 5``.
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -25,47 +23,11 @@ import trio
 
 from actors.connection.messages import ConnectionStatus
 from actors.protocol.session import ProgressReceived
-from actors.redaction import MASK, MIN_SECRET_LEN, Redactor
+from actors.redaction import Redactor
 from actors.router.catalog import Catalog, ServerView
 from actors.spec import ServerSpec
 from supervisor.sessions.approvals import ApprovalRequest
 from supervisor.sessions.session import Session
-
-
-class SecretScrubber:
-    """Masks known secret values in every string (keys included) of a JSON value."""
-
-    __slots__ = ("_pattern", "_secrets")
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets: frozenset[str] = frozenset()
-        self._pattern: re.Pattern[str] | None = None
-        self.learn(secrets)
-
-    def learn(self, secrets: Iterable[str]) -> None:
-        """Mask ``secrets`` too (a config reload brought them; the old stay masked)."""
-        self._secrets |= {s for s in secrets if len(s) >= MIN_SECRET_LEN}
-        kept = sorted(self._secrets, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, kept))) if kept else None
-
-    def text(self, value: str) -> str:
-        """``value`` with every known secret replaced by ``***``."""
-        return value if self._pattern is None else self._pattern.sub(MASK, value)
-
-    def scrub(self, value: Any) -> Any:
-        """A copy of a JSON-ready value with every string scrubbed."""
-        if self._pattern is None:
-            return value
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, Mapping):
-            return {self.text(str(k)): self.scrub(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.scrub(item) for item in value]
-        return value
-
-    def __repr__(self) -> str:
-        return "SecretScrubber(<hidden>)"
 
 
 @attrs.frozen(slots=True)

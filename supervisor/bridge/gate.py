@@ -22,8 +22,8 @@ from typing import Any
 
 import attrs
 
-from supervisor.admin.caller import client_is_loopback, request_target
 from supervisor.web.auth import Denial, TokenBook, check_request, origin_is_loopback
+from supervisor.web.guard import client_is_loopback, request_target
 from supervisor.web.roles import Action, Principal, authorize, denial_message
 
 SUBPROTOCOL = "mcp-supervisor.bridge.v1"

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 from quart import websocket
 from quart_trio.wrappers import TrioResponse
 
-from supervisor.admin.bodies import ApiError
 from supervisor.admin.caller import scope as _scope
 from supervisor.bridge.gate import Admit, admit_scope, client_address
 from supervisor.bridge.hub import BridgeHub
 from supervisor.bridge.link import BridgeLink
 from supervisor.web.auth import Denial, TokenBook
+from supervisor.web.errors import ApiError
+from supervisor.web.guard import Guard
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,7 +32,7 @@ class BridgeHandlers:
 
     supervisor: Supervisor
     bridge_hub: BridgeHub
-    bind_is_loopback: bool
+    guard: Guard
 
     def tokens(self) -> TokenBook:
         raise NotImplementedError  # AdminApi's
@@ -46,7 +47,7 @@ class BridgeHandlers:
             scope,
             tokens=tokens,
             allowed_origins=self.supervisor.config.bridge.allowed_origins,
-            bind_is_loopback=self.bind_is_loopback,
+            bind_is_loopback=self.guard.bind_is_loopback,
         )
 
     def bridge_refusal(self, denial: Denial) -> TrioResponse:

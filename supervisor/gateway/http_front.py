@@ -44,7 +44,6 @@ from werkzeug.http import parse_accept_header
 
 from supervisor.admin.caller import scope as _scope
 from supervisor.admin.caller import tenant as _tenant
-from supervisor.admin.openapi import JSON, SSE
 from supervisor.gateway.eras import NewEraHandler, is_new_era
 from supervisor.gateway.http_rules import (
     HttpRefusal,
@@ -65,10 +64,11 @@ from supervisor.gateway.http_sessions import (
 from supervisor.gateway.param_check import param_headers_of
 from supervisor.gateway.sse_events import EventStream, StreamOutlet, parse_event_id
 from supervisor.gateway.stateless import header_refusal, http_status
+from supervisor.web.routes import JSON, SSE
 
 if TYPE_CHECKING:
-    from supervisor.admin.views import SecretScrubber
     from supervisor.service import Supervisor
+    from supervisor.web.scrubber import SecretScrubber
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "Mcp-Session-Id"

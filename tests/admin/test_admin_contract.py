@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 
 from supervisor.admin.app import create_app, routes_served
 from supervisor.admin.hosted import HostedSessions
-from supervisor.admin.openapi import ROUTES, Route, document
+from supervisor.admin.openapi import document
 from supervisor.service import Supervisor
+from supervisor.web.routes import ROUTES, Route
 from tests.support.admin import (
     ALICE,
     BOB,

@@ -19,15 +19,17 @@ import pytest
 import trio
 
 from actors.spec import ServerSpec
-from supervisor.admin.app import ROUTE_ACTIONS, create_app, routes_served
+from supervisor.admin.app import create_app, routes_served
 from supervisor.admin.hosted import HostedSessions
-from supervisor.admin.openapi import ROUTES, document
+from supervisor.admin.openapi import document
 from supervisor.calls.requests import RequestRegistry
 from supervisor.cli import main as cli
 from supervisor.cli.auth_login import _tell_service
 from supervisor.service import Supervisor
 from supervisor.settings.model import Config, Role, TokenGrant
+from supervisor.web.guard import ROUTE_ACTIONS
 from supervisor.web.roles import Action, Principal, allowed_roles, authorize, denial_message
+from supervisor.web.routes import ROUTES
 from tests.support.admin import (
     ALICE,
     BOB,

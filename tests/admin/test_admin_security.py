@@ -28,10 +28,10 @@ import trio
 
 from actors.redaction import Redactor
 from supervisor.admin import AdminBindError, serve_admin
-from supervisor.admin.openapi import ROUTES
 from supervisor.runtime.logs import StructuredFormatter
 from supervisor.service import Supervisor
 from supervisor.settings.loader import CONFIG_ENV_VAR, load_config
+from supervisor.web.routes import ROUTES
 from tests.support.admin import (
     ALICE,
     BOB,

@@ -20,7 +20,7 @@ from actors.router.catalog import ServerView, Transition
 from actors.router.envelope import Envelope, success
 from actors.spec import ServerSpec
 from supervisor.admin.sse import EventFeeds, StreamedCall, visible_to
-from supervisor.admin.views import Clock, SecretScrubber, server_detail, server_summary
+from supervisor.admin.views import Clock, server_detail, server_summary
 from supervisor.settings.model import Role, TokenGrant
 from supervisor.web.auth import (
     Admitted,
@@ -31,6 +31,7 @@ from supervisor.web.auth import (
     origin_is_loopback,
 )
 from supervisor.web.roles import LOOPBACK_OPERATOR, Principal
+from supervisor.web.scrubber import SecretScrubber
 
 ALICE = Principal("a", Role.TENANT)
 

@@ -29,9 +29,10 @@ import trio
 
 from actors.spec import ServerSpec, Start
 from supervisor.admin import serve_admin
-from supervisor.admin.openapi import ROUTES, document
+from supervisor.admin.openapi import document
 from supervisor.service import Supervisor
 from supervisor.settings.model import AdminSettings, Config, TokenGrant, TrustSettings
+from supervisor.web.routes import ROUTES
 from tests.support.paths import SERVERS
 
 MINI = str(SERVERS / "mini_server.py")
