@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import _report
-from _common import free_port
+from _common import code_env, free_port, worker
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -68,24 +68,6 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 # could write and does not: from a worker thread, and with os.write (the section is
 # skipped while this is empty).
 WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
-
-
-def worker(script: str, *args: Any, timeout: float = 900.0, root: Path = ROOT) -> dict[str, Any]:
-    """Run one worker in a fresh interpreter; its last stdout line is its JSON answer.
-    ``root``: another copy of the project (``--baseline``), whose code the worker runs."""
-    argv = [PY, str(root / "benchmarks" / script), *map(str, args)]
-    env = None if root == ROOT else {**os.environ, "PYTHONPATH": str(root)}
-    try:
-        done = subprocess.run(
-            argv, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:g} s: {shlex.join(argv[1:])}"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 
 def environment(argv: list[str]) -> dict[str, Any]:
@@ -141,7 +123,7 @@ def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[di
                 args.warmup,
                 *extra,
                 timeout=300,
-                root=root,
+                code=root,
             )
             results[client].append(result)
             _progress(f"calls rep {rep + 1}/{args.reps} {client}", result)
@@ -191,7 +173,7 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
                     *("--client", name, "--url", url, "--seq", seq, "--tput", tput, *era),
                     *("--warmup", warmup, "--inflight", HTTP_INFLIGHT),
                     timeout=300,
-                    root=root,
+                    code=root,
                 )
                 results[label].append(result)
                 _progress(f"http rep {rep + 1} {label}", result)
@@ -207,7 +189,7 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_import(runs: int, baseline: str | None = None) -> dict[str, Any]:
     def timed(code: str, root: Path = ROOT) -> list[float]:
-        env = None if root == ROOT else {**os.environ, "PYTHONPATH": str(root)}
+        env = code_env(root)
         subprocess.run([PY, "-c", code], cwd=root, env=env, check=True)  # warm the bytecode caches
         samples = []
         for _ in range(runs):
@@ -346,7 +328,7 @@ def main(argv: list[str]) -> None:
         for count in args.memory_at:
             for client in memory_clients:
                 name, root = _code_of(client, args)
-                result = worker("bench_memory.py", "--client", name, "--connections", count, root=root)
+                result = worker("bench_memory.py", "--client", name, "--connections", count, code=root)
                 if "error" not in result:
                     result["client"] = client  # ours-before, not the worker's "ours"
                 memory[f"{client}@{count}"] = result
