@@ -1,6 +1,6 @@
-"""The benchmarks' interleaving runner (``benchmarks/interleave.py``) and its refusal
-to compare contenders it did not measure together. Pure: the contenders are fakes
-that record when they were called; no process starts, no benchmark runs."""
+"""The benchmarks' interleaving runner (``benchmarks/interleave.py``) and the reports'
+refusal to compare contenders it did not measure together. Pure: the contenders are
+fakes that record when they were called; no process starts, no benchmark runs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import fronts_table
 import interleave
 
 
@@ -158,3 +159,22 @@ def test_a_log_short_of_rounds_or_of_a_contender_is_not_compared() -> None:
     gap = {**result, "interleaved": {**result["interleaved"], "order": order}}
     with pytest.raises(interleave.NotInterleaved, match="peer is missing from some rounds"):
         interleave.ratio("bridge", gap, "ours", "peer", "v")
+
+
+def front(p50_ms: float, calls_per_s: float) -> dict[str, Any]:
+    return {"sequential_ms": {"p50": p50_ms, "p99": 2 * p50_ms}, "calls_per_s": calls_per_s}
+
+
+def test_the_gateway_table_compares_fronts_of_one_run_only() -> None:
+    gateway = run({"ours": [front(1.0, 900.0)] * 5, "mcp-proxy": [front(2.0, 600.0)] * 5}, "gateway")
+    other = run({"ours": [front(1.0, 800.0)] * 5, "mcp-proxy": [front(2.0, 700.0)] * 5}, "gateway")
+    proxy = next(
+        line for line in fronts_table.table(gateway, name="gateway").splitlines() if "mcp-proxy |" in line
+    )
+    assert "| 2.00x |" in proxy and "| 0.67x |" in proxy  # p50 and calls/s ÷ ours
+    merged = {
+        **gateway,
+        "contenders": {"ours": other["contenders"]["ours"], "mcp-proxy": gateway["contenders"]["mcp-proxy"]},
+    }
+    with pytest.raises(interleave.NotInterleaved, match="section 'gateway'"):
+        fronts_table.table(merged, name="gateway")
