@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001  (the tables print multiplication signs)
 """The benchmarks' interleaving runner (``benchmarks/interleave.py``) and the reports'
 refusal to compare contenders it did not measure together. Pure: the contenders are
 fakes that record when they were called; no process starts, no benchmark runs."""
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bridge_table
 import fronts_table
 import interleave
 
@@ -178,3 +180,12 @@ def test_the_gateway_table_compares_fronts_of_one_run_only() -> None:
     }
     with pytest.raises(interleave.NotInterleaved, match="section 'gateway'"):
         fronts_table.table(merged, name="gateway")
+
+
+def test_the_bridge_table_refuses_a_section_run_one_contender_after_the_other() -> None:
+    trips = {"round_trip_us": {"p50": 300.0}}
+    bridge = run({"ours": [trips] * 5, "supergateway": [trips] * 5}, "bridge")
+    assert "| 1.00× |" in "\n".join(bridge_table.bridge_table("bridge", bridge))
+    del bridge["interleaved"]  # as if each had been measured whole, one after the other
+    with pytest.raises(interleave.NotInterleaved, match="section 'bridge'"):
+        bridge_table.bridge_table("bridge", bridge)
