@@ -1,4 +1,4 @@
-# ruff: noqa: RUF001  (the tables print multiplication signs)
+# ruff: noqa: RUF001, RUF003  (the tables print en dashes and multiplication signs)
 """The benchmarks' interleaving runner (``benchmarks/interleave.py``) and the reports'
 refusal to compare contenders it did not measure together. Pure: the contenders are
 fakes that record when they were called; no process starts, no benchmark runs."""
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import _report
 import bridge_table
 import fronts_table
 import interleave
@@ -163,6 +164,21 @@ def test_a_log_short_of_rounds_or_of_a_contender_is_not_compared() -> None:
         interleave.ratio("bridge", gap, "ours", "peer", "v")
 
 
+def test_the_calls_table_prints_medians_ratios_and_the_round_log() -> None:
+    values = (90.0, 100.0, 110.0, 120.0, 80.0)
+    answers = {
+        "floor": [calls_row(v / 2, 2000) for v in values],
+        "ours": [calls_row(v, 1000) for v in values],
+        "sdk-trio": [calls_row(4 * v, 250) for v in values],
+    }
+    result = run(answers, load=lambda: 0.75)
+    lines = _report.calls_table("calls", result)
+    ours = next(line for line in lines if line.startswith("| ours |"))
+    assert "| 100 (80–120) |" in ours  # p50: median (min–max)
+    assert "| 2.00× | 0.50× | 0.25× | 4.00× |" in ours  # ÷ floor: p50, calls/s; ÷ SDK: p50, calls/s
+    assert "5 rounds" in lines[-1] and "0.75 at the start, 0.75 at the end" in lines[-1]
+
+
 def front(p50_ms: float, calls_per_s: float) -> dict[str, Any]:
     return {"sequential_ms": {"p50": p50_ms, "p99": 2 * p50_ms}, "calls_per_s": calls_per_s}
 
@@ -189,3 +205,13 @@ def test_the_bridge_table_refuses_a_section_run_one_contender_after_the_other() 
     del bridge["interleaved"]  # as if each had been measured whole, one after the other
     with pytest.raises(interleave.NotInterleaved, match="section 'bridge'"):
         bridge_table.bridge_table("bridge", bridge)
+
+
+def test_the_report_of_an_older_json_file_refuses_its_comparisons() -> None:
+    env = {"date": "-", "command": "-", "nproc": 2, "cpu": "-", "python": "-", "packages": {}, "git": "-"}
+    older = {  # run.py --json before interleave.py: each client's repetitions, no round log
+        "env": {**env, "loadavg_start": (0, 0, 0)},
+        "calls": {"floor": [calls_row(50, 2000)], "ours": [calls_row(100, 1000)]},
+    }
+    with pytest.raises(interleave.NotInterleaved, match="section 'calls'"):
+        _report.render(older)
