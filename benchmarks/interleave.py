@@ -4,8 +4,9 @@ comparing section uses.
 A 2-core machine drifts: measured whole, one after the other, a contender takes
 whatever the machine was doing at its moment (two quiet runs ten minutes apart put
 our gateway at 1.37x and then 0.88x a peer's calls/s). Interleaved, each round puts
-every contender at nearly the same moment, the order rotating so that none always
-runs first, and the median of the rounds (with min-max) shows what the drift did.
+every contender at nearly the same moment, the order changing from round to round
+so that none always runs first or always after the same other (``round_order``),
+and the median of the rounds (with min-max) shows what the drift did.
 
 ``run`` returns, per contender and per metric, the median, min and max over the
 rounds, with a marker: this run's id, the rounds in the order actually run, and the
@@ -38,9 +39,23 @@ class NotInterleaved(ValueError):
 
 
 def round_order(names: Sequence[str], index: int, rotate: bool = True) -> list[str]:
-    """Who runs when in round ``index``: ``names`` rotated by one place per round."""
-    shift = index % len(names) if rotate and names else 0
-    return [*names[shift:], *names[:shift]]
+    """Who runs when in round ``index``: with ``rotate``, the rows of a Williams square
+    (a Latin square balanced for neighbours), so that over a cycle every contender runs
+    first as often as any other, and right after each other one as often: a contender
+    that leaves the machine busy for a moment (a server's teardown) slows every other
+    alike. Without ``rotate``, ``names`` as given, every round."""
+    count = len(names)
+    if not rotate or count < 2:
+        return list(names)
+    first = [0]  # 0, 1, n-1, 2, n-2, ...
+    low, high = 1, count - 1
+    while len(first) < count:
+        first.append(low if len(first) % 2 else high)
+        low, high = (low + 1, high) if len(first) % 2 == 0 else (low, high - 1)
+    rows = [[(place + shift) % count for place in first] for shift in range(count)]
+    if count % 2:  # an odd square balances neighbours only with its mirror
+        rows += [row[::-1] for row in rows]
+    return [names[place] for place in rows[index % len(rows)]]
 
 
 def run(

@@ -48,7 +48,11 @@ def round_log(section: Section) -> str:
     if not marker:
         return "not interleaved"
     first = ", ".join(marker["order"][0]) if marker["order"] else "-"
-    rotated = "rotating the order each round" if marker.get("rotate") else "in the same order each round"
+    rotated = (
+        "the order balanced over the rounds (each first, and right after each other, about as often)"
+        if marker.get("rotate")
+        else "in the same order each round"
+    )
     return (
         f"{marker['rounds']} rounds, contenders interleaved {rotated} (round 1: {first}); "
         f"load average (1 min) {marker['load_start']:.2f} at the start, {marker['load_end']:.2f} at the end"

@@ -5,7 +5,9 @@ fakes that record when they were called; no process starts, no benchmark runs.""
 
 from __future__ import annotations
 
+import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,12 +63,24 @@ def calls_row(p50: float, tput: float) -> dict[str, Any]:
     }
 
 
-def test_rounds_rotate_and_the_log_is_what_ran() -> None:
+def test_the_round_log_is_the_order_the_contenders_ran_in() -> None:
     fakes = Fakes({name: [{"x": 1.0}] * 5 for name in ("a", "b", "c")})
-    result = interleave.run("s", fakes.contenders(), 5, progress=quiet)
-    expected = [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"], ["b", "c", "a"]]
-    assert result["interleaved"]["order"] == expected
-    assert fakes.calls == [(name, index) for index, names in enumerate(expected) for name in names]
+    order = interleave.run("s", fakes.contenders(), 5, progress=quiet)["interleaved"]["order"]
+    assert fakes.calls == [(name, index) for index, names in enumerate(order) for name in names]
+    assert all(sorted(names) == ["a", "b", "c"] for names in order)
+
+
+@pytest.mark.parametrize(("count", "cycle"), [(2, 2), (3, 6), (4, 4), (5, 10)])
+def test_over_a_cycle_each_runs_first_and_after_each_other_equally_often(count: int, cycle: int) -> None:
+    names = "abcde"[:count]
+    fakes = Fakes({name: [{"x": 1.0}] * cycle for name in names})
+    order = interleave.run("s", fakes.contenders(), max(cycle, 5), progress=quiet)["interleaved"]["order"][
+        :cycle
+    ]
+    firsts = Counter(row[0] for row in order)
+    neighbours = Counter(pair for row in order for pair in itertools.pairwise(row))
+    assert set(firsts) == set(names) and len(set(firsts.values())) == 1
+    assert len(neighbours) == count * (count - 1) and len(set(neighbours.values())) == 1
 
 
 def test_without_rotation_every_round_runs_in_the_given_order() -> None:
