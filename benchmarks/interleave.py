@@ -67,7 +67,7 @@ def run(
     progress: Callable[[str], None] | None = None,
     load: Callable[[], float] | None = None,
 ) -> Section:
-    """Measure every contender once per round, ``rounds`` rounds, in rotating order."""
+    """Measure every contender once per round, ``rounds`` rounds, in ``round_order``."""
     if not contenders:
         raise ValueError(f"section {section!r}: no contenders")
     if len(contenders) > 1 and rounds < MIN_ROUNDS:

@@ -54,7 +54,7 @@ def round_log(section: Section) -> str:
         else "in the same order each round"
     )
     return (
-        f"{marker['rounds']} rounds, contenders interleaved {rotated} (round 1: {first}); "
+        f"{marker['rounds']} rounds, contenders interleaved, {rotated} (round 1: {first}); "
         f"load average (1 min) {marker['load_start']:.2f} at the start, {marker['load_end']:.2f} at the end"
     )
 
@@ -83,15 +83,26 @@ def table(
 def before_after(
     name: str, section: Section, columns: Sequence[Column], before: str, after: str
 ) -> list[str]:
-    """Per metric: ``before``'s median (min-max), ``after``'s, and after ÷ before."""
+    """Per metric: ``before``'s median (min-max), ``after``'s, after ÷ before, and
+    whether the two ranges of rounds overlap (then the run shows no difference)."""
     contenders = section.get("contenders", {})
     if before not in contenders or after not in contenders:
         return []
     interleave.check(name, section, (before, after))
-    lines = [f"| {name}: measure | {before} | {after} | {after} ÷ {before} |", "|---|---|---|---|"]
+    lines = [
+        f"| {name}: measure | {before} | {after} | {after} ÷ {before} | ranges of the rounds |",
+        "|---|---|---|---|---|",
+    ]
     for key, header, fmt in columns:
         mine, theirs = spread(section, after, key, fmt), spread(section, before, key, fmt)
-        lines.append(
-            f"| {header} | {theirs} | {mine} | {times(name, section, after, before, key, '{:.3f}×')} |"
-        )
+        ratio = times(name, section, after, before, key, "{:.3f}×")
+        lines.append(f"| {header} | {theirs} | {mine} | {ratio} | {_overlap(section, before, after, key)} |")
     return lines
+
+
+def _overlap(section: Section, before: str, after: str, key: str) -> str:
+    mine, theirs = interleave.metric(section, after, key), interleave.metric(section, before, key)
+    if mine is None or theirs is None:
+        return "-"
+    apart = mine["min"] > theirs["max"] or theirs["min"] > mine["max"]
+    return "apart" if apart else "overlap"

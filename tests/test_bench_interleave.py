@@ -193,6 +193,21 @@ def test_the_calls_table_prints_medians_ratios_and_the_round_log() -> None:
     assert "5 rounds" in lines[-1] and "0.75 at the start, 0.75 at the end" in lines[-1]
 
 
+def test_before_and_after_per_metric_with_whether_the_rounds_overlap() -> None:
+    answers = {
+        "ours-before": [calls_row(v, 1000 + v) for v in (100.0, 110.0, 120.0, 130.0, 140.0)],
+        "ours": [calls_row(v, 1000 + v) for v in (60.0, 70.0, 80.0, 90.0, 135.0)],
+    }
+    lines = _report.calls_table("calls", run(answers), base="ours-before", sdk_columns=False)
+    p50 = next(line for line in lines if line.startswith("| seq p50 µs |"))
+    assert p50 == "| seq p50 µs | 120 (100–140) | 80 (60–135) | 0.667× | overlap |"
+    cpu = next(line for line in lines if line.startswith("| client CPU µs/call, in flight |"))
+    assert cpu.endswith("| overlap |")
+    answers["ours"] = [calls_row(v, 1000 + v) for v in (60.0, 70.0, 80.0, 90.0, 95.0)]
+    lines = _report.calls_table("calls", run(answers), base="ours-before", sdk_columns=False)
+    assert next(line for line in lines if line.startswith("| seq p50 µs |")).endswith("| 0.667× | apart |")
+
+
 def front(p50_ms: float, calls_per_s: float) -> dict[str, Any]:
     return {"sequential_ms": {"p50": p50_ms, "p99": 2 * p50_ms}, "calls_per_s": calls_per_s}
 
