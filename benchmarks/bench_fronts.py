@@ -3,9 +3,9 @@
     python benchmarks/bench_fronts.py [--quick] [--rounds 5] [--calls 1000] [--sessions 16]
                                       [--seconds 5] [--warm-rounds 3] [--only NAME ...] [--json PATH]
 
-About 9 minutes (``--quick``: about 5). One client for every HTTP row: the official
-SDK's (the version in our virtualenv) over Streamable HTTP in handshake mode
-(``mode="legacy"``), under Trio. Each front sits in front of the same backend,
+``--quick``: fewer calls, shorter windows, the same rounds. One client for every
+HTTP row: the official SDK's (the version in our virtualenv) over Streamable HTTP in
+handshake mode (``mode="legacy"``), under Trio. Each front sits in front of the same backend,
 tests/servers/mini_server.py on stdio (echo, progress, sleep; every method it reads
 goes to a log, so a cancel that reaches it is seen). The fronts (``fronts.py``), each
 installed in its own folder by ``peers.py`` because they pin other ``mcp`` versions:
@@ -105,7 +105,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warm-rounds", type=int, default=3, help="first calls per round; 0: no such rows")
     parser.add_argument("--warm-gap", type=float, default=1.5)
-    parser.add_argument("--quick", action="store_true", help="fewer calls, shorter windows (about 5 minutes)")
+    parser.add_argument("--quick", action="store_true", help="fewer calls, shorter windows")
     parser.add_argument("--only", nargs="*", choices=FRONTS)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--one", choices=FRONTS, help="worker: measure this front once, print its JSON")
