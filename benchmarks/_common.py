@@ -3,6 +3,12 @@
 Every worker is a small script that ``benchmarks/run.py`` starts in a fresh
 interpreter, so imports, heaps and event loops never leak from one measurement into
 the next; a worker prints exactly one JSON object on its last stdout line.
+
+The code a worker measures is this copy of the project, or the one named in
+``PYTHONPATH`` (``worker(..., code=DIR)``: another commit's worktree, for a before /
+after in one run). Such a worker reaches the project only through what survives a
+reshuffle of its modules: ``from supervisor import Supervisor, load_config`` and
+``python -m supervisor.cli``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 import logging
 import os
 import resource
+import shlex
 import signal
 import socket
 import statistics
@@ -28,8 +35,56 @@ ROOT = HERE.parent
 SERVER = HERE / "minimal_server.py"
 PYTHON = sys.executable
 
-if str(ROOT) not in sys.path:
+if not os.environ.get("PYTHONPATH") and str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def code_env(code: Path = ROOT) -> dict[str, str]:
+    """The environment of a process that runs the project's code from ``code``."""
+    return {**os.environ, "PYTHONPATH": str(code)}
+
+
+def worker(script: str, *args: Any, timeout: float = 900.0, code: Path = ROOT) -> dict[str, Any]:
+    """Run ``benchmarks/<script>`` in a fresh interpreter on the code in ``code``; its
+    last stdout line is its JSON answer (``{"error": ...}`` when it has none)."""
+    argv = [PYTHON, str(HERE / script), *map(str, args)]
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=code,
+            env=code_env(code),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:g} s: {shlex.join(argv[1:])}"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def supervisor_argv(*args: str) -> list[str]:
+    """``mcp-supervisor ARGS`` by the entry point every layout keeps (``python -m
+    supervisor.cli``); run it with ``cwd=code`` and ``env=code_env(code)``."""
+    return [PYTHON, "-m", "supervisor.cli", *args]
+
+
+def imported_from(code: Path) -> str:
+    """The file ``import supervisor`` loads for a process started as ``supervisor_argv``
+    on ``code``: the proof that a side runs the code it is said to."""
+    done = subprocess.run(
+        [PYTHON, "-c", "import supervisor; print(supervisor.__file__)"],
+        cwd=code,
+        env=code_env(code),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
 
 
 def server_argv(*flags: str) -> list[str]:
@@ -128,7 +183,10 @@ def quiet_logging() -> None:
 
 
 def emit(result: dict[str, Any]) -> None:
-    """The worker's answer: one JSON line, last on stdout."""
+    """The worker's answer: one JSON line, last on stdout; with the file ``supervisor``
+    was imported from, when it was (which copy of the project was measured)."""
+    if "supervisor" in sys.modules:
+        result.setdefault("supervisor_from", sys.modules["supervisor"].__file__)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 
@@ -141,22 +199,28 @@ def ours_config(
     init_timeout_s: float = 60.0,
 ) -> Any:
     """A Config of trusted local servers with a 0 s reconnect schedule."""
-    from actors.spec import ServerSpec, Start
-    from supervisor.settings.model import Config, ToolSearchSettings
-
-    specs = tuple(
-        ServerSpec(
-            name=name,
-            command=tuple(argv),
-            trusted=True,
-            start=Start.EAGER if eager else Start.LAZY,
-            reconnect_schedule_s=(0.0,),
-            init_timeout_s=init_timeout_s,
-            shutdown_grace_s=0.5,
-        )
+    entries = {
+        name: {
+            "command": argv[0],
+            "args": list(argv[1:]),
+            "trusted": True,
+            "start": "eager" if eager else "lazy",
+            "reconnect_schedule_s": [0.0],
+            "init_timeout_ms": round(init_timeout_s * 1000),
+        }
         for name, argv in servers
-    )
-    return Config(servers=specs, tool_search=ToolSearchSettings(enabled=search))  # type: ignore[arg-type]
+    }
+    return load_json_config({"tool_search": {"enabled": search}, "servers": entries})
+
+
+def load_json_config(data: dict[str, Any]) -> Any:
+    """``supervisor.load_config`` of ``data`` (written to a file for the while)."""
+    from supervisor import load_config
+
+    with tempfile.TemporaryDirectory(prefix="bench-config-") as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(data))
+        return load_config(path)
 
 
 async def server_pid(sup: Any, name: str) -> int:
@@ -238,15 +302,20 @@ def proc_status(pid: int) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def serve_running(config_of: Callable[[int], dict[str, Any]], prefix: str) -> Iterator[tuple[int, int]]:
-    """A real ``serve`` subprocess on a free loopback port, its state in a temporary
-    directory, with the config ``config_of(port)``; yields (port, pid), then SIGTERM."""
+def serve_running(
+    config_of: Callable[[int], dict[str, Any]], prefix: str, code: Path = ROOT
+) -> Iterator[tuple[int, int]]:
+    """A real ``serve`` subprocess (of the code in ``code``) on a free loopback port, its
+    state in a temporary directory, with the config ``config_of(port)``; yields
+    (port, pid), then SIGTERM."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         config_file = Path(tmp) / "config.json"
         config_file.write_text(json.dumps(config_of(port)))
-        command = [PYTHON, "-m", "supervisor.cli", "serve", "--config", str(config_file), "--state-dir", tmp]
-        serve = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command = supervisor_argv("serve", "--config", str(config_file), "--state-dir", tmp)
+        serve = subprocess.Popen(
+            command, cwd=code, env=code_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             yield port, serve.pid
         finally:

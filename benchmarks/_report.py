@@ -4,42 +4,36 @@
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import fronts_table
+import interleave
+from bridge_table import bridge_table
+from tables import Column, before_after, failures, round_log, spread, table, times
+
 ROOT = Path(__file__).resolve().parent.parent  # paths in profiles are shown relative to it
 
+BEFORE = "ours-before"  # with run.py --baseline DIR: ours as the code in DIR has it
 Row = dict[str, Any]
+CALL_COLUMNS: list[Column] = [
+    ("seq_us.p50", "seq p50 µs", "{:.0f}"),
+    ("seq_us.p99", "seq p99 µs", "{:.0f}"),
+    ("tput_calls_s", "calls/s in flight", "{:.0f}"),
+    ("seq_cpu_us_per_call", "client CPU µs/call, seq", "{:.0f}"),
+    ("tput_cpu_us_per_call", "client CPU µs/call, in flight", "{:.0f}"),
+]
+MEMORY_COLUMNS: list[Column] = [
+    ("per_connection_kb", "KB per connection", "{:.1f}"),
+    ("open_s", "open + handshake + 1 call (s)", "{:.2f}"),
+]
 
 
-def _ok(rows: Sequence[Row]) -> list[Row]:
-    return [r for r in rows if "error" not in r]
-
-
-def _spread(values: Sequence[float], fmt: str = "{:.0f}") -> str:
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return fmt.format(values[0])
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
-
-
-def _med(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _calls_summary(rows: Sequence[Row]) -> dict[str, list[float]]:
-    good = [r for r in _ok(rows) if r.get("seq_us")]
-    return {
-        "p50": [r["seq_us"]["p50"] for r in good],
-        "p99": [r["seq_us"]["p99"] for r in good],
-        "tput": [r["tput_calls_s"] for r in _ok(rows)],
-        "seq_cpu": [r["seq_cpu_us_per_call"] for r in good],
-        "tput_cpu": [r["tput_cpu_us_per_call"] for r in _ok(rows)],
-    }
+def _median(section: dict[str, Any], contender: str, key: str) -> float | None:
+    found = interleave.metric(section, contender, key)
+    return None if found is None else found["median"]
 
 
 def _turncache(section: dict[str, Any]) -> str:
@@ -49,35 +43,56 @@ def _turncache(section: dict[str, Any]) -> str:
     return f"; what-if turncache {_q(section['begin_turn_us_turncache'], 'µs', '{:.1f}')}"
 
 
-def _ratio(a: float | None, b: float | None, fmt: str = "{:.2f}×") -> str:
-    if a is None or not b:
-        return "-"
-    return fmt.format(a / b)
+def _best(section: dict[str, Any], prefix: str, key: str, pick: Any) -> str | None:
+    """The contender named ``prefix…`` with the best median of ``key`` (``pick``: min or max)."""
+    measured = {
+        c: m
+        for c in section.get("contenders", {})
+        if c.startswith(prefix) and (m := _median(section, c, key))
+    }
+    return pick(measured, key=measured.__getitem__) if measured else None
 
 
 def calls_table(
-    calls: dict[str, list[Row]], base: str = "floor", inflight: int = 64, sdk_columns: bool = True
+    name: str, section: dict[str, Any], base: str = "floor", inflight: int = 64, sdk_columns: bool = True
 ) -> list[str]:
-    sums = {client: _calls_summary(rows) for client, rows in calls.items()}
-    med = {c: {k: _med(v) for k, v in s.items()} for c, s in sums.items()}
-    sdk_p50 = min((med[c]["p50"] for c in med if c.startswith("sdk") and med[c]["p50"]), default=None)
-    sdk_tput = max((med[c]["tput"] for c in med if c.startswith("sdk") and med[c]["tput"]), default=None)
+    """Calls of every client; ratios to ``base`` and to the SDK's better backend, each
+    refused (``interleave.NotInterleaved``) unless measured in one interleaved run."""
+    interleave.check(name, section)
+    clients = section.get("contenders", {})
+    sdk_p50 = _best(section, "sdk", "seq_us.p50", min) if sdk_columns else None
+    sdk_tput = _best(section, "sdk", "tput_calls_s", max) if sdk_columns else None
     sdk_head = " p50 ÷ SDK | calls/s ÷ SDK |" if sdk_columns else ""
     lines = [
         f"| client | seq p50 µs | seq p99 µs | calls/s, {inflight} in flight | client CPU µs/call seq / {inflight} | "
         f"p50 ÷ {base} | calls/s ÷ {base} |{sdk_head}",
         "|---|---|---|---|---|---|---|" + ("---|---|" if sdk_columns else ""),
     ]
-    for client, s in sums.items():
-        m = med[client]
-        errors = len(calls[client]) - len(_ok(calls[client]))
-        lines.append(
-            f"| {client}{f' ({errors} failed)' if errors else ''} | {_spread(s['p50'])} | {_spread(s['p99'])} | "
-            f"{_spread(s['tput'])} | {_spread(s['seq_cpu'])} / {_spread(s['tput_cpu'])} | "
-            f"{_ratio(m['p50'], med.get(base, {}).get('p50'))} | {_ratio(m['tput'], med.get(base, {}).get('tput'))} |"
-            + (f" {_ratio(m['p50'], sdk_p50)} | {_ratio(m['tput'], sdk_tput)} |" if sdk_columns else "")
+
+    def versus(client: str, against: str | None, key: str) -> str:
+        return (
+            times(name, section, client, against, key) if against is not None and against in clients else "-"
         )
-    return lines
+
+    for client in clients:
+        cells = [spread(section, client, key) for key, _, _ in CALL_COLUMNS]
+        lines.append(
+            f"| {client}{failures(section, client)} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} / {cells[4]} | "
+            f"{versus(client, base, 'seq_us.p50')} | {versus(client, base, 'tput_calls_s')} |"
+            + (
+                f" {versus(client, sdk_p50, 'seq_us.p50')} | {versus(client, sdk_tput, 'tput_calls_s')} |"
+                if sdk_columns
+                else ""
+            )
+        )
+    lines.append(round_log(section))
+    return lines + _before_after(name, section, CALL_COLUMNS)
+
+
+def _before_after(name: str, section: dict[str, Any], columns: Sequence[Column]) -> list[str]:
+    """The before/after table of a run with ``--baseline`` (ours-before against ours)."""
+    found = before_after(name, section, columns, BEFORE, "ours")
+    return ["", *found] if found else []
 
 
 def _verdict(met: bool, miss: str) -> str:
@@ -94,35 +109,35 @@ def targets(results: dict[str, Any]) -> list[str]:
         )
 
     calls = results.get("calls")
-    if calls:
-        med = {c: {k: _med(v) for k, v in _calls_summary(rows).items()} for c, rows in calls.items()}
-        o, f = med.get("ours", {}), med.get("floor", {})
-        if o.get("p50") and f.get("p50"):
-            r = o["p50"] / f["p50"]
+    if calls and {"ours", "floor"} <= set(calls.get("contenders", {})):
+        o = {k: _median(calls, "ours", k) for k in ("seq_us.p50", "tput_calls_s")}
+        f = {k: _median(calls, "floor", k) for k in ("seq_us.p50", "tput_calls_s")}
+        r = interleave.ratio("calls", calls, "ours", "floor", "seq_us.p50")
+        if r is not None and o["seq_us.p50"] and f["seq_us.p50"]:
             add(
                 "full call path p50 ≤ 1.5× floor",
-                f"{o['p50']:.0f} µs vs {f['p50']:.0f} µs = {r:.2f}×",
+                f"{o['seq_us.p50']:.0f} µs vs {f['seq_us.p50']:.0f} µs = {r:.2f}×",
                 r <= 1.5,
-                f"{r / 1.5:.2f}× the bound; {o['p50'] - 1.5 * f['p50']:.1f} µs too slow",
+                f"{r / 1.5:.2f}× the bound; {o['seq_us.p50'] - 1.5 * f['seq_us.p50']:.1f} µs too slow",
             )
-        if o.get("tput") and f.get("tput"):
-            r = o["tput"] / f["tput"]
+        r = interleave.ratio("calls", calls, "ours", "floor", "tput_calls_s")
+        if r is not None and o["tput_calls_s"] and f["tput_calls_s"]:
             add(
                 "throughput @64 ≥ 0.5× floor",
-                f"{o['tput']:.0f} vs {f['tput']:.0f} calls/s = {r:.3f}×",
+                f"{o['tput_calls_s']:.0f} vs {f['tput_calls_s']:.0f} calls/s = {r:.3f}×",
                 r >= 0.5,
                 f"needs {0.5 / r:.1f}× more",
             )
-        sdk = max((med[c]["tput"] or 0 for c in med if c.startswith("sdk")), default=0)
-        if o.get("tput") and sdk:
-            r = o["tput"] / sdk
+        sdk = _best(calls, "sdk", "tput_calls_s", max)
+        r = interleave.ratio("calls", calls, "ours", sdk, "tput_calls_s") if sdk else None
+        if r is not None:
             add("(about 10× the SDK's throughput)", f"{r:.2f}× the SDK", r >= 10, f"{r:.2f}× instead of 10×")
     memory = results.get("memory")
     if memory:
         ours = sorted(
-            (v["connections"], v["per_connection_kb"])
-            for k, v in memory.items()
-            if k.startswith("ours@") and "error" not in v
+            (int(count), kb)
+            for count, section in memory.items()
+            if (kb := _median(section, "ours", "per_connection_kb")) is not None
         )
         if ours:
             worst = max(kb for _, kb in ours)
@@ -134,8 +149,8 @@ def targets(results: dict[str, Any]) -> list[str]:
                 f"{worst / 15:.1f}× the bound",
             )
     imp = results.get("import")
-    if imp:
-        t = statistics.median(imp["samples_s"]["import supervisor"])
+    t = _median(imp["section"], "import supervisor", "seconds") if imp else None
+    if t is not None:
         add("import supervisor ≤ 0.3 s", f"{t:.3f} s", t <= 0.3, f"{(t - 0.3) * 1000:.0f} ms over")
     kill = results.get("kill", {}).get("ours")
     if kill and "error" not in kill:
@@ -207,16 +222,27 @@ def targets(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _peers_skipped(result: dict[str, Any]) -> list[str]:
+    return [f"- {name} skipped: {why}" for name, why in result.get("skipped", {}).items()]
+
+
 def _section_env(env: dict[str, Any]) -> list[str]:
     pk = ", ".join(f"{k} {v}" for k, v in env["packages"].items())
-    load = lambda t: " ".join(f"{x:.2f}" for x in t)  # noqa: E731
+
+    def load(averages: Sequence[float]) -> str:
+        return " ".join(f"{x:.2f}" for x in averages)
+
+    compared = [f"- compared: {line}" for line in env.get("compared", [])]
+    code = [f"- {who} runs `supervisor` from {where}" for who, where in env.get("code_of", {}).items()]
     return [
+        *compared,
         f"- date: {env['date']}; wall time {env.get('wall_s', 0):.0f} s",
         f"- command: `{env['command']}`",
         f"- machine: {env['nproc']} × {env['cpu']}; Python {env['python']}",
         f"- packages: {pk}",
         f"- code: {env['git']}",
         f"- load average (1/5/15 min) at start {load(env['loadavg_start'])}, at end {load(env.get('loadavg_end', (0, 0, 0)))}",
+        *code,
     ]
 
 
@@ -229,8 +255,8 @@ def _q(d: dict[str, float] | None, unit: str = "ms", fmt: str = "{:.2f}") -> str
 def render(results: dict[str, Any]) -> str:
     lines = ["## Environment", *_section_env(results["env"])]
     if "calls" in results:
-        lines += ["", "## Calls (echo, one connection; medians over repetitions, min–max in brackets)"]
-        lines += calls_table(results["calls"])
+        lines += ["", "## Calls (echo, one connection; medians of the rounds, min–max in brackets)"]
+        lines += calls_table("calls", results["calls"])
         lines.append(
             "SDK = the better of the SDK's two backends for each column (trio and asyncio rows above)."
         )
@@ -239,25 +265,32 @@ def render(results: dict[str, Any]) -> str:
             "",
             "## What-if: ours with the patches of benchmarks/what_if.py (bounds, candidates), same run",
         ]
-        lines += calls_table(results["whatif"], base="ours")
+        lines += calls_table("whatif", results["whatif"], base="ours")
     if "http" in results:
         http = results["http"]
-        lines += ["", "## Streamable HTTP (echo on the official SDK's own server; medians over repetitions)"]
+        lines += ["", "## Streamable HTTP (echo on the official SDK's own server; medians of the rounds)"]
         if "error" in http:
             lines.append(f"- not measured: {http['error']}")
         else:
             lines += calls_table(
-                {c: rows for c, rows in http.items() if isinstance(rows, list)},
-                base="sdk 2026-07-28",
-                inflight=http["inflight"],
-                sdk_columns=False,
+                "http", http["section"], base="sdk 2026-07-28", inflight=http["inflight"], sdk_columns=False
             )
             lines.append(
                 f"Server: benchmarks/http_server.py (the SDK's `MCPServer`, uvicorn, SSE answers) at {http['url']}; "
                 "SDK client: `streamable_http_client` + `ClientSession` on asyncio. Each client in each era: "
                 "2025-11-25 (`initialize`, a session) and 2026-07-28 (`server/discover`, `_meta` per request, "
-                "no session): ours by the server's `protocol` setting, the SDK's by `initialize()` / `discover()`."
+                "no session): ours by the server's `protocol` setting, the SDK's by `initialize()` / `discover()`; "
+                "`ours` and `ours-before` alone: `auto`."
             )
+    if "gateway" in results:
+        lines += ["", "## Gateway (`serve`'s `/mcp` and its peer, before the same stdio backend; ms)"]
+        lines += _peers_skipped(results["gateway"])
+        lines.append(fronts_table.table(results["gateway"]["section"], name="gateway"))
+        lines += _before_after("gateway", results["gateway"]["section"], fronts_table.COLUMNS)
+    if "bridge" in results:
+        lines += ["", "## Bridge (`serve`'s `/v1/bridge` and supergateway's WebSocket mode; a round trip)"]
+        lines += _peers_skipped(results["bridge"])
+        lines += bridge_table("bridge", results["bridge"]["section"])
     if "breakdown" in results and "error" not in results["breakdown"]:
         lines += [
             "",
@@ -267,25 +300,15 @@ def render(results: dict[str, Any]) -> str:
         ]
         lines += [f"| {v:.2f} | {k} |" for k, v in results["breakdown"].items()]
     if "memory" in results:
-        lines += [
-            "",
-            "## Client RSS per open stdio connection",
-            "| client | connections | KB per connection | RSS before → after (MB) | open + handshake + 1 call (s) |",
-            "|---|---|---|---|---|",
-        ]
-        for key, v in results["memory"].items():
-            if "error" in v:
-                lines.append(f"| {key} | | error: {v['error']} | | |")
-                continue
-            lines.append(
-                f"| {v['client']} | {v['connections']} | {v['per_connection_kb']:.1f} | "
-                f"{v['baseline_kb'] / 1024:.1f} → {v['after_kb'] / 1024:.1f} | {v['open_s']:.1f} |"
-            )
-        for client in ("ours-before", "floor", "ours", "sdk"):
+        lines += ["", "## Client RSS per open stdio connection (medians of the rounds, min–max in brackets)"]
+        for count, section in results["memory"].items():
+            lines += [f"### {count} connections", *table(f"memory@{count}", section, MEMORY_COLUMNS)]
+            lines += _before_after(f"memory@{count}", section, MEMORY_COLUMNS)
+        for client in (BEFORE, "floor", "ours", "sdk"):
             pts = sorted(
-                (v["connections"], v["after_kb"] - v["baseline_kb"])
-                for k, v in results["memory"].items()
-                if k.startswith(client + "@") and "error" not in v
+                (int(count), kb * int(count))
+                for count, section in results["memory"].items()
+                if (kb := _median(section, client, "per_connection_kb")) is not None
             )
             if len(pts) >= 2:
                 (n1, d1), (n2, d2) = pts[0], pts[-1]
@@ -295,9 +318,15 @@ def render(results: dict[str, Any]) -> str:
     if "import" in results:
         imp = results["import"]
         lines += ["", "## Import time (wall, fresh interpreter, median (min–max))"]
-        for key, samples in imp["samples_s"].items():
-            code = key.removeprefix("python -c ")
-            lines.append(f'- `python -c "{code}"`: {_spread(samples, "{:.3f}")} s')
+        lines += table("import", imp["section"], [("seconds", "s", "{:.3f}")])
+        found = before_after(
+            "import",
+            imp["section"],
+            [("seconds", "s", "{:.3f}")],
+            f"import supervisor ({BEFORE})",
+            "import supervisor",
+        )
+        lines += ["", *found] if found else []
         lines.append(
             "- `-X importtime` of `import supervisor`, largest cumulative: "
             + "; ".join(f"{name.strip()} {ms:.0f} ms" for ms, name in imp["importtime_top"][:12])
@@ -463,7 +492,10 @@ def pstats_top(path: Path, limit: int = 28) -> dict[str, Any]:
     total = sum(v[2] for v in rows.values()) or 1.0
     by_self = sorted(rows.items(), key=lambda kv: kv[1][2], reverse=True)[:limit]
     by_cum = sorted(rows.items(), key=lambda kv: kv[1][3], reverse=True)[:limit]
-    name = lambda k: f"{k[2]} ({k[0].removeprefix(f'{ROOT}/').split('site-packages/')[-1]})"  # noqa: E731
+
+    def name(k: tuple[str, int, str]) -> str:
+        return f"{k[2]} ({k[0].removeprefix(f'{ROOT}/').split('site-packages/')[-1]})"
+
     return {
         "samples": "cProfile",
         "self": [(100 * v[2] / total, name(k)) for k, v in by_self],

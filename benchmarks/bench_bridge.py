@@ -2,7 +2,7 @@
 
     python benchmarks/bench_bridge.py [--sessions 500] [--burst 64] [--cycles 10000]
                                       [--calls 2000] [--rounds 5] [--opens 200] [--warm 16]
-                                      [--only peer floor sessions cycles]
+                                      [--only peer floor sessions cycles] [--json PATH]
 
 ``serve`` runs as a subprocess on a free loopback port with one server, ``mini``
 (``benchmarks/minimal_server.py``, ``bridge: true``): every bridge session is a process
@@ -18,10 +18,12 @@ so what is measured is the hub, not a client library:
   dropped right after sending the open (``race``); ``serve``'s descriptors and RSS
   at the start, middle and end (each after the sessions are gone), processes left.
 * **peer** (``bridge_peers.py``): ours against supergateway's WebSocket mode
-  (``--outputTransport ws``) in front of the same minimal_server.py: p50/p99 of a
-  ``tools/call`` round trip over one session (the two interleaved in rounds), the
-  gateway process's CPU per call, and session opens per second (a usable
-  session: opened and its ``initialize`` answered; sequential, and 16 at a time).
+  (``--outputTransport ws``) in front of the same minimal_server.py, interleaved round
+  by round (``interleave.py``; ``--rounds``, at least 5), each of them a fresh server
+  measured by a fresh worker (``bench_bridge.py --one NAME``) in every round: p50/p99
+  of ``--calls`` ``tools/call`` round trips over one session, the gateway process's
+  CPU per call, and session opens per second (a usable session: opened and its
+  ``initialize`` answered; sequential, and 16 at a time).
   With ``--warm N`` (16 by default) the opens are measured again on ``mini-warm``, the
   same server with ``warm: N``: each session takes a spare spawned ahead (taken raw,
   before ``initialize``), and the pool spawns its replacement.
@@ -33,9 +35,11 @@ so what is measured is the hub, not a client library:
 * **floor**: the same frame echoed by a bare WebSocket server (``ws_echo_server.py``:
   Quart-Trio on Hypercorn, a bare ASGI app on Hypercorn as ``serve``'s ``/v1/bridge``
   runs since ``supervisor/bridge/asgi_socket.py``, and trio-websocket's own): the web
-  stack's share of a round trip.
+  stack's share of a round trip; the three interleaved like the peers.
 
-Prints one JSON object; ``benchmarks/RESULTS.md`` keeps the numbers.
+Prints the peer and floor tables (medians of the rounds, min-max, ratios, the load
+average at the start and end of each), then one JSON object; ``benchmarks/RESULTS.md``
+keeps the numbers.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +58,11 @@ import trio
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import interleave  # noqa: E402
 from _bridge import SERVER, Serve, call, drop, ours_socket, text_of  # noqa: E402
-from _common import descendants, proc_status, raise_fd_limit, serve_running  # noqa: E402
-from bridge_peers import run_floor, run_peer  # noqa: E402
+from _common import ROOT, descendants, emit, proc_status, raise_fd_limit, serve_running, worker  # noqa: E402
+from bridge_peers import measure_echo, measure_ours, measure_supergateway, supergateway  # noqa: E402
+from bridge_table import bridge_table, floor_table  # noqa: E402
 
 
 def config(port: int, most: int, warm: int) -> dict[str, Any]:
@@ -186,15 +193,41 @@ async def run_cycles(serve: Serve, cycles: int, parallel: int = 8) -> dict[str, 
 
 # ---------------------------------------------------------------------- main
 
+PEERS = ("ours", "supergateway")
+ECHOES = ("echo-quart", "echo-hypercorn", "echo-trio-websocket")
+
+
+def one(args: argparse.Namespace) -> dict[str, Any]:
+    """Worker: measure one contender once, on a server of its own."""
+    if args.one == "ours":
+        most = 16 + 2 * args.warm
+        with serve_running(lambda port: config(port, most, args.warm), "bench-bridge-", args.code) as (
+            port,
+            pid,
+        ):
+            serve = Serve(port, pid, spares=args.warm)
+            return trio.run(measure_ours, serve, args.calls, args.opens, args.warm)
+    if args.one == "supergateway":
+        return trio.run(measure_supergateway, args.calls, args.opens)
+    return trio.run(measure_echo, args.one.removeprefix("echo-"), args.calls)
+
+
+def interleaved(args: argparse.Namespace, section: str, names: Sequence[str]) -> dict[str, Any]:
+    """``names`` measured round by round, each a fresh worker (``--one``) per round."""
+    sizes = ("--calls", args.calls, "--opens", args.opens, "--warm", args.warm, "--code", args.code)
+
+    def measure(name: str) -> interleave.Measure:
+        return lambda _round: worker("bench_bridge.py", "--one", name, *sizes, timeout=600)
+
+    return interleave.run(section, {name: measure(name) for name in names}, args.rounds)
+
 
 async def measure(args: argparse.Namespace, serve: Serve) -> dict[str, Any]:
     await serve.ready()
-    results: dict[str, Any] = {"load_before": os.getloadavg()}
+    results: dict[str, Any] = {}
     for section, run in (
-        ("peer", lambda: run_peer(serve, args)),
         ("sessions", lambda: run_sessions(serve, args.sessions, args.burst)),
         ("cycles", lambda: run_cycles(serve, args.cycles)),
-        ("floor", lambda: run_floor(args.calls, args.rounds)),
     ):
         if section in args.only:
             results[section] = await run()
@@ -204,11 +237,21 @@ async def measure(args: argparse.Namespace, serve: Serve) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    raise_fd_limit(8192)  # serve inherits it: 500 sessions hold about 3,000 descriptors
-    warm = args.warm if "peer" in args.only else 0  # spares would count in the other sections
-    with serve_running(lambda port: config(port, args.sessions + 64, warm), "bench-bridge-") as (port, pid):
-        results: dict[str, Any] = trio.run(measure, args, Serve(port, pid, spares=warm))
-        return results
+    results: dict[str, Any] = {"load_before": os.getloadavg()}
+    if "peer" in args.only:
+        launcher, why = supergateway()  # installed before the rounds, not in them
+        results["peer"] = interleaved(args, "peer", PEERS if launcher else PEERS[:1])
+        if launcher is None:
+            results["peer"]["skipped"] = {"supergateway": why}
+        print("\n".join(bridge_table("peer", results["peer"])))
+    if "floor" in args.only:
+        results["floor"] = interleaved(args, "floor", ECHOES)
+        print("\n".join(floor_table("floor", results["floor"])))
+    if {"sessions", "cycles"} & set(args.only):
+        raise_fd_limit(8192)  # serve inherits it: 500 sessions hold about 3,000 descriptors
+        with serve_running(lambda port: config(port, args.sessions + 64, 0), "bench-bridge-") as (port, pid):
+            results.update(trio.run(measure, args, Serve(port, pid)))
+    return results
 
 
 if __name__ == "__main__":
@@ -216,9 +259,25 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--burst", type=int, default=64, help="connects in flight at once (0: all)")
     parser.add_argument("--cycles", type=int, default=10_000)
-    parser.add_argument("--calls", type=int, default=2000, help="round trips per round and client")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=2000, help="round trips per round and contender")
+    parser.add_argument(
+        "--rounds", type=int, default=interleave.MIN_ROUNDS, help="peer, floor: rounds (5 or more)"
+    )
     parser.add_argument("--opens", type=int, default=200, help="session opens per measure")
     parser.add_argument("--warm", type=int, default=16, help="warm spares of mini-warm (0: no warm row)")
     parser.add_argument("--only", nargs="+", default=["peer", "floor", "sessions", "cycles"])
-    print(json.dumps(main(parser.parse_args()), indent=2))
+    parser.add_argument("--one", choices=[*PEERS, *ECHOES], help="worker: measure this once, print its JSON")
+    parser.add_argument(
+        "--code", type=Path, default=ROOT, help="with --one ours: the copy of the project to serve"
+    )
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
+    options = parser.parse_args()
+    if options.one:
+        emit(one(options))
+        sys.exit(0)
+    if options.rounds < interleave.MIN_ROUNDS:
+        parser.error(f"--rounds {options.rounds}: a comparison needs at least {interleave.MIN_ROUNDS}")
+    found = main(options)
+    if options.json:
+        options.json.write_text(json.dumps(found, indent=1))
+    print(json.dumps(found, indent=2))

@@ -1,15 +1,14 @@
-# ruff: noqa: E501  (a report of tables: long f-strings on purpose)
-"""Our gateway against the fronts a user would pick instead, in one run (by hand only).
+"""Our gateway against the fronts a user would pick instead, interleaved in one run (by hand only).
 
-    python benchmarks/bench_fronts.py [--quick] [--calls 1000] [--sessions 16] [--seconds 5]
-                                      [--warm-rounds 6] [--only NAME ...] [--json PATH]
+    python benchmarks/bench_fronts.py [--quick] [--rounds 5] [--calls 1000] [--sessions 16]
+                                      [--seconds 5] [--warm-rounds 3] [--only NAME ...] [--json PATH]
 
-About 4 minutes (``--quick``: about 2). One client for every HTTP row: the official
-SDK's (the version in our virtualenv) over Streamable HTTP in handshake mode
-(``mode="legacy"``), under Trio. Each front sits in front of the same backend,
+``--quick``: fewer calls, shorter windows, the same rounds. One client for every
+HTTP row: the official SDK's (the version in our virtualenv) over Streamable HTTP in
+handshake mode (``mode="legacy"``), under Trio. Each front sits in front of the same backend,
 tests/servers/mini_server.py on stdio (echo, progress, sleep; every method it reads
-goes to a log, so a cancel that reaches it is seen). The fronts, each installed in
-its own folder by ``peers.py`` because they pin other ``mcp`` versions:
+goes to a log, so a cancel that reaches it is seen). The fronts (``fronts.py``), each
+installed in its own folder by ``peers.py`` because they pin other ``mcp`` versions:
 
 * ``direct-http``: the floor, the client straight to the SDK's own Streamable HTTP
   server (benchmarks/http_server.py, the same tools);
@@ -23,15 +22,19 @@ its own folder by ``peers.py`` because they pin other ``mcp`` versions:
 * with ``--only``: ``ours-http`` and ``fastmcp-http``, the same fronts before the SDK's
   HTTP server instead of the stdio backend.
 
-For each: sequential p50/p99 of an echo call over one session, calls/s with
-``--sessions`` sessions calling at once, and four correctness checks: progress reaches
-the caller; progress of one session reaches no other (a second session listens); a
-cancelled call's ``notifications/cancelled`` reaches the backend; the backend
-SIGKILLed under a 30 s call: how long until the call is answered, and whether the
-same session's next call succeeds within 10 s (the front brought the backend back).
-Then the time to a new session's first call on a Python backend with ``warm: 0`` and
-``warm: 1`` (``bench_warm.py``'s measure). Prints a table with ratios against ours,
-issue 17's targets met or missed, the load average and one JSON object;
+The fronts run round by round (``interleave.py``: A B C, B C A, ...; ``--rounds``, at
+least 5), each front in each round a fresh server measured by a fresh worker
+(``bench_fronts.py --one NAME``): sequential p50/p99 of an echo call over one session
+and calls/s with ``--sessions`` sessions calling at once; the table shows the median of
+the rounds with min-max. In the first round each front also takes four correctness
+checks: progress reaches the caller; progress of one session reaches no other (a
+second session listens); a cancelled call's ``notifications/cancelled`` reaches the
+backend; the backend SIGKILLed under a 30 s call: how long until the call is answered,
+and whether the same session's next call succeeds within 10 s (the front brought the
+backend back). Then the time to a new session's first call on a Python backend with
+``warm: 0`` and ``warm: 1`` (``bench_warm.py``'s measure), interleaved the same way.
+Prints a table with ratios against ours, issue 17's targets met or missed, the load
+average at the start and end of each interleaved run, and one JSON object;
 RESULTS.md keeps the numbers.
 """
 
@@ -39,349 +42,97 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import trio
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-import bench_warm  # noqa: E402
+import interleave  # noqa: E402
 import peers  # noqa: E402
-from _common import free_port, quantiles  # noqa: E402
+from _common import ROOT, emit, worker  # noqa: E402
+from fronts import FRONTS, measure_front  # noqa: E402
 from fronts_table import table  # noqa: E402
-from fronts_ws import kill_mid_call, measure_ws  # noqa: E402
 
-MINI = str(ROOT / "tests" / "servers" / "mini_server.py")
-HTTP_SERVER = str(HERE / "http_server.py")
-SUPERVISOR = str(Path(sys.executable).parent / "mcp-supervisor")
-FRONTS = (
-    "direct-http", "ours", "fastmcp", "mcp-proxy", "supergateway", "supergateway-ws", "ours-http", "fastmcp-http",
-)  # fmt: skip
 DEFAULT = FRONTS[:6]  # the HTTP-backend rows only with --only: they add a minute
 
 
-class Front:
-    """One front (or the direct row) running as a process group of its own."""
-
-    def __init__(self, name: str, scratch: Path, backend_url: str) -> None:
-        self.name = name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.methods = scratch / f"{name}.methods.log"
-        self.backend = [sys.executable, MINI, "--methods-log", str(self.methods)]
-        self.argv = self._argv(scratch, backend_url)
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def _argv(self, scratch: Path, backend_url: str) -> list[str]:
-        if self.name == "direct-http":
-            self.port = int(backend_url.rsplit(":", 1)[1].split("/")[0])
-            self.url = backend_url
-            return []
-        if self.name in ("ours", "ours-http"):
-            server: dict[str, Any] = {"command": self.backend}
-            if self.name == "ours-http":
-                server = {"url": backend_url, "transport": "streamable-http"}
-            config = {
-                "admin": {"bind": f"127.0.0.1:{self.port}"},
-                "tool_search": {"enabled": False},
-                "servers": {"b": {**server, "trusted": True, "start": "eager", "call_timeout_ms": 60_000}},
-            }
-            path = scratch / f"{self.name}.json"
-            path.write_text(json.dumps(config))
-            state = scratch / f"{self.name}.state"
-            return [SUPERVISOR, "serve", "--config", str(path), "--state-dir", str(state)]
-        if self.name in ("fastmcp", "fastmcp-http"):
-            python = str(peers.python_peer("fastmcp") / "python")
-            target = ["--", *self.backend] if self.name == "fastmcp" else [backend_url]
-            return [python, str(HERE / "fastmcp_proxy.py"), str(self.port), *target]
-        if self.name == "mcp-proxy":
-            proxy = str(peers.python_peer("mcp-proxy") / "mcp-proxy")
-            return [proxy, "--port", str(self.port), "--log-level", "WARNING", "--", *self.backend]
-        if self.name == "supergateway":
-            gateway = str(peers.npm_peer("supergateway"))
-            command = " ".join(self.backend)
-            return [gateway, "--stdio", command, "--outputTransport", "streamableHttp", "--stateful"]
-        if self.name == "supergateway-ws":
-            self.url = f"ws://127.0.0.1:{self.port}/message"
-            gateway = str(peers.npm_peer("supergateway"))
-            return [gateway, "--stdio", " ".join(self.backend), "--outputTransport", "ws"]
-        raise ValueError(self.name)
-
-    def start(self) -> None:
-        if not self.argv:
-            return
-        argv = self.argv
-        if self.name.startswith("supergateway"):  # its default log level logs every message
-            argv = [*argv, "--port", str(self.port), "--logLevel", "none"]
-        self.process = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        _wait_port(self.port, self.process, self.name)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        for pid in self.backend_pids():
-            _kill(pid)
-
-    def backend_pids(self) -> list[int]:
-        """The backend processes of this front (its log path is in their argv)."""
-        marker = str(self.methods)
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-                except OSError:
-                    continue
-                if argv[1:2] == [MINI] and marker in argv:  # not the front, not a shell
-                    found.append(int(entry.name))
-        return found
-
-    @staticmethod
-    def kill(pid: int) -> None:
-        _kill(pid)
-
-    def seen(self, method: str) -> bool:
-        return self.methods.exists() and method in self.methods.read_text().split()
-
-
-def _leaf(exc: BaseException) -> str:
-    """The first real error inside nested exception groups, in one line."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"[:200]
-
-
-def _kill(pid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
-def _wait_port(port: int, process: subprocess.Popen[bytes], name: str) -> None:
-    import socket
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited with status {process.returncode} before listening")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"{name} did not listen on {port} within 60 s")
-
-
-@asynccontextmanager
-async def session(url: str, handler: Any = None) -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(timeout=60)
-    transport = streamable_http_client(url, http_client=http)
-    async with http, Client(transport, mode="legacy", message_handler=handler) as client:
-        yield client
-
-
-async def tool_names(client: Client) -> dict[str, str]:
-    """``echo`` / ``progress`` / ``sleep`` -> the front's name for it (ours namespaces)."""
-    listed = await client.list_tools()
-    names: dict[str, str] = {}
-    for tool in listed.tools:
-        for plain in ("echo", "progress", "sleep"):
-            if tool.name == plain or tool.name.endswith("_" + plain):
-                names.setdefault(plain, tool.name)
-    return names
-
-
-async def measure(front: Front, calls: int, sessions: int, seconds: float) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    async with session(front.url) as client:
-        names = await tool_names(client)
-        echo = names["echo"]
-        for _ in range(30):
-            await client.call_tool(echo, {"text": "warm"})
-        times = []
-        for i in range(calls):
-            began = time.perf_counter()
-            answer = await client.call_tool(echo, {"text": f"call {i}"})
-            times.append((time.perf_counter() - began) * 1000)
-            assert answer.content[0].text == f"call {i}", answer  # type: ignore[union-attr]
-        result["sequential_ms"] = quantiles(times)
-    result["calls_per_s"] = await throughput(front.url, echo, sessions, seconds)
-    if "progress" in names:
-        result.update(await correctness(front, names))
-    return result
-
-
-async def throughput(url: str, echo: str, sessions: int, seconds: float) -> float:
-    done = [0]
-    ready = trio.Event()
-    opened = [0]
-
-    async def one(n: int) -> None:
-        async with session(url) as client:
-            await client.call_tool(echo, {"text": "warm"})
-            opened[0] += 1
-            if opened[0] == sessions:
-                ready.set()
-            await ready.wait()
-            end = time.perf_counter() + seconds
-            while time.perf_counter() < end:
-                await client.call_tool(echo, {"text": f"s{n}"})
-                done[0] += 1
-
-    began = [0.0]
-
-    async def clock() -> None:
-        await ready.wait()
-        began[0] = time.perf_counter()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(clock)
-        for n in range(sessions):
-            nursery.start_soon(one, n)
-    return done[0] / max(time.perf_counter() - began[0], 1e-9)
-
-
-async def correctness(front: Front, names: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    leaked: list[str] = []
-
-    async def listener(message: Any) -> None:
-        method = getattr(getattr(message, "root", message), "method", None)
-        if method == "notifications/progress":
-            leaked.append(method)
-
-    async with session(front.url) as client, session(front.url, listener) as bystander:
-        await bystander.call_tool(names["echo"], {"text": "listening"})
-        seen: list[float] = []
-
-        async def progress(value: float, total: float | None, message: str | None) -> None:
-            seen.append(value)
-
-        with trio.move_on_after(15):
-            steps = {"steps": 3, "interval": 0.02}
-            await client.call_tool(names["progress"], steps, progress_callback=progress)  # type: ignore[arg-type]
-        await trio.sleep(0.3)
-        out["progress"] = seen == [1, 2, 3]
-        out["progress_reaches_other_session"] = bool(leaked)
-
-        with trio.move_on_after(0.5):
-            await client.call_tool(names["sleep"], {"seconds": 30})
-        with trio.move_on_after(3):
-            while not front.seen("notifications/cancelled"):  # noqa: ASYNC110 - a file, not an event
-                await trio.sleep(0.02)
-        out["cancel_reaches_backend"] = front.seen("notifications/cancelled")
-    try:
-        async with session(front.url) as client:
-            out.update(await kill(front, client, names))
-    except Exception as exc:  # a front whose session breaks on a backend crash
-        out.setdefault("kill_answer", f"session broke: {_leaf(exc)}"[:120])
-        out.setdefault("recovered_s", None)
-    return out
-
-
-async def kill(front: Front, client: Client, names: dict[str, str]) -> dict[str, Any]:
-    """SIGKILL the backend under a 30 s call: time to the answer, then recovery."""
-    out: dict[str, Any] = {}
-
-    async def call() -> str:
+def installed(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The fronts whose peer is installed (installing it first, untimed), and why the
+    others are skipped."""
+    ready, skipped = [], {}
+    for name in names:
+        peer = name.removesuffix("-ws").removesuffix("-http")
         try:
-            reply = await client.call_tool(names["sleep"], {"seconds": 30})
-        except Exception as exc:  # what a front answers is what we measure
-            return f"{type(exc).__name__}: {str(exc)[:80]}"
-        return "isError" if reply.is_error else "result"
-
-    killed = await kill_mid_call(front, call, out)
-    out["recovered_s"] = None
-    with trio.move_on_after(10):
-        while True:
-            try:
-                with trio.fail_after(2):
-                    reply = await client.call_tool(names["echo"], {"text": "back?"})
-                if not reply.is_error:
-                    out["recovered_s"] = round(time.perf_counter() - killed, 2)
-                    break
-            except Exception as exc:
-                out["recover_error"] = f"{type(exc).__name__}: {str(exc)[:80]}"
-            await trio.sleep(0.25)
-    return out
+            if peer in (*peers.PYTHON_PEERS, *peers.NPM_PEERS):
+                peers.install(peer)
+            ready.append(name)
+        except peers.Unavailable as exc:
+            skipped[name] = str(exc)
+    return ready, skipped
 
 
-async def run(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-fronts-") as tmp:
-        scratch = Path(tmp)
-        http_port = free_port()
-        backend = subprocess.Popen(  # noqa: ASYNC220 - once, before anything is measured
-            [sys.executable, HTTP_SERVER, str(http_port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    fronts, skipped = installed(list(args.only))
+
+    def measure(name: str) -> interleave.Measure:
+        sizes = ("--calls", args.calls, "--sessions", args.sessions, "--seconds", args.seconds)
+        # The checks (a SIGKILLed backend among them) once per front, in the first round.
+        return lambda index: worker(
+            "bench_fronts.py", "--one", name, *sizes, *(["--checks"] if index == 0 else []), timeout=600
         )
-        try:
-            _wait_port(http_port, backend, "the SDK's HTTP server")
-            backend_url = f"http://127.0.0.1:{http_port}/mcp"
-            for name in args.only or FRONTS:
-                print(f"… {name}", file=sys.stderr, flush=True)
-                try:
-                    front = Front(name, scratch, backend_url)
-                    front.start()
-                except (peers.Unavailable, RuntimeError) as exc:
-                    results[name] = {"error": str(exc)}
-                    continue
-                how = measure_ws if name == "supergateway-ws" else measure
-                try:
-                    results[name] = await how(front, args.calls, args.sessions, args.seconds)
-                except Exception as exc:
-                    results[name] = {"error": _leaf(exc)}
-                finally:
-                    front.stop()
-        finally:
-            os.killpg(backend.pid, signal.SIGKILL)
-            backend.wait()
+
+    results: dict[str, Any] = {"skipped": skipped}
+    results["fronts"] = interleave.run("fronts", {name: measure(name) for name in fronts}, args.rounds)
     if args.warm_rounds:
-        print("… first call, warm: 0 and warm: 1", file=sys.stderr, flush=True)
-        for warm in (0, 1):
-            row = await bench_warm.measure(warm, args.warm_rounds, args.warm_gap)
-            results[f"first call, warm: {warm}"] = row
+        sizes = ("--rounds", args.warm_rounds, "--gap", args.warm_gap)
+
+        def first_call(warm: int) -> interleave.Measure:
+            return lambda _round: worker("bench_warm.py", "--warm", warm, *sizes)
+
+        warm = {f"warm: {w}": first_call(w) for w in (0, 1)}
+        results["first call"] = interleave.run("first call", warm, args.rounds)
     return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=interleave.MIN_ROUNDS)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--warm-rounds", type=int, default=6, help="0: no first-call rows")
+    parser.add_argument("--warm-rounds", type=int, default=3, help="first calls per round; 0: no such rows")
     parser.add_argument("--warm-gap", type=float, default=1.5)
-    parser.add_argument("--quick", action="store_true", help="fewer calls, shorter windows (about 2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="fewer calls, shorter windows")
     parser.add_argument("--only", nargs="*", choices=FRONTS)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--one", choices=FRONTS, help="worker: measure this front once, print its JSON")
+    parser.add_argument(
+        "--code", type=Path, default=ROOT, help="with --one ours: the copy of the project to serve"
+    )
+    parser.add_argument("--checks", action="store_true", help="with --one: also the correctness checks")
     args = parser.parse_args()
     if args.quick:
-        args.calls, args.seconds, args.warm_rounds = 300, 2.0, min(args.warm_rounds, 3)
+        args.calls, args.seconds, args.warm_rounds = 300, 2.0, min(args.warm_rounds, 2)
+    if args.one:
+        one = (args.one, args.code, args.calls, args.sessions, args.seconds, args.checks)
+        emit(trio.run(measure_front, *one))
+        return 0
+    if args.rounds < interleave.MIN_ROUNDS:
+        parser.error(f"--rounds {args.rounds}: a comparison needs at least {interleave.MIN_ROUNDS}")
     if args.only is None:
         args.only = list(DEFAULT)
-    results = trio.run(run, args)
+    results = run(args)
     versions = {name: peers.version(name) for name in (*peers.PYTHON_PEERS, *peers.NPM_PEERS)}
-    print(table(results))
-    print(f"load average {os.getloadavg()[0]:.2f} at the end; versions {versions}")
-    print(json.dumps({"versions": versions, "load": os.getloadavg(), "results": results}))
+    print(table(results["fronts"], results.get("first call")))
+    for name, why in results["skipped"].items():
+        print(f"- {name} skipped: {why}")
+    print(f"versions {versions}")
+    print(json.dumps({"versions": versions, **results}))
     if args.json:
-        args.json.write_text(json.dumps({"versions": versions, "results": results}, indent=1))
+        args.json.write_text(json.dumps({"versions": versions, **results}, indent=1))
     return 0
 
 

@@ -29,27 +29,19 @@ import sys
 import tempfile
 from typing import Any
 
-from _common import emit, quiet_logging
+from _common import emit, load_json_config, quiet_logging
 from bench_calls import _measure, _trio_spawn, measure_sdk_session
 
 
 async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
-    from actors.spec import ServerSpec
     from supervisor import Supervisor
-    from supervisor.settings.model import Config
 
     quiet_logging()
-    spec = ServerSpec(
-        name="bench",
-        type="remote",
-        url=args.url,
-        transport="streamable-http",
-        trusted=True,
-        protocol=args.protocol,
-    )
+    server = {"url": args.url, "transport": "streamable-http", "trusted": True, "protocol": args.protocol}
+    config = load_json_config({"servers": {"bench": server}})
     with tempfile.TemporaryDirectory(prefix="bench-http-") as state_dir:
         async with (
-            Supervisor.open(Config(servers=(spec,)), state_dir=state_dir) as sup,
+            Supervisor.open(config, state_dir=state_dir) as sup,
             sup.session() as session,
         ):
             turn = await session.begin_turn()

@@ -9,7 +9,8 @@ has finished importing by the next session; the last lines also show one session
 opened right after another (the fresh spare still importing).
 
 Run on its own: ``.venv/bin/python benchmarks/bench_warm.py [--rounds 10] [--gap 1.5]``;
-prints one JSON object on its last line.
+prints one JSON object on its last line (``--warm N``: only that setting, as
+``bench_fronts.py`` runs it, interleaved with the other).
 """
 
 from __future__ import annotations
@@ -66,7 +67,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--gap", type=float, default=1.5)
+    parser.add_argument(
+        "--warm", type=int, help="measure only this warm setting (a worker of bench_fronts.py)"
+    )
     args = parser.parse_args()
+    if args.warm is not None:
+        print(json.dumps(await measure(args.warm, args.rounds, args.gap)))
+        return
     out = {f"warm {w}": await measure(w, args.rounds, args.gap) for w in (0, 1)}
     for name, row in out.items():
         q = row["spaced_ms"]

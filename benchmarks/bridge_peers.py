@@ -1,11 +1,10 @@
 """``bench_bridge.py``'s comparison: ours against supergateway's WebSocket mode in front
-of the same server, and the floor (a bare WebSocket echo). See ``bench_bridge.py``."""
+of the same server, and the floor (a bare WebSocket echo), each measured once per
+call on a fresh server (``interleave.py`` runs the rounds). See ``bench_bridge.py``."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -104,49 +103,22 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def round_trips(
-    serve: Serve, sg_url: str | None, sg_pid: int | None, calls: int, rounds: int
-) -> dict[str, Any]:
-    """Sequential tools/call over one session of each, alternating in rounds; the
+async def round_trip(rpc: Callable[[dict[str, Any]], Any], gateway_pid: int, calls: int) -> dict[str, Any]:
+    """Sequential tools/call over one session, after 300 to warm up: their times, the
     client's CPU and the gateway process's (``serve``; supergateway's node) per call."""
-    times: dict[str, list[float]] = {"ours": [], "supergateway": []}
-    cpu: dict[str, float] = {"ours": 0.0, "supergateway": 0.0}
-    gateway_cpu: dict[str, float] = {"ours": 0.0, "supergateway": 0.0}
-    gateway_pid = {"ours": serve.pid, "supergateway": sg_pid or 0}
-    async with contextlib.AsyncExitStack() as stack:
-        ours = await stack.enter_async_context(ours_socket(serve.url))
-        sid = await ours.open()
-        await ours.initialize(sid)
-        plain = None
-        if sg_url is not None:
-            plain = Plain(await stack.enter_async_context(open_websocket_url(sg_url)))
-            await plain.initialize()
-        clients: dict[str, Callable[[dict[str, Any]], Any]] = {"ours": lambda m: ours.rpc(sid, m)}
-        if plain is not None:
-            clients["supergateway"] = plain.rpc
-        for rpc in clients.values():  # warm-up
-            for i in range(1, 301):
-                await rpc(call(i, "warm"))
-        for r in range(rounds):
-            for name, rpc in clients.items():
-                c0, g0 = time.process_time(), cpu_s(gateway_pid[name])
-                for i in range(calls):
-                    message = call(1000 + r * calls + i, f"r{r}c{i}")
-                    t0 = time.perf_counter()
-                    answer = await rpc(message)
-                    times[name].append((time.perf_counter() - t0) * 1e6)
-                    assert text_of(answer) == f"r{r}c{i}", answer
-                cpu[name] += time.process_time() - c0
-                gateway_cpu[name] += cpu_s(gateway_pid[name]) - g0
-        await ours.close(sid)
+    for i in range(1, 301):
+        await rpc(call(i, "warm"))
+    times = []
+    c0, g0 = time.process_time(), cpu_s(gateway_pid)
+    for i in range(calls):
+        t0 = time.perf_counter()
+        answer = await rpc(call(1000 + i, f"c{i}"))
+        times.append((time.perf_counter() - t0) * 1e6)
+        assert text_of(answer) == f"c{i}", answer
     return {
-        name: {
-            "us": quantiles(v),
-            "client_cpu_us_per_call": round(cpu[name] * 1e6 / len(v), 1),
-            "gateway_cpu_us_per_call": round(gateway_cpu[name] * 1e6 / len(v), 1),
-        }
-        for name, v in times.items()
-        if v
+        "round_trip_us": quantiles(times),
+        "client_cpu_us_per_call": round((time.process_time() - c0) * 1e6 / calls, 1),
+        "gateway_cpu_us_per_call": round((cpu_s(gateway_pid) - g0) * 1e6 / calls, 1),
     }
 
 
@@ -192,32 +164,41 @@ async def opens(url: str, ours: bool, n: int, parallel: int, server: str = "mini
     return result
 
 
-async def run_peer(serve: Serve, args: argparse.Namespace) -> dict[str, Any]:
-    launcher, why = supergateway()
-    result: dict[str, Any] = {"supergateway": launcher or f"skipped: {why}"}
-    async with contextlib.AsyncExitStack() as stack:
-        sg_url, sg_pid = None, None
-        if launcher is not None:
-            sg_url, sg_pid = await stack.enter_async_context(supergateway_running(launcher))
-        result["round_trip"] = await round_trips(serve, sg_url, sg_pid, args.calls, args.rounds)
-        print(json.dumps(result["round_trip"]), file=sys.stderr)
+async def measure_ours(serve: Serve, calls: int, n: int, warm: int) -> dict[str, Any]:
+    """One fresh ``serve``: the round trip, then ``n`` session opens one at a time and 16
+    at a time; with ``warm`` spares on ``mini-warm``, the opens there too; and our
+    WebSocket alone (connect, handshake, close; no session): what a supergateway
+    "session" costs it, on our side."""
+    await serve.ready()
+    async with ours_socket(serve.url) as ours:
+        sid = await ours.open()
+        await ours.initialize(sid)
+        result = await round_trip(lambda m: ours.rpc(sid, m), serve.pid, calls)
+        await ours.close(sid)
+    await serve.settled()
+    for parallel in (1, 16):
+        result[f"opens_{parallel}"] = await opens(serve.url, True, n, parallel)
         await serve.settled()
+        if warm:  # each session taking a warm spare (and its keeper refilling)
+            await trio.sleep(WARM_REFILL_S)  # the spares taken so far are replaced and started
+            result[f"opens_warm_{parallel}"] = await opens(serve.url, True, n, parallel, "mini-warm")
+            await serve.settled()
+    result["socket_only"] = await sockets_only(serve.url, n)
+    return result
+
+
+async def measure_supergateway(calls: int, n: int) -> dict[str, Any]:
+    """One fresh supergateway (``--outputTransport ws``): the round trip, then ``n``
+    socket opens (its "session") one at a time and 16 at a time."""
+    launcher, why = supergateway()
+    if launcher is None:
+        return {"error": why}
+    async with supergateway_running(launcher) as (url, pid), open_websocket_url(url) as ws:
+        plain = Plain(ws)
+        await plain.initialize()
+        result = await round_trip(plain.rpc, pid, calls)
         for parallel in (1, 16):
-            for name, url in (("ours", serve.url), ("supergateway", sg_url)):
-                if url is not None:
-                    result[f"opens_{name}_{parallel}"] = await opens(
-                        url, name == "ours", args.opens, parallel
-                    )
-                    await serve.settled()
-            if args.warm:  # ours again, each session taking a warm spare (and its keeper refilling)
-                await trio.sleep(WARM_REFILL_S)  # the spares taken so far are replaced and started
-                result[f"opens_ours_warm_{parallel}"] = await opens(
-                    serve.url, True, args.opens, parallel, "mini-warm"
-                )
-                await serve.settled()
-        # Our WebSocket alone (connect, handshake, close; no session): what a supergateway
-        # "session" costs it, on our side.
-        result["ours_socket_only"] = await sockets_only(serve.url, args.opens)
+            result[f"opens_{parallel}"] = await opens(url, False, n, parallel)
     return result
 
 
@@ -235,26 +216,23 @@ async def echo_running(stack: str) -> AsyncIterator[str]:
         await process.wait()
 
 
-async def run_floor(calls: int, rounds: int) -> dict[str, Any]:
-    """A tools/call-sized message echoed by a bare WebSocket server: the web stack's own
-    share of a round trip (no bridge, no envelope, no child)."""
+async def measure_echo(stack: str, calls: int) -> dict[str, Any]:
+    """A tools/call-sized message echoed by a fresh bare WebSocket server of ``stack``:
+    the web stack's own share of a round trip (no bridge, no envelope, no child)."""
     text = orjson.dumps(
         {"v": 1, "type": "mcp:message", "data": {"sessionId": "x" * 16, "jsonrpc": call(7, "r0c0")}}
-    )
-    times: dict[str, list[float]] = {"quart": [], "hypercorn": [], "trio-websocket": []}
-    async with contextlib.AsyncExitStack() as stack:
-        sockets = {}
-        for name in times:
-            url = await stack.enter_async_context(echo_running(name))
-            sockets[name] = await stack.enter_async_context(open_websocket_url(url))
-        for _ in range(rounds):
-            for name, ws in sockets.items():
-                for _ in range(calls):
-                    t0 = time.perf_counter()
-                    await ws.send_message(text.decode())
-                    orjson.loads(await ws.get_message())
-                    times[name].append((time.perf_counter() - t0) * 1e6)
-    return {f"echo_{name}": {"us": quantiles(v)} for name, v in times.items()}
+    ).decode()
+    times = []
+    async with echo_running(stack) as url, open_websocket_url(url) as ws:
+        for _ in range(300):  # warm-up
+            await ws.send_message(text)
+            await ws.get_message()
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            await ws.send_message(text)
+            orjson.loads(await ws.get_message())
+            times.append((time.perf_counter() - t0) * 1e6)
+    return {"us": quantiles(times)}
 
 
 async def sockets_only(url: str, n: int) -> dict[str, Any]:

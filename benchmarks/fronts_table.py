@@ -1,91 +1,124 @@
-# ruff: noqa: E501  (a report of tables: long f-strings on purpose)
-"""``bench_fronts.py``'s report: the peer table with ratios against ours, the first-call
-rows, and issue 17's targets met or missed, from one run's results."""
+# ruff: noqa: E501  (a report of tables: long f-strings and en dashes on purpose)
+"""``bench_fronts.py``'s report (and ``run.py``'s gateway section): the fronts with
+medians (min-max) of their interleaved rounds and ratios against ours, the checks,
+the first-call rows, and issue 17's targets met or missed. Every ratio goes through
+``interleave.ratio``: fronts not measured in one interleaved run are not compared."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import interleave
+from tables import Column, failures, round_log, spread, times
 
-def table(results: dict[str, dict[str, Any]]) -> str:
-    measured = {n: r for n, r in results.items() if "sequential_ms" in r}
-    ours = measured.get("ours")
+COLUMNS: list[Column] = [
+    ("sequential_ms.p50", "p50 ms", "{:.2f}"),
+    ("sequential_ms.p99", "p99 ms", "{:.2f}"),
+    ("calls_per_s", "calls/s", "{:.0f}"),
+]
+YES = {True: "yes", False: "**no**", None: "—"}
+
+
+def table(section: Mapping[str, Any], warm: Mapping[str, Any] | None = None, name: str = "fronts") -> str:
+    interleave.check(name, section)
+    if warm:
+        interleave.check("first call", warm)
+    fronts = section.get("contenders", {})
+    ours = "ours" if "ours" in fronts else None
+
+    def versus(front: str, key: str) -> str:
+        return times(name, section, front, ours, key, "{:.2f}x") if ours else "—"
+
     lines = [
         "| front | p50 ms | p99 ms | p50 ÷ ours | calls/s (16 sessions) | ÷ ours | progress | no leak to "
         "another session | cancel reaches backend | backend SIGKILLed mid-call | same session back |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in results.items():
-        if "error" in r:
-            lines.append(f"| {name} | skipped: {r['error']} |" + " |" * 9)
+    for front, measured in fronts.items():
+        if not measured.get("metrics"):
+            lines.append(f"| {front} | skipped{failures(section, front)} |" + " |" * 9)
             continue
-        if name not in measured:
-            continue
-        seq = r["sequential_ms"]
-        p50_ratio = f"{seq['p50'] / ours['sequential_ms']['p50']:.2f}x" if ours else "—"
-        rate_ratio = f"{r['calls_per_s'] / ours['calls_per_s']:.2f}x" if ours else "—"
-        kill, back = "—", "—"
-        if "kill_answer" in r:
-            kill_ms = r.get("kill_answer_ms")
-            kill = f"{r['kill_answer']} in {kill_ms:.0f} ms" if kill_ms else r["kill_answer"]
-            back = (
-                f"{r['recovered_s']} s"
-                if r.get("recovered_s")
-                else f"no ({r.get('recover_error', 'timeout')})"
-            )
-        yes = {True: "yes", False: "**no**", None: "—"}
-        cancel = yes[r.get("cancel_reaches_backend")] + (
-            f" ({r['cancel_note']})" if r.get("cancel_note") else ""
-        )
-        no_leak = None if "progress" not in r else not r["progress_reaches_other_session"]
+        p50, p99, rate = (spread(section, front, key, fmt) for key, _, fmt in COLUMNS)
         lines.append(
-            f"| {name} | {seq['p50']:.2f} | {seq['p99']:.2f} | {p50_ratio} | {r['calls_per_s']:.0f} | {rate_ratio} "
-            f"| {yes[r.get('progress')]} | {yes[no_leak]} | {cancel} | {kill} | {back} |"
+            f"| {front}{failures(section, front)} | {p50} | {p99} | {versus(front, 'sequential_ms.p50')} | {rate} | "
+            f"{versus(front, 'calls_per_s')} | {_checks(section, front)} |"
         )
-    for name, r in results.items():
-        if name.startswith("first call"):
-            q = r["spaced_ms"]
-            lines.append(
-                f"\n{name} (Python backend, mcp-server-time): p50 {q['p50']:.1f} ms, "
-                f"min {q['min']:.1f}, max {q['max']:.1f} (n={q['n']})"
-            )
-    lines.append("\n" + "\n".join(targets(results)))
+    lines.append(round_log(section))
+    for contender in (warm or {}).get("contenders", {}):
+        lines.append(
+            f"\nfirst call, {contender} (Python backend, mcp-server-time): p50 "
+            f"{spread(warm or {}, contender, 'spaced_ms.p50', '{:.1f}')} ms over the rounds"
+        )
+    if warm:
+        lines.append(round_log(warm))
+    lines.append("\n" + "\n".join(targets(section, warm, name)))
     return "\n".join(lines)
 
 
-def targets(results: dict[str, dict[str, Any]]) -> list[str]:
-    """Issue 17's targets for ours, each met or missed, from this run's numbers."""
-    ours, direct = results.get("ours", {}), results.get("direct-http", {})
-    if "sequential_ms" not in ours:
+def _checks(section: Mapping[str, Any], front: str) -> str:
+    """The correctness columns, from the round that ran the checks (the first)."""
+    notes = section["contenders"][front].get("notes", {})
+    if "progress" not in notes:
+        return " | ".join(["—"] * 5)
+    cancel = YES[notes.get("cancel_reaches_backend")] + (
+        f" ({notes['cancel_note']})" if notes.get("cancel_note") else ""
+    )
+    kill_ms = interleave.metric(section, front, "kill_answer_ms")
+    kill = str(notes.get("kill_answer", "—")) + (f" in {kill_ms['median']:.0f} ms" if kill_ms else "")
+    recovered = interleave.metric(section, front, "recovered_s")
+    back = f"{recovered['median']} s" if recovered else f"no ({notes.get('recover_error', 'timeout')})"
+    leak = notes.get("progress_reaches_other_session")
+    return f"{YES[notes.get('progress')]} | {YES[None if leak is None else not leak]} | {cancel} | {kill} | {back}"
+
+
+def targets(
+    section: Mapping[str, Any], warm: Mapping[str, Any] | None = None, name: str = "fronts"
+) -> list[str]:
+    """Issue 17's targets for ours, each met or missed, from this run's medians."""
+    ours = interleave.metric(section, "ours", "sequential_ms.p50")
+    if ours is None:
         return ["targets: ours was not measured"]
     out = []
 
-    def verdict(name: str, met: bool, detail: str) -> None:
-        out.append(f"- {name}: {'met' if met else '**missed**'} ({detail})")
+    def verdict(target: str, met: bool, detail: str) -> None:
+        out.append(f"- {target}: {'met' if met else '**missed**'} ({detail})")
 
-    p50, p99 = ours["sequential_ms"]["p50"], ours["sequential_ms"]["p99"]
-    if "sequential_ms" in direct:
-        floor = direct["sequential_ms"]["p50"]
-        verdict("p50 ≤ direct to the SDK server", p50 <= floor, f"{p50:.2f} ms vs {floor:.2f} ms")
+    p50 = ours["median"]
+    p99 = (interleave.metric(section, "ours", "sequential_ms.p99") or {"median": float("nan")})["median"]
+    floor = (
+        interleave.ratio(name, section, "ours", "direct-http", "sequential_ms.p50")
+        if _has(section, "direct-http")
+        else None
+    )
+    if floor is not None:
+        verdict("p50 ≤ direct to the SDK server", floor <= 1, f"{p50:.2f} ms, {floor:.2f}x direct")
     verdict("p99 ≤ 5 ms", p99 <= 5, f"{p99:.2f} ms")
     peer_rates = {  # the peers reached with the same client as ours (not the raw WebSocket row)
-        n: r["calls_per_s"]
-        for n, r in results.items()
-        if "calls_per_s" in r and not n.startswith(("ours", "direct")) and n != "supergateway-ws"
+        front: found["median"]
+        for front in section.get("contenders", {})
+        if not front.startswith(("ours", "direct"))
+        and front != "supergateway-ws"
+        and (found := interleave.metric(section, front, "calls_per_s"))
     }
     if peer_rates:
         best = max(peer_rates, key=peer_rates.__getitem__)
-        ratio = ours["calls_per_s"] / peer_rates[best]
-        verdict(
-            "calls/s ≥ 1.3x the best peer",
-            ratio >= 1.3,
-            f"{ours['calls_per_s']:.0f}/s, {ratio:.2f}x {best}'s {peer_rates[best]:.0f}/s",
-        )
-    warm = results.get("first call, warm: 1")
-    if warm:
+        ratio = interleave.ratio(name, section, "ours", best, "calls_per_s")
+        if ratio is not None:
+            verdict(
+                "calls/s ≥ 1.3x the best peer",
+                ratio >= 1.3,
+                f"{ratio:.2f}x {best}'s {peer_rates[best]:.0f}/s (medians)",
+            )
+    first = interleave.metric(warm or {}, "warm: 1", "spaced_ms.p50")
+    if first:
         verdict(
             "first call on a warm session server ≤ 50 ms",
-            warm["spaced_ms"]["p50"] <= 50,
-            f"p50 {warm['spaced_ms']['p50']:.1f} ms",
+            first["median"] <= 50,
+            f"p50 {first['median']:.1f} ms",
         )
     return out
+
+
+def _has(section: Mapping[str, Any], front: str) -> bool:
+    return interleave.metric(section, front, "sequential_ms.p50") is not None

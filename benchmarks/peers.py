@@ -84,6 +84,11 @@ def npm_peer(name: str) -> Path:
     return executable
 
 
+def install(name: str) -> Path:
+    """Install (or check) the peer ``name``, Python or npm: its ``bin/`` folder or executable."""
+    return python_peer(name) if name in PYTHON_PEERS else npm_peer(name)
+
+
 def version(name: str) -> str:
     """The installed version of a peer (for the report), or ``?``."""
     if name in NPM_PEERS:
@@ -101,7 +106,7 @@ def _tail(text: str) -> str:
 def main() -> int:
     for name in (*PYTHON_PEERS, *NPM_PEERS):
         try:
-            where = python_peer(name) if name in PYTHON_PEERS else npm_peer(name)
+            where = install(name)
             print(f"{name} {version(name)}: {where}")
         except Unavailable as exc:
             print(f"skipped: {exc}")

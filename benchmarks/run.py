@@ -4,20 +4,33 @@
                                        [--minutes N] [--servers N] [--profile] [--json PATH]
 
 Sections (``--only``): calls, whatif, http, breakdown, memory, import, kill, search,
-turns, scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
+turns, scale, soak; ``gateway`` and ``bridge`` only when named (they install their peer
+on first use); ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
 ``--py-spy``, or in /tmp/pyspy/bin; cProfile otherwise or with ``--cprofile``).
+
+Every section that compares (calls, whatif, http, memory, import, gateway, bridge)
+runs its contenders round by round through ``interleave.py``: ``--reps`` rounds (5 at
+least), each contender a fresh worker (and, for gateway and bridge, a fresh server) in
+every round, the order rotating; it prints the median of the rounds with min-max, the
+ratios between contenders of that one run (never across runs), and the 1-minute load
+average at the start and end of the section.
 
 * calls: the floor (hand-written Trio + orjson client), ours (``turn.call`` through
   ``Supervisor.open``) and the official SDK's ``ClientSession`` (under trio and under
   asyncio) against the same minimal server: sequential p50/p99 and throughput with 64
-  in flight; ``--reps`` repetitions, each in a fresh process, interleaved; medians
-  with min-max; ratios to the floor and to the SDK (the better of its two backends).
+  in flight; ratios to the floor and to the SDK (the better of its two backends).
   ``--baseline DIR`` adds ``ours-before``, ours from another copy of the project (a
-  before/after comparison in one run).
+  before/after comparison in one run; ``--code DIR`` names the copy ``ours`` runs).
 * whatif: ours with the patches of benchmarks/what_if.py applied (bounds, candidates).
 * http: ours and the SDK's client against the SDK's own Streamable HTTP server
   (benchmarks/http_server.py), each in the handshake era (2025-11-25) and in the
   per-request era (2026-07-28): sequential p50/p99, throughput with 16 in flight.
+* gateway: ``serve``'s ``/mcp`` (ours, and ours-before) against mcp-proxy before the
+  same stdio backend (``bench_fronts.py --one``): sequential p50/p99, calls/s over 16
+  sessions.
+* bridge: ``serve``'s ``/v1/bridge`` (ours, and ours-before) against supergateway's
+  WebSocket mode (``bench_bridge.py --one``): round trip p50/p99, gateway CPU per call,
+  session opens per second.
 * breakdown: what each step of our call path costs alone (benchmarks/bench_breakdown.py).
 * memory: client RSS per open stdio connection at 100 and 500 (floor, ours, SDK).
 * import: ``python -c "import supervisor"`` vs ``python -c "import mcp.client.session"``.
@@ -28,9 +41,9 @@ turns, scale, soak; ``profile`` runs only with ``--profile`` (py-spy if found on
 * scale: ``--servers`` minimal servers in one supervisor; soak: ``--minutes`` of calls,
   crashes and list_changed storms.
 
-The default run takes a few minutes on 2 cores; ``--quick`` about a minute and a half.
-Every number printed is measured in this run; the target lines compare them with
-issue 6's targets as they are.
+``--quick`` keeps the 5 rounds and makes each measurement smaller (the wall time of a
+run is in its report). Every number printed is measured in this run; the target
+lines compare them with issue 6's targets as they are.
 """
 
 from __future__ import annotations
@@ -46,11 +59,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import _report
-from _common import free_port
+import interleave
+import peers
+from _common import code_env, free_port, imported_from, worker
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -58,6 +74,7 @@ PY = sys.executable
 SECTIONS = [
     *("calls", "whatif", "http", "breakdown", "memory", "import", "kill", "search", "turns", "scale", "soak"),
 ]
+AGAINST_PEERS = ["gateway", "bridge"]  # with --only: they install their peer (PyPI, npm) on first use
 HTTP_INFLIGHT = 16
 HTTP_ERAS = ("2025-11-25", "2026-07-28")  # the handshake era, the per-request era
 CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
@@ -68,24 +85,6 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 # could write and does not: from a worker thread, and with os.write (the section is
 # skipped while this is empty).
 WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
-
-
-def worker(script: str, *args: Any, timeout: float = 900.0, root: Path = ROOT) -> dict[str, Any]:
-    """Run one worker in a fresh interpreter; its last stdout line is its JSON answer.
-    ``root``: another copy of the project (``--baseline``), whose code the worker runs."""
-    argv = [PY, str(root / "benchmarks" / script), *map(str, args)]
-    env = None if root == ROOT else {**os.environ, "PYTHONPATH": str(root)}
-    try:
-        done = subprocess.run(
-            argv, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:g} s: {shlex.join(argv[1:])}"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return {"error": f"exit {done.returncode}: {' | '.join(tail)}"}
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 
 def environment(argv: list[str]) -> dict[str, Any]:
@@ -122,42 +121,33 @@ def environment(argv: list[str]) -> dict[str, Any]:
 # ------------------------------------------------------------------------ sections
 
 
-def run_calls(args: argparse.Namespace, clients: list[str]) -> dict[str, list[dict[str, Any]]]:
-    results: dict[str, list[dict[str, Any]]] = {client: [] for client in clients}
-    for rep in range(args.reps):
-        for client in clients:
-            name, _, what_if = client.partition("+")
-            extra = ["--what-if", what_if] if what_if else []
-            name, root = _code_of(name, args)
-            result = worker(
-                "bench_calls.py",
-                "--client",
-                name,
-                "--seq",
-                args.seq,
-                "--tput",
-                args.tput,
-                "--warmup",
-                args.warmup,
-                *extra,
-                timeout=300,
-                root=root,
-            )
-            results[client].append(result)
-            _progress(f"calls rep {rep + 1}/{args.reps} {client}", result)
-    return results
+def run_calls(args: argparse.Namespace, clients: list[str], section: str = "calls") -> dict[str, Any]:
+    """Each client in a fresh worker per round, the clients interleaved round by round."""
+
+    def measure(client: str) -> interleave.Measure:
+        name, _, what_if = client.partition("+")
+        extra = ["--what-if", what_if] if what_if else []
+        name, code = _code_of(name, args)
+        calls = ("--seq", args.seq, "--tput", args.tput, "--warmup", args.warmup, *extra)
+        return lambda _round: worker("bench_calls.py", "--client", name, *calls, timeout=300, code=code)
+
+    return interleave.run(section, {client: measure(client) for client in clients}, args.reps)
 
 
 def _code_of(client: str, args: argparse.Namespace) -> tuple[str, Path]:
     """The client name a worker knows, and the copy of the project whose code it runs:
-    ``ours-before`` is ours as the code in ``--baseline`` has it."""
+    ``ours-before`` is ours as the code in ``--baseline`` has it, ``ours`` as in ``--code``."""
     if client == BEFORE:
         return "ours", Path(args.baseline)
-    return client, ROOT
+    return client, Path(args.code)
+
+
+def _ours(args: argparse.Namespace) -> list[str]:
+    return [BEFORE, "ours"] if args.baseline else ["ours"]
 
 
 def run_http(args: argparse.Namespace) -> dict[str, Any]:
-    """Both clients against one SDK Streamable HTTP server, repetitions alternating."""
+    """Both clients against one SDK Streamable HTTP server, interleaved round by round."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = subprocess.Popen(
@@ -179,23 +169,23 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
                     return {"error": f"the SDK's HTTP server did not start: {' | '.join(tail)}"}
                 time.sleep(0.1)
         seq, tput, warmup = (100, 400, 20) if args.quick else (500, 2000, 50)
-        # Each client in each era (``--protocol`` pins it); ours-before as it was (auto).
+        # Each client in each era (``--protocol`` pins it); with a baseline, ours before
+        # and after as each finds the era (auto).
         eras = [(f"{c} {era}", c, ("--protocol", era)) for c in ("ours", "sdk") for era in HTTP_ERAS]
-        clients = [(BEFORE, BEFORE, ()), *eras] if args.baseline else eras
-        results: dict[str, Any] = {"url": url, "inflight": HTTP_INFLIGHT, **{c[0]: [] for c in clients}}
-        for rep in range(max(1, args.reps - 2)):
-            for label, client, era in clients:
-                name, root = _code_of(client, args)
-                result = worker(
-                    "bench_http.py",
-                    *("--client", name, "--url", url, "--seq", seq, "--tput", tput, *era),
-                    *("--warmup", warmup, "--inflight", HTTP_INFLIGHT),
-                    timeout=300,
-                    root=root,
-                )
-                results[label].append(result)
-                _progress(f"http rep {rep + 1} {label}", result)
-        return results
+        clients = [*((c, c, ()) for c in _ours(args)), *eras] if args.baseline else eras
+
+        def measure(client: str, era: tuple[str, ...]) -> interleave.Measure:
+            name, code = _code_of(client, args)
+            sizes = ("--seq", seq, "--tput", tput, "--warmup", warmup, "--inflight", HTTP_INFLIGHT)
+            argv = ("--client", name, "--url", url, *era, *sizes)
+            return lambda _round: worker("bench_http.py", *argv, timeout=300, code=code)
+
+        contenders = {label: measure(client, era) for label, client, era in clients}
+        return {
+            "url": url,
+            "inflight": HTTP_INFLIGHT,
+            "section": interleave.run("http", contenders, args.reps),
+        }
     finally:
         server.terminate()
         try:
@@ -205,26 +195,48 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
             server.wait()
 
 
-def run_import(runs: int, baseline: str | None = None) -> dict[str, Any]:
-    def timed(code: str, root: Path = ROOT) -> list[float]:
-        env = None if root == ROOT else {**os.environ, "PYTHONPATH": str(root)}
-        subprocess.run([PY, "-c", code], cwd=root, env=env, check=True)  # warm the bytecode caches
-        samples = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            subprocess.run([PY, "-c", code], cwd=root, env=env, check=True)
-            samples.append(time.perf_counter() - start)
-        return samples
+def run_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """Client RSS per connection at each count, the clients interleaved round by round."""
 
-    out = {
-        "python -c pass": timed("pass"),
-        "import supervisor": timed("import supervisor"),
-        "import mcp.client.session": timed("import mcp.client.session"),
+    def measure(client: str, count: int) -> interleave.Measure:
+        name, code = _code_of(client, args)
+        return lambda _round: worker("bench_memory.py", "--client", name, "--connections", count, code=code)
+
+    clients = [*_ours(args), "floor", "sdk"]
+    return {
+        str(count): interleave.run(
+            f"memory@{count}", {client: measure(client, count) for client in clients}, args.reps
+        )
+        for count in args.memory_at
     }
-    if baseline:
-        out[f"import supervisor ({BEFORE})"] = timed("import supervisor", Path(baseline))
+
+
+def run_import(rounds: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Fresh interpreters importing each package, interleaved round by round."""
+    codes = {
+        "python -c pass": ("pass", ROOT),
+        "import mcp.client.session": ("import mcp.client.session", ROOT),
+    }
+    codes["import supervisor"] = ("import supervisor", Path(args.code))
+    if args.baseline:
+        codes[f"import supervisor ({BEFORE})"] = ("import supervisor", Path(args.baseline))
+
+    def measure(code: str, root: Path) -> interleave.Measure:
+        def timed(_round: int) -> dict[str, float]:
+            start = time.perf_counter()
+            subprocess.run([PY, "-c", code], cwd=root, env=code_env(root), check=True)
+            return {"seconds": time.perf_counter() - start}
+
+        subprocess.run([PY, "-c", code], cwd=root, env=code_env(root), check=True)  # warm the bytecode caches
+        return timed
+
+    section = interleave.run("import", {label: measure(*how) for label, how in codes.items()}, rounds)
     done = subprocess.run(
-        [PY, "-X", "importtime", "-c", "import supervisor"], cwd=ROOT, capture_output=True, text=True
+        [PY, "-X", "importtime", "-c", "import supervisor"],
+        cwd=args.code,
+        env=code_env(Path(args.code)),
+        capture_output=True,
+        text=True,
     )
     rows = []
     for line in done.stderr.splitlines():
@@ -232,7 +244,32 @@ def run_import(runs: int, baseline: str | None = None) -> dict[str, Any]:
         if len(parts) == 3 and parts[1].strip().isdigit():
             rows.append((int(parts[1]), parts[2].rstrip()))
     rows.sort(reverse=True)
-    return {"samples_s": out, "importtime_top": [(us / 1000, name) for us, name in rows[:14]]}
+    return {"section": section, "importtime_top": [(us / 1000, name) for us, name in rows[:14]]}
+
+
+def run_peer_section(
+    args: argparse.Namespace, section: str, peer: str, measure_peer: Sequence[Any]
+) -> dict[str, Any]:
+    """Ours (and ours-before) against ``peer``: each contender a fresh server and a
+    fresh worker per round (``bench_fronts.py --one`` / ``bench_bridge.py --one``)."""
+    script = "bench_fronts.py" if section == "gateway" else "bench_bridge.py"
+    skipped = {}
+    try:
+        peers.install(peer)
+        clients = [*_ours(args), peer]
+    except peers.Unavailable as exc:
+        skipped[peer] = str(exc)
+        clients = _ours(args)
+
+    def measure(client: str) -> interleave.Measure:
+        name, code = _code_of(client, args)
+        argv = ("--one", name, "--code", code, *measure_peer)
+        return lambda _round: worker(script, *argv, timeout=600)
+
+    return {
+        "skipped": skipped,
+        "section": interleave.run(section, {c: measure(c) for c in clients}, args.reps),
+    }
 
 
 def run_profile(args: argparse.Namespace) -> dict[str, Any]:
@@ -284,9 +321,16 @@ def _progress(what: str, result: dict[str, Any]) -> None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions and smaller sizes (~1.5 min)")
-    parser.add_argument("--only", nargs="+", choices=[*SECTIONS, "profile"], help="run only these sections")
-    parser.add_argument("--reps", type=int, help="repetitions of the call benchmarks (default 5, quick 2)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, the same number of rounds")
+    parser.add_argument(
+        "--only", nargs="+", choices=[*SECTIONS, *AGAINST_PEERS, "profile"], help="run only these sections"
+    )
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=interleave.MIN_ROUNDS,
+        help=f"rounds of every interleaved section (default and least {interleave.MIN_ROUNDS})",
+    )
     parser.add_argument("--minutes", type=float, help="soak duration (default 1, quick 0.25)")
     parser.add_argument("--servers", type=int, help="scale run size (default 200, quick 50)")
     parser.add_argument(
@@ -305,18 +349,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "`git archive` of an older commit; benchmarks/compare.py makes one), interleaved with "
         "the rest, as the row 'ours-before'",
     )
+    parser.add_argument(
+        "--code",
+        metavar="DIR",
+        default=str(ROOT),
+        help="the copy of the project whose code the row 'ours' runs (default: this one; "
+        "benchmarks/compare.py passes HEAD's worktree)",
+    )
+    parser.add_argument(
+        "--compared", action="append", default=[], help="a line naming what was compared (compare.py)"
+    )
     parser.add_argument("--json", help="also write every raw result to this file")
     parser.add_argument(
         "--render", metavar="JSON", help="print the report of an earlier --json file, run nothing"
     )
     args = parser.parse_args(argv)
     quick = args.quick
-    args.reps = args.reps or (2 if quick else 5)
+    if args.reps < interleave.MIN_ROUNDS:
+        parser.error(f"--reps {args.reps}: a comparison needs at least {interleave.MIN_ROUNDS} rounds")
     args.minutes = args.minutes if args.minutes is not None else (0.25 if quick else 1.0)
     args.servers = args.servers or (50 if quick else 200)
     args.memory_at = args.memory_at or ([100] if quick else [100, 500])
     args.kills = args.kills or (20 if quick else 100)
     args.seq, args.tput, args.warmup = (500, 3000, 200) if quick else (2000, 10000, 300)
+    # gateway: calls timed one after another, then seconds of calls over 16 sessions;
+    # bridge: round trips timed, then session opens (1 and 16 at a time).
+    args.gateway = ("--calls", 200, "--seconds", 2) if quick else ("--calls", 1000, "--seconds", 5)
+    args.bridge = ("--calls", 500, "--opens", 20) if quick else ("--calls", 2000, "--opens", 50)
     args.sections = args.only or ([*SECTIONS, "profile"] if args.profile else SECTIONS)
     return args
 
@@ -324,37 +383,38 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     if args.render:
-        print(_report.render(json.loads(Path(args.render).read_text())))
+        try:
+            print(_report.render(json.loads(Path(args.render).read_text())))
+        except interleave.NotInterleaved as exc:
+            sys.exit(f"{args.render}: {exc}")
         return
     env = environment(argv)
+    env["compared"] = args.compared
+    if args.baseline or Path(args.code) != ROOT:
+        code = {"ours": Path(args.code), **({BEFORE: Path(args.baseline)} if args.baseline else {})}
+        env["code_of"] = {who: imported_from(where) for who, where in code.items()}
+        for who, where in env["code_of"].items():
+            print(f"{who} runs supervisor from {where}", file=sys.stderr, flush=True)
     results: dict[str, Any] = {"env": env}
     started = time.perf_counter()
     sections = args.sections
     if "calls" in sections:
         results["calls"] = run_calls(args, [BEFORE, *CLIENTS] if args.baseline else CLIENTS)
     if "whatif" in sections and WHAT_IFS:
-        whatif_args = argparse.Namespace(**{**vars(args), "reps": max(1, args.reps - 2)})
-        results["whatif"] = run_calls(whatif_args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)])
+        results["whatif"] = run_calls(args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)], "whatif")
     if "http" in sections:
         results["http"] = run_http(args)
+    if "gateway" in sections:
+        results["gateway"] = run_peer_section(args, "gateway", "mcp-proxy", [*args.gateway, "--sessions", 16])
+    if "bridge" in sections:
+        results["bridge"] = run_peer_section(args, "bridge", "supergateway", [*args.bridge, "--warm", 0])
     if "breakdown" in sections:
         results["breakdown"] = worker("bench_breakdown.py", "--rounds", 5000 if args.quick else 20000)
         _progress("breakdown", results["breakdown"])
     if "memory" in sections:
-        memory: dict[str, Any] = {}
-        memory_clients = [BEFORE, "floor", "ours", "sdk"] if args.baseline else ["floor", "ours", "sdk"]
-        for count in args.memory_at:
-            for client in memory_clients:
-                name, root = _code_of(client, args)
-                result = worker("bench_memory.py", "--client", name, "--connections", count, root=root)
-                if "error" not in result:
-                    result["client"] = client  # ours-before, not the worker's "ours"
-                memory[f"{client}@{count}"] = result
-                _progress(f"memory {client} x{count}", memory[f"{client}@{count}"])
-        results["memory"] = memory
+        results["memory"] = run_memory(args)
     if "import" in sections:
-        results["import"] = run_import(5 if args.quick else 9, args.baseline)
-        _progress("import", {})
+        results["import"] = run_import(5 if args.quick else 9, args)
     if "kill" in sections:
         side = max(10, args.kills // 4)
         results["kill"] = {
