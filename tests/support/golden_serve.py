@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden_config import CLI, OPS, SERVERS, clean_env, write_config
-from tests.golden_files import Golden, port_masker
-from tests.golden_http import Recorder, exchange, http_request
+from tests.support.golden_config import CLI, OPS, SERVERS, clean_env, write_config
+from tests.support.golden_files import Golden, port_masker
+from tests.support.golden_http import Recorder, exchange, http_request
 
 WAIT_S = 20.0
 

@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-MINI = str(Path(__file__).parent / "servers" / "mini_server.py")
+from tests.support.paths import SERVERS
+
+MINI = str(SERVERS / "mini_server.py")
 CLI = [str(Path(sys.executable).with_name("mcp-supervisor"))]
 """The installed command (the project's entry point): it stays when modules move."""
 

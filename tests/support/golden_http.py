@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from tests.golden_config import ALICE
-from tests.golden_files import Golden, show
+from tests.support.golden_config import ALICE
+from tests.support.golden_files import Golden, show
 
 TIMEOUT_S = 20.0
 ACCEPT_BOTH = "application/json, text/event-stream"

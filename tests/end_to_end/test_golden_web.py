@@ -16,7 +16,7 @@ and compared with a file under ``tests/golden/``:
 A rewrite must reproduce them; a change meant to alter what users see re-records on
 purpose and the diff is reviewed with it:
 
-    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/test_golden_web.py
+    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/end_to_end/test_golden_web.py
 
 Nothing here imports ``supervisor``: every module of it is going to move.
 """
@@ -25,15 +25,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.golden_config import ALICE, BOUND, PEER
-from tests.golden_files import Golden
-from tests.golden_http import ACCEPT_BOTH, UPGRADE, Answer, Recorder, http_request, mcp_post
-from tests.golden_messages import CLIENT_INFO, INITIALIZE, INITIALIZED, NEW_ERA, PROTOCOL, rpc
-from tests.golden_serve import Serve, serve
+from tests.support.golden_config import ALICE, BOUND, PEER
+from tests.support.golden_files import Golden
+from tests.support.golden_http import ACCEPT_BOTH, UPGRADE, Answer, Recorder, http_request, mcp_post
+from tests.support.golden_messages import CLIENT_INFO, INITIALIZE, INITIALIZED, NEW_ERA, PROTOCOL, rpc
+from tests.support.golden_serve import Serve, serve
 
 __all__ = ["serve"]  # the module's fixture
 
-RERECORD = "tests/test_golden_web.py"
+RERECORD = "tests/end_to_end/test_golden_web.py"
 
 
 def call(request_id: Any, tool: str, arguments: dict[str, Any], **meta: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The ASGI app that ``serve`` hands its web server, built in this process.
 
-Only the goldens that must speak ASGI themselves (``tests/test_golden_asgi.py``: a
+Only the goldens that must speak ASGI themselves (``tests/end_to_end/test_golden_asgi.py``: a
 ``root_path``, which no HTTP client can set; a body that never ends, on a clock of
 the test's) build it, and only through ``served_front``. When the web tier is
 rewritten (new app, new package paths), this function is the one place to repoint.

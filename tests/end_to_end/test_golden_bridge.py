@@ -13,7 +13,7 @@ One real ``mcp-supervisor serve`` (``golden_serve.Serve``; ``web`` is its
 
 Re-record on purpose (and review the diff with the change):
 
-    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/test_golden_bridge.py
+    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/end_to_end/test_golden_bridge.py
 
 Nothing here imports ``supervisor``.
 """
@@ -28,15 +28,15 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from tests.golden_config import ALICE, APP_ORIGIN, BOUND, OPS, PEER
-from tests.golden_files import Masker, show
-from tests.golden_http import UPGRADE, http_request
-from tests.golden_messages import INITIALIZE, INITIALIZED, rpc
-from tests.golden_serve import Serve, serve
+from tests.support.golden_config import ALICE, APP_ORIGIN, BOUND, OPS, PEER
+from tests.support.golden_files import Masker, show
+from tests.support.golden_http import UPGRADE, http_request
+from tests.support.golden_messages import INITIALIZE, INITIALIZED, rpc
+from tests.support.golden_serve import Serve, serve
 
 __all__ = ["serve"]  # the module's fixture
 
-RERECORD = "tests/test_golden_bridge.py"
+RERECORD = "tests/end_to_end/test_golden_bridge.py"
 BRIDGE = "/v1/bridge"
 SUBPROTOCOL = "mcp-supervisor.bridge.v1"
 TOKEN_PREFIX = "mcp-supervisor.token."

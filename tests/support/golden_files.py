@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from pathlib import Path
 
 import pytest
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
+from tests.support.paths import GOLDEN
+
+GOLDEN_DIR = GOLDEN
 UPDATE = os.environ.get("MCP_SUPERVISOR_UPDATE_GOLDENS") == "1"
 MASKING = (
     "Masked: what differs from run to run, the kernel's <port> and the ids the server makes up "

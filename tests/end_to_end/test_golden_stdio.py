@@ -8,7 +8,7 @@ every line it writes on stdout, in order: ``initialize``, ``initialized``,
 closed: the exit status and anything written after). Each answer is read before the
 next line is sent. ``tests/golden/stdio.txt``; re-record on purpose with
 
-    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/test_golden_stdio.py
+    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/end_to_end/test_golden_stdio.py
 
 Nothing here imports ``supervisor``.
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 import trio
 
-from tests.golden_config import BOUND, CLI, clean_env, write_config
-from tests.golden_files import Golden, Masker, show
-from tests.golden_messages import INITIALIZE, INITIALIZED, rpc
+from tests.support.golden_config import BOUND, CLI, clean_env, write_config
+from tests.support.golden_files import Golden, Masker, show
+from tests.support.golden_messages import INITIALIZE, INITIALIZED, rpc
 
 WAIT_S = 20.0
 
@@ -77,7 +77,7 @@ async def test_one_stdio_session(tmp_path: Path) -> None:
         "stdio",
         "One mcp-supervisor stdio session, line by line (>>> written to its stdin, <<< read\n"
         "from its stdout), each answer read before the next line is written.",
-        "tests/test_golden_stdio.py",
+        "tests/end_to_end/test_golden_stdio.py",
         Masker(),
     )
     config = write_config(tmp_path, ("mini",))

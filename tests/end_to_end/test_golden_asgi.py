@@ -10,7 +10,7 @@ case records the scope, what ``receive`` gives, and every message the app sends 
 the cases that wait, with its virtual time): ``tests/golden/asgi_front.txt``.
 Re-record on purpose with
 
-    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/test_golden_asgi.py
+    MCP_SUPERVISOR_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/end_to_end/test_golden_asgi.py
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import trio
 import trio.testing
 from hypercorn.typing import ASGIFramework
 
-from tests.golden_config import ALICE, write_config
-from tests.golden_files import Golden, Masker, show
-from tests.golden_front import served_front
-from tests.golden_http import ACCEPT_BOTH
-from tests.golden_messages import INITIALIZE, PROTOCOL, rpc
+from tests.support.golden_config import ALICE, write_config
+from tests.support.golden_files import Golden, Masker, show
+from tests.support.golden_front import served_front
+from tests.support.golden_http import ACCEPT_BOTH
+from tests.support.golden_messages import INITIALIZE, PROTOCOL, rpc
 
 HOST = "127.0.0.1:8765"  # what the scopes say; the app is called directly, on no port
 LIMIT_S = 40.0  # virtual: past Quart's BODY_TIMEOUT (30 s), for the cases that wait
@@ -178,7 +178,7 @@ async def test_the_asgi_front_with_a_root_path_and_bodies_that_never_end(
         "The ASGI app serve runs, called directly: a root_path (serve never sets one), a body\n"
         "that never ends, a client that leaves. The cases that wait show when each message\n"
         "came, in virtual seconds (the test's clock).",
-        "tests/test_golden_asgi.py",
+        "tests/end_to_end/test_golden_asgi.py",
         Masker(),
     )
     config = write_config(tmp_path, servers=())
