@@ -34,7 +34,7 @@ so what is measured is the hub, not a client library:
   ``bench_fronts.py``); without npm the column is skipped and says why.
 * **floor**: the same frame echoed by a bare WebSocket server (``ws_echo_server.py``:
   Quart-Trio on Hypercorn, a bare ASGI app on Hypercorn as ``serve``'s ``/v1/bridge``
-  runs since ``supervisor/bridge/asgi_socket.py``, and trio-websocket's own): the web
+  runs since ``supervisor/bridge/asgi_app.py``, and trio-websocket's own): the web
   stack's share of a round trip; the three interleaved like the peers.
 
 Prints the peer and floor tables (medians of the rounds, min-max, ratios, the load

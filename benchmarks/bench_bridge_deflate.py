@@ -6,9 +6,9 @@ A real ``serve`` (``bench_bridge.py``'s config, one ``mini`` server) and two
 sockets made with wsproto over a blocking socket, one offering permessage-deflate
 (as browsers always do) and one not, each with a session; ``tools/call`` round trips
 on each, interleaved in rounds. Prints each socket's negotiated extensions, its p50
-and ``serve``'s CPU per call. Since ``supervisor/bridge/deflate.py`` the hub declines
-the offer, so both sockets run plain and the two rows agree; before it, the
-deflating socket's row was the dearer (``benchmarks/RESULTS.md``).
+and ``serve``'s CPU per call. Since ``serve`` declines the offer (the deflate wrapper
+of ``supervisor/server/hypercorn_patches.py``), both sockets run plain and the two rows
+agree; before it, the deflating socket's row was the dearer (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations

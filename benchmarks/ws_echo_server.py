@@ -7,7 +7,7 @@ costs a round trip, with no bridge, no envelope and no child process.
 
 Each echoes every text message on ``/echo``; Hypercorn pings each socket as ``serve``
 does (20 s). The Quart handler reads and writes through ``websocket`` (as the bridge
-did before ``supervisor/bridge/asgi_socket.py``); the bare ASGI app reads ``receive``
+did before ``supervisor/bridge/asgi_app.py``); the bare ASGI app reads ``receive``
 and writes ``send`` as that front does.
 """
 

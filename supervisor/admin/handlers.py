@@ -44,17 +44,14 @@ from supervisor.admin.views import (
     tool_list,
     unsupervised_summary,
 )
-from supervisor.bridge.handlers import BridgeHandlers
 from supervisor.calls.turns import Turn
-from supervisor.gateway.gauges import gateway_families
-from supervisor.gateway.http_front import GatewayHandlers
 from supervisor.runtime.reload_plan import ReloadRefused
 from supervisor.sessions.approvals import Approval
 from supervisor.sessions.session import Session
 from supervisor.settings.loader import ConfigError
-from supervisor.web.auth import TokenBook
 from supervisor.web.errors import ApiError, forbidden, not_found
 from supervisor.web.guard import Guard
+from supervisor.web.listings import NOTHING, BridgeListing, SessionListing
 from supervisor.web.roles import Action, authorize
 from supervisor.web.routes import JSON, METRICS, SSE
 from supervisor.web.scrubber import SecretScrubber
@@ -117,9 +114,10 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
+class AdminApi(SurfaceHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
-    beyond tools: ``surface_handlers.py``; ``/mcp``: ``gateway/http_front.py``)."""
+    beyond tools: ``surface_handlers.py``), and what the apps mounted beside the admin
+    API let it list (``web/listings.py``)."""
 
     def __init__(
         self,
@@ -128,6 +126,9 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
         feeds: EventFeeds,
         guard: Guard,
         redactor: Redactor,
+        *,
+        gateway: SessionListing = NOTHING,
+        bridge: BridgeListing = NOTHING,
     ) -> None:
         self.supervisor = supervisor
         self.hosted = hosted
@@ -135,21 +136,20 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
         self.guard = guard
         self.scrubber = guard.scrubber
         self.redactor = redactor
+        self.gateway = gateway
+        self.bridge = bridge
         self._config = guard.config
         self._document = orjson.dumps(document())
         self._in_flight: set[tuple[str, str]] = set()  # (tenant, request id)
         self._streamed: set[StreamedCall] = set()
 
-    def tokens(self) -> TokenBook:
-        """The admin tokens of the config running now. When a reload (by any way in)
-        changed it, its tokens replace the old ones and its secrets are masked from then
-        on; one identity check per request notices."""
-        tokens = self.guard.tokens()
+    def notice_reload(self) -> None:
+        """When a reload (by any way in) changed the config, its secrets are redacted
+        from then on too (the guard has its tokens); one identity check per request."""
         config = self.guard.config
         if config is not self._config:
             self._config = config
             self.redactor = self.redactor.with_secrets(config.secrets)
-        return tokens
 
     def _json(self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> TrioResponse:
         return json_response(data, self.scrubber, status, headers)
@@ -175,7 +175,7 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
             len(sup.approvals.pending()),
             audit_rows_pending=sup.journal.pending,
             audit_rows_dropped=sup.journal.dropped,
-            extra=[*gateway_families(self.gateway, self.new_era), *self.bridge_hub.families()],
+            extra=[*self.gateway.families(), *self.bridge.families()],
         )
         return TrioResponse(text, status=200, content_type=METRICS)
 
@@ -399,3 +399,14 @@ class AdminApi(SurfaceHandlers, GatewayHandlers, BridgeHandlers):
         if not self.supervisor.requests.cancel(rid, _tenant()):
             raise not_found(f"request {rid!r} in flight")
         return self._json({"request_id": rid, "status": "cancelling"}, 202)
+
+    # ------------------------------------------------------ the apps beside it
+
+    async def list_gateway_sessions(self) -> TrioResponse:
+        return self._json({"sessions": self.gateway.session_items(_scope())})
+
+    async def list_bridge_sessions(self) -> TrioResponse:
+        return self._json({"sessions": self.bridge.session_items(_scope())})
+
+    async def list_bridge_peers(self) -> TrioResponse:
+        return self._json({"peers": self.bridge.peer_items()})

@@ -141,8 +141,8 @@ async def _serve(
     config: Config, state_dir: str | None, listener: socket.socket, reread: Callable[[], Config] | None = None
 ) -> None:
     # Imported here: the client commands need neither Quart nor Hypercorn.
-    from supervisor.admin import serve_admin
     from supervisor.gateway.peer import PASSED_ON  # /mcp passes the servers' requests on
+    from supervisor.server import serve
 
     # The receiver outlives the service: a second Ctrl-C during the shutdown is
     # answered with a line, never a KeyboardInterrupt in the middle of a teardown.
@@ -154,7 +154,7 @@ async def _serve(
                 open_service(config, state_dir, "serve", reread=reread, client_capabilities=PASSED_ON) as sup,
                 trio.open_nursery() as nursery,
             ):
-                url = await nursery.start(partial(serve_admin, sup, config.admin.bind, listener=listener))
+                url = await nursery.start(partial(serve, sup, config.admin.bind, listener=listener))
                 log.info("admin api listening", extra={"fields": {"url": url}})
                 control.serving(sup, nursery)
                 await control.stop.wait()
@@ -232,11 +232,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # --bind wins over the config file; _serve reads the address from the config.
     config = attrs.evolve(config, admin=attrs.evolve(config.admin, bind=bind))
     check_state_dir(config, args.state_dir)  # a bad one is the only line printed (exit 3)
-    from supervisor.admin import AdminBindError, listen_admin
+    from supervisor.server import BindError, listen
 
     try:
-        listener = listen_admin(bind)  # before any server starts: a taken port costs nothing
-    except AdminBindError as exc:
+        listener = listen(bind)  # before any server starts: a taken port costs nothing
+    except BindError as exc:
         print(f"mcp-supervisor: {exc}", file=sys.stderr)
         return 1
     log.info(

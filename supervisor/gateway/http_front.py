@@ -1,9 +1,8 @@
-"""``/mcp``: the gateway over Streamable HTTP, on the admin app.
+"""What ``POST``, ``GET`` and ``DELETE /mcp`` answer: the gateway over Streamable HTTP.
 
-The admin app's guard has run first (Host and Origin loopback, bearer token →
-principal, the route's action ``use_sessions``), so every handler here knows its
-tenant. ``GatewayHandlers`` is a mixin of ``AdminApi``: the route table names these
-methods as it names the others.
+The app (``http_app.py``) has run the guard first (Host and Origin loopback, bearer
+token → tenant, the operation's role), so every handler here knows its tenant. No
+framework: a handler reads a ``Request`` and returns a ``Response`` (``web/http.py``).
 
 - ``POST /mcp``: one JSON-RPC message. ``initialize`` without ``Mcp-Session-Id``
   opens a session (``http_sessions.py``) and answers with its id; every later message
@@ -14,17 +13,16 @@ methods as it names the others.
   ``tools/call`` (``STREAMED_AT_ONCE``) unless its response comes first within
   ``JSON_WINDOW_S`` (a call that is done needs no id to resume from, and a JSON body
   costs both sides a fraction of a stream's), others when something related is sent
-  before their response. A per-request-era message
-  (``eras.is_new_era``) goes to the ``NewEraHandler``, in a task of the gateway's
-  nursery; the client's hang-up (before its answer, or mid-stream) cancels that task,
-  as a cancel would: the backend call is cancelled and its server told.
+  before their response. A per-request-era message (``eras.is_new_era``) goes to the
+  ``NewEraHandler``, in a task of the gateway's nursery; the client's hang-up (before
+  its answer, or mid-stream) cancels that task, as a cancel would: the backend call is
+  cancelled and its server told.
 - ``GET /mcp``: the session's standalone SSE stream, or (``Last-Event-ID``) the rest
   of any stream of the session after that event.
 - ``DELETE /mcp``: the session ends, its ``scope: session`` servers stop.
-- ``GET /v1/gateway/sessions``: the open sessions (a tenant's own; an operator's, all).
 
-The request's body bound is ``gateway.max_message_bytes``, not the admin API's
-(``app.py`` lifts Quart's for ``/mcp``): a message over it gets an error of its own.
+The body's bound is ``gateway.max_message_bytes``: a message over it gets an error of
+its own, and the session lives on.
 """
 
 from __future__ import annotations
@@ -33,17 +31,8 @@ from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-import attrs
-import orjson
 import trio
-from quart import request
-from quart_trio.wrappers import TrioResponse
-from quart_trio.wrappers.response import TrioIterableBody
-from werkzeug.datastructures import Headers, MIMEAccept
-from werkzeug.http import parse_accept_header
 
-from supervisor.admin.caller import scope as _scope
-from supervisor.admin.caller import tenant as _tenant
 from supervisor.gateway.eras import NewEraHandler, is_new_era
 from supervisor.gateway.http_rules import (
     HttpRefusal,
@@ -59,16 +48,24 @@ from supervisor.gateway.http_sessions import (
     GatewaySession,
     GatewaySessions,
     TooManyGatewaySessions,
-    session_item,
 )
 from supervisor.gateway.param_check import param_headers_of
 from supervisor.gateway.sse_events import EventStream, StreamOutlet, parse_event_id
 from supervisor.gateway.stateless import header_refusal, http_status
-from supervisor.web.routes import JSON, SSE
+from supervisor.web.exchange import BodyTimeout, Request
+from supervisor.web.http import (
+    Headers,
+    Response,
+    Scrub,
+    accepts,
+    content_length,
+    empty_response,
+    json_response,
+    stream_response,
+)
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
-    from supervisor.web.scrubber import SecretScrubber
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = "Mcp-Session-Id"
@@ -99,82 +96,51 @@ async def cancel_when_closed(
         scope.cancel()
 
 
-@attrs.frozen(slots=True)
-class McpPost:
-    """What ``POST /mcp`` reads of its request, whichever path serves it: the headers,
-    the caller's tenant (the guard's principal), the declared length and the body."""
+class McpFront:
+    """The answers of ``/mcp``, for one server's gateway sessions and new-era handler."""
 
-    headers: Headers
-    tenant: str
-    content_length: int | None
-    body: AsyncIterable[bytes]
-
-
-def accepts_sse(headers: Headers) -> bool:
-    """Whether the client accepts ``text/event-stream`` (werkzeug's reading of
-    ``Accept``, as Quart's ``request.accept_mimetypes``)."""
-    accepted = parse_accept_header(headers.get("Accept"), MIMEAccept)
-    return any(value.lower() == SSE and quality > 0 for value, quality in accepted)
-
-
-def refusal_response(refusal: HttpRefusal, scrub: Any = None) -> TrioResponse:
-    """An HTTP refusal with its JSON-RPC error body."""
-    body = refusal.body() if scrub is None else scrub(refusal.body())
-    return TrioResponse(orjson.dumps(body), status=refusal.status, content_type=JSON)
-
-
-class GatewayHandlers:
-    """The ``/mcp`` and ``/v1/gateway`` handlers (a mixin of ``AdminApi``)."""
-
-    supervisor: Supervisor
-    scrubber: SecretScrubber
-    gateway: GatewaySessions
-    new_era: NewEraHandler | None = None
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        sessions: GatewaySessions,
+        new_era: NewEraHandler | None,
+        scrub: Scrub,
+    ) -> None:
+        self.supervisor = supervisor
+        self.sessions = sessions
+        self.new_era = new_era
+        self.scrub = scrub
 
     # ---------------------------------------------------------------- responses
 
-    def _mcp_rpc_json(
-        self, message: Any, status: int = 200, headers: Mapping[str, str] | None = None
-    ) -> TrioResponse:
-        data = orjson.dumps(self.scrubber.scrub(message))
-        return TrioResponse(data, status=status, headers=dict(headers or {}), content_type=JSON)
+    def _json(self, message: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+        return json_response(message, status, headers, scrub=self.scrub)
 
-    def _mcp_refuse(self, refusal: HttpRefusal) -> TrioResponse:
-        return refusal_response(refusal, self.scrubber.scrub)
+    def refuse(self, refusal: HttpRefusal) -> Response:
+        """An HTTP refusal with its JSON-RPC error body."""
+        return self._json(refusal.body(), refusal.status).with_headers(refusal.headers)
 
-    def _mcp_sse(
-        self, body: AsyncGenerator[bytes, None], headers: Mapping[str, str] | None = None
-    ) -> TrioResponse:
-        response = TrioResponse(
-            TrioIterableBody(body), status=200, headers={**SSE_HEADERS, **(headers or {})}, content_type=SSE
-        )
-        response.timeout = None
-        return response
+    def _sse(self, body: AsyncGenerator[bytes, None]) -> Response:
+        return stream_response(body, SSE_HEADERS)
 
     # --------------------------------------------------------------------- POST
 
-    async def mcp_post(self) -> TrioResponse:
-        return await self.mcp_post_of(
-            McpPost(request.headers, _tenant(), request.content_length, request.body)
-        )
-
-    async def mcp_post_of(self, post: McpPost) -> TrioResponse:
-        """The answer to one ``POST /mcp`` the guard has admitted (Quart's route, or
-        the lean path of ``admin/fast_mcp.py``)."""
+    async def post(self, request: Request, tenant: str) -> Response:
+        """The answer to one ``POST /mcp`` the guard has admitted."""
         try:
-            return await self._mcp_post(post)
+            return await self._post(request, tenant)
         except HttpRefusal as refusal:
-            return self._mcp_refuse(refusal)
+            return self.refuse(refusal)
 
-    async def _mcp_post(self, post: McpPost) -> TrioResponse:
-        message = parse_message(await self._mcp_read_message(post))
-        headers = post.headers
+    async def _post(self, request: Request, tenant: str) -> Response:
+        headers = request.headers
+        message = parse_message(await self._read_message(headers, request.body))
         check_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
         session_id = headers.get(SESSION_HEADER)
         version = headers.get("MCP-Protocol-Version")
         request_id = message.get("id")
         if is_new_era(message, version, session_id):
-            return await self._mcp_new_era(message, post)
+            return await self._new_era(message, headers, tenant)
         if session_id is None:
             if message.get("method") != "initialize":
                 raise HttpRefusal(
@@ -183,34 +149,43 @@ class GatewayHandlers:
                     f"then send its id in the {SESSION_HEADER} header",
                     request_id=request_id,
                 )
-            return await self._mcp_initialize(message, post.tenant)
-        record = self._mcp_session(session_id, post.tenant, request_id)
+            return await self._initialize(message, tenant)
+        record = self._session(session_id, tenant, request_id)
         check_version(version, record.peer.protocol_version, request_id)
         record.touch()
         if kind_of(message) != "request":
             await record.peer.receive(message, record.outlet())
-            return TrioResponse(b"", status=202)
-        sse = accepts_sse(headers)
+            return empty_response(202)
+        sse = accepts(headers)
         stream = record.new_stream() if sse else EventStream("json")
-        self.gateway.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
+        self.sessions.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
         window = JSON_WINDOW_S if sse and message.get("method") in STREAMED_AT_ONCE else None
-        return await self._mcp_reply(stream, window)
+        return await self._reply(stream, window)
 
-    async def _mcp_read_message(self, post: McpPost) -> bytes:
-        """The body, refused past ``gateway.max_message_bytes`` without reading it all."""
+    async def _read_message(self, headers: Headers, body: AsyncIterable[bytes]) -> bytes:
+        """The body, refused past ``gateway.max_message_bytes`` without reading it all,
+        and past the body timeout."""
         bound = self.supervisor.config.gateway.max_message_bytes
-        length = post.content_length
+        length = content_length(headers)
         if length is not None and length > bound:
             raise too_large(length, bound)
         data = bytearray()
-        async for chunk in post.body:
-            data += chunk
-            if len(data) > bound:
-                raise too_large(None, bound)
+        try:
+            async for chunk in body:
+                data += chunk
+                if len(data) > bound:
+                    raise too_large(None, bound)
+        except BodyTimeout as exc:
+            raise HttpRefusal(
+                408,
+                f"{exc} (the server's body timeout); send the whole message at once",
+                data={"code": "request_timeout"},
+                headers={"Connection": "close"},  # what is left of the body is not read
+            ) from None
         return bytes(data)
 
-    def _mcp_session(self, session_id: str, tenant: str, request_id: Any = None) -> GatewaySession:
-        record = self.gateway.get(session_id, tenant)
+    def _session(self, session_id: str, tenant: str, request_id: Any = None) -> GatewaySession:
+        record = self.sessions.get(session_id, tenant)
         if record is None:
             raise HttpRefusal(
                 404,
@@ -220,44 +195,42 @@ class GatewayHandlers:
             )
         return record
 
-    async def _mcp_initialize(self, message: Mapping[str, Any], tenant: str) -> TrioResponse:
+    async def _initialize(self, message: Mapping[str, Any], tenant: str) -> Response:
         request_id = message.get("id")
         try:
-            record = await self.gateway.open(tenant)
+            record = await self.sessions.open(tenant)
         except TooManyGatewaySessions as exc:
             raise HttpRefusal(429, str(exc), request_id=request_id) from None
         except GatewayClosed as exc:
             raise HttpRefusal(503, str(exc), request_id=request_id) from None
         response = await record.peer.receive(message, record.outlet())
         if response is None or "error" in response:
-            await self.gateway.close(record.id, None)
-            return self._mcp_rpc_json(response, 400)
-        self.gateway.announce(record)
-        return self._mcp_rpc_json(response, headers={SESSION_HEADER: record.id})
+            await self.sessions.close(record.id, None)
+            return self._json(response, 400)
+        self.sessions.announce(record)
+        return self._json(response, headers={SESSION_HEADER: record.id})
 
-    async def _mcp_reply(self, stream: EventStream, window_s: float | None = None) -> TrioResponse:
+    async def _reply(self, stream: EventStream, window_s: float | None = None) -> Response:
         """JSON when the response comes first (within ``window_s``, if given); else SSE
         from the first event."""
         with trio.move_on_after(window_s if window_s is not None else float("inf")):
             await stream.changed(0)
         if stream.finished and stream.related == 0 and stream.response is not None:
-            return self._mcp_rpc_json(stream.response)
-        return self._mcp_sse(stream.follow(0))
+            return self._json(stream.response)
+        return self._sse(stream.follow(0))
 
-    async def _mcp_new_era(self, message: Mapping[str, Any], post: McpPost) -> TrioResponse:
+    async def _new_era(self, message: Mapping[str, Any], headers: Headers, tenant: str) -> Response:
         handler = self.new_era
         if handler is None:
             raise HttpRefusal(400, NEW_ERA_UNSERVED, request_id=message.get("id"))
-        headers = post.headers
         refused = header_refusal(message, headers.get("MCP-Protocol-Version"))
         if refused is not None:
-            return self._mcp_rpc_json(refused, http_status(refused))
+            return self._json(refused, http_status(refused))
         require_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
-        tenant = post.tenant
         refused = await handler.check_headers(message, param_headers_of(headers.items()), tenant)
         if refused is not None:
-            return self._mcp_rpc_json(refused, http_status(refused))
-        stream = EventStream("n" if accepts_sse(headers) else "json", scrub=self.scrubber.scrub)
+            return self._json(refused, http_status(refused))
+        stream = EventStream("n" if accepts(headers) else "json", scrub=self.scrub)
         hung_up = trio.CancelScope()
 
         async def answer() -> None:
@@ -271,34 +244,35 @@ class GatewayHandlers:
                 else:
                     stream.finish()
 
-        self.gateway.start_background(answer)
-        try:  # Quart cancels this handler when the client hangs up before the answer
+        self.sessions.start_background(answer)
+        try:  # the exchange cancels this handler when the client hangs up before the answer
             await stream.changed(0)
         except BaseException:
             hung_up.cancel()
             raise
         if stream.finished and stream.response is None and stream.related == 0:
-            return TrioResponse(b"", status=202)
+            return empty_response(202)
         if stream.finished and stream.related == 0 and stream.response is not None:
-            return self._mcp_rpc_json(stream.response, http_status(stream.response))
-        return self._mcp_sse(cancel_when_closed(stream.follow(0), hung_up))
+            return self._json(stream.response, http_status(stream.response))
+        return self._sse(cancel_when_closed(stream.follow(0), hung_up))
 
     # ---------------------------------------------------------------------- GET
 
-    async def mcp_get(self) -> TrioResponse:
+    async def get(self, request: Request, tenant: str) -> Response:
+        """The standalone stream, or the rest of a stream after ``Last-Event-ID``."""
         try:
-            return self._mcp_get()
+            return self._get(request.headers, tenant)
         except HttpRefusal as refusal:
-            return self._mcp_refuse(refusal)
+            return self.refuse(refusal)
 
-    def _mcp_get(self) -> TrioResponse:
-        record = self._mcp_session(self._mcp_session_header(), _tenant())
-        if not accepts_sse(request.headers):
+    def _get(self, headers: Headers, tenant: str) -> Response:
+        record = self._session(self._session_header(headers), tenant)
+        if not accepts(headers):
             raise HttpRefusal(406, f"GET {MCP_PATH} is an SSE stream: send Accept: text/event-stream")
-        last = request.headers.get("Last-Event-ID")
+        last = headers.get("Last-Event-ID")
         if last is None:
             stream = record.standalone
-            return self._mcp_sse(stream.follow(stream.delivered, stream.take_over()))
+            return self._sse(stream.follow(stream.delivered, stream.take_over()))
         parsed = parse_event_id(last)
         resumed = record.stream(parsed[0]) if parsed is not None else None
         if parsed is None or resumed is None:
@@ -306,26 +280,21 @@ class GatewayHandlers:
                 400, f"Last-Event-ID {last!r} names no stream this session still keeps; GET without it"
             )
         token = resumed.take_over() if resumed is record.standalone else None
-        return self._mcp_sse(resumed.follow(parsed[1], token))
+        return self._sse(resumed.follow(parsed[1], token))
 
-    def _mcp_session_header(self) -> str:
-        session_id = request.headers.get(SESSION_HEADER)
+    def _session_header(self, headers: Headers) -> str:
+        session_id = headers.get(SESSION_HEADER)
         if session_id is None:
             raise HttpRefusal(400, f"{SESSION_HEADER} is missing: name the session this request is for")
         return session_id
 
     # ------------------------------------------------------------------- DELETE
 
-    async def mcp_delete(self) -> TrioResponse:
+    async def delete(self, request: Request, tenant: str) -> Response:
+        """The session ends (204), or the refusal."""
         try:
-            record = self._mcp_session(self._mcp_session_header(), _tenant())
+            record = self._session(self._session_header(request.headers), tenant)
         except HttpRefusal as refusal:
-            return self._mcp_refuse(refusal)
-        await self.gateway.close(record.id, None)
-        return TrioResponse(b"", status=204)
-
-    # ---------------------------------------------------------------- operators
-
-    async def list_gateway_sessions(self) -> TrioResponse:
-        items = [session_item(record) for record in self.gateway.listing(_scope())]
-        return self._mcp_rpc_json({"sessions": items})
+            return self.refuse(refusal)
+        await self.sessions.close(record.id, None)
+        return empty_response(204)

@@ -43,6 +43,7 @@ class HttpRefusal(Exception):
         code: int = INVALID_REQUEST,
         request_id: Any = None,
         data: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -50,6 +51,7 @@ class HttpRefusal(Exception):
         self.message = message
         self.request_id = request_id
         self.data = data
+        self.headers = dict(headers or {})  # sent after the body's own
 
     def body(self) -> dict[str, Any]:
         """A JSON-RPC error response (``id`` null when the message had none)."""

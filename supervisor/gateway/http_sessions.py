@@ -125,15 +125,14 @@ class GatewaySessions(HeldSessions[GatewaySession]):
     not_running = GatewayClosed
     not_running_text = "the MCP gateway is not running (the service is starting or stopping)"
 
-    def __init__(self, supervisor: Supervisor, *, version: str | None = None) -> None:
+    def __init__(self, supervisor: Supervisor, *, version: str | None = None, scrub: Scrub = _as_is) -> None:
         super().__init__()
         self._supervisor = supervisor
         self._version = version if version is not None else installed_version()
         self.session_tasks: list[SessionTask] = []
         """Run in every session's nursery from its opening until it ends."""
-        self.scrub: Scrub = _as_is
-        """What every session's events pass through (``create_app`` sets the admin
-        app's secret scrubber)."""
+        self.scrub = scrub
+        """What every session's events pass through (the server's secret scrubber)."""
         self.counts: Counter[str] = Counter()
         """Sessions ``opened``, ``closed``, ``expired`` (idle) and ``refused`` (over the
         tenant's bound), for the metrics."""

@@ -6,7 +6,7 @@ the admin API's own bind (then the DNS-rebinding guard is on), for a peer's addr
 (without tokens only loopback clients are served), and for the host of a request's
 ``Host``, absolute-form target and ``Origin`` (``admin/auth.py`` parses those strictly
 first). :func:`parse_bind` reads every ``HOST:PORT``: ``admin.bind`` in the config,
-``--bind``, and the address ``serve_admin`` is given.
+``--bind``, and the address ``server.serve`` is given.
 
 Strict on purpose, because a wrong "yes" switches a guard off or lets a client in:
 only ``localhost`` (in any case: host names are case-insensitive, and the resolver

@@ -22,7 +22,7 @@ app calls ``check_request`` from a ``before_request`` hook; tests call it direct
    configured every route but the health check needs ``Authorization: Bearer
    <token>`` (401 with ``WWW-Authenticate: Bearer``); a bearer value with a control
    character or non-ASCII in it is a 400, like the NUL that Hypercorn refuses before
-   we see it (``refusals.py``). Tokens are compared in constant time against *every*
+   we see it (``server/hypercorn_patches.py``). Tokens are compared in constant time against *every*
    configured token, so the time taken says nothing about which prefix matched.
    Without tokens a loopback client is the operator of tenant ``default``, and any
    other client is refused (``serve`` refuses a non-loopback bind without tokens;

@@ -27,6 +27,10 @@ CODES: Mapping[int, str] = {
 """The error code of an HTTP status that has no more specific one."""
 
 
+METHOD_NOT_ALLOWED = "The method is not allowed for the requested URL."
+"""A 405's message (werkzeug's words, which the admin API's routes answer with too)."""
+
+
 def code_of(status: int) -> str:
     """The error code of ``status`` (``server_error`` for a 5xx we did not name)."""
     return CODES.get(status, "server_error" if status >= 500 else "bad_request")

@@ -20,6 +20,10 @@ JSON = "application/json"
 SSE = "text/event-stream"
 METRICS = "text/plain; version=0.0.4"
 
+ADMIN, GATEWAY, BRIDGE = "admin", "gateway", "bridge"
+"""The apps of ``serve`` (``Route.app``): the mount table gives ``/mcp`` to the
+gateway's and ``/v1/bridge`` to the bridge's, the rest to the admin API."""
+
 
 @attrs.frozen(slots=True)
 class Route:
@@ -40,6 +44,7 @@ class Route:
     error_schema: str = "Error"  # the schema of its error bodies
     action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
     websocket: bool = attrs.field(default=False, kw_only=True)  # a WebSocket, not an HTTP route
+    app: str = attrs.field(default=ADMIN, kw_only=True)  # the app that serves it
 
     @property
     def public(self) -> bool:
@@ -308,6 +313,7 @@ ROUTES: tuple[Route, ...] = (
         errors=(("429", "The tenant holds gateway.max_sessions_per_tenant sessions already."),),
         error_schema="JsonRpcError",
         action=_USE,
+        app=GATEWAY,
     ),
     Route(
         "GET",
@@ -319,6 +325,7 @@ ROUTES: tuple[Route, ...] = (
         errors=(("406", "Accept does not include text/event-stream."),),
         error_schema="JsonRpcError",
         action=_USE,
+        app=GATEWAY,
     ),
     Route(
         "DELETE",
@@ -328,6 +335,7 @@ ROUTES: tuple[Route, ...] = (
         status=204,
         error_schema="JsonRpcError",
         action=_USE,
+        app=GATEWAY,
     ),
     Route(
         "GET",
@@ -377,6 +385,7 @@ ROUTES: tuple[Route, ...] = (
         errors=(("426", "Not a WebSocket upgrade."),),
         action=Action.USE_SESSIONS,
         websocket=True,
+        app=BRIDGE,
     ),
     Route(
         "GET",

@@ -15,9 +15,9 @@ import pytest
 import trio
 
 from actors.spec import Start
-from supervisor.admin import serve_admin
-from supervisor.admin import server as admin_server
 from supervisor.admin.openapi import document
+from supervisor.server import serve
+from supervisor.server import serving as admin_server
 from supervisor.service import Supervisor
 from tests.support.admin import (
     Http,
@@ -438,7 +438,7 @@ async def test_cancelling_the_server_drains_with_an_answer_for_every_call(
         with trio.fail_after(20):
             async with trio.open_nursery() as clients:
                 async with trio.open_nursery() as admin:
-                    http = Http(await admin.start(serve_admin, sup, "127.0.0.1:0"))
+                    http = Http(await admin.start(serve, sup, "127.0.0.1:0"))
                     sid = await http.session()
                     tid = (await http.turn(sid))["turn_id"]
                     calls = f"/v1/sessions/{sid}/turns/{tid}/calls"

@@ -23,9 +23,9 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.admin.app import create_app, routes_served
-from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import document
+from supervisor.server.apps import compose
+from supervisor.server.apps import served as routes_of
 from supervisor.service import Supervisor
 from supervisor.web.routes import ROUTES, Route
 from tests.support.admin import (
@@ -58,8 +58,7 @@ def test_route_table_has_no_duplicates_and_documents_every_route() -> None:
 
 async def test_every_served_route_is_documented_and_every_documented_one_served(tmp_path: Path) -> None:
     async with Supervisor.open(config_of(), state_dir=tmp_path) as sup:
-        app = create_app(sup, HostedSessions(sup), bind_is_loopback=True)
-        served = routes_served(app)
+        served = routes_of(compose(sup, bind_is_loopback=True))
     documented = {(route.method, route.rule): route.operation for route in ROUTES}
     assert dict(served) == documented
 

@@ -19,12 +19,13 @@ import pytest
 import trio
 
 from actors.spec import ServerSpec
-from supervisor.admin.app import create_app, routes_served
+from supervisor.admin.app import create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.admin.openapi import document
 from supervisor.calls.requests import RequestRegistry
 from supervisor.cli import main as cli
 from supervisor.cli.auth_login import _tell_service
+from supervisor.server.apps import compose, served
 from supervisor.service import Supervisor
 from supervisor.settings.model import Config, Role, TokenGrant
 from supervisor.web.guard import ROUTE_ACTIONS
@@ -103,8 +104,7 @@ def _config(*specs: ServerSpec) -> Config:
 
 async def test_every_served_route_has_a_role_entry(tmp_path: Path) -> None:
     async with Supervisor.open(config_of(), state_dir=tmp_path) as sup:
-        app = create_app(sup, HostedSessions(sup), bind_is_loopback=True)
-    endpoints = set(routes_served(app).values())
+        endpoints = set(served(compose(sup, bind_is_loopback=True)).values())
     assert endpoints == set(EXPECTED), "a route without a role entry here, or one no longer served"
     for endpoint in endpoints:
         assert endpoint in ROUTE_ACTIONS, endpoint

@@ -27,8 +27,8 @@ import pytest
 import trio
 
 from actors.redaction import Redactor
-from supervisor.admin import AdminBindError, serve_admin
 from supervisor.runtime.logs import StructuredFormatter
+from supervisor.server import BindError, serve
 from supervisor.service import Supervisor
 from supervisor.settings.loader import CONFIG_ENV_VAR, load_config
 from supervisor.web.routes import ROUTES
@@ -424,8 +424,8 @@ async def test_an_address_in_use_is_one_clear_error(tmp_path: Path) -> None:
     port = taken.getsockname()[1]
     try:
         async with Supervisor.open(config_of(), state_dir=tmp_path) as sup, trio.open_nursery() as nursery:
-            with trio.fail_after(10), pytest.raises(AdminBindError) as caught:
-                await nursery.start(serve_admin, sup, f"127.0.0.1:{port}")
+            with trio.fail_after(10), pytest.raises(BindError) as caught:
+                await nursery.start(serve, sup, f"127.0.0.1:{port}")
             assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
             assert "--bind" in str(caught.value)
             assert not sup.approvals.remote  # restored: nobody would answer an operator request
@@ -437,7 +437,7 @@ async def test_an_address_in_use_is_one_clear_error(tmp_path: Path) -> None:
 async def test_other_loopback_binds_serve_with_their_own_host(tmp_path: Path, bind: str) -> None:
     async with Supervisor.open(config_of(), state_dir=tmp_path) as sup, trio.open_nursery() as nursery:
         with trio.fail_after(10):
-            url = await nursery.start(serve_admin, sup, bind)
+            url = await nursery.start(serve, sup, bind)
             assert not url.endswith(":0"), url
             http = Http(url)
             assert (await http.request("GET", "/v1/health")).status == 200  # Host: the URL's authority

@@ -1,21 +1,17 @@
-"""``/v1/bridge`` served in front of Quart (``supervisor/bridge/asgi_socket.py``) answers
-every client exactly as the Quart route did: the same refusals byte for byte (status,
-headers, JSON body) for each thing the gate refuses, the same upgrade, and on an
-accepted socket the same frames and close codes. Each case runs against both paths:
-the served app with the front (as ``serve`` runs it) and with the front taken out (the
-Quart websocket route alone, which stays for apps served without it)."""
+"""``/v1/bridge``'s app (``supervisor/bridge/asgi_app.py``) as a client meets it: the
+status of everything the gate refuses before the upgrade (the bytes of each answer are
+pinned by ``tests/golden/bridge_handshake.txt``), the upgrade, and on an accepted socket
+the auth frame, bad frames and a client that leaves."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from actors.protocol import bridge_envelope as env
-from supervisor.admin import server
 from supervisor.bridge.gate import SUBPROTOCOL, TOKEN_PREFIX
 from supervisor.settings.model import BridgeSettings, Role, TokenGrant
 from tests.support.bridge import Client, exported, hub_running, ws_url
@@ -36,7 +32,7 @@ def _request(
     return f"GET {target} HTTP/1.1\r\nHost: {host}\r\n{UPGRADE if upgrade else ''}{headers}\r\n"
 
 
-# What a client may send before the upgrade; every answer is compared between the paths.
+# What a client may send before the upgrade.
 REQUESTS = {
     "bad token": _request(headers="Authorization: Bearer wrong-token-0123456789\r\n"),
     "bad token subprotocol": _request(
@@ -66,19 +62,6 @@ REQUESTS = {
         headers=f"Authorization: Bearer {ALICE}\r\nSec-WebSocket-Extensions: permessage-deflate\r\n"
     ),
 }
-
-
-def no_front(app: Any, rest: Any = None) -> Any:
-    """``bridge_front`` taken out: what it would pass the rest to serves everything."""
-    return app if rest is None else rest
-
-
-@pytest.fixture(params=["front", "quart"])
-def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``front``: as ``serve`` runs; ``quart``: the front taken out."""
-    if request.param == "quart":
-        monkeypatch.setattr(server, "bridge_front", no_front)
-    return str(request.param)
 
 
 async def _exchange(port: int, raw: str) -> bytes:
@@ -120,14 +103,8 @@ async def _answers(tmp_path: Path) -> dict[str, bytes]:
             return {name: _without_date(await _exchange(port, raw)) for name, raw in REQUESTS.items()}
 
 
-async def test_the_front_answers_every_handshake_as_the_quart_route(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    front = await _answers(tmp_path / "front")
-    monkeypatch.setattr(server, "bridge_front", no_front)
-    quart = await _answers(tmp_path / "quart")
-    for name in REQUESTS:
-        assert front[name] == quart[name], name
+async def test_every_handshake_gets_its_answer(tmp_path: Path) -> None:
+    front = await _answers(tmp_path)
     statuses = {name: front[name].split(b" ", 2)[1].decode() for name in REQUESTS}
     assert statuses == {
         "bad token": "401",
@@ -154,7 +131,7 @@ async def test_the_front_answers_every_handshake_as_the_quart_route(
     assert b"bridge.allowed_origins" in front["origin not allowed"]
 
 
-async def test_an_accepted_socket_on_either_path(tmp_path: Path, path: str) -> None:
+async def test_an_accepted_socket(tmp_path: Path) -> None:
     """The auth frame, its refusal (4401), a bad frame answered with the socket alive, an
     oversized one, and a client that leaves: its session is closed."""
     bridge = BridgeSettings(max_message_bytes=4096)
@@ -187,7 +164,7 @@ async def test_an_accepted_socket_on_either_path(tmp_path: Path, path: str) -> N
                     break
                 await trio.sleep(0.05)
             else:
-                raise AssertionError(f"the session of a closed socket is still listed ({path})")
+                raise AssertionError("the session of a closed socket is still listed")
 
 
 @pytest.mark.parametrize("target", ["/v1/bridge/", "/v1/nowhere", "/mcp"])

@@ -18,8 +18,8 @@ from trio_websocket import ConnectionClosed, connect_websocket_url
 
 from actors.protocol import bridge_envelope as env
 from actors.spec import ServerSpec, Start
-from supervisor.admin.server import GRACEFUL_TIMEOUT_S
 from supervisor.bridge.link import CLOSE_WRITE_S
+from supervisor.server.serving import GRACEFUL_TIMEOUT_S
 from supervisor.service import Supervisor
 from supervisor.settings.model import BridgeSettings, Config, ToolSearchSettings
 from supervisor.store import AuditRow
@@ -233,7 +233,7 @@ async def test_shutdown_closes_open_sockets_and_stops_their_processes(tmp_path: 
                 await client.initialize(sid)
                 sessions = (await running.http().request("GET", "/v1/bridge/sessions")).json()["sessions"]
                 pid = await _pid_of(sessions, sid)
-            # Leaving the block cancels serve_admin while the socket is open: its drain
+            # Leaving the block cancels serve while the socket is open: its drain
             # closes the socket (1001) and stops the process.
         with trio.fail_after(10), pytest.raises(ConnectionClosed) as closed:
             while True:

@@ -12,10 +12,10 @@ import trio
 
 from actors.spec import Scope, Start
 from supervisor import Supervisor
-from supervisor.admin import serve_admin
-from supervisor.admin import server as admin_server
 from supervisor.gateway import http_front
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
+from supervisor.server import serve
+from supervisor.server import serving as admin_server
 from supervisor.settings.model import GatewaySettings
 from tests.gateway.test_gateway_stateless import meta
 from tests.support.admin import ALICE, BOB, TOKENS, Http, admin_running, config_of, mini_spec, until
@@ -253,7 +253,7 @@ async def test_the_drain_answers_mcp_calls_in_flight_and_ends_the_get_stream(
         with trio.fail_after(20):
             async with trio.open_nursery() as clients:
                 async with trio.open_nursery() as admin:
-                    mcp = McpHttp(Http(await admin.start(serve_admin, sup, "127.0.0.1:0")))
+                    mcp = McpHttp(Http(await admin.start(serve, sup, "127.0.0.1:0")))
                     await mcp.open()
 
                     async def call() -> None:

@@ -17,16 +17,22 @@ import trio.testing
 from supervisor import Supervisor
 from supervisor.admin.app import create_app
 from supervisor.admin.hosted import HostedSessions
+from supervisor.gateway.http_app import McpApp
+from supervisor.gateway.http_front import McpFront
 from supervisor.gateway.http_sessions import (
     GatewaySession,
     GatewaySessions,
     TooManyGatewaySessions,
     session_item,
 )
+from supervisor.gateway.listing import GatewayListing
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.sse_events import EventStream, parse_event_id
 from supervisor.settings.model import GatewaySettings
+from supervisor.web.guard import Guard
+from supervisor.web.scrubber import SecretScrubber
 from tests.support.admin import config_of
+from tests.support.asgi import asgi_request
 from tests.support.gateway_http import initialize, parse_sse, request
 
 IDLE_S = 600.0
@@ -164,25 +170,24 @@ class Discoverer:
 async def test_new_era_messages_go_to_the_handler_with_the_tokens_tenant(tmp_path: Path) -> None:
     handler = Discoverer()
     async with registry(tmp_path) as (sup, sessions):
-        app = create_app(sup, HostedSessions(sup), bind_is_loopback=True, gateway=sessions, new_era=handler)
-        client = app.test_client()
-        headers = {
-            "Host": "127.0.0.1",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2026-07-28",
-        }
+        scrubber = SecretScrubber(())
+        guard = Guard(lambda: sup.config, bind_is_loopback=True, scrubber=scrubber)
+        app = McpApp(McpFront(sup, sessions, handler, scrubber.scrub), guard)
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
         with trio.fail_after(10):
             discover = {**headers, "Mcp-Method": "server/discover"}
-            reply = await client.post("/mcp", json=request(1, "server/discover"), headers=discover)
-            assert reply.status_code == 200 and reply.content_type == "text/event-stream"
-            events = parse_sse(await reply.get_data())
+            reply = await asgi_request(
+                app, "POST", "/mcp", json=request(1, "server/discover"), headers=discover
+            )
+            assert reply.status == 200 and reply.headers["content-type"] == "text/event-stream"
+            events = parse_sse(reply.body)
             assert [e.data for e in events[1:]] == [
                 {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
                 {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"]}},
             ]
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
-            taken = await client.post("/mcp", json=note, headers=headers)
-            assert taken.status_code == 202
+            taken = await asgi_request(app, "POST", "/mcp", json=note, headers=headers)
+            assert taken.status == 202
     assert handler.seen == [("server/discover", "default"), ("notifications/cancelled", "default")]
 
 
@@ -214,7 +219,8 @@ async def test_the_metrics_count_sessions_by_outcome_and_what_is_open(
     tmp_path: Path, thread_safe_clock: trio.testing.MockClock
 ) -> None:
     async with registry(tmp_path, max_sessions_per_tenant=1) as (sup, sessions):
-        client = create_app(sup, HostedSessions(sup), bind_is_loopback=True, gateway=sessions).test_client()
+        listing = GatewayListing(sessions, None)
+        client = create_app(sup, HostedSessions(sup), gateway=listing).test_client()
 
         async def metrics() -> dict[str, float]:
             reply = await client.get("/metrics", headers={"Host": "127.0.0.1"})

@@ -6,7 +6,7 @@ import selectors
 import socket
 import time
 
-from supervisor.admin.server import LISTEN_BACKLOG, listen_admin
+from supervisor.server.serving import LISTEN_BACKLOG, listen
 
 BURST = 300  # three times Hypercorn's default backlog, well under ours
 
@@ -15,7 +15,7 @@ def test_a_burst_of_connections_is_held_until_accepted() -> None:
     """Nobody accepts here: every connect completes only if the kernel's queue holds it
     (with Hypercorn's default of 100, the SYNs past 101 are dropped and retried a second later)."""
     assert LISTEN_BACKLOG >= BURST
-    with listen_admin("127.0.0.1:0") as listener, selectors.DefaultSelector() as selector:
+    with listen("127.0.0.1:0") as listener, selectors.DefaultSelector() as selector:
         address = listener.getsockname()
         clients = [socket.socket() for _ in range(BURST)]
         try:

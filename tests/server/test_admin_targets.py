@@ -20,7 +20,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
-from supervisor.admin.refusals import install
+from supervisor.server.hypercorn_patches import install_all
 from supervisor.web.auth import target_authority
 from tests.support.admin import ALICE, TOKENS, Reply, admin_running, config_of
 
@@ -155,8 +155,8 @@ async def test_a_control_character_in_a_bearer_token_is_a_400_not_a_401(tmp_path
 
 
 async def test_another_hypercorn_in_the_process_keeps_its_own_refusals() -> None:
-    """The JSON refusals are the admin API's; an embedding host's Hypercorn is untouched."""
-    install()
+    """The JSON refusals are serve's; an embedding host's Hypercorn is untouched."""
+    install_all()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("not reached")

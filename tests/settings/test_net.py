@@ -2,7 +2,7 @@
 
 Every "is this loopback?" in the project (``serve --bind``, the admin API's bind, a
 peer's address, the host of ``Host``/target/``Origin``) and every ``HOST:PORT``
-(``admin.bind``, ``--bind``, ``serve_admin``) goes through these, so the tables pin the
+(``admin.bind``, ``--bind``, ``server.serve``) goes through these, so the tables pin the
 edges: brackets, names, non-canonical numbers, ports and garbage.
 """
 

@@ -28,8 +28,8 @@ import orjson
 import trio
 
 from actors.spec import ServerSpec, Start
-from supervisor.admin import serve_admin
 from supervisor.admin.openapi import document
+from supervisor.server import serve
 from supervisor.service import Supervisor
 from supervisor.settings.model import AdminSettings, Config, TokenGrant, TrustSettings
 from supervisor.web.routes import ROUTES
@@ -312,7 +312,7 @@ class Running:
 async def admin_running(config: Config, state_dir: Path) -> AsyncIterator[Running]:
     """The supervisor and the real Hypercorn admin server on 127.0.0.1:0."""
     async with Supervisor.open(config, state_dir=state_dir) as sup, trio.open_nursery() as nursery:
-        url: str = await nursery.start(serve_admin, sup, "127.0.0.1:0")
+        url: str = await nursery.start(serve, sup, "127.0.0.1:0")
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), url
         yield Running(sup, url)
         nursery.cancel_scope.cancel()

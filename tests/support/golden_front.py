@@ -15,8 +15,8 @@ from pathlib import Path
 import trio
 from hypercorn.typing import ASGIFramework
 
-from supervisor.admin.server import _AdminServer, listen_admin
 from supervisor.gateway.peer import PASSED_ON
+from supervisor.server import Server, listen
 from supervisor.service import Supervisor
 from supervisor.settings.loader import load_config
 
@@ -30,11 +30,11 @@ async def served_front(config: Path, state_dir: Path) -> AsyncIterator[ASGIFrame
     the supervisor and its gateways up. It drains and stops on exit."""
     loaded = load_config(config)
     async with Supervisor.open(loaded, state_dir=state_dir, client_capabilities=PASSED_ON) as supervisor:
-        with listen_admin(BIND) as listener:
-            server = _AdminServer(supervisor, BIND, listener)
+        with listen(BIND) as listener:
+            server = Server(supervisor, BIND, listener)
             async with trio.open_nursery() as nursery:
                 await nursery.start(server.run)
                 try:
-                    yield server.front
+                    yield server.apps.app
                 finally:
                     server.stop()

@@ -1,24 +1,27 @@
-"""``serve_admin``: Hypercorn serving the admin app inside the caller's nursery.
+"""``serve``: Hypercorn serving the admin API, ``/mcp`` and ``/v1/bridge`` inside the
+caller's nursery, and the drain that ends them.
+
+The apps it serves are composed by ``apps.py``, behind one mount table.
 
 Lifetimes nest like Hypercorn's own (lifespan ⊃ server ⊃ trigger): our task owns a
 *shielded* scope that holds the hosted sessions and, inside them, Hypercorn. The
 shield is the point: when the caller's nursery is cancelled (SIGTERM), cancelling
 Hypercorn outright would cut every connection mid-answer. Instead the caller's
-cancellation lands in ``serve_admin``'s own wait, which then begins a graceful
-drain: live event streams end and Hypercorn's shutdown trigger fires (it stops
-accepting and lets requests in progress finish within ``graceful_timeout``). Calls
-still running after ``CALL_GRACE_S`` are cancelled and approvals still pending are
-denied, so every caller gets an answer (a stream its ``result`` and ``done``) before
-Hypercorn's deadline cuts connections; then the hosted sessions close (their
-private servers stop). A deadline on the shielded scope bounds all of it, so
-shutdown can never hang here.
+cancellation lands in ``serve``'s own wait, which then begins a graceful drain: live
+event streams end and Hypercorn's shutdown trigger fires (it stops accepting and lets
+requests in progress finish within ``graceful_timeout``). Calls still running after
+``CALL_GRACE_S`` are cancelled and approvals still pending are denied, so every
+caller gets an answer (a stream its ``result`` and ``done``) before Hypercorn's
+deadline cuts connections; then the hosted sessions close (their private servers
+stop). A deadline on the shielded scope bounds all of it, so shutdown can never hang
+here.
 
-Binding comes first: ``listen_admin`` binds and listens before anything starts
-(``serve`` calls it before the supervisor starts a single server), so an address in
+Binding comes first: ``listen`` binds and listens before anything starts (the CLI's
+``serve`` calls it before the supervisor starts a single server), so an address in
 use fails the start at once with one line naming it. Readiness:
 ``task_status.started(url)`` with the real bound address (port 0 becomes the port the
-kernel chose). Access logs are off; Hypercorn's own warnings and errors
-go through our structured (redacted) logging, never a request's headers.
+kernel chose). Access logs are off; Hypercorn's own warnings and errors go through our
+structured (redacted) logging, never a request's headers.
 """
 
 from __future__ import annotations
@@ -29,23 +32,14 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
-from hypercorn.config import Config as HypercornConfig
 from hypercorn.config import Sockets
 from hypercorn.trio.run import worker_serve
 from hypercorn.utils import wrap_app
 
 from actors.log_events import get_logger
-from supervisor.admin.app import admin_api, create_app
-from supervisor.admin.fast_mcp import lean_mcp
-from supervisor.admin.hosted import HostedSessions
-from supervisor.admin.refusals import AdminHypercornConfig, install
-from supervisor.bridge.asgi_socket import bridge_front
-from supervisor.bridge.deflate import install as install_no_deflate
-from supervisor.bridge.heartbeat import install as install_heartbeats
-from supervisor.bridge.hub import BridgeHub
-from supervisor.gateway.http_sessions import GatewaySessions, installed_version
-from supervisor.gateway.notices import run_notices
-from supervisor.gateway.stateless import StatelessGateway
+from supervisor.admin.app import admin_api
+from supervisor.server.apps import compose
+from supervisor.server.hypercorn_patches import ServeConfig, install_all
 from supervisor.settings.net import bind_is_loopback
 
 if TYPE_CHECKING:
@@ -69,10 +63,10 @@ _hypercorn_log = get_logger("supervisor.admin.hypercorn")
 _hypercorn_log.setLevel(logging.WARNING)
 
 
-def hypercorn_config(bind: str) -> HypercornConfig:
-    """Hypercorn settings for the admin API."""
-    install()  # Hypercorn's own refusals (a NUL in a header) answer JSON too
-    config = AdminHypercornConfig()
+def hypercorn_config(bind: str) -> ServeConfig:
+    """Hypercorn settings of ``serve``, with Hypercorn's wrappers installed."""
+    install_all()
+    config = ServeConfig()
     config.bind = [bind]
     config.accesslog = None
     config.errorlog = _hypercorn_log
@@ -83,12 +77,12 @@ def hypercorn_config(bind: str) -> HypercornConfig:
     return config
 
 
-class AdminBindError(Exception):
-    """The admin API cannot listen on its address (in use, not ours, not resolvable)."""
+class BindError(Exception):
+    """The server cannot listen on its address (in use, not ours, not resolvable)."""
 
 
-def listen_admin(bind: str) -> socket.socket:
-    """A socket listening on ``bind``, or ``AdminBindError`` naming the address and the
+def listen(bind: str) -> socket.socket:
+    """A socket listening on ``bind``, or ``BindError`` naming the address and the
     fix. Called before the servers start, so a taken port costs nothing."""
     config = hypercorn_config(bind)
     try:
@@ -96,42 +90,24 @@ def listen_admin(bind: str) -> socket.socket:
         sock.listen(config.backlog)
     except OSError as error:
         reason = error.strerror or str(error)
-        raise AdminBindError(
+        raise BindError(
             f"the admin API cannot listen on {bind}: {reason}; is another mcp-supervisor running "
             "there? choose another address with --bind (or admin.bind in the config)"
         ) from None
     return sock
 
 
-class _AdminServer:
-    """The shielded part of ``serve_admin``; ``stop`` turns cancellation into a drain."""
+class Server:
+    """The apps of one ``serve``, composed; ``stop`` turns cancellation into a drain."""
 
     def __init__(self, supervisor: Supervisor, bind: str, listener: socket.socket) -> None:
-        self.hosted = HostedSessions(supervisor)
-        self.gateway = GatewaySessions(supervisor)
-        cell = supervisor.router.cell
-        self.gateway.session_tasks.append(lambda record: run_notices(record.peer, record.outlet(), cell))
-        self.new_era = StatelessGateway.of(supervisor, version=installed_version())
-        self.bridge = BridgeHub(supervisor)
-        self.app = create_app(
-            supervisor,
-            self.hosted,
-            bind_is_loopback=bind_is_loopback(bind),
-            gateway=self.gateway,
-            new_era=self.new_era,
-            bridge=self.bridge,
-        )
-        # What Hypercorn runs: bridge sockets and POST /mcp on lean paths, the rest Quart's.
-        self.front = bridge_front(self.app, lean_mcp(self.app))
+        self.apps = compose(supervisor, bind_is_loopback=bind_is_loopback(bind))
         self.config = hypercorn_config(bind)
-        # The bridge's heartbeats are Hypercorn's pings (``bridge/heartbeat.py``). A
-        # frame over the bridge's bound
+        # The bridge's heartbeats are Hypercorn's pings. A frame over the bridge's bound
         # is answered mcp:error by the hub, so Hypercorn's own bound (which closes the
         # socket) sits well above it.
-        install_heartbeats()
-        install_no_deflate()  # a frame compressed in the event loop costs every socket
         self.config.websocket_ping_interval = supervisor.config.bridge.heartbeat_s
-        frame_cap = max(self.config.websocket_max_message_size, 2 * self.bridge.max_message_bytes)
+        frame_cap = max(self.config.websocket_max_message_size, 2 * self.apps.bridge.max_message_bytes)
         self.config.websocket_max_message_size = frame_cap
         self.listener = listener
         self.shutdown = trio.Event()
@@ -139,25 +115,25 @@ class _AdminServer:
 
     def stop(self) -> None:
         """Begin the graceful drain, bounded by ``DRAIN_DEADLINE_S`` from now."""
-        admin_api(self.app).feeds.close()
-        self.gateway.close_streams()
-        self.bridge.close_all()
+        admin_api(self.apps.admin).feeds.close()
+        self.apps.gateway.close_streams()
+        self.apps.bridge.close_all()
         self.shutdown.set()
         self.scope.deadline = min(self.scope.deadline, trio.current_time() + DRAIN_DEADLINE_S)
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         with self.scope:
             async with trio.open_nursery() as sessions:
-                await sessions.start(self.hosted.run)
-                await sessions.start(self.gateway.run)
-                await sessions.start(self.new_era.run)
+                await sessions.start(self.apps.hosted.run)
+                await sessions.start(self.apps.gateway.run)
+                await sessions.start(self.apps.new_era.run)
                 sessions.start_soon(self._wind_down_calls)
                 async with trio.open_nursery() as server:
                     # hypercorn.trio.serve, with the socket bound beforehand.
                     binds: list[str] = await server.start(
                         partial(
                             worker_serve,
-                            wrap_app(self.front, self.config.wsgi_max_body_size, None),
+                            wrap_app(self.apps.app, self.config.wsgi_max_body_size, None),
                             self.config,
                             sockets=Sockets([], [self.listener], []),
                             shutdown_trigger=self.shutdown.wait,
@@ -169,32 +145,33 @@ class _AdminServer:
 
     async def _wind_down_calls(self) -> None:
         await self.shutdown.wait()
-        api = admin_api(self.app)
+        api = admin_api(self.apps.admin)
         await trio.sleep(CALL_GRACE_S)
         api.cancel_calls()
-        self.gateway.end_all()
+        self.apps.gateway.end_all()
         await trio.sleep(CUT_AFTER_S)
         api.cut_streams()
 
 
-async def serve_admin(
+async def serve(
     supervisor: Supervisor,
     bind: str,
     *,
     listener: socket.socket | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the admin API on ``bind`` until cancelled, then drain gracefully.
+    """Serve the admin API, ``/mcp`` and ``/v1/bridge`` on ``bind`` until cancelled,
+    then drain gracefully.
 
-    Start it with ``await nursery.start(serve_admin, supervisor, bind)``, which
-    returns the URL it listens on (``http://127.0.0.1:54321``). ``listener``: a socket
-    from ``listen_admin(bind)``, bound before the supervisor started (else it binds
-    now; ``AdminBindError`` if it cannot). While it serves, approval requests with no
-    embedding approver wait for an operator (``GET /v1/approvals``) instead of being
-    denied at once.
+    Start it with ``await nursery.start(serve, supervisor, bind)``, which returns the
+    URL it listens on (``http://127.0.0.1:54321``). ``listener``: a socket from
+    ``listen(bind)``, bound before the supervisor started (else it binds now;
+    ``BindError`` if it cannot). While it serves, approval requests with no embedding
+    approver wait for an operator (``GET /v1/approvals``) instead of being denied at
+    once.
     """
-    with listener if listener is not None else listen_admin(bind) as sock:
-        server = _AdminServer(supervisor, bind, sock)
+    with listener if listener is not None else listen(bind) as sock:
+        server = Server(supervisor, bind, sock)
         approvals = supervisor.approvals
         was_remote, approvals.remote = approvals.remote, True
         started = False

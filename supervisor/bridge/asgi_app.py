@@ -1,0 +1,123 @@
+"""``/v1/bridge`` as ONE ASGI app, with no framework.
+
+Why at the ASGI level: every frame through a framework's WebSocket machinery crosses a
+task of its own and its wrappers on both ways; for the bridge, whose round trip is a
+frame each way, that was a measured share of the latency (``benchmarks/RESULTS.md``,
+the bridge's round 3). Here the link reads Hypercorn's ASGI ``receive`` and writes
+``send`` itself, in its own tasks.
+
+A WebSocket is admitted or refused before its upgrade by ``gate.admit`` (the guard's
+gates, with the bridge's origins and token forms); a refusal is the admin API's JSON
+error with its status, sent as the handshake's HTTP response. An accepted socket
+echoes the chosen subprotocol, and a link that ends without closing its socket closes
+it with 1000. A client that leaves (``websocket.disconnect``) cancels the link; the
+link's reader sees it on its next read, which it makes whenever it is not handling a
+frame; when it stops for good (an ``auth`` refusal, a client cut off for being too
+slow) the link's writer closes the socket and ends it within a bounded time.
+
+A plain HTTP request meets the guard's gates, then 426 (``GET``) or 405.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from actors.log_events import get_logger
+from supervisor.bridge.gate import admit_scope, client_address
+from supervisor.bridge.hub import BridgeHub
+from supervisor.bridge.link import BridgeLink
+from supervisor.web.auth import Denial
+from supervisor.web.errors import METHOD_NOT_ALLOWED, ApiError
+from supervisor.web.exchange import RESPONSE_TIMEOUT_S
+from supervisor.web.guard import Guard
+from supervisor.web.http import Headers, Response, json_response, send_refusal, send_response
+
+log = get_logger("supervisor.bridge")
+
+BRIDGE_PATH = "/v1/bridge"
+UPGRADE_REQUIRED = ApiError(
+    426, "upgrade_required", "this endpoint is a WebSocket; connect with ws://", {"Upgrade": "websocket"}
+)
+
+
+class AsgiSocket:
+    """The link's ``Socket`` over raw ASGI messages; a disconnect cancels ``gone``."""
+
+    def __init__(self, receive: Any, send: Any) -> None:
+        self._receive = receive
+        self._send = send
+        self.gone = trio.CancelScope()
+        self.closed = False
+
+    async def receive(self) -> str | bytes:
+        while True:
+            message = await self._receive()
+            if message["type"] == "websocket.receive":
+                data: str | bytes | None = message.get("bytes") or message.get("text")
+                return data if data is not None else ""
+            if message["type"] == "websocket.disconnect":
+                self.closed = True
+                self.gone.cancel()
+                await trio.lowlevel.checkpoint()  # raises Cancelled
+
+    async def send(self, data: str) -> None:
+        await self._send({"type": "websocket.send", "bytes": None, "text": data})
+
+    async def close(self, code: int, reason: str = "") -> None:
+        self.closed = True
+        await self._send({"type": "websocket.close", "code": code, "reason": reason})
+
+
+class BridgeApp:
+    """The ASGI app of ``/v1/bridge`` (the mount table gives it that path alone)."""
+
+    served = {"GET": "bridge"}
+    """Method → operation of what it answers (the route table's row, checked)."""
+
+    def __init__(self, hub: BridgeHub, guard: Guard) -> None:
+        self.hub = hub
+        self.guard = guard
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            await self._serve_socket(scope, receive, send)
+        elif scope["type"] == "http":
+            verdict = self.guard.verdict(Headers(scope["headers"]), scope, None)
+            if not isinstance(verdict, ApiError):
+                allowed = scope["method"] in ("GET", "HEAD")
+                verdict = (
+                    UPGRADE_REQUIRED
+                    if allowed
+                    else ApiError(405, "method_not_allowed", METHOD_NOT_ALLOWED, {"Allow": "GET"})
+                )
+            await send_response(send, self._error(verdict), RESPONSE_TIMEOUT_S)
+
+    def _error(self, error: ApiError) -> Response:
+        """The admin API's JSON error (its headers first, as the admin app sends them)."""
+        return json_response(error.body(), error.status, error.headers, scrub=self.guard.scrubber.scrub)
+
+    async def _serve_socket(self, scope: Any, receive: Any, send: Any) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return  # gone before it was handled
+        tokens = self.guard.tokens()
+        verdict = admit_scope(
+            scope,
+            tokens=tokens,
+            allowed_origins=self.guard.config.bridge.allowed_origins,
+            bind_is_loopback=self.guard.bind_is_loopback,
+        )
+        if isinstance(verdict, Denial):
+            error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
+            await send_refusal(send, self._error(error))
+            return
+        await send({"type": "websocket.accept", "subprotocol": verdict.subprotocol, "headers": []})
+        socket = AsgiSocket(receive, send)
+        try:
+            with socket.gone:
+                await BridgeLink(self.hub, socket, verdict.principal, client_address(scope), tokens).run()
+        except Exception:
+            log.exception("bridge socket failed", extra={"fields": {"client": client_address(scope)}})
+        if not socket.closed:
+            await socket.close(1000)

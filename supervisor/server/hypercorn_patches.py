@@ -1,0 +1,148 @@
+"""Where ``serve`` needs what Hypercorn has no setting for: three wrapped private methods.
+
+Each wrapper changes nothing for a server whose config is not a ``ServeConfig``: an
+embedding host that runs its own Hypercorn in the same process keeps Hypercorn's
+behaviour. ``install_all`` installs them once per process. They name private
+attributes, so ``PATCHED`` lists them and a test (``tests/server/``) asserts that
+each exists in the Hypercorn installed; an upgrade that renames one fails that test
+loudly, and ``pyproject.toml`` pins Hypercorn to the minor range the tests ran on.
+
+- **JSON refusals** (``H11Protocol._send_error_response``): a request h11 cannot
+  parse (a NUL in a header such as ``Authorization: Bearer a\\0b``, a bare CR, a
+  malformed request line, headers over the size limit) never reaches an app: Hypercorn
+  answers it itself, with a bodiless 400, 431 or 501. Ours answer JSON, like every
+  other refusal. A wrapper, not a proxy in front: the alternative is parsing HTTP twice.
+- **Pings that end with their socket** (``WSStream._send_pings``): Hypercorn pings
+  every ``websocket_ping_interval`` seconds (the bridge's heartbeats,
+  ``bridge.heartbeat_s``) from a task that sleeps the whole interval before it looks
+  whether its socket closed; the server's drain waits for that task, so a socket closed
+  just before a shutdown held the drain for the whole graceful timeout. Ours wake every
+  ``TICK_S`` to look.
+- **No permessage-deflate** (``WSStream._accept``): Hypercorn accepts it whenever a
+  client offers it (browsers always do), and its zlib runs in the event loop for every
+  frame both ways: measured on ``/v1/bridge``, 50 to 95 µs more per round trip at p50
+  (``benchmarks/RESULTS.md``, the bridge's round 3), and a 4 MiB frame would hold
+  every other socket while it is compressed. Bridge frames are small JSON on a LAN or
+  loopback, where latency is what counts; ours answer as if none were offered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import h11
+import orjson
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.protocol.ws_stream import WSStream
+from wsproto.connection import ConnectionState
+from wsproto.events import Ping
+
+from actors.log_events import get_logger
+from supervisor.web.routes import JSON
+
+log = get_logger("supervisor.admin")
+
+TICK_S = 0.5
+PATCHED: tuple[tuple[type, str], ...] = (
+    (H11Protocol, "_send_error_response"),
+    (WSStream, "_send_pings"),
+    (WSStream, "_accept"),
+)
+"""Every private attribute of Hypercorn's that ``install_all`` wraps."""
+_MARK = "_mcp_supervisor_patch"
+_REFUSALS = {
+    400: (
+        "bad_request",
+        "the request is not valid HTTP/1.1: a malformed request line, or a header holding a "
+        "character HTTP does not allow (such as NUL, or CR outside a line end)",
+    ),
+    431: ("too_large", "the request line and headers are too large"),
+    501: ("not_implemented", "the request's transfer coding is not supported; send a Content-Length"),
+}
+
+
+class ServeConfig(HypercornConfig):
+    """Hypercorn settings of ``serve``: marks the servers the wrappers apply to."""
+
+
+def refusal_body(status: int) -> bytes:
+    """The JSON error body of a refusal Hypercorn makes before any app runs."""
+    code, message = _REFUSALS.get(status, ("bad_request", "the request is not valid HTTP/1.1"))
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
+def _json_refusals(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    async def send_error_response(self: Any, status_code: int) -> None:
+        if not isinstance(self.config, ServeConfig):
+            await original(self, status_code)
+            return
+        body = refusal_body(status_code)
+        headers = [
+            (b"content-type", JSON.encode()),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *self.config.response_headers("h11"),
+        ]
+        await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
+        await self._send_h11_event(h11.Data(data=body))
+        await self._send_h11_event(h11.EndOfMessage())
+
+    return send_error_response
+
+
+def _pings_end(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    def open_(stream: Any) -> bool:
+        return not stream.closed and stream.connection.state is ConnectionState.OPEN
+
+    async def send_pings(self: Any) -> None:
+        if not isinstance(self.config, ServeConfig):
+            await original(self)
+            return
+        interval: float = self.config.websocket_ping_interval or 0.0
+        while open_(self):
+            await self._send_wsproto_event(Ping())
+            waited = 0.0
+            while waited < interval and open_(self):
+                step = min(TICK_S, interval - waited)
+                await self.context.sleep(step)
+                waited += step
+
+    return send_pings
+
+
+def _no_deflate(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    async def accept(self: Any, message: Any) -> None:
+        if isinstance(self.config, ServeConfig):
+            self.handshake.extensions = None  # as if none were offered
+        await original(self, message)
+
+    return accept
+
+
+_WRAPPERS = {
+    "_send_error_response": _json_refusals,
+    "_send_pings": _pings_end,
+    "_accept": _no_deflate,
+}
+
+
+def install_all() -> None:
+    """Install every wrapper (idempotent). One whose method is missing is skipped with
+    a warning naming it: ``serve`` still runs, with Hypercorn's own behaviour there."""
+    for owner, name in PATCHED:
+        original = getattr(owner, name, None)
+        if original is None:
+            log.warning(
+                "hypercorn has changed",
+                extra={
+                    "fields": {"missing": f"{owner.__name__}.{name}", "fix": "install the pinned hypercorn"}
+                },
+            )
+            continue
+        if getattr(original, _MARK, False):
+            continue
+        wrapper = _WRAPPERS[name](original)
+        setattr(wrapper, _MARK, True)
+        setattr(owner, name, wrapper)

@@ -1,0 +1,47 @@
+"""The one mount table: each request to the one app that serves its path.
+
+As Hypercorn's ``DispatcherMiddleware``, with two differences the apps need: a mount
+is one exact path, not a prefix (``/mcp`` is the gateway's, ``/mcpx`` and ``/mcp/``
+are the admin API's 404s), and the path is read as Quart routes it, so every app
+agrees on what a path names: without the ``root_path`` (a path outside the root path
+is no path of ours), and with its leading slashes as one (``//mcp`` is ``/mcp``).
+The lifespan is the default app's (Quart's); the mounted apps have none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+ASGIApp = Any  # hypercorn.typing.ASGIFramework: an async callable (scope, receive, send)
+
+
+def routed_path(scope: Mapping[str, Any]) -> str | None:
+    """The path the apps route ``scope`` by, or None when it lies outside its root path."""
+    path = str(scope.get("path", "/"))
+    if not path.startswith("/"):
+        path = urlsplit(path).path
+    root = str(scope.get("root_path", ""))
+    if root:
+        if path == root or not path.startswith(root):
+            return None
+        path = path.removeprefix(root)
+    return "/" + path.lstrip("/")
+
+
+class Mounts:
+    """An ASGI app: ``mounts[path]`` for the paths mounted, ``default`` for the rest."""
+
+    def __init__(self, mounts: Mapping[str, ASGIApp], default: ASGIApp) -> None:
+        self.mounts = dict(mounts)
+        self.default = default
+
+    def app_for(self, scope: Mapping[str, Any]) -> ASGIApp:
+        if scope["type"] == "lifespan":
+            return self.default
+        path = routed_path(scope)
+        return self.default if path is None else self.mounts.get(path, self.default)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app_for(scope)(scope, receive, send)
