@@ -1,4 +1,5 @@
-"""``supervisor/`` has no import cycle, read from the source with ``ast``.
+"""``supervisor/`` has no import cycle, read from the source with ``ast`` (its floors:
+``test_floors.py``, which reads the same graph).
 
 Every import counts: those under ``if TYPE_CHECKING:`` (a cycle hidden there is
 still a cycle of the design: the modules cannot be understood one without the other)
@@ -6,8 +7,8 @@ and those inside functions. (That ``actors/`` never imports ``supervisor/`` is
 ``tests/project/test_layering.py``'s.)
 
 An edge goes to the module an import names: ``from supervisor.store import AuditRow``
-to the package ``supervisor.store``, ``from supervisor import sessions`` to the module
-``supervisor.sessions.session``. The parent packages Python runs first (``supervisor/__init__``
+to the package ``supervisor.store``, ``from supervisor import service`` to the module
+``supervisor.service``. The parent packages Python runs first (``supervisor/__init__``
 for ``supervisor.calls.turns``) are not edges: a package's ``__init__`` re-exporting its
 modules is not a cycle with them.
 """
