@@ -41,6 +41,7 @@ from actors.connection.messages import (
     StateChanged,
     Subscribe,
     Unsubscribe,
+    unavailable,
 )
 from actors.connection.outbox import Outbox
 from actors.connection.schedule import ReconnectSchedule
@@ -154,7 +155,6 @@ class ConnectionActor:
         self._subscriptions = Subscriptions(self.name)
         self._stopped = False
         self._stderr: tuple[str, ...] = ()  # the last stderr tail seen, kept after a crash
-        self.unavailable = f"mcp server {self.name} is unavailable"
 
     @property
     def state(self) -> State:
@@ -195,9 +195,9 @@ class ConnectionActor:
                 self._parked.append(message)
                 self._fire(NEEDED)
             else:
-                answer(message.reply, CallFailed("unavailable", self.unavailable))
+                answer(message.reply, unavailable(self.name))
         elif isinstance(message, Subscribe | Unsubscribe):
-            if self._subscriptions.take(message, self._machine.call_route, self._live, self.unavailable):
+            if self._subscriptions.take(message, self._machine.call_route, self._live):
                 self._fire(NEEDED)
         elif isinstance(message, CancelCall):
             self._cancel_call(message)
@@ -426,7 +426,7 @@ class ConnectionActor:
         """Final stop: refuse what is still queued, then close so senders fail fast."""
         for message in queued(self._mailbox):
             if isinstance(message, CallTool):
-                answer(message.reply, CallFailed("unavailable", self.unavailable))
+                answer(message.reply, unavailable(self.name))
         self._mailbox.close()
 
 

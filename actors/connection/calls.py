@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import attrs
 import trio
 
-from actors.connection.messages import CallFailed, CallOutcome, CallTool
+from actors.connection.messages import CallFailed, CallOutcome, CallTool, unavailable
 from actors.connection.vocabulary import Why
 from actors.protocol.messages import RequestId
 
@@ -156,4 +156,4 @@ def call_failure(why: Why, tool: str, server: str) -> CallFailed:
         return CallFailed("auth_failed", "authentication failed")
     if why is Why.CANCELLED:
         return CallFailed("cancelled", f"call cancelled: mcp server {server} stopped")
-    return CallFailed("unavailable", f"mcp server {server} is unavailable")
+    return unavailable(server)

@@ -46,6 +46,18 @@ class CallFailed:
     rpc_error: ErrorObject | None = None
 
 
+def unavailable_text(server: str, why: str = "") -> str:
+    """``mcp server <name> is unavailable`` (the README's words, which hosts match on),
+    then ``why`` when it is known: the one place the text is made."""
+    text = f"mcp server {server} is unavailable"
+    return f"{text} {why}" if why else text
+
+
+def unavailable(server: str, why: str = "") -> CallFailed:
+    """The answer to a request a server cannot take (down, stopping, gone)."""
+    return CallFailed("unavailable", unavailable_text(server, why))
+
+
 @attrs.frozen(slots=True)
 class Answered:
     """The server answered a request of the surface other than ``tools/call``

@@ -27,6 +27,7 @@ from actors.connection.messages import (
     ResourceUpdated,
     Subscribe,
     Unsubscribe,
+    unavailable,
 )
 from actors.connection.vocabulary import Route
 from actors.log_events import get_logger
@@ -56,9 +57,7 @@ class Subscriptions:
 
     # ------------------------------------------------------------- subscribing
 
-    def take(
-        self, message: Subscribe | Unsubscribe, route: Route, live: Live | None, unavailable: str
-    ) -> bool:
+    def take(self, message: Subscribe | Unsubscribe, route: Route, live: Live | None) -> bool:
         """Handle a message as the machine's call route says (as a call would be);
         True: it waits for the connection's start, which the actor must ask for."""
         if isinstance(message, Unsubscribe):
@@ -69,7 +68,7 @@ class Subscriptions:
             self._parked.append(message)
             return True
         else:
-            answer(message.reply, CallFailed("unavailable", unavailable))
+            answer(message.reply, unavailable(self.name))
         return False
 
     def fail_parked(self, failure: CallFailed) -> None:
@@ -117,7 +116,7 @@ class Subscriptions:
         return None
 
     async def _confirm(self, live: Live, uri: str) -> None:
-        outcome: CallOutcome = CallFailed("unavailable", f"mcp server {self.name} is unavailable")
+        outcome: CallOutcome = unavailable(self.name)
         try:
             outcome = await self._ask(live, "resources/subscribe", uri)
         finally:

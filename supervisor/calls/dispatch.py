@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import trio
 
-from actors.connection.messages import CallFailed, CallOutcome, CallTool, CancelCall
+from actors.connection.messages import CallOutcome, CallTool, CancelCall, unavailable, unavailable_text
 from actors.mailbox import try_send
 from actors.router.catalog import ServerView
 
@@ -25,9 +25,17 @@ async def dispatch(
         if not try_send(mailbox, call):  # full (or gone: then send says which)
             await mailbox.send(call)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
-        return CallFailed("unavailable", f"mcp server {view.name} is unavailable")
+        return unavailable(view.name)
     try:
         return await answers.receive()
     except trio.Cancelled:
         try_send(mailbox, CancelCall(call.reply))
         raise
+
+
+def unavailable_in_turn(server: str, state: str) -> str:
+    """Why a request is refused for the whole turn: its server was down (``state``)
+    when the turn began (docs/turns.md)."""
+    return unavailable_text(
+        server, f"in this turn ({state} when it began); a later turn sees it once it is back"
+    )

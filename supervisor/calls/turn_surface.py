@@ -40,7 +40,7 @@ from actors.router.envelope import CallError, Envelope, failure
 from actors.router.risk import Risk
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import Action, Decision
-from supervisor.calls.dispatch import dispatch
+from supervisor.calls.dispatch import dispatch, unavailable_in_turn
 from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import calling_client
 from supervisor.calls.surface_results import surface_envelope
@@ -220,8 +220,7 @@ class TurnSurface(TurnAudit):
             why = f"mcp server {server} does not serve {feature} (it did not declare the capability)"
             return await self._audited(label, server, digest, "none", failure(label, "unsupported", why))
         if view.availability is Availability.UNAVAILABLE:
-            why = f"mcp server {server} is unavailable in this turn ({view.state.value} when it began)"
-            down = failure(label, "unavailable", f"{why}; a later turn sees it once it is back")
+            down = failure(label, "unavailable", unavailable_in_turn(server, view.state.value))
             return await self._audited(label, server, digest, "none", down)
         entry = surface_permission(server, kind, label)
         first = self.session.first_word(entry, subject, trusted=view.spec.trusted)

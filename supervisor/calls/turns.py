@@ -42,6 +42,7 @@ from actors.router.envelope import Envelope, failure, join_text, success, trunca
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
 from supervisor.calls.dispatch import dispatch as _dispatch
+from supervisor.calls.dispatch import unavailable_in_turn
 from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import CallServices, TurnSession, calling_client
 from supervisor.calls.turn_surface import TurnSurface
@@ -252,8 +253,7 @@ class Turn(TurnSurface):
             return await self._audited(entry.id, entry.server, digest, "none", refused)
         view = self.catalog.servers[entry.server]
         if view.availability is Availability.UNAVAILABLE:  # for the whole turn: nobody is asked
-            why = f"mcp server {view.name} is unavailable in this turn ({view.state.value} when it began)"
-            down = failure(tool_id, "unavailable", f"{why}; a later turn sees it once it is back")
+            down = failure(tool_id, "unavailable", unavailable_in_turn(view.name, view.state.value))
             return await self._audited(entry.id, entry.server, digest, "none", down)
         first = self.session.first_word(entry, arguments, trusted=view.spec.trusted)
         if first.action is Action.DENY:

@@ -25,7 +25,14 @@ import trio
 from actors.broadcast import Broadcast
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
 from actors.connection.client_side import ClientSide
-from actors.connection.messages import CallFailed, CallTool, Command, ConnectionMessage, Control, Retune
+from actors.connection.messages import (
+    CallTool,
+    Command,
+    ConnectionMessage,
+    Control,
+    Retune,
+    unavailable,
+)
 from actors.connection.server_log import LogSink, ServerLogged
 from actors.connection.server_requests import chain
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
@@ -128,7 +135,7 @@ def _refuse_queued(mailbox: trio.MemoryReceiveChannel[ConnectionMessage], name: 
     queued for it, and close its mailbox so later senders fail fast."""
     for message in queued(mailbox):
         if isinstance(message, CallTool):
-            answer(message.reply, CallFailed("unavailable", f"mcp server {name} is unavailable"))
+            answer(message.reply, unavailable(name))
     mailbox.close()
 
 

@@ -29,6 +29,8 @@ from actors.connection.messages import (
     ResourceUpdated,
     Subscribe,
     Unsubscribe,
+    unavailable,
+    unavailable_text,
 )
 from actors.connection.states import Availability
 from actors.mailbox import try_send
@@ -77,9 +79,7 @@ class Subscriptions:
             why = f"mcp server {view.name} does not offer resource subscriptions (it did not declare them)"
             return failure(shown, "unsupported", why)
         if view.availability is Availability.UNAVAILABLE:
-            return failure(
-                shown, "unavailable", f"mcp server {view.name} is unavailable ({view.state.value})"
-            )
+            return failure(shown, "unavailable", unavailable_text(view.name, f"({view.state.value})"))
         key = (target.server, target.server_uri)
         if key in self._held:
             return _done(shown, f"subscribed to {shown} already")
@@ -147,7 +147,7 @@ async def _ask(
     try:
         await mailbox.send(message)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
-        return CallFailed("unavailable", f"mcp server {server} is unavailable")
+        return unavailable(server)
     return await answers.receive()
 
 

@@ -496,3 +496,18 @@ async def test_server_requests_go_to_the_hosts_handler(autojump_clock: trio.test
         # each request runs in its own task (an elicitation may wait on a human), so any order
         assert sorted(seen) == [("fake", "boom"), ("fake", "elicitation/create"), ("fake", "roots/list")]
         assert h.actor.state is State.STEADY  # a host bug fails the request, not the connection
+
+
+def test_the_unavailable_text_is_made_in_one_place() -> None:
+    """``mcp server <name> is unavailable`` is a contract hosts match on: one function
+    makes it (``actors.connection.messages.unavailable_text``), every refusal uses it."""
+    from tests.support.paths import REPO
+
+    makers = [
+        str(path.relative_to(REPO))
+        for root in ("actors", "supervisor")
+        for path in sorted((REPO / root).rglob("*.py"))
+        for line in path.read_text().splitlines()
+        if 'is unavailable"' in line
+    ]
+    assert makers == ["actors/connection/messages.py"], makers
