@@ -6,9 +6,18 @@ it in use)::
     from supervisor import Approval, Supervisor, load_config
 """
 
+from supervisor.calls.requests import RequestInFlight
 from supervisor.runtime.state_dir import StateError
 from supervisor.service import Supervisor
 from supervisor.sessions.approvals import Approval, ApprovalRequest
 from supervisor.settings.loader import ConfigError, load_config
 
-__all__ = ["Approval", "ApprovalRequest", "ConfigError", "StateError", "Supervisor", "load_config"]
+__all__ = [
+    "Approval",
+    "ApprovalRequest",
+    "ConfigError",
+    "RequestInFlight",
+    "StateError",
+    "Supervisor",
+    "load_config",
+]

@@ -44,6 +44,7 @@ from supervisor.admin.views import (
     tool_list,
     unsupervised_summary,
 )
+from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turns import Turn
 from supervisor.runtime.reload_plan import ReloadRefused
 from supervisor.sessions.approvals import Approval
@@ -320,7 +321,7 @@ class AdminApi(SurfaceHandlers):
         if _wants_stream():
             try:  # claim-and-release: refuse a taken id before the 200 of the stream is sent
                 requests.open(rid, _tenant(), tool)
-            except ValueError:
+            except RequestInFlight:
                 raise conflict from None
             requests.close(rid, _tenant())
             tenant = _tenant()
@@ -334,7 +335,7 @@ class AdminApi(SurfaceHandlers):
         self._in_flight.add(key)
         try:
             envelope = await turn.call(tool, arguments, request_id=rid, raw_request=raw)
-        except ValueError:
+        except RequestInFlight:
             raise conflict from None
         finally:
             self._in_flight.discard(key)

@@ -29,6 +29,7 @@ from actors.log_events import get_logger
 from actors.protocol.session import ProgressReceived
 from actors.router.envelope import Envelope, failure
 from supervisor.admin.views import progress_item
+from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turns import Turn
 
 log = get_logger("supervisor.admin")
@@ -127,7 +128,7 @@ class StreamedCall:
                     request_id=self.request_id,
                     raw_request=self.raw_request,
                 )
-        except ValueError as exc:  # the request id was taken between our check and the call
+        except RequestInFlight as exc:  # the request id was taken between our check and the call
             self.envelope = failure(self.tool, "invalid_arguments", str(exc))
         except Exception:
             log.exception("streamed call failed", extra={"fields": {"tool": self.tool}})

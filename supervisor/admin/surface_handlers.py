@@ -20,6 +20,7 @@ from quart_trio.wrappers import TrioResponse
 from actors.router.envelope import Envelope
 from supervisor.admin import bodies
 from supervisor.admin.caller import body
+from supervisor.calls.requests import RequestInFlight
 from supervisor.web.errors import ApiError
 
 if TYPE_CHECKING:
@@ -44,8 +45,8 @@ async def _answer(api: _Api, pending: Awaitable[Envelope], request_id: str | Non
     flight for this tenant: 409, like a call's)."""
     try:
         envelope = await pending
-    except ValueError:
-        raise ApiError(409, "conflict", f"request id {request_id!r} is already in flight") from None
+    except RequestInFlight as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
     return api._json(envelope.as_dict(), 200, {"X-Request-Id": request_id} if request_id else None)
 
 

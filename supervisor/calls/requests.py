@@ -29,6 +29,15 @@ class InFlightRequest:
     cancelled: bool = False
 
 
+class RequestInFlight(ValueError):
+    """A call named a request id its tenant already has in flight (nothing was sent).
+    A ``ValueError``, as it was before it had a name of its own."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"request id {request_id!r} is already in flight")
+        self.request_id = request_id
+
+
 class RequestRegistry:
     """Calls by (tenant, request id)."""
 
@@ -38,7 +47,7 @@ class RequestRegistry:
     def open(self, request_id: str, tenant: str, tool: str) -> InFlightRequest:
         """Register a call under an id fresh for ``tenant`` (a reused id is refused)."""
         if (tenant, request_id) in self._requests:
-            raise ValueError(f"request id {request_id!r} is already in flight")
+            raise RequestInFlight(request_id)
         request = InFlightRequest(request_id, tenant, tool)
         self._requests[(tenant, request_id)] = request
         return request

@@ -119,7 +119,7 @@ class TurnSurface(TurnAudit):
         codes: ``unknown_resource``, ``unsupported``, ``unavailable``, ``denied``,
         ``timeout``, ``cancelled``, ``server_error``); one audit row. ``request_id``
         lets it be cancelled as a call is (``Supervisor.requests.cancel``); an id in
-        flight already raises ValueError."""
+        flight already raises RequestInFlight."""
         with self._in_flight(request_id, uri) as request:
             target = resource_target(self.catalog, uri, server)
             if isinstance(target, CallError):
@@ -185,7 +185,7 @@ class TurnSurface(TurnAudit):
     @contextmanager
     def _in_flight(self, request_id: str | None, label: str) -> Iterator[InFlightRequest | None]:
         """The request registered under ``request_id`` (if any) while it runs, so that
-        it can be cancelled by id; an id in flight already raises ValueError."""
+        it can be cancelled by id; an id in flight already raises RequestInFlight."""
         if request_id is None:
             yield None
             return

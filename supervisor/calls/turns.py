@@ -188,7 +188,7 @@ class Turn(TurnSurface):
           began, ``denied``, ``timeout``, ``cancelled``, ``server_error``, ``tool_error``).
 
         Raises:
-          ValueError: ``request_id`` is in flight already for this tenant (nothing is
+          RequestInFlight: ``request_id`` is in flight already for this tenant (nothing is
             sent, no row is left).
 
         Error handling:

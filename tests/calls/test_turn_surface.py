@@ -15,6 +15,7 @@ from actors.connection.states import State
 from actors.protocol.messages import ServerFeatures
 from actors.router.envelope import TRUNCATION_MARKER
 from actors.spec import ServerSpec
+from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turn_surface import uri_subjects
 from supervisor.sessions.approvals import Approval, ApprovalRequest
 from supervisor.settings.model import TrustRule
@@ -281,7 +282,7 @@ async def test_a_request_cancelled_by_id_is_told_to_the_server_and_ends_cancelle
             nursery.start_soon(read)
             await trio.sleep(1)
             assert audit.started_rows[0].outcome == "interrupted"
-            with pytest.raises(ValueError, match="already in flight"):
+            with pytest.raises(RequestInFlight, match="already in flight"):
                 await turn.get_prompt("fs1_x", request_id="r-1")
             assert requests.cancel("r-1", session.tenant)
         (envelope,) = results
