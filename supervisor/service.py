@@ -280,10 +280,11 @@ class Supervisor:
         metrics, requests = Metrics(), RequestRegistry()
         calls = CallServices(config.tool_search, requests, AuditTrail(journal, store_actor), metrics, events)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
-        warm = WarmPool(connector, config.servers)
+        running = _Running(config)
+        warm = WarmPool(connector, config.servers, max_processes=lambda: running.config.bridge.max_processes)
         sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls, warm)
         return cls(
-            _Running(config),
+            running,
             journal.instance_id,
             state_path,
             store_actor,

@@ -16,8 +16,9 @@ reason); ``duration_ms`` the session's life; on the close row ``args_bytes`` and
 same facts go out as ``bridge_session_opened`` / ``bridge_session_closed`` events to
 the tenant's stream, and into ``/metrics``.
 
-Warm spares under the cap: the hub sets the warm pool's ``room`` so that spares of
-exported servers fill only what sessions leave of ``bridge.max_processes``. An open
+Warm spares under the cap: the cap is the warm pool's (``runtime/process_cap.py``);
+the hub reports its sessions to it and opens it, so that spares of exported servers
+fill only what sessions leave of ``bridge.max_processes``. An open
 takes its server's spare at once (``reserve``: it moves from spare to session, counted
 once); an open that finds the cap full while another server's spare idles evicts that
 spare and spawns in its place once it is reaped (sessions before spares). Each ended
@@ -46,6 +47,7 @@ from supervisor.bridge.peers import PeerRegistry, Refused
 from supervisor.bridge.stdin_feed import StdinFeed
 from supervisor.calls.audit_trail import AuditTrail
 from supervisor.runtime.metrics import Family, labels
+from supervisor.runtime.process_cap import counts_toward_cap
 from supervisor.settings.model import BridgeSettings
 from supervisor.store import AuditRow
 
@@ -120,11 +122,9 @@ class BridgeHub:
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
         self.closing = False
         self.peers = PeerRegistry(self)
-        supervisor.warm.room = self._room_for_spare
+        self._cap = supervisor.warm.cap
+        self._cap.open()
         supervisor.warm.nudge()  # the bridge's spares may start now, under the cap
-
-    def _room_for_spare(self, spec: ServerSpec) -> bool:
-        return not spec.bridge or self.processes < self.settings.max_processes
 
     @property
     def settings(self) -> BridgeSettings:
@@ -139,7 +139,7 @@ class BridgeHub:
     @property
     def processes(self) -> int:
         """Bridged processes alive or being torn down: sessions' and warm spares'."""
-        return len(self._sessions) + self._supervisor.warm.held(_bridged)
+        return self._cap.processes
 
     # ------------------------------------------------------------------ sockets
 
@@ -165,8 +165,8 @@ class BridgeHub:
             spec = self._check(tenant, server)
             # No checkpoint from here until the session holds what it takes.
             spare, evicted = warm.take(spec), None
-            if spare is None and self.processes >= self.settings.max_processes:
-                evicted = warm.evict(_bridged)
+            if spare is None and self._cap.full:
+                evicted = warm.evict(counts_toward_cap)
                 if evicted is None:
                     raise Refused(
                         "too_many_processes",
@@ -187,6 +187,7 @@ class BridgeHub:
             evicted=evicted,
         )
         self._sessions[session.id] = session
+        self._cap.session_started()
         return session, spec
 
     def exports(self, server: str) -> bool:
@@ -257,6 +258,7 @@ class BridgeHub:
         """The process is gone (or never started: ``failed`` is its error code)."""
         if self._sessions.pop(session.id, None) is None:
             return
+        self._cap.session_ended()
         self._supervisor.warm.nudge()  # its place under the cap may go to a spare
         if session.state == "starting":
             self.record_ended(session, LOCAL_PEER, failed or "spawn_failed", opened=False)
@@ -360,8 +362,3 @@ def _ms(seconds: float) -> int:
 def _served(server: str, peer: str) -> str:
     """The audit row's ``server``: the name, and the peer that runs it if not this hub."""
     return server if peer == LOCAL_PEER else f"{server}@{peer}"
-
-
-def _bridged(spec: ServerSpec) -> bool:
-    """Servers whose processes count toward ``bridge.max_processes``."""
-    return spec.bridge

@@ -19,8 +19,9 @@ Rules:
 - Spares count toward the process cap of what takes them: a spare of a ``bridge: true``
   server is one of the bridge's ``bridge.max_processes`` from its spawn until it is
   reaped (``held``). A take moves it from spare to session: it is counted once. The
-  cap's owner (``BridgeHub``) sets ``room``: a keeper spawns no spare while its server
-  has no room, and waits for ``nudge`` (a session ended). Sessions come first: a
+  pool owns the cap (``cap``, ``process_cap.py``), which the hub asks too: a keeper
+  spawns no spare while its server has no room, and waits for ``nudge`` (a session
+  ended). Sessions come first: a
   session that finds the cap full of other servers' spares evicts one (``evict``) and
   takes its place. The gateway has no process cap, so a ``scope: session`` server's
   spares count toward none.
@@ -55,6 +56,7 @@ from actors.transports.base import Connector, Transport
 from actors.transports.connector import TransportConnector
 from actors.transports.spawned import SpareSource, Spawned
 from supervisor.runtime.lifetimes import lifetime
+from supervisor.runtime.process_cap import ProcessCap, counts_toward_cap
 
 __all__ = ["WarmPool", "keeps_spares"]
 
@@ -87,7 +89,13 @@ class _Keeper:
 class WarmPool:
     """The spares of every warm server of one supervisor (see the module docstring)."""
 
-    def __init__(self, connector: Connector, specs: Iterable[ServerSpec]) -> None:
+    def __init__(
+        self,
+        connector: Connector,
+        specs: Iterable[ServerSpec],
+        *,
+        max_processes: Callable[[], int] = lambda: 0,
+    ) -> None:
         # Only the real connector spawns processes; with any other there are no spares.
         self._spawner = connector if isinstance(connector, TransportConnector) else None
         self._initial = tuple(spec for spec in specs if keeps_spares(spec))
@@ -96,10 +104,14 @@ class WarmPool:
         self._changing = trio.Lock()
         self._retiring: set[_Keeper] = set()  # keepers gone from the config, spares still closing
         self._changed = trio.Event()  # set (and replaced) whenever a spare comes or goes
-        self.room: Callable[[ServerSpec], bool] = lambda spec: not spec.bridge
-        """Whether one more spare of a server fits under its process cap (set by the cap's
-        owner). A ``bridge: true`` server's spares count toward the hub's cap, so until a
-        hub sets this (and nudges), none are spawned: not over a cap nobody checks yet."""
+        self.cap = ProcessCap(max_processes, lambda: self.held(counts_toward_cap))
+        """``bridge.max_processes`` (``max_processes()``): this pool's bridged spares and
+        the hub's sessions."""
+
+    def room(self, spec: ServerSpec) -> bool:
+        """Whether one more spare of ``spec`` fits under its process cap (a server that
+        counts toward none always has room)."""
+        return not counts_toward_cap(spec) or self.cap.room_for_spare()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
