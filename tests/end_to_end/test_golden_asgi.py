@@ -1,9 +1,8 @@
 """Golden ASGI messages of the web tier, for what no HTTP client can show.
 
-``serve`` never sets a ``root_path``, and a body that never ends is waited for (on
-``/mcp`` with no end at all, elsewhere for Quart's ``BODY_TIMEOUT``, 30 s), so these
-cases call the ASGI app ``serve`` runs directly (built by
-``tests/golden_front.served_front``, the one function to repoint after the rewrite),
+``serve`` never sets a ``root_path``, and a body that never ends is waited for (the
+server's body timeout, 30 s, on every app), so these cases call the ASGI app ``serve``
+runs directly (built by ``tests/support/golden_front.served_front``),
 on virtual time (the ``thread_safe_clock`` fixture: the timeouts are the app's own,
 the seconds do not pass; the config has no servers, so no process runs on it). Each
 case records the scope, what ``receive`` gives, and every message the app sends (in
@@ -31,7 +30,7 @@ from tests.support.golden_http import ACCEPT_BOTH
 from tests.support.golden_messages import INITIALIZE, PROTOCOL, rpc
 
 HOST = "127.0.0.1:8765"  # what the scopes say; the app is called directly, on no port
-LIMIT_S = 40.0  # virtual: past Quart's BODY_TIMEOUT (30 s), for the cases that wait
+LIMIT_S = 40.0  # virtual: past the body timeout (30 s), for the cases that wait
 HANG_S = 600.0  # virtual: the others answer at once; this only ends a hang
 Message = dict[str, Any]
 
@@ -230,9 +229,9 @@ async def test_the_asgi_front_with_a_root_path_and_bodies_that_never_end(
 
         partial = [{"type": "http.request", "body": b'{"jsonrpc": "2.0", ', "more_body": True}]
         never = "a body that never ends"
-        await front.call(f"POST /mcp, {never} (the lean path)", post("/mcp"), partial, timed=True)
+        await front.call(f"POST /mcp, {never}", post("/mcp"), partial, timed=True)
         quart = post("/mcp", http_version="1.0")
-        await front.call(f"HTTP/1.0 POST /mcp, {never} (Quart's route)", quart, partial, timed=True)
+        await front.call(f"HTTP/1.0 POST /mcp, {never}", quart, partial, timed=True)
         await front.call(
             f"POST /prefix/mcp, root_path /prefix, {never}",
             post("/prefix/mcp", root_path="/prefix"),
@@ -240,14 +239,14 @@ async def test_the_asgi_front_with_a_root_path_and_bodies_that_never_end(
             timed=True,
         )
         await front.call(
-            f"POST /v1/sessions, {never} (a route that reads its body with Quart's BODY_TIMEOUT)",
+            f"POST /v1/sessions, {never} (the admin API, for comparison)",
             scope_of("http", "POST", "/v1/sessions", headers=[("content-type", "application/json")]),
             [{"type": "http.request", "body": b"{", "more_body": True}],
             timed=True,
         )
         left = "the client leaves mid-body"
-        await front.call(f"POST /mcp, {left} (the lean path)", post("/mcp"), partial, then=disconnect)
-        await front.call(f"HTTP/1.0 POST /mcp, {left} (Quart's route)", quart, partial, then=disconnect)
+        await front.call(f"POST /mcp, {left}", post("/mcp"), partial, then=disconnect)
+        await front.call(f"HTTP/1.0 POST /mcp, {left}", quart, partial, then=disconnect)
 
         gone: Message = {"type": "websocket.disconnect", "code": 1000}
         connect = [{"type": "websocket.connect"}]

@@ -7,7 +7,7 @@ and compared with a file under ``tests/golden/``:
 
 - ``mcp_handshake.txt``: a handshake-era session on ``/mcp``, POST, GET and DELETE;
 - ``mcp_new_era.txt``: 2026-07-28 requests (no session; ``Mcp-Method``/``Mcp-Name``);
-- ``mcp_lean_path.txt``: the cases of ``tests/test_gateway_lean_path.py``;
+- ``mcp_refusals.txt``: the cases of ``tests/gateway/test_gateway_http_refusals.py``;
 - ``mcp_edges.txt``: what a rewrite most likely breaks (HTTP/1.0, absolute-form
   targets, other methods and paths, upgrades, content types, bodies over the bound);
 - ``admin_targets.txt``: the cases of ``tests/test_admin_targets.py`` and the
@@ -200,12 +200,12 @@ LISTING = rpc(1, "tools/list")
 PLAIN_LISTING = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
 
 
-def test_the_cases_of_the_lean_path(serve: Serve) -> None:
-    """``CASES`` of ``tests/test_gateway_lean_path.py``, sent as that test sends them (a
+def test_the_refusals_of_post_mcp(serve: Serve) -> None:
+    """``CASES`` of ``tests/gateway/test_gateway_http_refusals.py``, sent as that test sends them (a
     raw body has no Content-Type); its session flow is ``mcp_handshake.txt``'s."""
     out = serve.recorder(
-        "mcp_lean_path",
-        "POST /mcp refusals: the cases of tests/test_gateway_lean_path.py (its session flow is\n"
+        "mcp_refusals",
+        "POST /mcp refusals: the cases of tests/gateway/test_gateway_http_refusals.py (its session flow is\n"
         "in mcp_handshake.txt: initialize, initialized, tools/list, calls, DELETE, then 404).",
         RERECORD,
     )
