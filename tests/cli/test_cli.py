@@ -34,7 +34,6 @@ from supervisor.settings.loader import CONFIG_ENV_VAR
 from supervisor.settings.model import AdminSettings, Config
 from tests.support.paths import REPO
 
-REPO = REPO
 MINI = REPO / "tests" / "servers" / "mini_server.py"
 DEMO = REPO / "config" / "demo.json"
 CLI = [sys.executable, "-m", "supervisor.cli"]

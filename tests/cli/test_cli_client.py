@@ -31,7 +31,6 @@ from supervisor.cli import main as cli
 from supervisor.cli import text as cli_text
 from tests.support.paths import REPO
 
-REPO = REPO
 TOKEN = "tok-planted-4f9a1c"
 OK_ENVELOPE: dict[str, Any] = {
     "ok": True,

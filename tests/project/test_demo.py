@@ -15,7 +15,6 @@ from pathlib import Path
 
 from tests.support.paths import REPO
 
-REPO = REPO
 # A PATH with no virtualenv on it (and no pyenv shims): a fresh, unactivated shell.
 BARE_PATH = "/usr/bin:/bin"
 
