@@ -10,6 +10,7 @@ client that sends part of a body cannot hold a connection for ever.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -40,7 +41,7 @@ class RequestBody:
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self._deadline = trio.current_time() + timeout_s
-        self._chunks: list[bytes] = []
+        self._chunks: deque[bytes] = deque()
         self._complete = False
         self._changed = trio.Event()
 
@@ -60,8 +61,7 @@ class RequestBody:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while True:
             if self._chunks:
-                chunk, *self._chunks = self._chunks
-                yield chunk
+                yield self._chunks.popleft()
             elif self._complete:
                 return
             else:
