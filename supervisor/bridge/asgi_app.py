@@ -20,9 +20,8 @@ A plain HTTP request meets the guard's gates, then 426 (``GET``) or 405.
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope, WebsocketScope
 
 from actors.log_events import get_logger
 from supervisor.bridge.gate import admit_scope, client_address
@@ -45,7 +44,7 @@ UPGRADE_REQUIRED = ApiError(
 class AsgiSocket:
     """The link's ``Socket`` over raw ASGI messages; a disconnect cancels ``gone``."""
 
-    def __init__(self, receive: Any, send: Any) -> None:
+    def __init__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         self._receive = receive
         self._send = send
         self.gone = trio.CancelScope()
@@ -80,7 +79,7 @@ class BridgeApp:
         self.hub = hub
         self.guard = guard
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "websocket":
             await self._serve_socket(scope, receive, send)
         elif scope["type"] == "http":
@@ -98,7 +97,9 @@ class BridgeApp:
         """The admin API's JSON error (its headers first, as the admin app sends them)."""
         return json_response(error.body(), error.status, error.headers, scrub=self.guard.scrubber.scrub)
 
-    async def _serve_socket(self, scope: Any, receive: Any, send: Any) -> None:
+    async def _serve_socket(
+        self, scope: WebsocketScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
         if (await receive())["type"] != "websocket.connect":
             return  # gone before it was handled
         tokens = self.guard.tokens()

@@ -14,7 +14,7 @@ the traceback in the (redacted) log.
 
 from __future__ import annotations
 
-from typing import Any
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
 from supervisor.gateway.http_front import MCP_PATH, McpFront
 from supervisor.gateway.http_rules import HttpRefusal
@@ -25,7 +25,7 @@ from supervisor.web.http import Headers, Response, json_response, send_refusal, 
 
 OPERATIONS = {"POST": "mcp_post", "GET": "mcp_get", "HEAD": "mcp_get", "DELETE": "mcp_delete"}
 """Method → the route table's operation (its role check's action comes from it)."""
-ALLOWED = "DELETE, GET, POST"
+NOT_ALLOWED = ApiError(405, "method_not_allowed", METHOD_NOT_ALLOWED, {"Allow": "DELETE, GET, POST"})
 MCP_REFUSAL = -32600
 """The JSON-RPC error code of an HTTP refusal on ``/mcp`` (its ``data.code`` is the
 admin API's error code: ``unauthorized``, ``forbidden``…)."""
@@ -51,23 +51,21 @@ class McpApp:
         self.response_timeout_s = response_timeout_s
         self._handlers = {"mcp_post": front.post, "mcp_get": front.get, "mcp_delete": front.delete}
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        kind = scope["type"]
-        if kind == "websocket" and (await receive())["type"] != "websocket.connect":
-            return  # gone before it was answered
-        if kind not in ("http", "websocket"):
-            return
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "websocket" and (await receive())["type"] == "websocket.connect":
+            verdict = self.guard.verdict(Headers(scope["headers"]), scope, None)
+            await send_refusal(send, self.refusal(verdict if isinstance(verdict, ApiError) else NOT_ALLOWED))
+
+    async def _http(self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         headers = Headers(scope["headers"])
-        operation = OPERATIONS.get(scope["method"]) if kind == "http" else None
+        operation = OPERATIONS.get(scope["method"])
         verdict = self.guard.verdict(headers, scope, operation)
         if operation is None and not isinstance(verdict, ApiError):
-            verdict = ApiError(405, "method_not_allowed", METHOD_NOT_ALLOWED, {"Allow": ALLOWED})
+            verdict = NOT_ALLOWED
         if isinstance(verdict, ApiError):
-            refusal = self.refusal(verdict)
-            if kind == "websocket":
-                await send_refusal(send, refusal)
-            else:
-                await send_response(send, refusal, self.response_timeout_s)
+            await send_response(send, self.refusal(verdict), self.response_timeout_s)
             return
         assert verdict is not None and operation is not None  # no /mcp operation is public
         handler, tenant = self._handlers[operation], verdict.tenant

@@ -11,10 +11,10 @@ The lifespan is the default app's (Quart's); the mounted apps have none.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-ASGIApp = Any  # hypercorn.typing.ASGIFramework: an async callable (scope, receive, send)
+from hypercorn.typing import ASGIFramework, ASGIReceiveCallable, ASGISendCallable, Scope
 
 
 def routed_path(scope: Mapping[str, Any]) -> str | None:
@@ -30,18 +30,28 @@ def routed_path(scope: Mapping[str, Any]) -> str | None:
     return "/" + path.lstrip("/")
 
 
+class Mounted(Protocol):
+    """An app the table mounts at one path, and what it answers there."""
+
+    @property
+    def served(self) -> Mapping[str, str]:
+        """Method → the route table's operation."""
+
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None: ...
+
+
 class Mounts:
     """An ASGI app: ``mounts[path]`` for the paths mounted, ``default`` for the rest."""
 
-    def __init__(self, mounts: Mapping[str, ASGIApp], default: ASGIApp) -> None:
+    def __init__(self, mounts: Mapping[str, Mounted], default: ASGIFramework) -> None:
         self.mounts = dict(mounts)
         self.default = default
 
-    def app_for(self, scope: Mapping[str, Any]) -> ASGIApp:
+    def app_for(self, scope: Scope) -> ASGIFramework:
         if scope["type"] == "lifespan":
             return self.default
         path = routed_path(scope)
         return self.default if path is None else self.mounts.get(path, self.default)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         await self.app_for(scope)(scope, receive, send)

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import attrs
 import trio
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope
 
-from supervisor.web.http import Headers, Response, Send, send_response
-
-Receive = Any  # hypercorn.typing.ASGIReceiveCallable
+from supervisor.web.http import Headers, Response, send_response
 
 BODY_TIMEOUT_S = 30.0
 """How long a request's body may take to arrive, every app of the server alike."""
@@ -75,7 +73,7 @@ class RequestBody:
 class Request:
     """What a handler knows of its request."""
 
-    scope: dict[str, Any]
+    scope: HTTPScope
     headers: Headers
     body: RequestBody
 
@@ -88,9 +86,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 async def exchange(
-    scope: dict[str, Any],
-    receive: Receive,
-    send: Send,
+    scope: HTTPScope,
+    receive: ASGIReceiveCallable,
+    send: ASGISendCallable,
     handler: Handler,
     *,
     headers: Headers,
@@ -110,7 +108,7 @@ async def exchange(
         nursery.cancel_scope.cancel()
 
 
-async def _read(receive: Receive, body: RequestBody, hung_up: trio.CancelScope) -> None:
+async def _read(receive: ASGIReceiveCallable, body: RequestBody, hung_up: trio.CancelScope) -> None:
     """The request body into ``body``; the client's hang-up cancels ``hung_up``."""
     while True:
         message = await receive()

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any
 
 import attrs
 import orjson
 import trio
+from hypercorn.typing import ASGISendCallable
 
 from supervisor.web.routes import JSON, SSE
 
 RawHeaders = Iterable[tuple[bytes, bytes]]
-Send = Any  # hypercorn.typing.ASGISendCallable; Any keeps this module free of its import
-Scrub = Any  # a callable that masks secrets in a JSON-ready value
+Scrub = Callable[[Any], Any]
+"""What masks the config's secrets in a JSON-ready value."""
 
 
 class Headers:
@@ -106,7 +107,7 @@ class Response:
 
 
 def json_response(
-    data: Any, status: int = 200, headers: Mapping[str, str] | None = None, *, scrub: Scrub = None
+    data: Any, status: int = 200, headers: Mapping[str, str] | None = None, *, scrub: Scrub | None = None
 ) -> Response:
     """A JSON answer (``scrub``: the config's secret values masked in it first)."""
     body = orjson.dumps(data if scrub is None else scrub(data))
@@ -130,7 +131,7 @@ def encoded(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
 
-async def send_response(send: Send, response: Response, default_timeout: float | None) -> None:
+async def send_response(send: ASGISendCallable, response: Response, default_timeout: float | None) -> None:
     """Send ``response``, within its timeout (``DEFAULT_TIMEOUT``: ``default_timeout``;
     None: none): a client that reads too slowly is cut off, not waited for."""
     timeout = default_timeout if response.timeout == DEFAULT_TIMEOUT else response.timeout
@@ -147,7 +148,7 @@ async def send_response(send: Send, response: Response, default_timeout: float |
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def send_refusal(send: Send, response: Response) -> None:
+async def send_refusal(send: ASGISendCallable, response: Response) -> None:
     """``response`` as the answer to a WebSocket that is not accepted (its handshake's
     HTTP response, as ASGI's denial extension sends it)."""
     await send(
