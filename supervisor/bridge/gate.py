@@ -1,6 +1,6 @@
 """Who may open a bridge socket, decided before it is accepted (pure).
 
-The admin API's gates (``admin/auth.py``: Host, then the bearer token and its role)
+The guard's gates (``web/auth.py``: Host, then the bearer token and its role)
 with two differences a browser needs:
 
 - ``Origin`` may be a loopback origin or one of ``bridge.allowed_origins``; anything

@@ -1,5 +1,5 @@
 """``mcp-supervisor status | tools | search QUERY | call TOOL [JSON]`` (and ``resources``,
-``read URI``, ``prompts``: ``cli_surface.py``).
+``read URI``, ``prompts``: ``surface.py``).
 
 These commands talk to a *running* service over the admin API (``supervisor.cli.client``);
 they never load a config or start servers, so they answer in milliseconds and work

@@ -1,4 +1,4 @@
-"""Where the client commands write (``cli_client.py``, ``cli_surface.py``): tables and
+"""Where the client commands write (``commands.py``, ``surface.py``): tables and
 payloads on stdout, messages on stderr, and the service's answers read defensively."""
 
 from __future__ import annotations

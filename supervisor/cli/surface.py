@@ -9,7 +9,7 @@ and names each binary part instead of printing it (``[blob <uri> (<mime>)]``);
 ``prompts`` shows each prompt's id and arguments (required ones marked ``*``). A
 read's text is the payload the user asked for and is printed as it is, like
 ``call``'s; everything else that comes from servers is made printable. The output
-rules, exit statuses and the ``--json`` contract are those of ``cli_client.py``.
+rules, exit statuses and the ``--json`` contract are those of ``commands.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 ``serve --bind`` (a non-loopback bind needs ``--allow-non-loopback`` and tokens), for
 the admin API's own bind (then the DNS-rebinding guard is on), for a peer's address
 (without tokens only loopback clients are served), and for the host of a request's
-``Host``, absolute-form target and ``Origin`` (``admin/auth.py`` parses those strictly
+``Host``, absolute-form target and ``Origin`` (``web/auth.py`` parses those strictly
 first). :func:`parse_bind` reads every ``HOST:PORT``: ``admin.bind`` in the config,
 ``--bind``, and the address ``server.serve`` is given.
 

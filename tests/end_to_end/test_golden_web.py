@@ -10,7 +10,7 @@ and compared with a file under ``tests/golden/``:
 - ``mcp_refusals.txt``: the cases of ``tests/gateway/test_gateway_http_refusals.py``;
 - ``mcp_edges.txt``: what a rewrite most likely breaks (HTTP/1.0, absolute-form
   targets, other methods and paths, upgrades, content types, bodies over the bound);
-- ``admin_targets.txt``: the cases of ``tests/test_admin_targets.py`` and the
+- ``admin_targets.txt``: the cases of ``tests/server/test_admin_targets.py`` and the
   refusals made before the app runs.
 
 A rewrite must reproduce them; a change meant to alter what users see re-records on
@@ -324,7 +324,7 @@ def test_the_edges_of_mcp(serve: Serve) -> None:
 
 
 def get_as(serve: Serve, target: str, *headers: str, host: str | None = None) -> bytes:
-    """A GET as ``tests/test_admin_targets.py`` writes it (``Host: 127.0.0.1`` by default)."""
+    """A GET as ``tests/server/test_admin_targets.py`` writes it (``Host: 127.0.0.1`` by default)."""
     lines = [f"GET {target} HTTP/1.1", f"Host: {host or '127.0.0.1'}", *headers, "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")
 
@@ -332,7 +332,7 @@ def get_as(serve: Serve, target: str, *headers: str, host: str | None = None) ->
 def test_request_targets_and_refusals_before_the_app(serve: Serve) -> None:
     out = serve.recorder(
         "admin_targets",
-        "The admin API's request targets and Host check (tests/test_admin_targets.py's cases,\n"
+        "The admin API's request targets and Host check (tests/server/test_admin_targets.py's cases,\n"
         "with a token: this config has tokens), and what is refused before the app runs.",
         RERECORD,
     )
