@@ -208,6 +208,8 @@ class Turn(TurnSurface):
           the real one before the envelope is returned (durable against a kill of the
           process from then on), and the store writes it to SQLite in a batch.
         """
+        if request_id is None:  # nearly every call: nothing to register, no context manager
+            return await self._call(tool_id, arguments, progress, None, raw_request)
         with self._in_flight(request_id, tool_id) as request:
             return await self._call(tool_id, arguments, progress, request, raw_request)
 
