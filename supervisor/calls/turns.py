@@ -263,12 +263,9 @@ class Turn(TurnSurface):
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
         # From here the call may wait (an approval, the server): a row that says so first.
+        go = self._go  # _journaled calls it with the arguments that follow it
         return await self._journaled(
-            entry.id,
-            entry.server,
-            digest,
-            first.action.value,
-            lambda: self._go(entry, arguments, first, progress, request),
+            entry.id, entry.server, digest, first.action.value, go, entry, arguments, first, progress, request
         )
 
     async def _go(
