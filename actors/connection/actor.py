@@ -184,7 +184,9 @@ class ConnectionActor:
     def _dispatch(self, message: ConnectionMessage) -> None:
         if isinstance(message, CallTool):
             route = self._machine.call_route
-            refused = busy(self.spec.concurrency, len(self._inflight) + len(self._parked), self.name)
+            limit, refused = self.spec.concurrency, None
+            if limit is not None:  # with no limit (the default) there is nothing to count
+                refused = busy(limit, len(self._inflight) + len(self._parked), self.name)
             if refused is not None:
                 answer(message.reply, refused)
             elif route is _SEND:  # the hot path: one attribute read decides

@@ -8,7 +8,7 @@ break inside a string, so an encoded message is always exactly one line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 import orjson
 
@@ -127,7 +127,9 @@ def encode_line(message: Message) -> bytes:
     return encode_json(message, orjson.OPT_APPEND_NEWLINE)
 
 
-def encode_lines(messages: Iterable[Message]) -> bytes:
+def encode_lines(messages: Sequence[Message]) -> bytes:
     """Messages as consecutive lines, for one write; Unencodable (naming the message)
     before anything is returned if one of them cannot be encoded."""
+    if len(messages) == 1:  # most writes (a call, its answer): no list to build and join
+        return encode_json(messages[0], orjson.OPT_APPEND_NEWLINE)
     return b"".join([encode_json(message, orjson.OPT_APPEND_NEWLINE) for message in messages])

@@ -167,7 +167,8 @@ class ClientSession:
         self.phase = Phase.NEW
         self.negotiated: InitializeResult | None = None
         self.discovered: DiscoverResult | None = None
-        self.version: str | None = None  # the revision spoken, once READY
+        self.version: str | None = None  # the revision spoken, once READY (set by _speak)
+        self.era: Era | None = None  # its era, set with it: read on every answer, so not derived each time
         self._meta: dict[str, Any] | None = None  # per-request era: every request's _meta
         self._reprobed = False  # server/discover was sent again at a version the server named
         self._fell_back = False  # initialize follows a probe on this connection
@@ -221,7 +222,7 @@ class ClientSession:
         if self.phase is not Phase.DISCOVERING or version is None:
             raise RuntimeError(f"cannot adopt {result.supported_versions} in phase {self.phase.value}")
         self.discovered = result
-        self.version = version
+        self._speak(version)
         self._meta = request_meta(self.client_info, self.capabilities, version)
         self.phase = Phase.READY
 
@@ -242,10 +243,10 @@ class ClientSession:
         settled = self.negotiated or self.discovered
         return settled.capabilities if settled is not None else {}
 
-    @property
-    def era(self) -> Era | None:
-        """The era spoken, once READY."""
-        return None if self.version is None else Era.of_version(self.version)
+    def _speak(self, version: str) -> None:
+        """Settle the revision spoken, and the era it belongs to with it."""
+        self.version = version
+        self.era = Era.of_version(version)
 
     def send_request(
         self, method: str, params: Params = None, *, progress: bool = False, capabilities: Caps = None
@@ -373,7 +374,7 @@ class ClientSession:
                 f"this client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
             )
         self.negotiated = result
-        self.version = result.protocol_version
+        self._speak(result.protocol_version)
         self.phase = Phase.READY
         self.send_notification("notifications/initialized")
         self._events.append(Initialized(result))

@@ -129,6 +129,14 @@ class ServerView:
     templates: tuple[ResourceTemplate, ...] = attrs.field(default=(), repr=False)
     prompts: tuple[Prompt, ...] = attrs.field(default=(), repr=False)
     features: ServerFeatures = attrs.field(factory=ServerFeatures)
+    # What a turn frozen at this view may expect of the server while it lasts (from
+    # ``state`` and ``phase``). Computed when the view is made, not on every call that
+    # reads it: a view never changes, and ``attrs.evolve`` makes a new one.
+    availability: Availability = attrs.field(init=False, eq=False, repr=False)
+
+    @availability.default
+    def _availability(self) -> Availability:
+        return turn_availability(self.state, self.phase)
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -144,11 +152,6 @@ class ServerView:
     def cached_only(self) -> bool:
         """Its tools come from the store's cache: it has not listed them in this run."""
         return self.stale and self.generation == 0
-
-    @property
-    def availability(self) -> Availability:
-        """What a turn frozen at this view may expect of the server while it lasts."""
-        return turn_availability(self.state, self.phase)
 
 
 def same_for_turns(a: ServerView, b: ServerView) -> bool:

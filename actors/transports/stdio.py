@@ -29,7 +29,6 @@ killed and reaped at its teardown (``escapees.py``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -132,8 +131,10 @@ class StdioTransport(Transport):
         stdin = self._stdin
         fd = stdin.fileno() if isinstance(stdin, trio.lowlevel.FdStream) else -1
         if fd >= 0:  # -1: closed (trio marks a closed stream's descriptor -1, so no reuse)
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 - suppress() would add three calls to every tools/call
                 written = os.write(fd, data)
+            except OSError:
+                pass
         if written < len(data):
             self._unsent += data[written:]
             return False
@@ -145,29 +146,39 @@ class StdioTransport(Transport):
         the messages that came before it were returned."""
         self._decoder.raise_held()
         while True:
-            data = await self._read_stdout()
+            try:  # read here, not in a coroutine of its own: every answer comes this way
+                data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
+            except _IO_ERRORS as exc:
+                raise self._unreadable() from exc
             if not data:
+                self._stdout_ended()
                 return []
             if messages := self._decoder.take(data):
                 return messages
 
     async def _read_stdout(self) -> bytes | bytearray:
-        """The next chunk of stdout; empty once the server is gone."""
+        """The next chunk of stdout; empty once the server is gone (``receive``'s read,
+        for a subclass that frames the bytes its own way)."""
         try:
             data = await read_some(self._stdout, _RECEIVE_CHUNK, self._server_gone)
         except _IO_ERRORS as exc:
-            raise TransportClosed(
-                f"mcp server {self._name}: cannot read from the server{self._exit_note()}"
-            ) from exc
+            raise self._unreadable() from exc
         if not data:
-            # The server is gone or going. What it wrote to stderr before closing
-            # stdout is in that pipe now; take it (without waiting: a process it left
-            # behind may hold stderr open) rather than leave it to the hub's next
-            # turn, so the failure reason can quote its last line.
-            for _ in range(_DRAIN_READS):
-                if not self._stderr_ready():
-                    break
+            self._stdout_ended()
         return data
+
+    def _unreadable(self) -> TransportClosed:
+        """What a failed read of stdout becomes (for both readers: one wording)."""
+        return TransportClosed(f"mcp server {self._name}: cannot read from the server{self._exit_note()}")
+
+    def _stdout_ended(self) -> None:
+        """The server is gone or going. What it wrote to stderr before closing stdout
+        is in that pipe now; take it (without waiting: a process it left behind may hold
+        stderr open) rather than leave it to the hub's next turn, so the failure reason
+        can quote its last line."""
+        for _ in range(_DRAIN_READS):
+            if not self._stderr_ready():
+                break
 
     def stderr_tail(self) -> list[str]:
         """The last lines of the server's stderr, redacted and cut (a copy)."""

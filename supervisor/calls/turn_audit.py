@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVarTuple
 
 import trio
 
@@ -19,6 +20,8 @@ from actors.router.envelope import Envelope
 from supervisor.calls.services import CallServices, TurnSession
 from supervisor.store import AuditRow
 from supervisor.store.replay import INTERRUPTED
+
+Ts = TypeVarTuple("Ts")
 
 
 class TurnAudit:
@@ -33,17 +36,18 @@ class TurnAudit:
         server: str,
         digest: tuple[str, int],
         first: str,
-        go: Callable[[], Awaitable[tuple[str, Envelope]]],
+        go: Callable[[*Ts], Awaitable[tuple[str, Envelope]]],
+        *args: *Ts,
     ) -> Envelope:
-        """Run ``go`` (it returns the decision and the envelope) between an
+        """Run ``go(*args)`` (it returns the decision and the envelope) between an
         ``interrupted`` row in the journal and the real one; ``first``: what policy
-        first said."""
+        first said. ``go`` and its arguments, not a closure: one function less per call."""
         audit = self._calls.audit
         record = audit.new_id()
         began = trio.current_time()
         audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
         try:
-            decided, envelope = await go()
+            decided, envelope = await go(*args)
         except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
             outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
             duration_ms = round((trio.current_time() - began) * 1000)

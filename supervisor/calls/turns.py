@@ -208,6 +208,8 @@ class Turn(TurnSurface):
           the real one before the envelope is returned (durable against a kill of the
           process from then on), and the store writes it to SQLite in a batch.
         """
+        if request_id is None:  # nearly every call: nothing to register, no context manager
+            return await self._call(tool_id, arguments, progress, None, raw_request)
         with self._in_flight(request_id, tool_id) as request:
             return await self._call(tool_id, arguments, progress, request, raw_request)
 
@@ -261,12 +263,9 @@ class Turn(TurnSurface):
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
         # From here the call may wait (an approval, the server): a row that says so first.
+        go = self._go  # _journaled calls it with the arguments that follow it
         return await self._journaled(
-            entry.id,
-            entry.server,
-            digest,
-            first.action.value,
-            lambda: self._go(entry, arguments, first, progress, request),
+            entry.id, entry.server, digest, first.action.value, go, entry, arguments, first, progress, request
         )
 
     async def _go(
