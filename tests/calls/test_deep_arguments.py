@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import orjson
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
@@ -227,6 +227,7 @@ def test_arbitrary_json_gets_one_envelope_and_one_row_each(tmp_path: Path) -> No
 
         @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
         @given(tool=TOOL_NAMES, arguments=ARGUMENTS)
+        @example(tool="fake_echo", arguments=nest(201, 18_446_744_073_709_551_616))  # past 64 bits, deep
         def check(tool: str, arguments: Any) -> None:
             async def both(run: Running) -> tuple[Any, int, Any, int]:
                 before = len(await run.rows())
@@ -244,7 +245,8 @@ def test_arbitrary_json_gets_one_envelope_and_one_row_each(tmp_path: Path) -> No
 
 
 def _dumps(value: Any) -> bytes:
-    """JSON of any depth (orjson writes 254 levels at most, and 64-bit integers)."""
+    """JSON of any depth (orjson writes 254 levels at most, and 64-bit integers: the
+    innermost value, a number past 64 bits too, is the stdlib's)."""
     if not nested_deeper_than(value, 200):
         return json.dumps(value, ensure_ascii=False).encode()
     inner: list[bytes] = []
@@ -258,4 +260,5 @@ def _dumps(value: Any) -> bytes:
             inner.append(b"[")
             (value,) = value
             closers.append(b"]")
-    return b"".join(inner) + orjson.dumps(value) + b"".join(reversed(closers))
+    leaf = json.dumps(value, ensure_ascii=False).encode()
+    return b"".join(inner) + leaf + b"".join(reversed(closers))
