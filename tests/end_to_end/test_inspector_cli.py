@@ -1,10 +1,8 @@
-"""The TypeScript SDK's client, through ``@modelcontextprotocol/inspector-cli`` (npm,
-installed by .ci/setup into .venv/node), against an MCP server of ours over stdio, and
-against the gateway's ``/mcp`` (Streamable HTTP, with a bearer token) fronting it.
-
-It skips, saying why, only when the package truly cannot be had here. The CLI reads
-its own package.json by a path relative to the working directory, so it runs from its
-``build`` directory, with absolute paths.
+"""The TypeScript SDK's client, through the MCP Inspector's CLI mode
+(``@modelcontextprotocol/inspector`` 1.0.3, npm, installed by .ci/setup into
+.venv/node), against an MCP server of ours over stdio, and against the gateway's
+``/mcp`` (Streamable HTTP, with a bearer token) fronting it. It skips, saying why, only
+when the package truly cannot be had here.
 """
 
 from __future__ import annotations
@@ -26,14 +24,14 @@ from tests.support.paths import REPO
 
 ROOT = REPO
 NODE_MODULES = ROOT / ".venv" / "node" / "node_modules"
-INSPECTOR = NODE_MODULES / ".bin" / "mcp-inspector-cli"
+INSPECTOR = NODE_MODULES / ".bin" / "mcp-inspector"
 FIXTURE = ROOT / "tests" / "servers" / "everything_server.py"
 
 
 def inspector() -> Path:
     if not INSPECTOR.exists():
         reason = "npm is not on PATH" if shutil.which("npm") is None else ".ci/setup could not install it"
-        pytest.skip(f"@modelcontextprotocol/inspector-cli is not installed: {reason}")
+        pytest.skip(f"@modelcontextprotocol/inspector is not installed: {reason}")
     return INSPECTOR
 
 
@@ -41,11 +39,7 @@ async def inspect(*args: str, target: Sequence[str] = (sys.executable, str(FIXTU
     """One CLI call against ``target`` (by default the fixture over stdio); its JSON answer."""
     command = [str(inspector()), "--cli", *target, *args]
     with trio.fail_after(30):
-        done = await trio.run_process(
-            command,
-            cwd=NODE_MODULES / "@modelcontextprotocol" / "inspector-cli" / "build",
-            capture_stdout=True,
-        )
+        done = await trio.run_process(command, capture_stdout=True)
     answer = json.loads(done.stdout)
     assert isinstance(answer, dict)
     return answer
