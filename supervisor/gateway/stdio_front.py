@@ -4,7 +4,7 @@ Newline-delimited JSON-RPC on stdin is one ``GatewayPeer`` over one supervisor
 session; answers and notices go to stdout, and nothing else does (logs go to
 stderr). Every request is handled in a task of the front's own nursery, so a
 ``notifications/cancelled`` or the client's answer to one of our requests (an
-elicitation) is read while a call waits.
+elicitation) is read while a call waits; a cancelled request gets no line at all.
 
 Bad input is answered, and the session lives on: a line over
 ``gateway.max_message_bytes`` gets an error (read with that bound: the rest of the
