@@ -28,6 +28,8 @@ from typing import Any, Final, TypeAlias
 import attrs
 import orjson
 
+from actors.protocol.json_depth import nested_too_deep, too_deep
+
 VERSION: Final = 1
 
 OPEN: Final = "mcp:session:open"
@@ -115,6 +117,8 @@ def decode(text: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Frame | Env
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        if too_deep(exc):
+            return EnvelopeError(MALFORMED, nested_too_deep("the frame"))
         return EnvelopeError(MALFORMED, f"the frame is not JSON ({exc.msg}); send one JSON object per frame")
     if not isinstance(obj, dict):
         return EnvelopeError(MALFORMED, 'the frame must be a JSON object like {"v": 1, "type": …}')

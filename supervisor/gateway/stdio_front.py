@@ -8,7 +8,9 @@ elicitation) is read while a call waits; a cancelled request gets no line at all
 
 Bad input is answered, and the session lives on: a line over
 ``gateway.max_message_bytes`` gets an error (read with that bound: the rest of the
-line is skipped, never buffered), malformed JSON ``-32700``, a batch array ``-32600``.
+line is skipped, never buffered), malformed JSON ``-32700``, and so a line nested
+deeper than the parser reads, saying so (with the request's id when it leads the
+line), a batch array ``-32600``.
 stdin's end stops the front: calls in flight are cancelled, the session and the
 supervisor end, and every server is torn down. The process holds an instance lock of
 its own (kind ``stdio``), so several fronts share a state directory, and its servers
@@ -34,6 +36,7 @@ import orjson
 import trio
 
 from actors.log_events import get_logger
+from actors.protocol.json_depth import nested_too_deep, too_deep
 from supervisor.gateway.core import plain_json
 from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
@@ -46,8 +49,9 @@ from supervisor.settings.model import Config
 log = get_logger("supervisor.gateway.stdio")
 
 READ_CHUNK = 65536
-# The id of an oversized request, read from its first bytes when it is the first
-# member (or the second, after "jsonrpc"), as clients write it; otherwise null.
+# The id of a request too large or too deeply nested to parse, read from its first
+# bytes when it is the first member (or the second, after "jsonrpc"), as clients write
+# it; otherwise null.
 _LEADING_ID = re.compile(
     rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
 )
@@ -115,7 +119,7 @@ async def lines(stream: trio.abc.ReceiveStream, limit: int) -> AsyncIterator[byt
                 buffer.clear()
 
 
-def _oversized_id(head: bytes) -> Any:
+def _leading_id(head: bytes) -> Any:
     match = _LEADING_ID.match(head)
     return None if match is None else orjson.loads(match.group(1))
 
@@ -152,14 +156,18 @@ async def _take(
             f"message over gateway.max_message_bytes ({limit} bytes): "
             "send smaller messages or raise the limit"
         )
-        await outlet.send(error_response(_oversized_id(line.head), JsonRpcError(INVALID_REQUEST, why)))
+        await outlet.send(error_response(_leading_id(line.head), JsonRpcError(INVALID_REQUEST, why)))
         return
     if not line.strip():
         return
     try:
         message = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        await outlet.send(error_response(None, JsonRpcError(PARSE_ERROR, f"parse error: {exc}")))
+        if too_deep(exc):  # good JSON, maybe: its id, if it leads, is the client's to match
+            deep = JsonRpcError(PARSE_ERROR, nested_too_deep("the message"))
+            await outlet.send(error_response(_leading_id(line), deep))
+        else:
+            await outlet.send(error_response(None, JsonRpcError(PARSE_ERROR, f"parse error: {exc}")))
         return
     if isinstance(message, list):
         why = "batch arrays are not supported: send one JSON-RPC message a line"

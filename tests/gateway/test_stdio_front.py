@@ -139,6 +139,13 @@ async def test_bad_lines_get_errors_a_cancel_reaches_the_backend_and_the_session
             assert "max_message_bytes" in oversized["error"]["message"]
             await front.send(b"{not json")
             assert (await front.receive())["error"]["code"] == -32700
+            deep = (
+                b'{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": ' + b"[" * 1500 + b"]" * 1500 + b"}"
+            )
+            await front.send(deep)
+            too_deep = await front.receive()
+            assert (too_deep["id"], too_deep["error"]["code"]) == (8, -32700)
+            assert too_deep["error"]["message"].startswith("the message is nested deeper than 1024 levels")
             await front.send([{"jsonrpc": "2.0", "id": 3, "method": "ping"}])
             assert (await front.receive())["error"]["code"] == -32600
 

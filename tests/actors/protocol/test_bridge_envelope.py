@@ -90,6 +90,13 @@ def test_bad_frames_say_what_is_wrong(text: str, code: str, fragment: str, frame
     assert answer.type == env.ERROR and answer.data["code"] == code and answer.id == frame_id
 
 
+def test_a_frame_nested_past_the_parser_is_told_so_not_that_it_is_not_json() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    problem = env.decode('{"v": 1, "type": "mcp:message", "data": {"jsonrpc": ' + deep + "}}")
+    assert isinstance(problem, EnvelopeError) and problem.code == env.MALFORMED
+    assert problem.message.startswith("the frame is nested deeper than 1024 levels"), problem
+
+
 def test_oversized_frames_are_refused_by_their_utf8_size() -> None:
     frame = env.encode(env.message("s", {"jsonrpc": "2.0", "method": "x", "params": {"t": "é" * 600}}))
     assert len(frame) < 1024 < len(frame.encode())
