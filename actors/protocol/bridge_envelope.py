@@ -1,7 +1,9 @@
 """The WebSocket bridge's envelope (version 1), sans-I/O: frames to text and back.
 
 Every frame is one JSON text object ``{"v": 1, "type": str, "id"?: str|int, "data"?: object}``.
-``id`` is the sender's, echoed in the answer. The types:
+``id`` is the sender's, echoed in the answer. We always send ``v``; a frame without it
+is version 1 (the AIRI project's bridge, whose frames are otherwise this shape, sends
+none), and any other value is refused. The types:
 
 - ``mcp:session:open`` ``{serverName}`` → ``mcp:session:open:result`` ``{sessionId}``
   or ``{error: {code, message}}``;
@@ -133,7 +135,7 @@ def decode(text: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Frame | Env
 
 
 def _problem(obj: Mapping[str, Any]) -> str | None:
-    version = obj.get("v")
+    version = obj.get("v", VERSION)  # a frame without "v" is version 1 (other bridges send none)
     if version != VERSION or isinstance(version, bool):
         return f"unsupported envelope version {orjson.dumps(version).decode()}; this side speaks v: 1"
     kind = obj.get("type")
