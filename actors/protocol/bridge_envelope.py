@@ -14,7 +14,10 @@ none), and any other value is refused. The types:
 - ``mcp:error`` ``{code, message, sessionId?}``: an unknown session, a malformed or an
   oversized frame; the socket lives on;
 - ``auth`` ``{token}``: the first frame of a client that cannot send headers (a browser);
-- ``mcp:peer:register`` ``{servers: [{name, digest}]}`` → ``mcp:peer:register:result``.
+- ``mcp:peer:register`` ``{servers: [{name, digest}]}`` → ``mcp:peer:register:result``
+  ``{servers: [name], shadowed?: [name]}`` (names the hub exports itself, so it uses
+  its own first) or ``{error: {code, message}}`` (``forbidden``: the token's role is
+  not ``peer``; ``digest_conflict``).
 
 ``decode`` never raises: a frame that cannot be used is an :class:`EnvelopeError`
 naming what is wrong, with the frame's ``id`` when it could be read, so the answer can
@@ -204,9 +207,17 @@ def peer_register(servers: Sequence[tuple[str, str]], id: FrameId | None = None)
 
 
 def peer_register_result(
-    accepted: Sequence[str] = (), error: tuple[str, str] | None = None, id: FrameId | None = None
+    accepted: Sequence[str] = (),
+    error: tuple[str, str] | None = None,
+    id: FrameId | None = None,
+    shadowed: Sequence[str] = (),
 ) -> Frame:
-    """The servers taken, or ``error`` (code, message) when registration was refused."""
+    """The servers taken (and, when there are any, those of them ``shadowed`` by the
+    hub's own export of that name, which is used first), or ``error`` (code, message)
+    when registration was refused."""
     if error is not None:
         return Frame(PEER_REGISTER_RESULT, {"error": {"code": error[0], "message": error[1]}}, id)
-    return Frame(PEER_REGISTER_RESULT, {"servers": list(accepted)}, id)
+    data: dict[str, Any] = {"servers": list(accepted)}
+    if shadowed:
+        data["shadowed"] = list(shadowed)
+    return Frame(PEER_REGISTER_RESULT, data, id)
