@@ -87,6 +87,8 @@ class GatewayPeer:
         self.protocol_version: str | None = None
         self.client_info: Mapping[str, Any] | None = None
         self.client_capabilities: Mapping[str, Any] = {}
+        self.closed = False
+        """The client is gone (``close``): it can answer nothing more."""
         self._in_flight: dict[str, _InFlight] = {}
         """Request key → the request being answered (``initialize`` is never cancelled)."""
 
@@ -195,4 +197,5 @@ class GatewayPeer:
 
     def close(self, reason: str) -> None:
         """The client is gone: requests waiting on it fail."""
+        self.closed = True
         self.client_requests.close(reason)

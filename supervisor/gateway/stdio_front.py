@@ -11,8 +11,13 @@ Bad input is answered, and the session lives on: a line over
 line is skipped, never buffered), malformed JSON ``-32700``, and so a line nested
 deeper than the parser reads, saying so (with the request's id when it leads the
 line), a batch array ``-32600``.
-stdin's end stops the front: calls in flight are cancelled, the session and the
-supervisor end, and every server is torn down. The process holds an instance lock of
+stdin's end stops the front once what was received is answered (``printf
+'<initialize>\n<tools/list>\n' | mcp-supervisor stdio`` prints both answers): the
+requests in flight get ``EOF_GRACE_S`` to finish, and one still running then is
+cancelled (its call at the backend too) and answered with an error saying so; then
+the session and the supervisor end, and every server is torn down. ``initialize`` is
+answered before the next line is taken, so requests piped right behind it find the
+session initialized. The process holds an instance lock of
 its own (kind ``stdio``), so several fronts share a state directory, and its servers
 get the parent-death signal, so they die with it even when it is SIGKILLed.
 
@@ -41,7 +46,13 @@ from supervisor.gateway.core import plain_json
 from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import PASSED_ON, GatewayPeer
-from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError, error_response
+from supervisor.gateway.results import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    JsonRpcError,
+    error_response,
+)
 from supervisor.service import Supervisor
 from supervisor.sessions.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.settings.model import Config
@@ -49,6 +60,9 @@ from supervisor.settings.model import Config
 log = get_logger("supervisor.gateway.stdio")
 
 READ_CHUNK = 65536
+EOF_GRACE_S = 30.0
+"""How long the requests in flight when stdin ends may take to be answered (the
+default call timeout); one still running then is cut, with an error line."""
 # The id of a request too large or too deeply nested to parse, read from its first
 # bytes when it is the first member (or the second, after "jsonrpc"), as clients write
 # it; otherwise null.
@@ -124,8 +138,15 @@ def _leading_id(head: bytes) -> Any:
     return None if match is None else orjson.loads(match.group(1))
 
 
-async def serve_stdio(sup: Supervisor, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream) -> None:
-    """One client on ``stdin``/``stdout`` until stdin ends (see the module docstring)."""
+async def serve_stdio(
+    sup: Supervisor,
+    stdin: trio.abc.ReceiveStream,
+    stdout: trio.abc.SendStream,
+    *,
+    eof_grace_s: float = EOF_GRACE_S,
+) -> None:
+    """One client on ``stdin``/``stdout`` until stdin ends and what came is answered
+    (at most ``eof_grace_s`` more; see the module docstring)."""
     gateway = sup.config.gateway
     outlet = StdoutOutlet(stdout)
     async with sup.session() as session:
@@ -140,9 +161,9 @@ async def serve_stdio(sup: Supervisor, stdin: trio.abc.ReceiveStream, stdout: tr
             async with trio.open_nursery() as requests:
                 async for line in lines(stdin, gateway.max_message_bytes):
                     await _take(peer, outlet, requests, line, gateway.max_message_bytes)
-                log.info("stdin closed: stopping")
-                peer.close("the client closed stdin")
-                requests.cancel_scope.cancel()
+                log.info("stdin closed: answering what came, then stopping")
+                peer.close("the client closed stdin")  # it cannot answer our requests now
+                requests.cancel_scope.deadline = trio.current_time() + eof_grace_s
             nursery.cancel_scope.cancel()
 
 
@@ -177,14 +198,23 @@ async def _take(
         why = "a message must be a JSON-RPC object"
         await outlet.send(error_response(None, JsonRpcError(INVALID_REQUEST, why)))
         return
-    if isinstance(message.get("method"), str) and "id" in message:
+    if message.get("method") == "initialize" and "id" in message:
+        await _answer(peer, outlet, message)  # before the next line: it may need the session
+    elif isinstance(message.get("method"), str) and "id" in message:
         requests.start_soon(_answer, peer, outlet, message)
     else:  # notifications and the client's answers: taken at once
         await peer.receive(message, outlet)
 
 
 async def _answer(peer: GatewayPeer, outlet: StdoutOutlet, message: dict[str, Any]) -> None:
-    response = await peer.receive(message, outlet)
+    try:
+        response = await peer.receive(message, outlet)
+    except trio.Cancelled:
+        if peer.closed:  # cut by the bound after stdin's end: say so, if stdout takes it
+            why = "stdin was closed, and this request was still running when the time to finish ran out"
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await outlet.send(error_response(message["id"], JsonRpcError(INTERNAL_ERROR, why)))
+        raise
     if response is not None:
         await outlet.send(response)
 
