@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -29,11 +28,9 @@ import trio
 
 from actors.broadcast import Broadcast
 from actors.connection.actor import ServerRequestHandler
-from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus
+from actors.connection.messages import Command, ConnectionStatus, Control, GetStatus, ServerListed
 from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox
-from actors.protocol.messages import Tool
-from actors.protocol.payloads import tool_to_wire
 from actors.router.actor import RetuneServers, RouterActor, RouterMessage
 from actors.router.catalog import ServerView
 from actors.spec import Scope, ServerSpec
@@ -54,7 +51,7 @@ from supervisor.runtime.lifetimes import (
 from supervisor.runtime.logs import learn_secrets
 from supervisor.runtime.metrics import Metrics
 from supervisor.runtime.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
-from supervisor.runtime.server_memory import EraMemory, read_cached_tools
+from supervisor.runtime.server_memory import EraMemory, listing_to_save, read_cached_listings
 from supervisor.runtime.state_dir import resolve_state_dir, state_errors
 from supervisor.runtime.warm_pool import WarmPool
 from supervisor.sessions.approvals import ApprovalDesk, Approver
@@ -63,7 +60,7 @@ from supervisor.sessions.policy import Policy
 from supervisor.sessions.session import Session, SessionServices, open_session
 from supervisor.settings.loader import ConfigError, load_config
 from supervisor.settings.model import Config
-from supervisor.store import SaveToolList, Store, StoreActor
+from supervisor.store import Store, StoreActor
 from supervisor.store.journal import AuditJournal
 from supervisor.store.vault import StoreVault
 
@@ -248,23 +245,23 @@ class Supervisor:
         events: Broadcast[Mapping[str, Any]] = Broadcast()
         shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         with state_errors(store.path):  # the first reads find damage the open did not
-            cached_tools = read_cached_tools(store, (spec.name for spec in shared_specs))
+            cached = read_cached_listings(store, (spec.name for spec in shared_specs))
             pins, approvals = store.pins(), store.approvals()
             eras = EraMemory.load(store, store_actor.submit)
         connections = ConnectionFactory(
             connector, router_send, client_capabilities or {}, server_requests, known_era=eras.known
         )
 
-        def save_tool_list(server: str, tools: tuple[Tool, ...]) -> None:
-            store_actor.submit(SaveToolList(server, [tool_to_wire(t) for t in tools], time.time()))
+        def save_listing(listed: ServerListed) -> None:
+            store_actor.submit(listing_to_save(listed))
 
         shared = SharedConnections(shared_specs, connections)
         router = RouterActor(
             shared.registered(),
             router_receive,
-            cached_tools=cached_tools,
+            cached=cached,
             max_description_length=config.trust.max_description_length,
-            tool_list_sink=save_tool_list,
+            listing_sink=save_listing,
             era_sink=eras.saw,
             events=events,
         )
@@ -370,8 +367,8 @@ class Supervisor:
         """
         if any(private.name == spec.name for private in self._sessions.private_servers):
             raise ValueError(f"a server named {spec.name!r} is supervised already (session-scoped)")
-        cached = await self.store.read(functools.partial(read_cached_tools, servers=(spec.name,)))
-        await self._shared.add(spec, cached.get(spec.name, ()))
+        cached = await self.store.read(functools.partial(read_cached_listings, servers=(spec.name,)))
+        await self._shared.add(spec, cached.get(spec.name))
         await self.router.cell.wait_until(lambda catalog: spec.name in catalog.servers)
 
     async def remove_server(self, name: str) -> None:

@@ -1,7 +1,9 @@
 """The WebSocket bridge's envelope (version 1), sans-I/O: frames to text and back.
 
 Every frame is one JSON text object ``{"v": 1, "type": str, "id"?: str|int, "data"?: object}``.
-``id`` is the sender's, echoed in the answer. The types:
+``id`` is the sender's, echoed in the answer. We always send ``v``; a frame without it
+is version 1 (the AIRI project's bridge, whose frames are otherwise this shape, sends
+none), and any other value is refused. The types:
 
 - ``mcp:session:open`` ``{serverName}`` → ``mcp:session:open:result`` ``{sessionId}``
   or ``{error: {code, message}}``;
@@ -12,7 +14,10 @@ Every frame is one JSON text object ``{"v": 1, "type": str, "id"?: str|int, "dat
 - ``mcp:error`` ``{code, message, sessionId?}``: an unknown session, a malformed or an
   oversized frame; the socket lives on;
 - ``auth`` ``{token}``: the first frame of a client that cannot send headers (a browser);
-- ``mcp:peer:register`` ``{servers: [{name, digest}]}`` → ``mcp:peer:register:result``.
+- ``mcp:peer:register`` ``{servers: [{name, digest}]}`` → ``mcp:peer:register:result``
+  ``{servers: [name], shadowed?: [name]}`` (names the hub exports itself, so it uses
+  its own first) or ``{error: {code, message}}`` (``forbidden``: the token's role is
+  not ``peer``; ``digest_conflict``).
 
 ``decode`` never raises: a frame that cannot be used is an :class:`EnvelopeError`
 naming what is wrong, with the frame's ``id`` when it could be read, so the answer can
@@ -27,6 +32,8 @@ from typing import Any, Final, TypeAlias
 
 import attrs
 import orjson
+
+from actors.protocol.json_depth import nested_too_deep, too_deep
 
 VERSION: Final = 1
 
@@ -115,6 +122,8 @@ def decode(text: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Frame | Env
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        if too_deep(exc):
+            return EnvelopeError(MALFORMED, nested_too_deep("the frame"))
         return EnvelopeError(MALFORMED, f"the frame is not JSON ({exc.msg}); send one JSON object per frame")
     if not isinstance(obj, dict):
         return EnvelopeError(MALFORMED, 'the frame must be a JSON object like {"v": 1, "type": …}')
@@ -129,7 +138,7 @@ def decode(text: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Frame | Env
 
 
 def _problem(obj: Mapping[str, Any]) -> str | None:
-    version = obj.get("v")
+    version = obj.get("v", VERSION)  # a frame without "v" is version 1 (other bridges send none)
     if version != VERSION or isinstance(version, bool):
         return f"unsupported envelope version {orjson.dumps(version).decode()}; this side speaks v: 1"
     kind = obj.get("type")
@@ -198,9 +207,17 @@ def peer_register(servers: Sequence[tuple[str, str]], id: FrameId | None = None)
 
 
 def peer_register_result(
-    accepted: Sequence[str] = (), error: tuple[str, str] | None = None, id: FrameId | None = None
+    accepted: Sequence[str] = (),
+    error: tuple[str, str] | None = None,
+    id: FrameId | None = None,
+    shadowed: Sequence[str] = (),
 ) -> Frame:
-    """The servers taken, or ``error`` (code, message) when registration was refused."""
+    """The servers taken (and, when there are any, those of them ``shadowed`` by the
+    hub's own export of that name, which is used first), or ``error`` (code, message)
+    when registration was refused."""
     if error is not None:
         return Frame(PEER_REGISTER_RESULT, {"error": {"code": error[0], "message": error[1]}}, id)
-    return Frame(PEER_REGISTER_RESULT, {"servers": list(accepted)}, id)
+    data: dict[str, Any] = {"servers": list(accepted)}
+    if shadowed:
+        data["shadowed"] = list(shadowed)
+    return Frame(PEER_REGISTER_RESULT, data, id)

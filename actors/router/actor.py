@@ -55,7 +55,10 @@ from actors.spec import ServerSpec
 
 log = get_logger("actors.router")
 
-ToolListSink = Callable[[str, tuple[Tool, ...]], object]
+Mailbox = trio.MemorySendChannel[ConnectionMessage]
+
+ListingSink = Callable[[ServerListed], object]
+"""Told each shared server's listing as the catalog took it (the store keeps it)."""
 EraSink = Callable[[str, Era | None], object]
 """Told the era a shared server's actor remembers, at each of its state changes."""
 
@@ -65,7 +68,7 @@ class RegisterServer:
     """A connection actor exists for ``spec`` (owner: the session of a private one)."""
 
     spec: ServerSpec
-    mailbox: trio.MemorySendChannel[ConnectionMessage]
+    mailbox: Mailbox
     owner: str
 
 
@@ -78,12 +81,12 @@ class DropOwner:
 
 @attrs.frozen(slots=True, eq=False)
 class AddServer:
-    """A shared server joins while the router runs; ``cached``: its last known tools
+    """A shared server joins while the router runs; ``cached``: its last known listing
     (from the store), shown stale until it lists its own."""
 
     spec: ServerSpec
-    mailbox: trio.MemorySendChannel[ConnectionMessage]
-    cached: tuple[Tool, ...] = ()
+    mailbox: Mailbox
+    cached: ServerListed | None = None
 
 
 @attrs.frozen(slots=True)
@@ -203,12 +206,12 @@ class RouterActor:
 
     def __init__(
         self,
-        servers: Sequence[tuple[ServerSpec, trio.MemorySendChannel[ConnectionMessage]]],
+        servers: Sequence[tuple[ServerSpec, Mailbox]],
         mailbox: trio.MemoryReceiveChannel[RouterMessage],
         *,
-        cached_tools: Mapping[str, Sequence[Tool]] | None = None,
+        cached: Mapping[str, ServerListed] | None = None,
         max_description_length: int = 200,
-        tool_list_sink: ToolListSink | None = None,
+        listing_sink: ListingSink | None = None,
         era_sink: EraSink | None = None,
         events: Broadcast[Mapping[str, Any]] | None = None,
     ) -> None:
@@ -216,7 +219,7 @@ class RouterActor:
         self._era_sink = era_sink
         self._events = events
         self._max_description = max_description_length
-        self._sink = tool_list_sink
+        self._sink = listing_sink
         self._book = IdBook()
         self._surface = SurfaceBook()  # prompts, resources, templates: see surface.py
         self._shared: dict[str, ServerView] = {}
@@ -226,7 +229,7 @@ class RouterActor:
         catalog = Catalog(0)
         self._tools, self._index = catalog.tools, catalog.search_index
         for spec, channel in servers:
-            self._add(spec, channel, tuple((cached_tools or {}).get(spec.name, ())))
+            self._add(spec, channel, (cached or {}).get(spec.name))
         self.cell = CatalogCell(self._catalog(1, dict(self._shared), {}))
         self._changed_for.clear()
 
@@ -253,17 +256,16 @@ class RouterActor:
             if stop:
                 return
 
-    def _add(
-        self, spec: ServerSpec, mailbox: trio.MemorySendChannel[ConnectionMessage], cached: tuple[Tool, ...]
-    ) -> bool:
-        """A shared server joins (a name taken already is refused, loudly)."""
+    def _add(self, spec: ServerSpec, mailbox: Mailbox, cached: ServerListed | None) -> bool:
+        """A shared server joins (a name taken already is refused, loudly), its cache stale."""
         if spec.name in self._shared:
             log.warning("server %s is supervised already; adding it again is ignored", spec.name)
             return False
         self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
         self._changed_for.add(None)
-        if cached:
-            self._set_tools(view, cached, (), stale=True)
+        if cached is not None:
+            self._set_tools(view, _unique(spec.name, cached.tools)[0], (), stale=True)
+            self._set_surface(self._shared[spec.name], Listed.of(cached))
         return True
 
     def _remove(self, name: str) -> bool:
@@ -337,7 +339,7 @@ class RouterActor:
             self._set_tools(previous, tools, problems, generation=message.generation)
             self._set_surface(self._shared[message.server], surface)
             if self._sink is not None:
-                self._sink(message.server, tools)
+                self._sink(surface.listing(message.server, message.generation, tools))
             return True
         view = attrs.evolve(
             previous,

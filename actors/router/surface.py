@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from actors.connection.messages import ServerListed
-from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures
+from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
 from actors.router.naming import IdBook, assign_ids
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import listing_description
@@ -66,6 +66,18 @@ class Listed:
             _first(message.prompts, lambda p: p.name, f"prompt %r is listed twice by {server}", problems),
             message.features,
             tuple(problems),
+        )
+
+    def listing(self, server: str, generation: int, tools: tuple[Tool, ...]) -> ServerListed:
+        """This surface with ``tools``, as one whole listing (what the store keeps)."""
+        return ServerListed(
+            server,
+            generation,
+            tools,
+            resources=self.resources,
+            templates=self.templates,
+            prompts=self.prompts,
+            features=self.features,
         )
 
     def onto(self, view: ServerView) -> ServerView:

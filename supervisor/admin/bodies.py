@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from actors.protocol.json_depth import nested_too_deep, too_deep
 from supervisor.web.errors import ApiError
 
 MAX_BODY_BYTES = 1 << 20
@@ -21,10 +22,11 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
 
 class MalformedJson(ApiError):
-    """400: the body is not JSON (or nests deeper than the parser reads)."""
+    """400: the body is not JSON, or nests deeper than the parser reads (saying which)."""
 
-    def __init__(self, problem: object) -> None:
-        super().__init__(400, "bad_request", f"malformed JSON: {problem}")
+    def __init__(self, problem: orjson.JSONDecodeError) -> None:
+        why = nested_too_deep("the body") if too_deep(problem) else f"malformed JSON: {problem}"
+        super().__init__(400, "bad_request", why)
 
 
 def flag(query: Mapping[str, str], name: str) -> bool:
@@ -45,10 +47,11 @@ def bad_field(field: str, problem: str) -> ApiError:
 def parse_object(raw: bytes, *, optional: bool = False, prune_depth: int | None = None) -> dict[str, Any]:
     """The request body as a JSON object; an empty optional body is ``{}``.
 
-    orjson reads at most ``JSON_MAX_DEPTH`` levels. With ``prune_depth``, a body nested
-    deeper is read with every array or object below that depth replaced by ``null``
-    (a call's arguments then stay too deep, and are refused as such, with the raw body
-    hashed for the audit); without it, such a body is a 400 that says so.
+    orjson reads at most ``JSON_MAX_DEPTH`` levels (``actors/protocol/json_depth.py``).
+    With ``prune_depth``, a body nested deeper is read with every array or object below
+    that depth replaced by ``null`` (a call's arguments then stay too deep, and are
+    refused as such, with the raw body hashed for the audit); without it, such a body
+    is a 400 that says so.
     """
     if not raw.strip():
         if optional:
@@ -68,9 +71,6 @@ def parse_object(raw: bytes, *, optional: bool = False, prune_depth: int | None 
         raise ApiError(400, "bad_request", "$: must be a JSON object")
     return value
 
-
-JSON_MAX_DEPTH = 1024
-"""The deepest nesting orjson reads."""
 
 # A JSON string (escapes included), or a run of opening or of closing brackets.
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')

@@ -23,6 +23,7 @@ from quart_trio.wrappers import TrioResponse
 from quart_trio.wrappers.response import TrioIterableBody
 
 from actors.connection.messages import Control
+from actors.protocol.json_depth import JSON_MAX_DEPTH
 from actors.redaction import Redactor
 from actors.spec import Scope, ServerSpec
 from supervisor.admin import bodies
@@ -93,7 +94,7 @@ def stream_response(
 # A call body nested deeper than orjson reads is pruned below this depth (in a worker
 # thread: a pathological 1 MiB body takes a fraction of a second) rather than refused,
 # so that its arguments get the call's own ``invalid_arguments`` envelope and audit row.
-CALL_PRUNE_DEPTH = bodies.JSON_MAX_DEPTH - 24
+CALL_PRUNE_DEPTH = JSON_MAX_DEPTH - 24
 
 
 async def _call_body(raw: bytes) -> dict[str, Any]:

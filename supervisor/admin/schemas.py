@@ -40,8 +40,15 @@ _REQUEST_ID = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"}
 
 
 def _surface_item(key: str, meaning: str) -> dict[str, Any]:
-    """A listed resource, template or prompt: the server's item as sent, ``key`` as shown."""
-    item = _obj((key, "name", "server", "availability"), name=STR, server=STR, availability=_AVAILABILITY)
+    """A listed resource, template or prompt: the server's item as sent, ``key`` as shown;
+    ``stale``: from the store's copy of a server that has not listed in this run."""
+    item = _obj(
+        (key, "name", "server", "availability", "stale"),
+        name=STR,
+        server=STR,
+        availability=_AVAILABILITY,
+        stale=_BOOL,
+    )
     item["properties"] = {key: {"type": "string", "description": meaning}, **item["properties"]}
     return item
 

@@ -10,7 +10,12 @@ transport's spawn and process-group teardown); this module only plays the socket
 session's process is torn down, and the peer connects again on the reconnect
 schedule (``actors/connection/schedule.py``) and registers again. A registration
 the hub refuses (a name another peer offers with another launch config) is final:
-``PeerRefused``, retrying would not change it.
+``PeerRefused``, retrying would not change it. A token the hub refuses (401 before
+the upgrade, or a role other than ``peer``: the register's ``forbidden``) is one
+error naming the hub and the role needed, logged once while it lasts, and tried
+again at the schedule's last delay: the hub's tokens may change, the peer's will not
+by itself. A name the hub also exports itself is registered, but the hub's own is
+used first: the register result says which (``shadowed``), and the peer warns once.
 
 The peer caps its own processes (its config's ``bridge.max_processes``; a process
 counts until it is reaped): an open over the cap is answered ``too_many_processes``,
@@ -29,7 +34,13 @@ from contextlib import AbstractAsyncContextManager
 
 import orjson
 import trio
-from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
 
 from actors.connection.schedule import ReconnectSchedule
 from actors.log_events import get_logger
@@ -56,6 +67,22 @@ class PeerRefused(Exception):
     """The hub refused this peer's registration (the message says why)."""
 
 
+class TokenRefused(Exception):
+    """The hub refused this peer's token or its role (the message is the hub's why)."""
+
+
+def rejection(exc: ConnectionRejected) -> str:
+    """What the hub said when it refused the upgrade: its status and its error's
+    message (the body's, cut), never its headers. A 401 is said in our words: the
+    hub's ("the bearer token is not valid") reads as a secret to the log's masking."""
+    if exc.status_code == 401:
+        return "HTTP 401: the hub does not know this token"
+    said = ""
+    with contextlib.suppress(orjson.JSONDecodeError, LookupError, TypeError):
+        said = str(orjson.loads(exc.body or b"")["error"]["message"])[:200]
+    return f"HTTP {exc.status_code}" + (f": {said}" if said else "")
+
+
 def exported(servers: tuple[ServerSpec, ...]) -> dict[str, ServerSpec]:
     """The servers a peer offers: enabled local ones configured with ``bridge: true``."""
     return {s.name: s for s in servers if s.bridge and s.enabled and s.type == "local"}
@@ -70,11 +97,17 @@ class PeerLink:
         specs: Mapping[str, ServerSpec],
         connector: TransportConnector,
         max_processes: int = DEFAULT_MAX_PROCESSES,
+        *,
+        hub_url: str = "",
+        shadowed_told: set[str] | None = None,
     ) -> None:
         self.ws = ws
         self._specs = specs
         self._connector = connector
         self._max_processes = max_processes
+        self._hub_url = hub_url
+        self._shadowed_told = shadowed_told if shadowed_told is not None else set()
+        """Names the hub said it shadows that were logged already (once a process)."""
         self.processes = 0  # sessions from their open until their process is reaped
         self.sessions: dict[str, BridgeSession] = {}
         self._out, self._pending = trio.open_memory_channel[str](OUTBOX)
@@ -133,25 +166,49 @@ class PeerLink:
 
     async def run(self, registered: Registered) -> None:
         """Register, then serve the hub's frames until the socket closes (returns; every
-        session's process torn down) or the hub refuses the registration (PeerRefused)."""
+        session's process torn down) or the hub refuses the registration (PeerRefused;
+        TokenRefused when it is the token's role)."""
+        refusal: PeerRefused | TokenRefused | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write, nursery.cancel_scope)
             with contextlib.suppress(ConnectionClosed):
-                await self._registered_then_serve(registered, nursery)
+                try:
+                    await self._registered_then_serve(registered, nursery)
+                except (PeerRefused, TokenRefused) as refused:
+                    refusal = refused
             nursery.cancel_scope.cancel()
+        if refusal is not None:
+            raise refusal  # bare, not in the nursery's group: run_peer tells them apart
 
     async def _registered_then_serve(self, registered: Registered, nursery: trio.Nursery) -> None:
         offered = [(name, launch_digest(spec)) for name, spec in sorted(self._specs.items())]
         await self.send(env.peer_register(offered, id=REGISTER_ID))
-        while (answer := await self._next()) is None or answer.type != env.PEER_REGISTER_RESULT:
+        while (answer := await self._next()) is None or not _answers_register(answer):
             pass
-        if "error" in answer.data:
-            raise PeerRefused(f"the hub refused this peer: {answer.data['error'].get('message')}")
+        error = answer.data if answer.type == env.ERROR else answer.data.get("error")
+        if isinstance(error, Mapping):
+            why = str(error.get("message"))
+            if answer.type == env.ERROR or error.get("code") == "forbidden":
+                raise TokenRefused(why)  # a hub that takes no registration from this token
+            raise PeerRefused(f"the hub refused this peer: {why}")
+        self._tell_shadowed(answer.data.get("shadowed"))
         registered(list(answer.data.get("servers", [])))
         while True:
             frame = await self._next()
             if frame is not None:
                 await self._serve(frame, nursery)
+
+    def _tell_shadowed(self, names: object) -> None:
+        """Warn (once a process) of names the hub exports itself: its clients get the hub's."""
+        told = self._shadowed_told
+        new = [n for n in names if isinstance(n, str) and n not in told] if isinstance(names, list) else []
+        if new:
+            told.update(new)
+            log.warning(
+                "bridge peer: the hub exports a server of this name itself and uses its own first, "
+                "so its clients do not reach this peer's; rename it here to offer it",
+                extra={"fields": {"hub": self._hub_url, "servers": ", ".join(new)}},
+            )
 
     async def _serve(self, frame: Frame, nursery: trio.Nursery) -> None:
         sid = frame.data.get("sessionId")
@@ -194,27 +251,61 @@ async def run_peer(
     registered: Registered = lambda names: None,
     max_processes: int = DEFAULT_MAX_PROCESSES,
 ) -> None:
-    """Connect, register, serve; on a drop wait the schedule's delay and do it again.
-    Returns never; raises PeerRefused when the hub refuses the registration."""
+    """Connect, register, serve; on a drop wait the schedule's delay and do it again
+    (a refused token: its last delay). Returns never; raises PeerRefused when the hub
+    refuses the registration."""
     schedule = schedule or ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S)
     headers = [(b"authorization", f"Bearer {token}".encode())]
     attempt = 0
+    shadowed_told: set[str] = set()
+    refusal_told: str | None = None
     while True:
         since: float | None = None
+        refused: str | None = None
         try:
             async with (
                 PongsAfterClose() as closing,
                 open_websocket_url(url, extra_headers=headers, max_message_size=env.DEFAULT_MAX_BYTES) as ws,
             ):
                 since = trio.current_time()
+                link = PeerLink(ws, specs, connector, max_processes, hub_url=url, shadowed_told=shadowed_told)
                 try:
-                    await PeerLink(ws, specs, connector, max_processes).run(registered)
+                    await link.run(registered)
                 finally:
                     closing.began = True
+        except ConnectionRejected as exc:
+            if exc.status_code in (401, 403):
+                refused = rejection(exc)
+            else:
+                _not_connected(url, rejection(exc))
+        except TokenRefused as exc:
+            refused = str(exc)
         except (HandshakeError, ConnectionClosed, OSError, trio.BrokenResourceError) as exc:
-            log.warning(
-                "bridge peer: not connected to the hub", extra={"fields": {"hub": url, "error": str(exc)}}
-            )
-        steady = None if since is None else trio.current_time() - since
-        attempt = schedule.next_attempt(attempt, steady)
+            _not_connected(url, str(exc))
+        if refused is not None:
+            attempt = len(schedule.delays)  # the hub's tokens may change, not soon
+            if refused != refusal_told:
+                _token_refused(url, refused, schedule.delay(attempt))
+            refusal_told = refused
+        else:
+            refusal_told = None
+            steady = None if since is None else trio.current_time() - since
+            attempt = schedule.next_attempt(attempt, steady)
         await trio.sleep(schedule.delay(attempt))
+
+
+def _answers_register(frame: Frame) -> bool:
+    """The register's result, or an error a hub answered it with."""
+    return frame.type == env.PEER_REGISTER_RESULT or (frame.type == env.ERROR and frame.id == REGISTER_ID)
+
+
+def _not_connected(url: str, why: str) -> None:
+    log.warning("bridge peer: not connected to the hub", extra={"fields": {"hub": url, "error": why}})
+
+
+def _token_refused(url: str, why: str, retry_s: float) -> None:
+    log.error(
+        "bridge peer: the hub refused this peer's token; mcp-supervisor bridge needs a token "
+        "that the hub's admin.tokens gives the peer role (trying again at the schedule's last delay)",
+        extra={"fields": {"hub": url, "hub_said": why, "retry_every_s": retry_s}},
+    )

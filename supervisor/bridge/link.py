@@ -42,7 +42,7 @@ from supervisor.bridge.hub import BridgeHub, BridgeSession
 from supervisor.bridge.peers import Refused
 from supervisor.bridge.session import offer, run_session
 from supervisor.web.auth import TokenBook
-from supervisor.web.roles import Action, Principal, authorize
+from supervisor.web.roles import Action, Principal, authorize, denial_message
 
 log = get_logger("supervisor.bridge")
 
@@ -265,6 +265,10 @@ class BridgeLink:
             elif frame.type == env.AUTH:
                 problem = "this socket is authenticated already"
                 await self.send(env.error("unexpected_frame", problem, id=frame.id))
+            elif frame.type == env.PEER_REGISTER:  # a peer dialling with a token of another role
+                assert self.principal is not None
+                denied = denial_message(self.principal, Action.BRIDGE, "mcp:peer:register")
+                await self.send(env.peer_register_result(error=("forbidden", denied), id=frame.id))
             else:
                 problem = f"frame type {frame.type!r} is not served by this hub"
                 await self.send(env.error("unknown_type", problem, id=frame.id))
@@ -280,8 +284,10 @@ class BridgeLink:
             except Refused as refused:
                 await self.send(env.peer_register_result(error=(refused.code, str(refused)), id=frame.id))
                 return
-            log.info("bridge: peer registered", extra={"fields": {"peer": self.client, "servers": taken}})
-            await self.send(env.peer_register_result(taken, id=frame.id))
+            shadowed = [name for name in taken if self.hub.exports(name)]  # the hub's own goes first
+            fields = {"peer": self.client, "servers": taken, "shadowed": shadowed}
+            log.info("bridge: peer registered", extra={"fields": fields})
+            await self.send(env.peer_register_result(taken, id=frame.id, shadowed=shadowed))
         elif frame.type in (env.OPEN_RESULT, env.MESSAGE, env.CLOSE, env.ERROR):
             self.hub.peers.from_peer(self, frame)
         else:

@@ -91,7 +91,9 @@ class TurnSurface(TurnAudit):
 
     def resource_listing(self) -> list[dict[str, Any]]:
         """``resources()`` as plain data: each server's item as sent, with the shown
-        ``uri``, its ``server`` and the server's ``availability`` in this turn."""
+        ``uri``, its ``server``, the server's ``availability`` in this turn, and
+        ``stale`` (true: from the store's copy of a server that has not listed its own
+        in this run, as for tools)."""
         return [self._item(e.raw, e.server, uri=e.uri) for e in self.catalog.resources.values()]
 
     def template_listing(self) -> list[dict[str, Any]]:
@@ -106,8 +108,14 @@ class TurnSurface(TurnAudit):
         return [self._item(e.raw, e.server, id=e.id, name=e.id) for e in self.catalog.prompts.values()]
 
     def _item(self, raw: Mapping[str, Any], server: str, **shown: str) -> dict[str, Any]:
-        availability = self.catalog.servers[server].availability.value
-        return {**raw, **shown, "server": server, "availability": availability}
+        view = self.catalog.servers[server]
+        return {
+            **raw,
+            **shown,
+            "server": server,
+            "availability": view.availability.value,
+            "stale": view.cached_only,
+        }
 
     # ------------------------------------------------------------------ requests
 

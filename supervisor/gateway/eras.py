@@ -11,21 +11,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from actors.protocol.messages import META_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS
+from actors.protocol.messages import (
+    META_PROTOCOL_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+    SUPPORTED_PROTOCOL_VERSIONS,
+)
 from supervisor.gateway.outlet import Outlet
 
 
 def is_new_era(message: Mapping[str, Any], protocol_header: str | None, session_id: str | None) -> bool:
-    """Whether ``message`` (one JSON-RPC object) comes from a per-request-era client."""
+    """Whether ``message`` (one JSON-RPC object) comes from a per-request-era client.
+
+    Without a session, a message that names a version of neither era (the header or
+    ``_meta``: ``2027-01-01``, say) is taken as one too: it has no handshake behind it,
+    and the era's -32022 tells it the versions we speak; but ``initialize`` is the
+    handshake's unless it names 2026-07-28 (it negotiates the version itself)."""
     if session_id is not None:
         return False
-    if message.get("method") in ("server/discover", "subscriptions/listen"):
-        return True
-    if protocol_header in MODERN_PROTOCOL_VERSIONS:
+    method = message.get("method")
+    if method in ("server/discover", "subscriptions/listen"):
         return True
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    return isinstance(meta, Mapping) and meta.get(META_PROTOCOL_VERSION) in MODERN_PROTOCOL_VERSIONS
+    named = [protocol_header, meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None]
+    if any(version in MODERN_PROTOCOL_VERSIONS for version in named):
+        return True
+    return method != "initialize" and any(
+        version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS for version in named
+    )
 
 
 class NewEraHandler(Protocol):

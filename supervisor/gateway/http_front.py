@@ -13,7 +13,10 @@ framework: a handler reads a ``Request`` and returns a ``Response`` (``web/http.
   ``tools/call`` (``STREAMED_AT_ONCE``) unless its response comes first within
   ``JSON_WINDOW_S`` (a call that is done needs no id to resume from, and a JSON body
   costs both sides a fraction of a stream's), others when something related is sent
-  before their response. A per-request-era message (``eras.is_new_era``) goes to the
+  before their response. A request the client cancels (``notifications/cancelled``)
+  gets no response: its stream ends without one, and resuming it is refused (410);
+  one that had sent nothing yet is an SSE stream with no event, or 202 for a client
+  that takes JSON only. A per-request-era message (``eras.is_new_era``) goes to the
   ``NewEraHandler``, in a task of the gateway's nursery; the client's hang-up (before
   its answer, or mid-stream) cancels that task, as a cancel would: the backend call is
   cancelled and its server told.
@@ -96,6 +99,12 @@ async def cancel_when_closed(
         scope.cancel()
 
 
+async def _no_events() -> AsyncGenerator[bytes, None]:
+    """An SSE body that ends at once (a cancelled request's: no response, no id)."""
+    return
+    yield  # pragma: no cover
+
+
 class McpFront:
     """The answers of ``/mcp``, for one server's gateway sessions and new-era handler."""
 
@@ -160,7 +169,7 @@ class McpFront:
         stream = record.new_stream() if sse else EventStream("json")
         self.sessions.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
         window = JSON_WINDOW_S if sse and message.get("method") in STREAMED_AT_ONCE else None
-        return await self._reply(stream, window)
+        return await self._reply(stream, window, sse=sse)
 
     async def _read_message(self, headers: Headers, body: AsyncIterable[bytes]) -> bytes:
         """The body, refused past ``gateway.max_message_bytes`` without reading it all,
@@ -210,13 +219,17 @@ class McpFront:
         self.sessions.announce(record)
         return self._json(response, headers={SESSION_HEADER: record.id})
 
-    async def _reply(self, stream: EventStream, window_s: float | None = None) -> Response:
+    async def _reply(self, stream: EventStream, window_s: float | None = None, *, sse: bool) -> Response:
         """JSON when the response comes first (within ``window_s``, if given); else SSE
-        from the first event."""
+        from the first event. A request the client cancelled before anything was sent
+        gets no response: an SSE stream with no event (no id: nothing to resume), or 202
+        for a client that takes JSON only."""
         with trio.move_on_after(window_s if window_s is not None else float("inf")):
             await stream.changed(0)
         if stream.finished and stream.related == 0 and stream.response is not None:
             return self._json(stream.response)
+        if stream.cancelled and stream.last == 0:
+            return self._sse(_no_events()) if sse else empty_response(202)
         return self._sse(stream.follow(0))
 
     async def _new_era(self, message: Mapping[str, Any], headers: Headers, tenant: str) -> Response:
@@ -278,6 +291,12 @@ class McpFront:
         if parsed is None or resumed is None:
             raise HttpRefusal(
                 400, f"Last-Event-ID {last!r} names no stream this session still keeps; GET without it"
+            )
+        if resumed.cancelled:
+            raise HttpRefusal(
+                410,
+                f"Last-Event-ID {last!r} names the stream of a request you cancelled: it ended "
+                "without a response, and nothing more comes on it",
             )
         token = resumed.take_over() if resumed is record.standalone else None
         return self._sse(resumed.follow(parsed[1], token))

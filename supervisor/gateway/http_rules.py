@@ -4,7 +4,9 @@ Each refusal is an ``HttpRefusal``: an HTTP status and a JSON-RPC error object t
 says why (with the message's id when it has one), so a client or its user can fix
 the request without reading our source:
 
-- one JSON-RPC message per POST: a batch (array) is ``invalid_request`` (400);
+- one JSON-RPC message per POST: a batch (array) is ``invalid_request`` (400); a body
+  that is not JSON, or nests deeper than the parser reads, ``parse_error`` (400),
+  saying which;
 - a message over ``gateway.max_message_bytes`` gets its own error (413), and the
   session lives on;
 - ``Mcp-Method`` / ``Mcp-Name``, when present, must repeat the body's method and the
@@ -25,6 +27,7 @@ from typing import Any, Literal
 import orjson
 
 from actors.protocol.http_framing import NAME_BEARING_METHODS, header_value
+from actors.protocol.json_depth import nested_too_deep, too_deep
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
 
 Kind = Literal["request", "notification", "response"]
@@ -76,7 +79,8 @@ def parse_message(raw: bytes) -> dict[str, Any]:
     try:
         message = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise HttpRefusal(400, f"the body is not JSON: {exc}", code=PARSE_ERROR) from None
+        why = nested_too_deep("the body") if too_deep(exc) else f"the body is not JSON: {exc}"
+        raise HttpRefusal(400, why, code=PARSE_ERROR) from None
     if isinstance(message, list):
         raise HttpRefusal(400, "batches are not accepted: send one JSON-RPC message per POST")
     if not isinstance(message, dict):

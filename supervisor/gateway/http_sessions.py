@@ -196,25 +196,32 @@ class GatewaySessions(HeldSessions[GatewaySession]):
     def answer(
         self, record: GatewaySession, message: Mapping[str, Any], outlet: StreamOutlet, stream: EventStream
     ) -> None:
-        """Answer one request in the session's nursery; its response ends ``stream``."""
+        """Answer one request in the session's nursery; its response ends ``stream``
+        (a request the client cancelled ends it without one)."""
         record.nursery.start_soon(self._answer, record, message, outlet, stream)
 
     async def _answer(
         self, record: GatewaySession, message: Mapping[str, Any], outlet: StreamOutlet, stream: EventStream
     ) -> None:
         response: dict[str, Any] | None = None
+        answered = False
         try:
             response = await record.peer.receive(message, outlet)
+            answered = True
         except Exception:
             log.exception("gateway request failed", extra={"fields": {"session": record.id}})
         finally:
             record.touch()
-            if response is None:
+            if response is not None:
+                stream.publish(response, response=True)
+            elif answered:  # the client cancelled it: no response
+                stream.end_cancelled()
+            else:
                 why = "the request failed in the supervisor; see its log"
                 if record.close_requested.is_set():
                     why = "the session ended before this request was answered"
-                response = error_response(message.get("id"), JsonRpcError(INTERNAL_ERROR, why))
-            stream.publish(response, response=True)
+                failed = error_response(message.get("id"), JsonRpcError(INTERNAL_ERROR, why))
+                stream.publish(failed, response=True)
 
     def start_background(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Run ``fn(*args)`` in the gateway's own nursery (new-era requests)."""

@@ -5,8 +5,12 @@ answer and related messages go to, and send what it returns:
 
 - a request → its response (``initialize`` included; requests before it are refused,
   ``ping`` aside);
-- ``notifications/cancelled`` → the call is cancelled (``Supervisor.requests``), so the
-  backend is told; other notifications are taken and dropped;
+- ``notifications/cancelled`` naming a request in flight → the call is cancelled
+  (``Supervisor.requests``), so the backend is told, or, for a request with no call
+  behind it (a listing waiting for a server), its work is stopped; either way that
+  request gets no response (the spec: a receiver should not answer a cancelled
+  request), and ``receive`` returns None for it. A cancel of anything else (answered
+  already, unknown, ``initialize``) is ignored. Other notifications are dropped;
 - a response → handed to the request of ours it answers (``ClientRequests``).
 
 The server requests a call causes (sampling, elicitation, roots) go to the outlet of
@@ -18,6 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import attrs
+import trio
 
 from actors.connection.client_side import ClientSide, RequestRefused, ServerRequestHandler
 from supervisor.gateway.core import GatewayCore, RequestContext
@@ -49,6 +56,14 @@ _CAPABILITY_OF = {
 }
 
 
+@attrs.define(eq=False)
+class _InFlight:
+    """One client request being answered: how to stop it, and whether the client did."""
+
+    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    cancelled: bool = False
+
+
 class GatewayPeer:
     """One handshake-era client (see the module docstring).
 
@@ -72,6 +87,10 @@ class GatewayPeer:
         self.protocol_version: str | None = None
         self.client_info: Mapping[str, Any] | None = None
         self.client_capabilities: Mapping[str, Any] = {}
+        self.closed = False
+        """The client is gone (``close``): it can answer nothing more."""
+        self._in_flight: dict[str, _InFlight] = {}
+        """Request key → the request being answered (``initialize`` is never cancelled)."""
 
     @property
     def initialized(self) -> bool:
@@ -82,7 +101,8 @@ class GatewayPeer:
         return f"gateway:{self.session.id}:{request_id!r}"
 
     async def receive(self, message: Mapping[str, Any], outlet: Outlet) -> dict[str, Any] | None:
-        """Take one message from the client; the response to send, if any."""
+        """Take one message from the client; the response to send, if any (None for a
+        notification, a response, and a request the client cancelled meanwhile)."""
         method = message.get("method")
         if not isinstance(method, str):
             if "id" in message and ("result" in message or "error" in message):
@@ -92,11 +112,22 @@ class GatewayPeer:
             self._notified(method, message.get("params"))
             return None
         request_id = message["id"]
+        key = self.request_key(request_id)
+        running = _InFlight()
+        if method != "initialize":  # the spec: a client never cancels initialize
+            self._in_flight[key] = running
+        response: dict[str, Any] | None = None
         try:
-            result = await self._answer(method, message.get("params"), request_id, outlet)
-        except JsonRpcError as error:
-            return error_response(request_id, error)
-        return result_response(request_id, result)
+            with running.scope:
+                try:
+                    result = await self._answer(method, message.get("params"), request_id, outlet)
+                    response = result_response(request_id, result)
+                except JsonRpcError as error:
+                    response = error_response(request_id, error)
+        finally:
+            if self._in_flight.get(key) is running:
+                del self._in_flight[key]
+        return None if running.cancelled else response
 
     async def _answer(self, method: str, params: Any, request_id: Any, outlet: Outlet) -> dict[str, Any]:
         if method == "initialize":
@@ -134,8 +165,17 @@ class GatewayPeer:
         return result
 
     def _notified(self, method: str, params: Any) -> None:
-        if method == "notifications/cancelled" and isinstance(params, Mapping) and "requestId" in params:
-            self._cancel(self.request_key(params["requestId"]))
+        if method != "notifications/cancelled" or not isinstance(params, Mapping):
+            return
+        if "requestId" not in params:
+            return
+        key = self.request_key(params["requestId"])
+        running = self._in_flight.get(key)
+        if running is None:
+            return  # answered already, never sent, or initialize: nothing to cancel
+        running.cancelled = True
+        if not self._cancel(key):  # no call behind it: stop the work here
+            running.scope.cancel()
 
     def client_side(self, outlet: Outlet) -> ClientSide:
         """The side of one client request's calls: its server requests go to ``outlet``
@@ -157,4 +197,5 @@ class GatewayPeer:
 
     def close(self, reason: str) -> None:
         """The client is gone: requests waiting on it fail."""
+        self.closed = True
         self.client_requests.close(reason)

@@ -77,6 +77,8 @@ class EventStream:
         self.finished = False
         self.response: Mapping[str, Any] | None = None
         """The response that finished it, if one did."""
+        self.cancelled = False
+        """Its request was cancelled by the client: it ended without a response."""
         self.related = 0
         """Messages sent on it besides a response (progress, server requests, notices)."""
         self._changed = trio.Event()
@@ -101,6 +103,11 @@ class EventStream:
         """No more events: followers end once they have sent what is kept."""
         self.finished = True
         self._wake()
+
+    def end_cancelled(self) -> None:
+        """The client cancelled the stream's request: it ends without a response."""
+        self.cancelled = True
+        self.finish()
 
     def after(self, number: int) -> list[tuple[int, bytes]]:
         """The kept events numbered above ``number``, oldest first."""

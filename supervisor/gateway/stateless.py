@@ -373,14 +373,19 @@ def check_meta(method: str, params: Any) -> Mapping[str, Any]:
         raise JsonRpcError(INVALID_PARAMS, f"{method}: _meta {META_CLIENT_CAPABILITIES} must be an object")
     version = meta[META_PROTOCOL_VERSION]
     if version not in MODERN_PROTOCOL_VERSIONS:
-        raise JsonRpcError(
-            UNSUPPORTED_PROTOCOL_VERSION,
-            f"unsupported protocol version {version!r}: this gateway speaks "
-            f"{', '.join(MODERN_PROTOCOL_VERSIONS)} without a session "
-            "(and 2025-11-25 and earlier through initialize)",
-            {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version},
-        )
+        raise unsupported_version(version)
     return params
+
+
+def unsupported_version(version: Any) -> JsonRpcError:
+    """-32022 for a version this era does not speak, naming those it does."""
+    return JsonRpcError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        f"unsupported protocol version {version!r}: this gateway speaks "
+        f"{', '.join(MODERN_PROTOCOL_VERSIONS)} without a session "
+        "(and 2025-11-25 and earlier through initialize)",
+        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version},
+    )
 
 
 _STATUS_OF_ERROR = {
@@ -394,10 +399,13 @@ _STATUS_OF_ERROR = {
 
 def header_refusal(message: Mapping[str, Any], protocol_header: str | None) -> dict[str, Any] | None:
     """For the HTTP front: the -32020 error response when the ``MCP-Protocol-Version``
-    header is absent or differs from the request's ``_meta`` version, else None."""
+    header is absent or differs from the request's ``_meta`` version, -32022 when it
+    names a version we do not speak and ``_meta`` none, else None."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+    if protocol_header is not None and version is None and protocol_header not in MODERN_PROTOCOL_VERSIONS:
+        return error_response(message.get("id"), unsupported_version(protocol_header))
     if protocol_header is not None and (version is None or protocol_header == version):
         return None  # a missing _meta version is check_meta's to refuse (-32602)
     why = (

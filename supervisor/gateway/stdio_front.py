@@ -4,13 +4,20 @@ Newline-delimited JSON-RPC on stdin is one ``GatewayPeer`` over one supervisor
 session; answers and notices go to stdout, and nothing else does (logs go to
 stderr). Every request is handled in a task of the front's own nursery, so a
 ``notifications/cancelled`` or the client's answer to one of our requests (an
-elicitation) is read while a call waits.
+elicitation) is read while a call waits; a cancelled request gets no line at all.
 
 Bad input is answered, and the session lives on: a line over
 ``gateway.max_message_bytes`` gets an error (read with that bound: the rest of the
-line is skipped, never buffered), malformed JSON ``-32700``, a batch array ``-32600``.
-stdin's end stops the front: calls in flight are cancelled, the session and the
-supervisor end, and every server is torn down. The process holds an instance lock of
+line is skipped, never buffered), malformed JSON ``-32700``, and so a line nested
+deeper than the parser reads, saying so (with the request's id when it leads the
+line), a batch array ``-32600``.
+stdin's end stops the front once what was received is answered (``printf
+'<initialize>\n<tools/list>\n' | mcp-supervisor stdio`` prints both answers): the
+requests in flight get ``EOF_GRACE_S`` to finish, and one still running then is
+cancelled (its call at the backend too) and answered with an error saying so; then
+the session and the supervisor end, and every server is torn down. ``initialize`` is
+answered before the next line is taken, so requests piped right behind it find the
+session initialized. The process holds an instance lock of
 its own (kind ``stdio``), so several fronts share a state directory, and its servers
 get the parent-death signal, so they die with it even when it is SIGKILLed.
 
@@ -34,11 +41,18 @@ import orjson
 import trio
 
 from actors.log_events import get_logger
+from actors.protocol.json_depth import nested_too_deep, too_deep
 from supervisor.gateway.core import plain_json
 from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import PASSED_ON, GatewayPeer
-from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError, error_response
+from supervisor.gateway.results import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    JsonRpcError,
+    error_response,
+)
 from supervisor.service import Supervisor
 from supervisor.sessions.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.settings.model import Config
@@ -46,8 +60,12 @@ from supervisor.settings.model import Config
 log = get_logger("supervisor.gateway.stdio")
 
 READ_CHUNK = 65536
-# The id of an oversized request, read from its first bytes when it is the first
-# member (or the second, after "jsonrpc"), as clients write it; otherwise null.
+EOF_GRACE_S = 30.0
+"""How long the requests in flight when stdin ends may take to be answered (the
+default call timeout); one still running then is cut, with an error line."""
+# The id of a request too large or too deeply nested to parse, read from its first
+# bytes when it is the first member (or the second, after "jsonrpc"), as clients write
+# it; otherwise null.
 _LEADING_ID = re.compile(
     rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
 )
@@ -115,13 +133,20 @@ async def lines(stream: trio.abc.ReceiveStream, limit: int) -> AsyncIterator[byt
                 buffer.clear()
 
 
-def _oversized_id(head: bytes) -> Any:
+def _leading_id(head: bytes) -> Any:
     match = _LEADING_ID.match(head)
     return None if match is None else orjson.loads(match.group(1))
 
 
-async def serve_stdio(sup: Supervisor, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream) -> None:
-    """One client on ``stdin``/``stdout`` until stdin ends (see the module docstring)."""
+async def serve_stdio(
+    sup: Supervisor,
+    stdin: trio.abc.ReceiveStream,
+    stdout: trio.abc.SendStream,
+    *,
+    eof_grace_s: float = EOF_GRACE_S,
+) -> None:
+    """One client on ``stdin``/``stdout`` until stdin ends and what came is answered
+    (at most ``eof_grace_s`` more; see the module docstring)."""
     gateway = sup.config.gateway
     outlet = StdoutOutlet(stdout)
     async with sup.session() as session:
@@ -136,9 +161,9 @@ async def serve_stdio(sup: Supervisor, stdin: trio.abc.ReceiveStream, stdout: tr
             async with trio.open_nursery() as requests:
                 async for line in lines(stdin, gateway.max_message_bytes):
                     await _take(peer, outlet, requests, line, gateway.max_message_bytes)
-                log.info("stdin closed: stopping")
-                peer.close("the client closed stdin")
-                requests.cancel_scope.cancel()
+                log.info("stdin closed: answering what came, then stopping")
+                peer.close("the client closed stdin")  # it cannot answer our requests now
+                requests.cancel_scope.deadline = trio.current_time() + eof_grace_s
             nursery.cancel_scope.cancel()
 
 
@@ -152,14 +177,18 @@ async def _take(
             f"message over gateway.max_message_bytes ({limit} bytes): "
             "send smaller messages or raise the limit"
         )
-        await outlet.send(error_response(_oversized_id(line.head), JsonRpcError(INVALID_REQUEST, why)))
+        await outlet.send(error_response(_leading_id(line.head), JsonRpcError(INVALID_REQUEST, why)))
         return
     if not line.strip():
         return
     try:
         message = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        await outlet.send(error_response(None, JsonRpcError(PARSE_ERROR, f"parse error: {exc}")))
+        if too_deep(exc):  # good JSON, maybe: its id, if it leads, is the client's to match
+            deep = JsonRpcError(PARSE_ERROR, nested_too_deep("the message"))
+            await outlet.send(error_response(_leading_id(line), deep))
+        else:
+            await outlet.send(error_response(None, JsonRpcError(PARSE_ERROR, f"parse error: {exc}")))
         return
     if isinstance(message, list):
         why = "batch arrays are not supported: send one JSON-RPC message a line"
@@ -169,14 +198,23 @@ async def _take(
         why = "a message must be a JSON-RPC object"
         await outlet.send(error_response(None, JsonRpcError(INVALID_REQUEST, why)))
         return
-    if isinstance(message.get("method"), str) and "id" in message:
+    if message.get("method") == "initialize" and "id" in message:
+        await _answer(peer, outlet, message)  # before the next line: it may need the session
+    elif isinstance(message.get("method"), str) and "id" in message:
         requests.start_soon(_answer, peer, outlet, message)
     else:  # notifications and the client's answers: taken at once
         await peer.receive(message, outlet)
 
 
 async def _answer(peer: GatewayPeer, outlet: StdoutOutlet, message: dict[str, Any]) -> None:
-    response = await peer.receive(message, outlet)
+    try:
+        response = await peer.receive(message, outlet)
+    except trio.Cancelled:
+        if peer.closed:  # cut by the bound after stdin's end: say so, if stdout takes it
+            why = "stdin was closed, and this request was still running when the time to finish ran out"
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await outlet.send(error_response(message["id"], JsonRpcError(INTERNAL_ERROR, why)))
+        raise
     if response is not None:
         await outlet.send(response)
 

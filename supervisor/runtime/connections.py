@@ -31,13 +31,13 @@ from actors.connection.messages import (
     ConnectionMessage,
     Control,
     Retune,
+    ServerListed,
     unavailable,
 )
 from actors.connection.server_log import LogSink, ServerLogged
 from actors.connection.server_requests import chain
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
 from actors.protocol.era import Era
-from actors.protocol.messages import Tool
 from actors.router.actor import AddServer, RemoveServer, RouterMessage
 from actors.spec import Scope, ServerSpec
 from actors.transports.base import Connector
@@ -176,7 +176,7 @@ class SharedConnections:
                 await children.start(self._tree.run, initial)
                 yield
 
-    async def add(self, spec: ServerSpec, cached: tuple[Tool, ...] = ()) -> None:
+    async def add(self, spec: ServerSpec, cached: ServerListed | None = None) -> None:
         """Register a shared server with the router, then start its actor (returns once
         it runs: an eager server starts connecting, a lazy one waits to be needed)."""
         if spec.scope is not Scope.SHARED:

@@ -1,6 +1,7 @@
-"""What the store remembers of each shared server across starts: its last-known tool
-list (``read_cached_tools``: searchable before the server lists its own) and the protocol
-era it speaks (``EraMemory``).
+"""What the store remembers of each shared server across starts: its last listing
+(``read_cached_listings``: its tools searchable, and its resources, templates and
+prompts listed, all marked stale, before the server lists its own; ``listing_to_save``
+writes it) and the protocol era it speaks (``EraMemory``).
 
 A connection actor keeps the era it found (``actors/protocol/era.py`` has the rules: a
 remembered era is tried first, and a remembered handshake era that fails is
@@ -14,32 +15,71 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
+import attrs
+
+from actors.connection.messages import ServerListed
 from actors.log_events import get_logger
 from actors.protocol.era import Era
 from actors.protocol.errors import ProtocolError
-from actors.protocol.messages import Tool
-from actors.protocol.payloads import structure_tool
-from supervisor.store import SaveEra, Store, StoreMessage
+from actors.protocol.messages import ServerFeatures
+from actors.protocol.pages import structure_prompt, structure_resource, structure_template
+from actors.protocol.payloads import structure_tool, tool_to_wire
+from supervisor.store import SaveEra, SaveToolList, Store, StoreMessage
+
+T = TypeVar("T")
 
 log = get_logger("supervisor.server_memory")
 
 
-def read_cached_tools(store: Store, servers: Iterable[str]) -> dict[str, tuple[Tool, ...]]:
-    """Last-known tool lists of configured servers (unreadable entries skipped)."""
+def read_cached_listings(store: Store, servers: Iterable[str]) -> dict[str, ServerListed]:
+    """Last-known listings of configured servers (unreadable entries skipped; a server
+    saved with its tools alone, before the store kept the rest, lists only those)."""
     wanted = set(servers)
-    cached: dict[str, tuple[Tool, ...]] = {}
+    surfaces = store.surfaces()
+    cached: dict[str, ServerListed] = {}
     for server, (tools, _listed_at) in store.tool_lists().items():
-        if server not in wanted:
-            continue
-        parsed = []
-        for wire in tools:
-            try:
-                parsed.append(structure_tool(wire))
-            except ProtocolError:
-                continue
-        cached[server] = tuple(parsed)
+        if server in wanted:
+            cached[server] = _listing(server, tools, surfaces.get(server, {}))
     return cached
+
+
+def _listing(server: str, tools: list[Any], surface: Mapping[str, Any]) -> ServerListed:
+    features = surface.get("features")
+    known = attrs.fields_dict(ServerFeatures)
+    flags = {k: v is True for k, v in features.items() if k in known} if isinstance(features, Mapping) else {}
+    return ServerListed(
+        server,
+        0,
+        _readable(tools, structure_tool),
+        resources=_readable(surface.get("resources"), structure_resource),
+        templates=_readable(surface.get("templates"), structure_template),
+        prompts=_readable(surface.get("prompts"), structure_prompt),
+        features=ServerFeatures(**flags),
+    )
+
+
+def _readable(items: Any, structure: Callable[[Any], T]) -> tuple[T, ...]:
+    """The items ``structure`` reads (the others skipped)."""
+    parsed = []
+    for item in items if isinstance(items, list) else ():
+        try:
+            parsed.append(structure(item))
+        except ProtocolError:
+            continue
+    return tuple(parsed)
+
+
+def listing_to_save(listed: ServerListed) -> SaveToolList:
+    """The store's message for a server's listing: its tools and the rest as sent."""
+    surface = {
+        "resources": [dict(r.raw) for r in listed.resources],
+        "templates": [dict(t.raw) for t in listed.templates],
+        "prompts": [dict(p.raw) for p in listed.prompts],
+        "features": attrs.asdict(listed.features),
+    }
+    return SaveToolList(listed.server, [tool_to_wire(t) for t in listed.tools], time.time(), surface)
 
 
 class EraMemory:

@@ -95,12 +95,14 @@ class SetPin:
 
 @attrs.frozen(slots=True, eq=False)
 class SaveToolList:
-    """Replace a server's last-known tool list. Do not mutate ``tools`` after submitting:
-    it is serialized later, in the actor's thread."""
+    """Replace a server's last-known listing: its tools and (``surface``) the rest of
+    it. Do not mutate ``tools`` or ``surface`` after submitting: they are serialized
+    later, in the actor's thread."""
 
     server: str
     tools: Sequence[Mapping[str, Any]]
     listed_at: float
+    surface: Mapping[str, Any] | None = None
 
 
 @attrs.frozen(slots=True)
@@ -159,7 +161,7 @@ def _apply(store: Store, batch: Sequence[StoreMessage]) -> None:
             store.set_pin(message.server, message.tool, message.fingerprint)
         elif isinstance(message, SaveToolList):
             if last_list[message.server] == i:
-                store.save_tool_list(message.server, message.tools, message.listed_at)
+                store.save_tool_list(message.server, message.tools, message.listed_at, message.surface)
         elif isinstance(message, SaveEra):
             store.save_era(message.server, message.era, message.found_at)
         else:

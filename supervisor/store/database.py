@@ -327,22 +327,38 @@ class Store:
 
     # ------------------------------------------------------------------ tool lists
 
-    def save_tool_list(self, server: str, tools: Sequence[Mapping[str, Any]], listed_at: float) -> None:
+    def save_tool_list(
+        self,
+        server: str,
+        tools: Sequence[Mapping[str, Any]],
+        listed_at: float,
+        surface: Mapping[str, Any] | None = None,
+    ) -> None:
         """Replace the server's last-known tool list (kept as JSON, in the server's key
         order), listed at unix time ``listed_at``: lets search answer for a lazy server
-        before it starts, with the tools' schemas as the server sent them."""
+        before it starts, with the tools' schemas as the server sent them. ``surface``:
+        the rest of that listing (resources, templates, prompts, features; None: not
+        known), so its resources and prompts are listed before it starts too."""
         data = ordered_json(list(tools))
+        rest = None if surface is None else ordered_json(dict(surface))
         with self.transaction():
             self._connection.execute(
-                "INSERT INTO tool_lists (server, tools, listed_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (server) DO UPDATE SET tools = excluded.tools, listed_at = excluded.listed_at",
-                (server, data, listed_at),
+                "INSERT INTO tool_lists (server, tools, listed_at, surface) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (server) DO UPDATE SET tools = excluded.tools,"
+                " listed_at = excluded.listed_at, surface = excluded.surface",
+                (server, data, listed_at, rest),
             )
 
     def tool_lists(self) -> dict[str, tuple[list[dict[str, Any]], float]]:
         """``{server: (tools, listed_at)}`` for every server with a saved list."""
         rows = self._read("SELECT server, tools, listed_at FROM tool_lists")
         return {server: (cast(list[dict[str, Any]], json.loads(data)), at) for server, data, at in rows}
+
+    def surfaces(self) -> dict[str, dict[str, Any]]:
+        """``{server: surface}`` for every saved list that has the rest of its listing
+        (``save_tool_list``'s ``surface``; a row from before schema 6 has none)."""
+        rows = self._read("SELECT server, surface FROM tool_lists WHERE surface IS NOT NULL")
+        return {server: cast(dict[str, Any], json.loads(data)) for server, data in rows}
 
     # ------------------------------------------------------------------ protocol eras
 

@@ -107,6 +107,11 @@ MIGRATIONS: tuple[Step, ...] = (
         )
         """,
     ),
+    # 6: the rest of each server's last listing beside its tools (JSON: resources,
+    # templates and prompts as the server sent them, and the features it declared), so
+    # a lazy server's resources and prompts are listed before it starts, like its
+    # tools. A row from before has none: that server's surface is unknown until it lists.
+    ("ALTER TABLE tool_lists ADD COLUMN surface TEXT",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

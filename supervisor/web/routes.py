@@ -231,7 +231,8 @@ ROUTES: tuple[Route, ...] = (
         "list_resources",
         "The turn's resources and resource templates, frozen with it: each item as its server "
         "sent it, with the uri (uriTemplate) as shown (qualified as mcp-supervisor://<server>/<uri> "
-        "when several servers publish it), its server and availability.",
+        "when several servers publish it), its server, availability and stale (true: from the "
+        "store's copy of a lazy server that has not listed in this run).",
         response="ResourceList",
         action=_READ,
     ),
@@ -251,7 +252,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/sessions/{sid}/turns/{tid}/prompts",
         "list_prompts",
         "The turn's prompts, frozen with it: each as its server sent it, named by its id "
-        "<server>_<prompt>, with its server and availability.",
+        "<server>_<prompt>, with its server, availability and stale.",
         response="PromptList",
         action=_READ,
     ),

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import trio
 import trio.testing
@@ -24,7 +25,16 @@ from supervisor.service import Supervisor
 from supervisor.settings.model import BridgeSettings, Config, ToolSearchSettings
 from supervisor.store import AuditRow
 from tests.support.admin import Running, conforms
-from tests.support.bridge import EVERYTHING, Client, alive, connected, exported, hub_running, ws_url
+from tests.support.bridge import (
+    EVERYTHING,
+    INIT_PARAMS,
+    Client,
+    alive,
+    connected,
+    exported,
+    hub_running,
+    ws_url,
+)
 
 pytestmark = pytest.mark.real_peer
 
@@ -313,3 +323,23 @@ async def test_a_supervisor_uses_this_hub_through_its_websocket_transport(tmp_pa
                     await hub.http("b-hub-token-0123456789").request("GET", "/v1/bridge/sessions")
                 ).json()["sessions"]
                 assert item["tenant"] == "alice" and item["server"] == "mini" and item["messages_in"] >= 3
+
+
+async def test_frames_without_v_are_served_as_version_1(tmp_path: Path) -> None:
+    """Another project's bridge (AIRI's) sends frames of our shape without ``"v"``."""
+    async with hub_running(tmp_path, exported("mini")) as running, connected(running) as client:
+
+        async def bare(frame: dict[str, Any]) -> None:
+            await client.ws.send_message(orjson.dumps(frame).decode())
+
+        with trio.fail_after(10):
+            await bare({"type": env.OPEN, "id": "o", "data": {"serverName": "mini"}})
+            opened, _ = await client.until(lambda f: f.type == env.OPEN_RESULT)
+            sid = opened.data["sessionId"]
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+            await bare({"type": env.MESSAGE, "data": {"sessionId": sid, "jsonrpc": init}})
+            answer, _ = await client.until(lambda f: f.type == env.MESSAGE)
+            assert answer.data["jsonrpc"]["id"] == 1 and "serverInfo" in answer.data["jsonrpc"]["result"]
+            await bare({"type": env.CLOSE, "id": "c", "data": {"sessionId": sid}})
+            closed, _ = await client.until(lambda f: f.type == env.CLOSE)
+            assert closed.id == "c" and closed.data["reason"] == "client_closed"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -19,11 +20,13 @@ from typing import Any
 import orjson
 import pytest
 import trio
+import trio.testing
 from trio_websocket import ConnectionClosed
 
 from actors.connection.schedule import ReconnectSchedule
 from actors.protocol import bridge_envelope as env
 from actors.transports.connector import TransportConnector
+from supervisor.bridge import dialout
 from supervisor.bridge.dialout import exported as exported_servers
 from supervisor.bridge.dialout import run_peer
 from supervisor.settings.loader import load_config
@@ -200,65 +203,85 @@ async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, done: trio.C
     done.cancel()
 
 
+class Registrations:
+    """``run_peer``'s ``registered``: the names and the time of each registration."""
+
+    def __init__(self) -> None:
+        self.names: list[list[str]] = []
+        self.times: list[float] = []
+        self._next = trio.Event()
+
+    def __call__(self, names: list[str]) -> None:
+        self.names.append(names)
+        self.times.append(trio.current_time())
+        self._next.set()
+
+    async def next(self) -> None:
+        """Until the next registration (within 10 s)."""
+        with trio.fail_after(10):
+            await self._next.wait()
+        self._next = trio.Event()
+
+
+async def start_peer(
+    nursery: trio.Nursery,
+    url: str,
+    specs: dict[str, Any],
+    schedule: ReconnectSchedule,
+    *,
+    token: str = PEER,
+    registered: Registrations | None = None,
+) -> None:
+    """``run_peer`` in this process (its own connector), in ``nursery``."""
+    connector = TransportConnector()
+    await nursery.start(connector.run)
+    told = registered if registered is not None else Registrations()
+    nursery.start_soon(partial(run_peer, url, token, specs, connector, schedule=schedule, registered=told))
+
+
+async def registered_across_drops(
+    nursery: trio.Nursery, running: Running, specs: dict[str, Any], delay_s: float, times: int
+) -> tuple[Registrations, str]:
+    """A peer dialling through a ``Proxy`` that is cut after each registration, ``times``
+    times; its registrations and the URL it dialled."""
+    registered = Registrations()
+    proxy = Proxy(ws_url(running))
+    await nursery.start(proxy.run)
+    await start_peer(nursery, proxy.url, specs, ReconnectSchedule((delay_s,)), registered=registered)
+    for _ in range(times):
+        await registered.next()
+        proxy.cut()
+    return registered, proxy.url
+
+
 async def test_a_dropped_peer_reconnects_on_its_schedule_and_registers_again(tmp_path: Path) -> None:
     """The connection drops (a proxy between peer and hub is cut); the peer, in this
     process on the real clock, connects again after its schedule's delay and registers
     again."""
     specs = exported_by(peer_config(tmp_path, "far-mini"))
-    times: list[float] = []
-    again = trio.Event()
-
-    def registered(names: list[str]) -> None:
-        assert names == ["far-mini"]
-        times.append(trio.current_time())
-        again.set()
-
     async with hub_running(tmp_path, tokens=TOKENS) as running, trio.open_nursery() as nursery:
-        connector = TransportConnector()
-        await nursery.start(connector.run)
-        proxy = Proxy(ws_url(running))
-        await nursery.start(proxy.run)
-        schedule = ReconnectSchedule((0.2,))
-        peer = partial(run_peer, proxy.url, PEER, specs, connector, schedule=schedule, registered=registered)
-        nursery.start_soon(peer)
-        for _ in range(3):
-            with trio.fail_after(10):
-                await again.wait()
-            again = trio.Event()
-            proxy.cut()
-        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-        assert len(gaps) == 2 and all(0.2 <= gap < 3 for gap in gaps), gaps  # the 0.2 s delay
+        registered, _ = await registered_across_drops(nursery, running, specs, 0.2, 3)
         nursery.cancel_scope.cancel()
+    assert registered.names == [["far-mini"]] * 3
+    gaps = [later - earlier for earlier, later in itertools.pairwise(registered.times)]
+    assert len(gaps) == 2 and all(0.2 <= gap < 3 for gap in gaps), gaps  # the 0.2 s delay
 
 
 async def test_a_registered_peer_is_never_idle(tmp_path: Path) -> None:
     """The hub keeps a registered peer that has no session past ``bridge.idle_s``
     (a client socket with nothing to do is closed meanwhile)."""
     specs = exported_by(peer_config(tmp_path, "far-mini"))
-    times: list[list[str]] = []
-    first = trio.Event()
-
-    def registered(names: list[str]) -> None:
-        times.append(names)
-        first.set()
-
+    registered = Registrations()
     bridge = BridgeSettings(idle_s=0.2)
     async with hub_running(tmp_path, tokens=TOKENS, bridge=bridge) as running, trio.open_nursery() as nursery:
-        connector = TransportConnector()
-        await nursery.start(connector.run)
-        schedule = ReconnectSchedule((0.05,))
-        nursery.start_soon(
-            partial(
-                run_peer, ws_url(running), PEER, specs, connector, schedule=schedule, registered=registered
-            )
-        )
+        await start_peer(nursery, ws_url(running), specs, ReconnectSchedule((0.05,)), registered=registered)
         async with connected(running, token=ALICE) as idle_client:
-            with trio.fail_after(5):
-                await first.wait()
-                with pytest.raises(ConnectionClosed) as closed:
-                    await idle_client.next()
+            await registered.next()
+            with trio.fail_after(5), pytest.raises(ConnectionClosed) as closed:
+                await idle_client.next()
             assert closed.value.reason is not None and closed.value.reason.code == 4408
         await trio.sleep(0.6)  # three times idle_s, and then some
+        times = registered.names
         assert len(times) == 1, f"the peer was dropped and registered {len(times)} times"
         assert [p["servers"][0]["name"] for p in await peers_of(running)] == ["far-mini"]
         nursery.cancel_scope.cancel()
@@ -266,3 +289,80 @@ async def test_a_registered_peer_is_never_idle(tmp_path: Path) -> None:
 
 def exported_by(config: Path) -> dict[str, Any]:
     return exported_servers(load_config(str(config)).servers)
+
+
+def _peer_log(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "supervisor.bridge.peer" and r.levelno == level]
+
+
+@pytest.mark.parametrize(
+    ("token", "hub_said"),
+    [
+        ("not-a-token-0123456789", "HTTP 401: the hub does not know this token"),
+        (ALICE, "mcp:peer:register needs the peer role; this token has the tenant role"),
+    ],
+)
+async def test_a_refused_token_is_one_clear_error_tried_again_at_the_last_delay(
+    tmp_path: Path,
+    thread_safe_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    token: str,
+    hub_said: str,
+) -> None:
+    """A wrong token (401 before the upgrade) or one of another role (the register is
+    refused ``forbidden``): not the short schedule and a raw response each time, but
+    one error naming the hub and the role needed, and an attempt every last delay."""
+    caplog.set_level(logging.INFO, logger="supervisor.bridge.peer")
+    attempts: list[float] = []
+    fourth = trio.Event()
+    dial = dialout.open_websocket_url
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(trio.current_time())
+        if len(attempts) == 4:
+            fourth.set()
+        return dial(*args, **kwargs)
+
+    monkeypatch.setattr(dialout, "open_websocket_url", counted)
+    specs = exported_by(peer_config(tmp_path, "far-mini"))
+    async with hub_running(tmp_path, tokens=TOKENS) as running, trio.open_nursery() as nursery:
+        url = ws_url(running)
+        await start_peer(nursery, url, specs, ReconnectSchedule((1.0, 2.0, 60.0)), token=token)
+        with trio.fail_after(300):
+            await fourth.wait()
+        nursery.cancel_scope.cancel()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    assert all(60 <= gap < 61 for gap in gaps), gaps
+    (error,) = _peer_log(caplog, logging.ERROR)
+    assert "peer role" in error.getMessage()
+    assert error.fields == {"hub": url, "hub_said": hub_said, "retry_every_s": 60.0}  # type: ignore[attr-defined]
+    assert _peer_log(caplog, logging.WARNING) == []  # no raw response, no headers
+    assert token not in caplog.text
+
+
+async def test_a_name_the_hub_exports_itself_is_registered_as_shadowed_and_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hub's own ``web`` keeps being used first; the register result says so, and the
+    peer warns once, not again when it registers again after a drop."""
+    caplog.set_level(logging.INFO, logger="supervisor.bridge.peer")
+    specs = exported_by(peer_config(tmp_path, "web"))
+    async with (
+        hub_running(tmp_path, exported("web"), tokens=TOKENS) as running,
+        trio.open_nursery() as nursery,
+    ):
+        async with connected(running, token=PEER) as peer:  # the result, as the hub sends it
+            await peer.send(env.peer_register([("web", "d" * 64), ("far", "e" * 64)], id="r"))
+            result = await peer.next()
+            assert result.data == {"servers": ["far", "web"], "shadowed": ["web"]}
+        registered, url = await registered_across_drops(nursery, running, specs, 0.05, 2)
+        async with connected(running, token=ALICE) as client:
+            sid = await client.open("web")
+            listed = (await running.http(ALICE).request("GET", "/v1/bridge/sessions")).json()["sessions"]
+            assert [(s["session_id"], s["peer"]) for s in listed] == [(sid, "local")]  # the hub's own
+        nursery.cancel_scope.cancel()
+    assert registered.names == [["web"], ["web"]]
+    (warning,) = _peer_log(caplog, logging.WARNING)
+    assert "uses its own first" in warning.getMessage()
+    assert warning.fields == {"hub": url, "servers": "web"}  # type: ignore[attr-defined]

@@ -50,6 +50,7 @@ async def test_listings_show_the_frozen_catalog_with_shown_uris_and_availability
             "name": "n",
             "server": "fs1",
             "availability": "available",
+            "stale": False,
         }
         assert turn.resource_listing()[2]["availability"] == "unavailable"
         assert turn.template_listing() == [
@@ -58,10 +59,17 @@ async def test_listings_show_the_frozen_catalog_with_shown_uris_and_availability
                 "name": "tpl",
                 "server": "fs1",
                 "availability": "available",
+                "stale": False,
             }
         ]
         assert turn.prompt_listing() == [
-            {"id": "fs2_review", "name": "fs2_review", "server": "fs2", "availability": "unavailable"}
+            {
+                "id": "fs2_review",
+                "name": "fs2_review",
+                "server": "fs2",
+                "availability": "unavailable",
+                "stale": False,
+            }
         ]
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from tests.support.golden_config import ALICE, APP_ORIGIN, BOUND, OPS, PEER
+from tests.support.golden_config import ALICE, APP_ORIGIN, BOUND, DEEP, OPS, PEER
 from tests.support.golden_files import Masker, show
 from tests.support.golden_http import UPGRADE, http_request
 from tests.support.golden_messages import INITIALIZE, INITIALIZED, rpc
@@ -195,6 +195,7 @@ async def test_the_frames_of_accepted_sockets(serve: Serve) -> None:
                 await frames.round(frame("mcp:session:open", server, serverName=server))
             await frames.round(message("no-such-session", rpc(1, "ping")))
             await frames.round("not json")
+            await frames.round('{"v": 1, "type": "mcp:message", "data": ' + DEEP.decode() + "}")
             await frames.round("[1, 2]")
             await frames.round({"v": 2, "type": "mcp:session:open", "data": {"serverName": "web"}})
             await frames.round(frame("mcp:session:open", True, serverName="web"))

@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from tests.support.golden_config import BOUND, CLI, clean_env, write_config
+from tests.support.golden_config import BOUND, CLI, DEEP, clean_env, write_config
 from tests.support.golden_files import Golden, Masker, show
 from tests.support.golden_messages import INITIALIZE, INITIALIZED, rpc
 
@@ -102,6 +102,7 @@ async def test_one_stdio_session(tmp_path: Path) -> None:
             await stdio.round(rpc(4, "tools/call", {"name": "nope_nothing", "arguments": {}}))
             await stdio.round(rpc(5, "no/such/method"))
             await stdio.round(b"this is not json")
+            await stdio.round(b'{"jsonrpc": "2.0", "id": 9, "method": "ping", "params": ' + DEEP + b"}")
             await stdio.round(b"[" + json.dumps(rpc(6, "ping")).encode() + b"]")
             await stdio.round(b'"a string"')
             await stdio.round(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.golden_config import ALICE, BOUND, PEER
+from tests.support.golden_config import ALICE, BOUND, DEEP, PEER
 from tests.support.golden_files import Golden
 from tests.support.golden_http import ACCEPT_BOTH, UPGRADE, Answer, Recorder, http_request, mcp_post
 from tests.support.golden_messages import CLIENT_INFO, INITIALIZE, INITIALIZED, NEW_ERA, PROTOCOL, rpc
@@ -228,6 +228,7 @@ def test_the_refusals_of_post_mcp(serve: Serve) -> None:
     post("a body over the bound, chunked", b"{" + b" " * (BOUND + 10) + b"}", chunked=True)
     post("a content type the gateway does not read", PLAIN_LISTING, content_type="text/plain")
     post("malformed JSON", b'{"jsonrpc": ')
+    post("JSON nested past the parser", b'{"jsonrpc": "2.0", "id": 1, "params": ' + DEEP + b"}")
     post("a batch", [LISTING])
     post("an unknown session", headers=[("Mcp-Session-Id", "nope")])
     out.golden.check()

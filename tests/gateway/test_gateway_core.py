@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from supervisor import Supervisor
 from supervisor.gateway.core import GatewayCore, RequestContext
@@ -108,8 +109,9 @@ async def test_without_prefix_the_backends_own_names_are_shown(tmp_path: Path, p
 async def test_a_peer_initializes_refuses_early_requests_and_cancels_by_the_clients_id(
     tmp_path: Path, python: str
 ) -> None:
-    calls = tmp_path / "calls.jsonl"
-    config = config_of(mini_spec("mini", "--calls-log", str(calls), python=python))
+    calls, methods = tmp_path / "calls.jsonl", tmp_path / "methods.log"
+    flags = ("--calls-log", str(calls), "--methods-log", str(methods))
+    config = config_of(mini_spec("mini", *flags, python=python))
     async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
         peer = GatewayPeer(session, lambda key: sup.requests.cancel(key, session.tenant))
         outlet = Recorder()
@@ -143,6 +145,42 @@ async def test_a_peer_initializes_refuses_early_requests_and_cancels_by_the_clie
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
             with trio.fail_after(5):
                 assert await peer.receive(note, outlet) is None
-        (cancelled,) = answers
-        assert cancelled is not None
-        assert cancelled["result"]["_meta"][ERROR_META] == {"code": "cancelled"}
+        assert answers == [None]  # a cancelled request is not answered
+        with trio.fail_after(5):  # the backend call was cancelled
+            await eventually(lambda: "notifications/cancelled" in methods.read_text().split())
+
+
+async def test_a_cancelled_request_with_no_call_behind_it_is_stopped_and_not_answered() -> None:
+    """A listing waiting for a server to start has no backend call to cancel: the
+    peer stops its work itself, and later cancels of it (or of unknown ids) are
+    ignored."""
+    peer = GatewayPeer(_Stub(), lambda key: False)  # type: ignore[arg-type]
+    peer.protocol_version = "2025-11-25"
+    stopped = trio.Event()
+
+    async def waits_for_ever(method: str, params: Any, ctx: RequestContext) -> dict[str, Any]:
+        try:
+            await trio.sleep_forever()
+        finally:
+            stopped.set()
+        raise AssertionError("unreachable")
+
+    peer.core.handle = waits_for_ever  # type: ignore[method-assign]
+    answers: list[dict[str, Any] | None] = []
+
+    async def listing() -> None:
+        answers.append(await peer.receive({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, Recorder()))
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listing)
+            await trio.testing.wait_all_tasks_blocked()
+            assert await peer.receive(cancel, Recorder()) is None
+            await stopped.wait()
+    assert answers == [None]
+    assert await peer.receive(cancel, Recorder()) is None  # over: nothing to cancel
+
+
+class _Stub:
+    id = "stub-session"

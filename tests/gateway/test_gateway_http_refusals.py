@@ -1,8 +1,9 @@
 """``POST /mcp`` (``supervisor/gateway/http_app.py``) against the real server: what it
 refuses and with which status (no token, a wrong one, a role without ``use_sessions``,
 a foreign Origin, Host or target authority, a body over ``gateway.max_message_bytes``,
-a content type the gateway does not look at, malformed JSON), and a session's flow.
-The bytes of each answer are pinned by ``tests/golden/mcp_lean_path.txt``."""
+a content type the gateway does not look at, malformed JSON), what a body nested too
+deeply and a version no one speaks are told, and a session's flow. The bytes of each
+refusal are pinned by ``tests/golden/mcp_refusals.txt``."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from typing import Any
 import attrs
 import trio
 
+from actors.protocol.messages import META_PROTOCOL_VERSION, UNSUPPORTED_PROTOCOL_VERSION
+from supervisor.gateway.results import PARSE_ERROR
 from supervisor.settings.model import GatewaySettings, TokenGrant
 from supervisor.web.roles import Role
+from tests.gateway.test_gateway_stateless import meta
 from tests.support.admin import ALICE, Http, Reply, admin_running, config_of, mini_spec
 from tests.support.gateway_http import ACCEPT_BOTH, PROTOCOL, initialize, request
+from tests.support.golden_config import DEEP
 
 PEER = "peer-token-0123456789abc"
 BOUND = 4096
@@ -66,6 +71,10 @@ CASES: dict[str, tuple[int, Case]] = {
         lambda http: post(http, PLAIN_LISTING, {"Content-Type": "text/plain"}),
     ),
     "malformed JSON": (400, lambda http: post(http, b'{"jsonrpc": ')),
+    "JSON nested past the parser": (
+        400,
+        lambda http: post(http, b'{"jsonrpc": "2.0", "id": 1, "params": ' + DEEP + b"}"),
+    ),
     "a batch": (400, lambda http: post(http, [LISTING])),
     "an unknown session": (404, lambda http: post(http, headers={"Mcp-Session-Id": "nope"})),
 }
@@ -107,3 +116,37 @@ async def test_a_session_runs_from_initialize_to_delete(tmp_path: Path) -> None:
             assert called.json()["result"]["content"] == [{"type": "text", "text": "hi"}]
             assert (await http.request("DELETE", "/mcp", headers=session)).status == 204
             assert (await post(http, LISTING, session)).status == 404
+
+
+async def test_a_body_nested_past_the_parser_is_told_so_not_that_it_is_not_json(tmp_path: Path) -> None:
+    async with admin_running(config_of(mini_spec("m"), tokens={ALICE: "alice"}), tmp_path) as api:
+        with trio.fail_after(20):
+            deep = b"[" * 100_000 + b"]" * 100_000
+            body = (
+                b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": ' + deep + b"}}"
+            )
+            reply = await post(api.http(ALICE), body)
+    error = reply.json()["error"]
+    assert reply.status == 400 and error["code"] == PARSE_ERROR
+    assert error["message"].startswith("the body is nested deeper than 1024 levels"), error
+
+
+async def test_a_version_no_one_speaks_without_a_session_is_told_the_versions_we_speak(
+    tmp_path: Path,
+) -> None:
+    """Not that it lacks a session: -32022, as the 2026-07-28 era answers it."""
+    async with admin_running(config_of(mini_spec("m"), tokens={ALICE: "alice"}), tmp_path) as api:
+        http = api.http(ALICE)
+        with trio.fail_after(20):
+            future = {**meta(), META_PROTOCOL_VERSION: "2027-01-01"}
+            wanted = {"supported": ["2026-07-28"], "requested": "2027-01-01"}
+            for params in ({"_meta": future}, None):  # in both, and in the header alone
+                message = request(2, "tools/list", params)
+                headers = {"MCP-Protocol-Version": "2027-01-01", "Mcp-Method": "tools/list"}
+                reply = await post(http, message, headers)
+                error = reply.json()["error"]
+                assert reply.status == 400 and error["code"] == UNSUPPORTED_PROTOCOL_VERSION, reply
+                assert error["data"] == wanted and "2026-07-28" in error["message"]
+            # A version of the handshake era without a session: it needs one.
+            lost = await post(http, LISTING, {"MCP-Protocol-Version": PROTOCOL})
+            assert lost.status == 400 and "Mcp-Session-Id is missing" in lost.json()["error"]["message"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,12 @@ import trio.testing
 from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from supervisor.gateway.stdio_front import Oversized, deny_asks, lines
+from supervisor import Supervisor
+from supervisor.gateway.results import INTERNAL_ERROR
+from supervisor.gateway.stdio_front import Oversized, deny_asks, lines, serve_stdio
 from supervisor.sessions.approvals import ApprovalDesk, ApprovalRequest
 from tests.actors.transports.test_stdio_transport import eventually
+from tests.service.test_embedding import config_of, mini_spec
 from tests.support.paths import REPO, SERVERS
 
 ROOT = REPO
@@ -110,6 +115,12 @@ class Front:
         answer: dict[str, Any] = json.loads(line)  # only JSON on stdout, or this fails
         return answer
 
+    async def rest(self) -> AsyncIterator[dict[str, Any]]:
+        """Every line until stdout ends."""
+        async for line in self._lines:
+            assert not isinstance(line, Oversized)
+            yield json.loads(line)
+
 
 async def test_bad_lines_get_errors_a_cancel_reaches_the_backend_and_the_session_lives_on(
     tmp_path: Path,
@@ -132,6 +143,13 @@ async def test_bad_lines_get_errors_a_cancel_reaches_the_backend_and_the_session
             assert "max_message_bytes" in oversized["error"]["message"]
             await front.send(b"{not json")
             assert (await front.receive())["error"]["code"] == -32700
+            deep = (
+                b'{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": ' + b"[" * 1500 + b"]" * 1500 + b"}"
+            )
+            await front.send(deep)
+            too_deep = await front.receive()
+            assert (too_deep["id"], too_deep["error"]["code"]) == (8, -32700)
+            assert too_deep["error"]["message"].startswith("the message is nested deeper than 1024 levels")
             await front.send([{"jsonrpc": "2.0", "id": 3, "method": "ping"}])
             assert (await front.receive())["error"]["code"] == -32600
 
@@ -145,20 +163,23 @@ async def test_bad_lines_get_errors_a_cancel_reaches_the_backend_and_the_session
             await eventually(lambda: calls.exists() and "sleep" in calls.read_text())  # reached the backend
             cancel = {"requestId": "slow", "reason": "changed my mind"}
             await front.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
-            cancelled = await front.receive()
-            assert cancelled["id"] == "slow" and cancelled["result"]["isError"] is True
-            assert cancelled["result"]["_meta"]["mcp-supervisor/error"] == {"code": "cancelled"}
             told = tmp_path / "methods.log"
             await eventually(
                 lambda: "notifications/cancelled" in told.read_text().split()
             )  # the backend was told
 
+            # No line answers the cancelled request: the next one is this call's.
             call = {"name": "mini_add", "arguments": {"a": 2, "b": 3}}
             await front.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call})
-            assert (await front.receive())["result"]["content"] == [{"type": "text", "text": "5"}]
+            assert await front.receive() == {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "result": {"content": [{"type": "text", "text": "5"}], "isError": False},
+            }
 
             assert process.stdin is not None
             await process.stdin.aclose()
+            assert [m async for m in front.rest() if m.get("id") == "slow"] == []  # nor after it
             assert await process.wait() == 0
         assert processes_with(str(tmp_path / "methods.log")) == []
     finally:
@@ -189,6 +210,66 @@ async def test_a_backend_elicitation_reaches_the_clients_callback_and_is_answere
             result = await client.call_tool("everything_trigger-elicitation-request", {})
     assert len(asked) == 1
     assert "name-from-client" in json.dumps(result.model_dump(mode="json"))
+
+
+def rpc(request_id: Any, method: str, params: Any = None) -> bytes:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode() + b"\n"
+
+
+INITIALIZE = rpc(
+    1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "p"}}
+)
+
+
+async def test_what_a_pipe_sends_is_answered_before_its_end_stops_the_front(tmp_path: Path) -> None:
+    """``printf '<initialize>\\n<tools/list>\\n' | mcp-supervisor stdio``: stdin ends right
+    after the requests; both are answered (tools/list after initialize), then it exits."""
+    config = write_config(tmp_path, {"mini": mini(tmp_path)})
+    command = [str(CLI), "stdio", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    piped = (
+        INITIALIZE
+        + rpc(2, "tools/list")
+        + rpc(3, "tools/call", {"name": "mini_add", "arguments": {"a": 1, "b": 2}})
+    )
+    with trio.fail_after(20):
+        done = await trio.run_process(command, stdin=piped, capture_stdout=True, capture_stderr=True)
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3], done.stdout
+    assert answers[1]["result"]["serverInfo"]["name"] == "mcp-supervisor"
+    assert "mini_echo" in [tool["name"] for tool in answers[2]["result"]["tools"]]
+    assert answers[3]["result"]["content"] == [{"type": "text", "text": "3"}]
+
+
+async def test_a_request_still_running_when_the_time_after_stdins_end_runs_out_is_cut_and_said_so(
+    tmp_path: Path,
+) -> None:
+    """The bound (``EOF_GRACE_S``; 0.3 s here): a request that would run on for ever does
+    not hold the exit; its call is cancelled at the backend and its id gets an error."""
+    methods = tmp_path / "methods.log"
+    spec = mini_spec("mini", "--methods-log", str(methods), python=sys.executable)
+    stdin_send, stdin = trio.testing.memory_stream_pair()
+    stdout, stdout_receive = trio.testing.memory_stream_pair()
+    async with Supervisor.open(config_of(spec), state_dir=tmp_path) as sup, trio.open_nursery() as nursery:
+        nursery.start_soon(partial(serve_stdio, sup, stdin, stdout, eof_grace_s=0.3))
+        answers = lines(stdout_receive, 1 << 20)
+        await stdin_send.send_all(INITIALIZE)
+        assert json.loads(await anext(answers))["id"] == 1  # type: ignore[arg-type]
+        await stdin_send.send_all(
+            rpc("slow", "tools/call", {"name": "mini_sleep", "arguments": {"seconds": 60}})
+        )
+        with trio.fail_after(10):
+            await eventually(lambda: methods.exists() and "tools/call" in methods.read_text())
+        began = trio.current_time()
+        await stdin_send.aclose()
+        with trio.fail_after(10):
+            cut = json.loads(await anext(answers))  # type: ignore[arg-type]
+            await eventually(lambda: "notifications/cancelled" in methods.read_text().split())
+    assert 0.3 <= trio.current_time() - began < 5  # the bound, not the 60 s call
+    assert cut["id"] == "slow" and cut["error"]["code"] == INTERNAL_ERROR
+    assert "stdin was closed" in cut["error"]["message"]
 
 
 async def test_lines_are_read_with_a_bound_and_an_oversized_one_is_skipped_not_kept() -> None:

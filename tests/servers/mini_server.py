@@ -26,6 +26,9 @@ Flags (to script misbehaviour):
                          (its pid goes to stderr as ``spawned child pid=N``)
   --stderr-lines N       write N lines to stderr at start (``stderr line 0`` …)
   --flaky SECONDS        exit with status 1 at a random time in [0.5, 1.5] x SECONDS
+  --surface              also serve resources and prompts: the resource ``mini://notes``
+                         (text ``mini notes``, no templates) and the prompt ``greet``
+                         {who*} (``Hello, <who>``)
   --whoami               publish ``whoami``: this process's pid, the time it started and
                          the time ``initialize`` came (wall clock, s), and the client's
                          capabilities from ``initialize``, as JSON text
@@ -91,6 +94,21 @@ def schema(**props: str) -> dict[str, Any]:
         "properties": {k: {"type": t} for k, t in props.items()},
         "required": list(props),
     }
+
+
+NOTES = {"uri": "mini://notes", "name": "notes", "mimeType": "text/plain"}
+GREET = {"name": "greet", "description": "Greet someone.", "arguments": [{"name": "who", "required": True}]}
+SURFACE: dict[str, Any] = {  # with --surface: method -> its answer to the params
+    "resources/list": lambda params: {"resources": [NOTES]},
+    "resources/templates/list": lambda params: {"resourceTemplates": []},
+    "resources/read": lambda params: {"contents": [{**NOTES, "text": "mini notes"}]},
+    "prompts/list": lambda params: {"prompts": [GREET]},
+    "prompts/get": lambda params: {
+        "messages": [
+            {"role": "user", "content": {"type": "text", "text": f"Hello, {params['arguments']['who']}"}}
+        ]
+    },
+}
 
 
 class Server:
@@ -180,15 +198,20 @@ class Server:
                 os._exit(1)
             asked = params.get("protocolVersion")
             self.initialized = {"at": time.time(), "capabilities": params.get("capabilities")}
+            capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
+            if self.args.surface:
+                capabilities.update(resources={}, prompts={})
             return {
                 "protocolVersion": asked if asked in PROTOCOL_VERSIONS else LATEST,
-                "capabilities": {"tools": {"listChanged": True}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": "mini-server", "version": "0.1.0"},
             }
         if method == "ping":
             return {}
         if method == "tools/list":
             return self.list_tools(params.get("cursor"))
+        if self.args.surface and method in SURFACE:
+            return SURFACE[method](params)
         raise LookupError(-32601, f"Method not found: {method}")
 
     def after_initialize(self) -> None:
@@ -337,6 +360,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--flaky", type=float, default=0.0)
     parser.add_argument("--escape", action="store_true")
     parser.add_argument("--whoami", action="store_true")
+    parser.add_argument("--surface", action="store_true")
     return parser.parse_args(argv)
 
 

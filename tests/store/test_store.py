@@ -163,7 +163,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 5, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 6, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -188,8 +188,12 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert store.eras() == {}
         store.save_era("time", "2025-11-25", 1700000001.0)
         assert store.eras() == {"time": "2025-11-25"}
+        # 6: the rest of a listing beside its tools; a list from before has none.
+        assert store.surfaces() == {}
+        store.save_tool_list("time", [{"name": "now"}], 1700000002.0, {"prompts": [{"name": "p"}]})
+        assert store.surfaces() == {"time": {"prompts": [{"name": "p"}]}}
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (5,)
+        assert raw.execute("PRAGMA user_version").fetchone() == (6,)
     assert {
         "audit_by_time",
         "audit_by_tenant",
@@ -328,6 +332,21 @@ def test_tool_lists_replace_and_round_trip_json(store: Store) -> None:
     assert store.tool_lists() == {"time": (tools, 100.0), "fs": ([{"name": "read"}], 50.0)}
     store.save_tool_list("time", [], 200.0)
     assert store.tool_lists()["time"] == ([], 200.0)
+
+
+def test_the_rest_of_a_listing_is_kept_beside_its_tools_and_replaced_with_them(store: Store) -> None:
+    surface = {
+        "resources": [{"uri": "file:///n.md", "name": "n", "_meta": {"x": [1, 1.5, None]}}],
+        "templates": [],
+        "prompts": [{"name": "review", "arguments": [{"name": "file", "required": True}]}],
+        "features": {"resources": True, "prompts": True},
+    }
+    store.save_tool_list("docs", [{"name": "find"}], 1.0, types.MappingProxyType(surface))
+    store.save_tool_list("time", [{"name": "now"}], 1.0)  # its surface not known
+    assert store.surfaces() == {"docs": surface}
+    store.save_tool_list("docs", [{"name": "find"}], 2.0)  # listed again without: forgotten
+    assert store.surfaces() == {}
+    assert store.tool_lists()["docs"] == ([{"name": "find"}], 2.0)
 
 
 def test_a_transaction_commits_together_and_rolls_back_together(store: Store) -> None:

@@ -26,6 +26,8 @@ OPS = "ops-token-0123456789abcd"  # tenant ops, role operator
 PEER = "peer-token-0123456789abc"  # tenant edge, role peer
 BOUND = 4096  # gateway.max_message_bytes and bridge.max_message_bytes
 APP_ORIGIN = "https://app.example"  # bridge.allowed_origins
+DEEP = b"[" * 1500 + b"]" * 1500
+"""JSON nested past the 1024 levels the parser reads, well within ``BOUND``."""
 
 SERVERS: Mapping[str, Mapping[str, Any]] = {
     "mini": {"command": [sys.executable, MINI], "start": "eager", "trusted": True},

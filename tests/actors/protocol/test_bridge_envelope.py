@@ -69,7 +69,7 @@ def test_a_server_line_is_spliced_in_verbatim() -> None:
         ("[1, 2]", env.MALFORMED, "JSON object", None),
         ('{"v": 2, "type": "mcp:message", "id": 4}', env.MALFORMED, "version 2", 4),
         ('{"v": true, "type": "auth"}', env.MALFORMED, "version true", None),
-        ('{"type": "auth", "id": "a"}', env.MALFORMED, "version null", "a"),
+        ('{"v": null, "type": "auth", "id": "a"}', env.MALFORMED, "version null", "a"),
         ('{"v": 1, "id": 1}', env.MALFORMED, "type must be", 1),
         ('{"v": 1, "type": "mcp:message", "id": 1.5}', env.MALFORMED, "id must be", None),
         ('{"v": 1, "type": "mcp:message", "id": true}', env.MALFORMED, "id must be", None),
@@ -90,6 +90,13 @@ def test_bad_frames_say_what_is_wrong(text: str, code: str, fragment: str, frame
     assert answer.type == env.ERROR and answer.data["code"] == code and answer.id == frame_id
 
 
+def test_a_frame_nested_past_the_parser_is_told_so_not_that_it_is_not_json() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    problem = env.decode('{"v": 1, "type": "mcp:message", "data": {"jsonrpc": ' + deep + "}}")
+    assert isinstance(problem, EnvelopeError) and problem.code == env.MALFORMED
+    assert problem.message.startswith("the frame is nested deeper than 1024 levels"), problem
+
+
 def test_oversized_frames_are_refused_by_their_utf8_size() -> None:
     frame = env.encode(env.message("s", {"jsonrpc": "2.0", "method": "x", "params": {"t": "é" * 600}}))
     assert len(frame) < 1024 < len(frame.encode())
@@ -98,6 +105,15 @@ def test_oversized_frames_are_refused_by_their_utf8_size() -> None:
     assert "over the limit of 1024" in problem.message
     assert isinstance(env.decode(frame, max_bytes=2048), Frame)
     assert isinstance(env.decode(frame.encode(), max_bytes=1024), EnvelopeError)
+
+
+def test_a_frame_without_v_is_version_1() -> None:
+    """Another project's bridge (AIRI's) sends no ``v``: its frames are version 1."""
+    opened = env.decode('{"type": "mcp:session:open", "id": 3, "data": {"serverName": "browser"}}')
+    assert opened == Frame(env.OPEN, {"serverName": "browser"}, 3)
+    message = env.decode('{"type": "mcp:message", "data": {"sessionId": "s", "jsonrpc": {"id": 1}}}')
+    assert isinstance(message, Frame) and message.data["jsonrpc"] == {"id": 1}
+    assert env.encode(env.session_open("browser")).startswith('{"v":1,')  # we always send it
 
 
 def test_unknown_types_decode_for_the_receiver_to_answer() -> None:

@@ -23,6 +23,7 @@ PURE_MODULES = (
     "actors.protocol.http_framing",
     "actors.protocol.jsonrpc",
     "actors.protocol.bridge_envelope",
+    "actors.protocol.json_depth",
     "actors.protocol.ndjson",
     "actors.protocol.payloads",
     "actors.protocol.session",

@@ -230,7 +230,7 @@ async def test_a_server_added_while_running_joins_with_its_cached_tools(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with running_router("time") as h:
-        cached = (Tool("find", description="find documents"),)
+        cached = ServerListed("docs", 0, (Tool("find", description="find documents"),))
         catalog = await h.feed(AddServer(ServerSpec("docs"), connection_mailbox(), cached))
         assert list(catalog.servers) == ["time", "docs"]
         view = catalog.servers["docs"]

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from actors.connection.messages import ServerListed
 from actors.connection.states import Availability, State
 from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
-from actors.router.actor import AddServer, RegisterServer, RemoveServer, RetuneServers
+from actors.router.actor import (
+    AddServer,
+    RegisterServer,
+    RemoveServer,
+    RetuneServers,
+    RouterActor,
+    RouterMessage,
+)
 from actors.router.catalog import ServerView
 from actors.router.surface import SurfaceBook
 from actors.router.uris import qualify, shown_uris
@@ -262,3 +269,40 @@ def test_the_book_agrees_with_the_rule_over_all_pairs(changes: list[tuple[str, l
         expected = shown_uris((s, u) for s in ("s1", "s2", "s3") for u in published.get(s, ()))
         _prompts, resources, _templates = book.maps(["s1", "s2", "s3"])
         assert {(e.server, e.server_uri): e.uri for e in resources.values()} == expected
+
+
+async def test_a_cached_listing_shows_its_surface_stale_until_the_server_lists_and_the_sink_gets_each_listing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The store's copy of a lazy server's last listing: its resources, prompts and
+    features are in the catalog before it starts (stale, like its tools); its own
+    listing replaces them, and the listing sink (the store) is told that one whole."""
+    send, receive = trio.open_memory_channel[RouterMessage](64)
+    sunk: list[ServerListed] = []
+    cached = surface("docs", uris=("demo://a",), prompts=("simple",), generation=0)
+    router = RouterActor(
+        [(ServerSpec("docs"), connection_mailbox())],
+        receive,
+        cached={"docs": cached},
+        listing_sink=sunk.append,
+    )
+    view = router.cell.current.servers["docs"]
+    assert view.cached_only and view.features == FEATURES
+    assert list(router.cell.current.resources) == ["demo://a"] and list(router.cell.current.prompts) == [
+        "docs_simple"
+    ]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(router.run)
+        fresh = surface("docs", uris=("demo://b",), prompts=("simple", "other"))
+        await send.send(fresh)
+        catalog = await router.cell.wait_until(lambda c: not c.servers["docs"].cached_only)
+        send.close()
+    assert list(catalog.resources) == ["demo://b"] and list(catalog.prompts) == ["docs_simple", "docs_other"]
+    (told,) = sunk
+    assert (told.server, told.tools, told.resources, told.prompts, told.features) == (
+        "docs",
+        fresh.tools,
+        fresh.resources,
+        fresh.prompts,
+        FEATURES,
+    )
