@@ -249,7 +249,7 @@ class Supervisor:
         shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         with state_errors(store.path):  # the first reads find damage the open did not
             cached_tools = read_cached_tools(store, (spec.name for spec in shared_specs))
-            pins, approvals = store.pins(), store.approvals()
+            pins, pin_parts, approvals = store.pins(), store.pin_parts(), store.approvals()
             eras = EraMemory.load(store, store_actor.submit)
         connections = ConnectionFactory(
             connector, router_send, client_capabilities or {}, server_requests, known_era=eras.known
@@ -273,6 +273,7 @@ class Supervisor:
             config.trust,
             trusted=trusted.__contains__,
             pins=pins,
+            pin_parts=pin_parts,
             approvals=approvals,
             submit=store_actor.submit,
         )

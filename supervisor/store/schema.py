@@ -107,6 +107,13 @@ MIGRATIONS: tuple[Step, ...] = (
         )
         """,
     ),
+    # 6: a pin keeps the hash of each part of the definition it pins (description, input
+    # schema), so that a tool asked about again can say what changed. Pins from before
+    # have none: theirs say that the description or the input schema changed.
+    (
+        "ALTER TABLE pins ADD COLUMN description_sha256 TEXT",
+        "ALTER TABLE pins ADD COLUMN input_schema_sha256 TEXT",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
