@@ -3,7 +3,9 @@
 Pinning (``actors/router/trust.py``) asks about a tool again when its definition moved
 since it was last allowed. The definition is hashed whole (``fingerprint``: the pin,
 and the key of remembered approvals) and by part (``part_hashes``: kept with the pin,
-so that the question can say what changed).
+so that the question can say what changed). The connection actor, which learns a
+server's current definitions when it lists, and the router, which shows them to
+turns, both hash here, so the two always agree on what a definition is.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import Any
 
 import attrs
 
-__all__ = ["DefinitionParts", "changed_parts", "fingerprint", "part_hashes"]
+from actors.protocol.messages import Tool
+
+__all__ = ["DefinitionParts", "Fingerprints", "changed_parts", "fingerprint", "part_hashes"]
 
 _UNKNOWN_PARTS = "description or input schema"
 
@@ -76,3 +80,21 @@ def changed_parts(before: DefinitionParts | None, now: DefinitionParts) -> str:
         if changed
     ]
     return " and ".join(moved) or _UNKNOWN_PARTS
+
+
+class Fingerprints(dict[str, str]):
+    """The fingerprints of one listing's tools by name, each hashed on first use
+    (``""``: the listing has no such tool). A dict, so that the common lookup, a
+    fingerprint known already, costs one subscript and no call."""
+
+    __slots__ = ("tools",)
+
+    def __init__(self, tools: Mapping[str, Tool]) -> None:
+        super().__init__()
+        self.tools = tools
+
+    def __missing__(self, name: str) -> str:
+        tool = self.tools.get(name)
+        found = "" if tool is None else fingerprint(tool.description, tool.input_schema)
+        self[name] = found
+        return found

@@ -1,9 +1,10 @@
-"""Tool definitions as pinning sees them: the parts and what changed
-(``actors/tool_definitions.py``; the whole hash: ``test_trust.py``)."""
+"""Tool definitions as pinning sees them: the parts, what changed, and the connection's
+lazily hashed listing (``actors/tool_definitions.py``; the whole hash: ``test_trust.py``)."""
 
 from __future__ import annotations
 
-from actors.tool_definitions import DefinitionParts, changed_parts, part_hashes
+from actors.protocol.messages import Tool
+from actors.tool_definitions import DefinitionParts, Fingerprints, changed_parts, fingerprint, part_hashes
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 WIDER = {**SCHEMA, "properties": {"path": {"type": "string"}, "to": {"type": "string"}}}
@@ -29,3 +30,13 @@ def test_changed_parts_names_what_moved() -> None:
     assert changed_parts(before, DefinitionParts(before.description, before.input_schema)) == (
         "description or input schema"
     )
+
+
+def test_fingerprints_hash_a_listing_on_first_use_only() -> None:
+    tool = Tool("read", "Read a file", SCHEMA)
+    known = Fingerprints({"read": tool})
+    assert dict(known) == {}
+    assert known["read"] == fingerprint("Read a file", SCHEMA)
+    assert known["gone"] == ""  # not listed
+    assert dict(known) == {"read": fingerprint("Read a file", SCHEMA), "gone": ""}
+    assert known.tools["read"] is tool
