@@ -43,6 +43,7 @@ from .model import (
     TrustRule,
     TrustSettings,
 )
+from .server_warnings import server_warnings
 from .values import (
     Invalid,
     check_keys,
@@ -210,12 +211,12 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
             log.info("config %s: ignoring top-level key %r", source, key)
     section = find_server_section(root, "$")
     servers = read_servers(root[section], child("$", section), exp) if section else ()
+    warned = server_warnings(servers, child("$", section or "servers"))
     return Config(
         source=source,
         servers=servers,
         warnings=tuple(
-            ConfigWarning(visible(file), visible(where), problem)
-            for where, problem in _server_warnings(servers, child("$", section or "servers"))
+            ConfigWarning(visible(file), visible(where), visible(problem)) for where, problem in warned
         ),
         tool_search=_tool_search(root.get("tool_search", {}), "$.tool_search", exp),
         trust=_trust(root.get("trust", {}), "$.trust", exp),
@@ -394,21 +395,6 @@ def _state_dir(value: object, path: str, exp: Expander) -> str | None:
     if not text:
         raise Invalid(path, "the directory is empty; name one or remove 'state_dir'")
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(text)))
-
-
-def _server_warnings(servers: tuple[ServerSpec, ...], path: str) -> list[tuple[str, str]]:
-    """(json path, problem) for what the servers may say but should not."""
-    found = []
-    for spec in servers:
-        if spec.url is not None and "@" in urlsplit(spec.url).netloc:
-            found.append(
-                (
-                    child(child(path, spec.name), "url"),
-                    "the URL carries credentials (user:password@); URLs are shown and logged "
-                    "in many places, so move them to 'headers' (e.g. Authorization) or 'token'",
-                )
-            )
-    return found
 
 
 def _describe(spec: ServerSpec) -> str:
