@@ -29,7 +29,7 @@ from actors.spec import ServerSpec, redact
 from supervisor.settings.net import parse_bind
 
 from .bridge import read_bridge
-from .dialects import SERVER_SECTIONS, find_server_section, read_servers
+from .dialects import find_server_section, read_servers
 from .expansion import Expander
 from .gateway import read_gateway
 from .model import (
@@ -44,6 +44,7 @@ from .model import (
     TrustSettings,
 )
 from .server_warnings import server_warnings
+from .top_level import top_level_warnings
 from .values import (
     Invalid,
     check_keys,
@@ -54,7 +55,6 @@ from .values import (
     expect_number,
     expect_object,
     show,
-    suggest,
     visible,
 )
 
@@ -64,7 +64,6 @@ CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 
 log = get_logger(__name__)
 
-_TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
 # A bearer token is sent as one header word: printable ASCII, no spaces. Sixteen
 # characters is the least we accept; ``secrets.token_urlsafe(32)`` gives 43.
@@ -202,16 +201,10 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
     doc = _decode(data)
     _reject_duplicates(doc)
     root = expect_object(doc, "$", 'a JSON object at the top, like {"servers": {...}}')
-    for key in root:
-        if key not in _TOP_KEYS:
-            guess = suggest(key, _TOP_KEYS)
-            if guess is not None:
-                raise Invalid("$", f"unknown key {key!r} (did you mean {guess!r}?)")
-            # Desktop/IDE config files carry their own settings next to the servers.
-            log.info("config %s: ignoring top-level key %r", source, key)
     section = find_server_section(root, "$")
+    ignored = top_level_warnings(root, section)  # other hosts' settings pass in silence
     servers = read_servers(root[section], child("$", section), exp) if section else ()
-    warned = server_warnings(servers, child("$", section or "servers"))
+    warned = (*ignored, *server_warnings(servers, child("$", section or "servers")))
     return Config(
         source=source,
         servers=servers,

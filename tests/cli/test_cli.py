@@ -277,12 +277,20 @@ def test_a_named_config_file_that_does_not_exist_is_a_config_error(
     assert "does not exist" in line
 
 
-def test_check_and_serve_name_two_servers_alike(tmp_path: Path) -> None:
-    """Two servers whose tool ids differ only in case are named: ``check`` on stderr
-    (exit 0), ``serve`` in its log."""
+def test_check_and_serve_name_unknown_keys_and_servers_alike(tmp_path: Path) -> None:
+    """Another host's settings pass in silence; an unknown key and two servers whose tool
+    ids differ only in case are named: ``check`` on stderr (exit 0), ``serve`` in its log."""
     lazy = {"command": [sys.executable, str(MINI)]}
-    config = write_config(tmp_path / "c.json", {"time": lazy, "Time": lazy})
+    config = write_config(
+        tmp_path / "c.json", {"time": lazy, "Time": lazy}, **{"$schema": "x", "inputs": [], "telemetry": {}}
+    )
     expected = [
+        (
+            "$.telemetry",
+            "unknown key 'telemetry', ignored: it is no setting of this version of mcp-supervisor (the "
+            "known keys are admin, bridge, gateway, mcp, mcpServers, servers, state_dir, tool_search, "
+            "trust); correct its name, or remove it",
+        ),
         (
             "$.servers.Time",
             "server 'Time' and server 'time' give tool ids that differ only in letter case (Time_<tool>, "
