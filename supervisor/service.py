@@ -103,6 +103,14 @@ def default_connector(
     return TransportConnector(state, config.secrets, vault=vault, authorizer=asks, instance=instance)
 
 
+def _log_warnings(config: Config) -> None:
+    """One ``config warning`` line each (``check`` prints them; a running service logs
+    them when it starts and when a reload applies the file)."""
+    for warning in config.warnings:
+        fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
+        log.warning("config warning", extra={"fields": fields})
+
+
 @attrs.frozen(eq=False)
 class Supervisor:
     """The running service; obtain one with ``Supervisor.open``.
@@ -198,9 +206,7 @@ class Supervisor:
           killed and the lock is released.
         """
         learn_secrets(config.secrets)  # before the first line: a host's formatter may print fields
-        for warning in config.warnings:
-            fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
-            log.warning("config warning", extra={"fields": fields})
+        _log_warnings(config)
         state_path = resolve_state_dir(config, state_dir)
         async with (
             instance_claimed(state_path, instance_kind, subreaper) as lock,
@@ -246,7 +252,7 @@ class Supervisor:
         shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         with state_errors(store.path):  # the first reads find damage the open did not
             cached = read_cached_listings(store, (spec.name for spec in shared_specs))
-            pins, approvals = store.pins(), store.approvals()
+            pins, pin_parts, approvals = store.pins(), store.pin_parts(), store.approvals()
             eras = EraMemory.load(store, store_actor.submit)
         connections = ConnectionFactory(
             connector, router_send, client_capabilities or {}, server_requests, known_era=eras.known
@@ -270,6 +276,7 @@ class Supervisor:
             config.trust,
             trusted=trusted.__contains__,
             pins=pins,
+            pin_parts=pin_parts,
             approvals=approvals,
             submit=store_actor.submit,
         )
@@ -408,6 +415,7 @@ class Supervisor:
                 )
                 raise
             learn_secrets(config.secrets)
+            _log_warnings(config)
             self.policy.retune(config.trust, {s.name for s in config.servers if s.trusted}.__contains__)
             self.approvals.timeout_s = config.trust.approval_timeout_s
             self._sessions.calls.tool_search = config.tool_search

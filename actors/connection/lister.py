@@ -73,6 +73,7 @@ class Lister:
             ttls=ttls,
         )
         if Kind.TOOLS in kinds:
+            live.listed(listing.tools)  # calls are checked against these from now on
             live.list_expires(ttls)  # relist in the background when the ttlMs runs out
         for problem in listing.problems:
             log.warning("listing problem: %s", problem, extra={"server": self.name})

@@ -18,7 +18,7 @@ from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.listing import ALL_KINDS, Kind
-from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
+from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool, Redefined
 from actors.connection.rounds import RoundTrips
 from actors.connection.server_log import LogSink, log_server_message
 from actors.connection.server_requests import ServerRequests, refuse
@@ -28,7 +28,7 @@ from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
 from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
-from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, Request, RequestId, ServerFeatures
+from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, Request, RequestId, ServerFeatures, Tool
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
@@ -48,6 +48,7 @@ from actors.protocol.session import (
 )
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
+from actors.tool_definitions import Fingerprints
 from actors.transport_errors import AuthRequired, TransportClosed, TransportError
 from actors.transports.base import Transport
 
@@ -69,6 +70,7 @@ class Live:
         "_stale_timer",
         "_updated",
         "deadline_scope",
+        "definitions",
         "features",
         "initialized",
         "name",
@@ -124,6 +126,14 @@ class Live:
         self._updated = updated  # notifications/resources/updated, by URI
         self.features = ServerFeatures()  # what the server declared, once the era is settled
         self.pending: set[Kind] = set()  # kinds whose list changed since they were read
+        # The tools as this connection last listed them: a call is sent only on the
+        # definition it was decided on (``send_call``).
+        self.definitions = Fingerprints({})
+
+    def listed(self, tools: Sequence[Tool]) -> None:
+        """The server listed ``tools`` (the first of a name counts, as in the catalog):
+        calls sent from now on are checked against them."""
+        self.definitions = Fingerprints({tool.name: tool for tool in reversed(tools)})
 
     def list_expires(self, ttls: Sequence[int]) -> None:
         """A listing whose pages carried ``ttls`` (``ttlMs``) was published: when it
@@ -308,7 +318,12 @@ class Live:
 
     def send_call(self, call: CallTool) -> None:
         """Send one ``tools/call``, or another request of the surface (the machine said
-        calls are sent); the caller's capabilities ride in the per-request era's ``_meta``."""
+        calls are sent); the caller's capabilities ride in the per-request era's ``_meta``.
+        A call decided on another definition of its tool than the listed one is answered
+        ``Redefined`` instead."""
+        definition = call.definition
+        if definition and self.definitions[call.tool] != definition and self._redefined(call):
+            return
         caps = call.client.capabilities if call.client is not None else None
         request_id = self.session.send_request(
             call.method, _call_params(call), progress=True, capabilities=caps
@@ -316,6 +331,15 @@ class Live:
         entry = self._inflight.add(request_id, call, trio.current_time())
         self._watch(entry)
         self.writes.call_queued(len(self._inflight))
+
+    def _redefined(self, call: CallTool) -> bool:
+        """Answer ``Redefined`` with the tool as listed (True); a tool the server no
+        longer lists is sent as before (False), and the server answers it."""
+        tool = self.definitions.tools.get(call.tool)
+        if tool is None:
+            return False
+        answer(call.reply, Redefined(tool))
+        return True
 
     def _resend(self, entry: InFlight, answers: Mapping[str, Mapping[str, Any]], state: str | None) -> None:
         """A call that asked for input goes again, with the answers and the state."""

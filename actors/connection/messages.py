@@ -67,7 +67,16 @@ class Answered:
     result: Mapping[str, Any]
 
 
-CallOutcome: TypeAlias = CallSucceeded | CallFailed | Answered
+@attrs.frozen(slots=True)
+class Redefined:
+    """A ``tools/call`` was not sent: the server's current definition of the tool (as
+    the connection last listed it) is not the one the call was decided on
+    (``CallTool.definition``). The caller decides again on ``tool`` and may send anew."""
+
+    tool: Tool
+
+
+CallOutcome: TypeAlias = CallSucceeded | CallFailed | Answered | Redefined
 
 
 # ------------------------------------------------------------------------ mailbox
@@ -98,6 +107,10 @@ class CallTool:
     """The calling session's side: who answers the server's requests tied to this call
     (sampling, elicitation, roots, input-required rounds) and, in the per-request era,
     the capabilities its requests declare. None: the supervisor-level default."""
+    definition: str = ""
+    """The fingerprint (``actors/tool_definitions.py``) of the tool's definition that the
+    call was decided on: a ``tools/call`` is sent only while the server's current one is
+    that one, else answered ``Redefined``. ``""``: no check (the surface's requests)."""
 
 
 @attrs.frozen(slots=True, eq=False)

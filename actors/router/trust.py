@@ -15,15 +15,14 @@ it from data alone, so every branch is a unit test:
    string, so ``*`` applies to it and ``/tmp/*`` does not: an allow never vouches for
    what it could not check.
 4. ``apply_pin``: an ``allow`` for a tool whose description or schema changed since
-   it was last allowed drops to ``ask``.
+   it was last allowed drops to ``ask``, with the reason ``changed: <what changed>``
+   (an ``ask`` says so first); the definitions are hashed in ``actors/tool_definitions.py``.
 """
 
 from __future__ import annotations
 
 import enum
 import fnmatch
-import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
@@ -32,9 +31,10 @@ import attrs
 
 from actors.router.risk import Risk
 from actors.router.subjects import Candidate, candidates_of
+from actors.tool_definitions import fingerprint
 
 __all__ = [
-    "PIN_CHANGED_REASON", "Action", "CompiledRule", "Decision", "Rule", "RuleLike", "apply_pin",
+    "Action", "CompiledRule", "Decision", "Rule", "RuleLike", "apply_pin", "changed_reason",
     "compile_rules", "decide", "default_action", "denied_outright", "fingerprint", "listing_description",
     "permission_of",
 ]  # fmt: skip
@@ -179,8 +179,6 @@ def default_action(trusted: bool, risk: Risk) -> Action:
 
 # --- decisions ------------------------------------------------------------------------
 
-PIN_CHANGED_REASON = "tool definition changed since it was last allowed (description or schema)"
-
 
 @attrs.frozen(slots=True)
 class Decision:
@@ -254,42 +252,25 @@ def denied_outright(permission: str, rules: Sequence[CompiledRule]) -> bool:
     return False
 
 
-def _jsonable(value: Any) -> Any:
-    """Frozen mappings (MappingProxyType and the like) as dicts; anything else by repr."""
-    if isinstance(value, Mapping):
-        return {str(k): v for k, v in value.items()}
-    return repr(value)
+def changed_reason(what: str) -> str:
+    """Why a call of a tool whose definition moved since it was last allowed is asked
+    about again: ``changed: <what>`` (``tool_definitions.changed_parts``)."""
+    return f"changed: {what}"
 
 
-def _canonical_json(value: Any, *, ascii_only: bool = False) -> str:
-    """Sorted-key compact JSON; never raises (server data can be anything)."""
-    try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii_only, default=_jsonable
-        )
-    except (TypeError, ValueError, RecursionError):
-        pass
-    try:  # mixed key types that cannot be sorted
-        return repr(value)
-    except RecursionError:  # nested deeper than the interpreter will walk
-        return "<arguments nested too deeply to encode>"
-
-
-def fingerprint(description: str, input_schema: Mapping[str, Any]) -> str:
-    """sha256 hex of the canonical JSON ``{"description", "inputSchema"}``: the pin."""
-    text = _canonical_json({"description": description, "inputSchema": input_schema}, ascii_only=True)
-    return hashlib.sha256(text.encode("ascii", "backslashreplace")).hexdigest()
-
-
-def apply_pin(decision: Decision, current: str, pinned: str | None) -> Decision:
-    """Drop an allow to ask when the tool's fingerprint moved since it was last allowed.
+def apply_pin(decision: Decision, current: str, pinned: str | None, what: str) -> Decision:
+    """A tool whose fingerprint moved since it was last allowed (``what``: what moved,
+    ``tool_definitions.changed_parts``): an allow drops to ask, and an ask says first
+    that the tool changed (``changed: <what>; <why it asks>``); a deny stays.
 
     A server that changes a tool's description or schema after approval could be
-    swapping in different behaviour under a trusted name; a human looks again.
+    swapping in different behaviour under a trusted name; a human looks again, told why.
     """
-    if decision.action is Action.ALLOW and pinned is not None and pinned != current:
-        return Decision(Action.ASK, PIN_CHANGED_REASON, None)
-    return decision
+    if pinned is None or pinned == current or decision.action is Action.DENY:
+        return decision
+    if decision.action is Action.ALLOW:
+        return Decision(Action.ASK, changed_reason(what), None)
+    return Decision(Action.ASK, f"{changed_reason(what)}; {decision.reason}", decision.rule)
 
 
 def listing_description(description: str, *, trusted: bool, max_length: int = 200) -> str:

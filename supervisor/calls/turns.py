@@ -9,7 +9,9 @@ what was activated, the trust decision). So this module imports nothing of
 A call goes: refuse arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` → resolve
 the id in the turn's catalog → validate the arguments against the tool's inputSchema
 (no server contact when they are wrong) → trust decision (allow / ask / deny, asking
-the host when needed) → the connection actor → one result envelope → one audit row.
+the host when needed) → the connection actor, which sends it only on the definition it
+was decided on (else the turn decides again on the server's current one: ``_redefined``)
+→ one result envelope → one audit row.
 
 A turn is frozen, availability included (docs/turns.md): it calls only the tools it
 shows, and a server unavailable when it began stays so until it ends.
@@ -29,18 +31,20 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import orjson
 import trio
 
-from actors.connection.messages import Answered, CallFailed, CallOutcome, CallTool
+from actors.connection.messages import Answered, CallFailed, CallOutcome, CallTool, Redefined
 from actors.connection.states import Availability
 from actors.log_events import get_logger
 from actors.protocol.session import ProgressReceived
-from actors.router.catalog import Catalog, ServerView, ToolEntry
+from actors.router.catalog import Catalog, ServerView, ToolEntry, make_entry
 from actors.router.depth import MAX_ARGUMENT_DEPTH, nested_deeper_than
 from actors.router.envelope import Envelope, failure, join_text, success, truncate_utf8
 from actors.router.trust import Action, Decision
 from actors.router.validation import validate_arguments
+from actors.tool_definitions import changed_parts, part_hashes
 from supervisor.calls.dispatch import dispatch as _dispatch
 from supervisor.calls.dispatch import unavailable_in_turn
 from supervisor.calls.requests import InFlightRequest
@@ -296,12 +300,59 @@ class Turn(TurnSurface):
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
-        call = CallTool(entry.name, arguments, reply, progress, timeouts, client=calling_client(self.session))
+        client = calling_client(self.session)
+        call = CallTool(
+            entry.name, arguments, reply, progress, timeouts, client=client, definition=entry.fingerprint
+        )
         outcome = await _dispatch(view, call, answers)
+        decided = verdict.decided
+        if type(outcome) is Redefined:  # rare: the server's tool is not the one decided on
+            decided, outcome = await self._redefined(
+                entry, arguments, call, answers, outcome, decided, request
+            )
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
         duration_ms = round((trio.current_time() - started) * 1000)
-        return verdict.decided, _envelope(tool_id, view, outcome, duration_ms)
+        return decided, _envelope(tool_id, view, outcome, duration_ms)
+
+    async def _redefined(
+        self,
+        entry: ToolEntry,
+        arguments: Mapping[str, Any],
+        call: CallTool,
+        answers: trio.MemoryReceiveChannel[CallOutcome],
+        redefined: Redefined,
+        decided: str,
+        request: InFlightRequest | None,
+    ) -> tuple[str, CallOutcome]:
+        """The server's definition of the tool is not the one the call was decided on (a
+        lazy server this call started, a relist since the turn's view): decide again on
+        the current one as a turn that showed it would (its schema, trust and pin, so an
+        ask says ``changed: …``), and send the call on it. (The audit's decision, the
+        outcome.)"""
+        view = self.catalog.servers[entry.server]
+        for _ in range(_MAX_REDEFINITIONS):
+            current = make_entry(entry.id, view.spec, redefined.tool, self.catalog.max_description_length)
+            assert current.schema is not None
+            problem = validate_arguments(entry.id, current.schema, arguments)
+            if problem is not None:
+                return decided, _refused_by_new_schema(problem, entry, current)
+            verdict = await self.session.authorize(
+                current, arguments, self.session.first_word(current, arguments, trusted=view.spec.trusted)
+            )
+            decided = "ask" if "ask" in (decided, verdict.decided) else verdict.decided
+            if verdict.action is not Action.ALLOW:
+                return decided, CallFailed("denied", verdict.reason)
+            if request is not None and request.cancelled:
+                return decided, CallFailed("cancelled", f"tools/call {entry.name} was cancelled")
+            outcome = await _dispatch(view, attrs.evolve(call, definition=current.fingerprint), answers)
+            if type(outcome) is not Redefined:
+                return decided, outcome
+            redefined = outcome
+        times = f"{_MAX_REDEFINITIONS} times while it was being called"
+        return decided, CallFailed(
+            "server_error", f"mcp server {view.name} changed tool {entry.name} {times}"
+        )
 
     def _call_search(self, arguments: Any) -> Envelope:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
@@ -317,12 +368,29 @@ class Turn(TurnSurface):
 
 
 _KEPT_REPLIES = 64
+_MAX_REDEFINITIONS = 3
+"""How often one call is decided again on a server's new definition of its tool before
+it gives up (a server that keeps changing the tool under it)."""
+
+
+def _refused_by_new_schema(problem: str, seen: ToolEntry, current: ToolEntry) -> CallFailed:
+    """Arguments that fit the tool as the turn saw it, not as its server has it now."""
+    assert current.schema is not None
+    what = changed_parts(
+        part_hashes(seen.description, seen.input_schema),
+        part_hashes(current.description, current.input_schema),
+    )
+    code = "server_error" if current.schema.problem else "invalid_arguments"
+    why = (
+        f"its server changed the tool's {what} since this turn's view of it; a new turn shows the current one"
+    )
+    return CallFailed(code, f"{problem} ({why})")
 
 
 def _envelope(tool_id: str, view: ServerView, outcome: CallOutcome, duration_ms: int) -> Envelope:
     if isinstance(outcome, CallFailed):
         return failure(tool_id, outcome.code, outcome.message, outcome.retry_after_ms, outcome.rpc_error)
-    if isinstance(outcome, Answered):  # a tools/call is never answered so
+    if isinstance(outcome, (Answered, Redefined)):  # a tools/call is never answered so here
         return failure(tool_id, "server_error", f"{tool_id}: the answer is not a tools/call result")
     result = outcome.result
     if result.is_error:

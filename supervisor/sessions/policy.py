@@ -1,13 +1,15 @@
 """The trust pipeline of one call: rules, pins, remembered answers.
 
 ``decide`` is pure: defaults and rules (``actors.router.trust``), then pinning (an
-allow turns into ask when the tool's definition changed since it was last allowed),
-then remembered answers (only for what would otherwise be asked, and only while the
-tool's fingerprint is the one that was approved). The policy's own state — pins and
-"always" answers — is changed only by its synchronous methods, never across an
-await, and written through to the store. The surface's reads (resources, prompts,
-completions: ``supervisor/calls/turn_surface.py``) come as entries without a fingerprint: no
-definition of theirs can change under an approval, so none is pinned.
+allow turns into ask when the tool's definition changed since it was last allowed,
+and an ask then says what changed: ``changed: description``), then remembered answers
+(only for what would otherwise be asked, and only while the tool's fingerprint is the
+one that was approved). The policy's own state — pins (with the hash of each part of
+the pinned definition) and "always" answers — is changed only by its synchronous
+methods, never across an await, and written through to the store. The surface's reads
+(resources, prompts, completions: ``supervisor/calls/turn_surface.py``) come as entries
+without a fingerprint: no definition of theirs can change under an approval, so none
+is pinned.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from actors.router.trust import (
     denied_outright,
     permission_of,
 )
+from actors.tool_definitions import DefinitionParts, changed_parts, part_hashes
 from supervisor.settings.model import TrustSettings
 from supervisor.store import RememberApproval, SetPin, StoreMessage
 
@@ -41,6 +44,7 @@ class Policy:
         *,
         trusted: Callable[[str], bool],
         pins: Mapping[tuple[str, str], str] | None = None,
+        pin_parts: Mapping[tuple[str, str], DefinitionParts] | None = None,
         approvals: Mapping[tuple[str, str], tuple[str, str]] | None = None,
         submit: Submit | None = None,
     ) -> None:
@@ -48,6 +52,7 @@ class Policy:
         self.rules = compile_rules(settings.rules)
         self._trusted = trusted
         self._pins: dict[tuple[str, str], str] = dict(pins or {})
+        self._pin_parts: dict[tuple[str, str], DefinitionParts] = dict(pin_parts or {})
         self._always: dict[tuple[str, str], tuple[str, str]] = dict(approvals or {})
         self._submit = submit
 
@@ -78,8 +83,10 @@ class Policy:
             rules=self.rules,
             subject_arguments=entry.subject_arguments,
         )
-        if entry.fingerprint:  # the surface's reads have no definition to pin
-            decision = apply_pin(decision, entry.fingerprint, self._pins.get((entry.server, entry.name)))
+        current = entry.fingerprint  # "" for the surface's reads: no definition to pin
+        pinned = self._pins.get((entry.server, entry.name))
+        if pinned is not None and pinned != current and current:  # moved since it was last allowed
+            decision = apply_pin(decision, current, pinned, self.changed(entry))
         if decision.action is not Action.ASK:
             return decision
         permission = permission_of(entry.server, entry.name)
@@ -92,6 +99,11 @@ class Policy:
             return Decision(action, f"remembered always: {action.value}", None)
         return decision
 
+    def changed(self, entry: ToolEntry) -> str:
+        """What moved in ``entry``'s definition since the one pinned for its tool."""
+        now = part_hashes(entry.description, entry.input_schema)
+        return changed_parts(self._pin_parts.get((entry.server, entry.name)), now)
+
     def denied_outright(self, entry: ToolEntry) -> bool:
         """Whether every call of ``entry`` is denied by a rule, whatever its arguments."""
         return denied_outright(permission_of(entry.server, entry.name), self.rules)
@@ -101,8 +113,9 @@ class Policy:
         key = (entry.server, entry.name)
         if entry.fingerprint and self._pins.get(key) != entry.fingerprint:
             self._pins[key] = entry.fingerprint
+            self._pin_parts[key] = parts = part_hashes(entry.description, entry.input_schema)
             if self._submit is not None:
-                self._submit(SetPin(entry.server, entry.name, entry.fingerprint))
+                self._submit(SetPin(entry.server, entry.name, entry.fingerprint, parts))
 
     def remember_always(self, tenant: str, entry: ToolEntry, action: Action) -> None:
         """Keep an "always" answer (for this tool definition) across restarts."""

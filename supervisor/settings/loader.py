@@ -29,7 +29,7 @@ from actors.spec import ServerSpec, redact
 from supervisor.settings.net import parse_bind
 
 from .bridge import read_bridge
-from .dialects import SERVER_SECTIONS, find_server_section, read_servers
+from .dialects import find_server_section, read_servers
 from .expansion import Expander
 from .gateway import read_gateway
 from .model import (
@@ -43,6 +43,8 @@ from .model import (
     TrustRule,
     TrustSettings,
 )
+from .server_warnings import server_warnings
+from .top_level import top_level_warnings
 from .values import (
     Invalid,
     check_keys,
@@ -53,7 +55,6 @@ from .values import (
     expect_number,
     expect_object,
     show,
-    suggest,
     visible,
 )
 
@@ -63,7 +64,6 @@ CONFIG_ENV_VAR = "MCP_SUPERVISOR_CONFIG"
 
 log = get_logger(__name__)
 
-_TOP_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge", "state_dir")
 _TOKENS_PATH = "$.admin.tokens"
 # A bearer token is sent as one header word: printable ASCII, no spaces. Sixteen
 # characters is the least we accept; ``secrets.token_urlsafe(32)`` gives 43.
@@ -201,21 +201,15 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
     doc = _decode(data)
     _reject_duplicates(doc)
     root = expect_object(doc, "$", 'a JSON object at the top, like {"servers": {...}}')
-    for key in root:
-        if key not in _TOP_KEYS:
-            guess = suggest(key, _TOP_KEYS)
-            if guess is not None:
-                raise Invalid("$", f"unknown key {key!r} (did you mean {guess!r}?)")
-            # Desktop/IDE config files carry their own settings next to the servers.
-            log.info("config %s: ignoring top-level key %r", source, key)
     section = find_server_section(root, "$")
+    ignored = top_level_warnings(root, section)  # other hosts' settings pass in silence
     servers = read_servers(root[section], child("$", section), exp) if section else ()
+    warned = (*ignored, *server_warnings(servers, child("$", section or "servers")))
     return Config(
         source=source,
         servers=servers,
         warnings=tuple(
-            ConfigWarning(visible(file), visible(where), problem)
-            for where, problem in _server_warnings(servers, child("$", section or "servers"))
+            ConfigWarning(visible(file), visible(where), visible(problem)) for where, problem in warned
         ),
         tool_search=_tool_search(root.get("tool_search", {}), "$.tool_search", exp),
         trust=_trust(root.get("trust", {}), "$.trust", exp),
@@ -394,21 +388,6 @@ def _state_dir(value: object, path: str, exp: Expander) -> str | None:
     if not text:
         raise Invalid(path, "the directory is empty; name one or remove 'state_dir'")
     return os.path.normpath(os.path.join(exp.base_dir, os.path.expanduser(text)))
-
-
-def _server_warnings(servers: tuple[ServerSpec, ...], path: str) -> list[tuple[str, str]]:
-    """(json path, problem) for what the servers may say but should not."""
-    found = []
-    for spec in servers:
-        if spec.url is not None and "@" in urlsplit(spec.url).netloc:
-            found.append(
-                (
-                    child(child(path, spec.name), "url"),
-                    "the URL carries credentials (user:password@); URLs are shown and logged "
-                    "in many places, so move them to 'headers' (e.g. Authorization) or 'token'",
-                )
-            )
-    return found
 
 
 def _describe(spec: ServerSpec) -> str:

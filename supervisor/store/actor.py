@@ -34,6 +34,7 @@ import trio
 
 from actors.log_events import get_logger
 from actors.mailbox import queued
+from actors.tool_definitions import DefinitionParts
 from supervisor.store.database import Store
 from supervisor.store.errors import StoreError
 from supervisor.store.records import AuditRow
@@ -86,11 +87,12 @@ class ForgetApproval:
 
 @attrs.frozen(slots=True)
 class SetPin:
-    """Pin a tool definition's fingerprint."""
+    """Pin a tool definition's fingerprint (``parts``: the hash of each of its parts)."""
 
     server: str
     tool: str
     fingerprint: str
+    parts: DefinitionParts | None = None
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -158,7 +160,7 @@ def _apply(store: Store, batch: Sequence[StoreMessage]) -> None:
         elif isinstance(message, ForgetApproval):
             store.forget_approval(message.tenant, message.permission)
         elif isinstance(message, SetPin):
-            store.set_pin(message.server, message.tool, message.fingerprint)
+            store.set_pin(message.server, message.tool, message.fingerprint, message.parts)
         elif isinstance(message, SaveToolList):
             if last_list[message.server] == i:
                 store.save_tool_list(message.server, message.tools, message.listed_at, message.surface)

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
+from actors.tool_definitions import DefinitionParts
 from supervisor.store.errors import StoreError
 from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_json, ordered_json
 from supervisor.store.schema import check_ours, check_version, migrate
@@ -311,19 +312,32 @@ class Store:
 
     # ------------------------------------------------------------------ pins
 
-    def set_pin(self, server: str, tool: str, fingerprint: str) -> None:
-        """Pin a tool's definition fingerprint (description + schema hash), replacing the old pin."""
+    def set_pin(self, server: str, tool: str, fingerprint: str, parts: DefinitionParts | None = None) -> None:
+        """Pin a tool's definition fingerprint (description + schema hash), replacing the
+        old pin; ``parts``: the hash of each part, to say later what changed."""
+        description, schema = (None, None) if parts is None else (parts.description, parts.input_schema)
         with self.transaction():
             self._connection.execute(
-                "INSERT INTO pins (server, tool, fingerprint) VALUES (?, ?, ?)"
-                " ON CONFLICT (server, tool) DO UPDATE SET fingerprint = excluded.fingerprint",
-                (server, tool, fingerprint),
+                "INSERT INTO pins (server, tool, fingerprint, description_sha256, input_schema_sha256)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (server, tool) DO UPDATE SET"
+                " fingerprint = excluded.fingerprint, description_sha256 = excluded.description_sha256,"
+                " input_schema_sha256 = excluded.input_schema_sha256",
+                (server, tool, fingerprint, description, schema),
             )
 
     def pins(self) -> dict[tuple[str, str], str]:
         """``{(server, tool): fingerprint}``."""
         rows = self._read("SELECT server, tool, fingerprint FROM pins")
         return {(server, tool): fingerprint for server, tool, fingerprint in rows}
+
+    def pin_parts(self) -> dict[tuple[str, str], DefinitionParts]:
+        """``{(server, tool): the pinned definition's part hashes}``, for the pins that
+        keep them (not those set before the store kept them)."""
+        rows = self._read(
+            "SELECT server, tool, description_sha256, input_schema_sha256 FROM pins"
+            " WHERE description_sha256 IS NOT NULL AND input_schema_sha256 IS NOT NULL"
+        )
+        return {(server, tool): DefinitionParts(d, s) for server, tool, d, s in rows}
 
     # ------------------------------------------------------------------ tool lists
 

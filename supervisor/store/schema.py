@@ -112,6 +112,13 @@ MIGRATIONS: tuple[Step, ...] = (
     # a lazy server's resources and prompts are listed before it starts, like its
     # tools. A row from before has none: that server's surface is unknown until it lists.
     ("ALTER TABLE tool_lists ADD COLUMN surface TEXT",),
+    # 7: a pin keeps the hash of each part of the definition it pins (description, input
+    # schema), so that a tool asked about again can say what changed. Pins from before
+    # have none: theirs say that the description or the input schema changed.
+    (
+        "ALTER TABLE pins ADD COLUMN description_sha256 TEXT",
+        "ALTER TABLE pins ADD COLUMN input_schema_sha256 TEXT",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -277,6 +277,48 @@ def test_a_named_config_file_that_does_not_exist_is_a_config_error(
     assert "does not exist" in line
 
 
+def test_check_and_serve_name_unknown_keys_and_servers_alike(tmp_path: Path) -> None:
+    """Another host's settings pass in silence; an unknown key and two servers whose tool
+    ids differ only in case are named: ``check`` on stderr (exit 0), ``serve`` in its log."""
+    lazy = {"command": [sys.executable, str(MINI)]}
+    config = write_config(
+        tmp_path / "c.json", {"time": lazy, "Time": lazy}, **{"$schema": "x", "inputs": [], "telemetry": {}}
+    )
+    expected = [
+        (
+            "$.telemetry",
+            "unknown key 'telemetry', ignored: it is no setting of this version of mcp-supervisor (the "
+            "known keys are admin, bridge, gateway, mcp, mcpServers, servers, state_dir, tool_search, "
+            "trust); correct its name, or remove it",
+        ),
+        (
+            "$.servers.Time",
+            "server 'Time' and server 'time' give tool ids that differ only in letter case (Time_<tool>, "
+            "time_<tool>), easily confused by people and models; rename one of them",
+        ),
+    ]
+    checked = run_cli("check", "--config", str(config))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr.splitlines() == [
+        f"config warning: {config}: {path}: {problem}" for path, problem in expected
+    ]
+    assert checked.stdout.splitlines()[-1] == "2 server(s)"
+
+    def warned(lines: list[str]) -> list[tuple[str, str]]:
+        found = [parse(line) for line in lines]
+        return [
+            (fields["path"], fields["problem"]) for _, event, fields in found if event == "config warning"
+        ]
+
+    with serving(tmp_path, "--config", str(config)) as serve:
+        serve.wait_for(
+            "the admin api", lambda lines: any("admin api listening" in line for line in lines), 10
+        )
+        assert serve.stop(signal.SIGTERM, timeout=10) == 0
+    assert warned(serve.lines) == expected
+    assert all(parse(line)[0] == "warning" for line in serve.lines if "config warning" in line)
+
+
 def test_check_accepts_a_websocket_server(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "c.json", {"time": mini(), "bridge": {"url": "ws://127.0.0.1:1/v1/bridge"}}

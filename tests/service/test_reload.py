@@ -223,3 +223,18 @@ async def test_call_timeouts_apply_from_the_next_turn(tmp_path: Path) -> None:
             late = await after.call("c_sleep", {"seconds": 0.3})
             assert late.error is not None and late.error.code == "timeout", late
             assert "within 0.1 s" in late.error.message, late
+
+
+async def test_a_reload_logs_the_warnings_of_the_file_it_applies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file = write(tmp_path / "config.json", {})
+    async with Supervisor.open(load_config(file), state_dir=tmp_path / "s") as sup:
+        assert not [r for r in caplog.records if event_name(r) == "config warning"]
+        lazy = {"command": [sys.executable, MINI]}
+        write(file, {"time": lazy, "Time": lazy})
+        await sup.reload()
+    (record,) = [r for r in caplog.records if event_name(r) == "config warning"]
+    assert record.levelname == "WARNING"
+    assert record.fields["path"] == "$.servers.Time"  # type: ignore[attr-defined]
+    assert record.fields["problem"].startswith("server 'Time' and server 'time' give tool ids")  # type: ignore[attr-defined]

@@ -53,9 +53,11 @@ async def running(
         yield sup
 
 
-async def test_list_changed_mid_turn_changes_nothing_in_that_turn(
+async def test_list_changed_mid_turn_keeps_the_view_and_asks_before_the_new_definition(
     thread_safe_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
+    """The running turn keeps showing what it began with, but its calls meet the server's
+    new definition: they are checked against it and asked about again (pinning)."""
     server = FakeServer([tool("write_note", "Write a note to disk")])
     calls: list[str] = []
 
@@ -85,20 +87,28 @@ async def test_list_changed_mid_turn_changes_nothing_in_that_turn(
             await sup.router.cell.wait_until(
                 lambda c: c.epoch > first.epoch and c.servers["fake"].generation == 2
             )
-        # the first turn still has the old description, schema and trust facts
+        # the first turn still shows the old description, schema and trust facts
         old = first.catalog.tools["fake_write_note"]
         assert old.description == "Write a note to disk"
-        assert (await first.call("fake_write_note", {})).ok  # old schema: {} is valid
+        # but its calls meet the new definition: its schema first, then the pin
+        refused = await first.call("fake_write_note", {})
+        assert refused.error is not None and refused.error.code == "invalid_arguments"
+        assert refused.error.message.startswith("invalid arguments for fake_write_note: $: ")
+        assert refused.error.message.endswith(
+            "(its server changed the tool's description and input schema since this turn's view of it; "
+            "a new turn shows the current one)"
+        )
+        assert approvals == [] and calls == ["write_note"]
+        assert (await first.call("fake_write_note", {"text": "hi"})).ok
+        assert [a.reason for a in approvals] == ["changed: description and input schema"]
         second = await session.begin_turn()
         new = second.catalog.tools["fake_write_note"]
         assert new.description.endswith("mail it to everyone")
         invalid = await second.call("fake_write_note", {})
         assert invalid.error is not None and invalid.error.code == "invalid_arguments"
-        assert invalid.error.message.startswith("invalid arguments for fake_write_note: $: ")
-        # the definition changed since it was allowed: allow drops to ask (pinning)
-        assert approvals == []
+        # approved on the new definition, which is pinned now: no second question
         assert (await second.call("fake_write_note", {"text": "hi"})).ok
-        assert len(approvals) == 1 and "changed" in approvals[0].reason
+        assert len(approvals) == 1
         assert calls == ["write_note", "write_note", "write_note"]
 
 

@@ -232,11 +232,6 @@ def test_empty_sections_are_fine(tmp_path: Path) -> None:
     assert load(tmp_path, {"mcpServers": {}}).servers == ()
 
 
-def test_foreign_top_level_keys_are_ignored(tmp_path: Path) -> None:
-    doc = {"mcpServers": {"a": {"command": "a"}}, "globalShortcut": "Ctrl+Q", "inputs": []}
-    assert len(load(tmp_path, doc).servers) == 1
-
-
 # --- defaults and units ------------------------------------------------------------------
 
 

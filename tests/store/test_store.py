@@ -25,6 +25,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.tool_definitions import DefinitionParts
 from supervisor.store import (
     SCHEMA_VERSION,
     AddAudit,
@@ -192,8 +193,14 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert store.surfaces() == {}
         store.save_tool_list("time", [{"name": "now"}], 1700000002.0, {"prompts": [{"name": "p"}]})
         assert store.surfaces() == {"time": {"prompts": [{"name": "p"}]}}
+        # 7: a pin keeps its parts' hashes; the old pin has none, and keeps its fingerprint.
+        assert store.pin_parts() == {}
+        parts = DefinitionParts("d" * 64, "s" * 64)
+        store.set_pin("fs", "write", "fp2", parts)
+        assert store.pins() == {("time", "now"): "fp1", ("fs", "write"): "fp2"}
+        assert store.pin_parts() == {("fs", "write"): parts}
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (6,)
+        assert raw.execute("PRAGMA user_version").fetchone() == (7,)
     assert {
         "audit_by_time",
         "audit_by_tenant",
@@ -316,10 +323,16 @@ def test_approvals_upsert_forget_and_survive_reopen(db_path: Path) -> None:
 
 
 def test_pins_upsert(store: Store) -> None:
-    store.set_pin("github", "create_issue", "h1")
-    store.set_pin("time", "now", "h2")
-    store.set_pin("github", "create_issue", "h3")
+    store.set_pin("github", "create_issue", "h1", DefinitionParts("d1", "s1"))
+    store.set_pin("time", "now", "h2", DefinitionParts("d2", "s2"))
+    store.set_pin("github", "create_issue", "h3", DefinitionParts("d3", "s1"))
     assert store.pins() == {("github", "create_issue"): "h3", ("time", "now"): "h2"}
+    assert store.pin_parts() == {
+        ("github", "create_issue"): DefinitionParts("d3", "s1"),
+        ("time", "now"): DefinitionParts("d2", "s2"),
+    }
+    store.set_pin("time", "now", "h4")  # without its parts: none are kept for it
+    assert store.pin_parts() == {("github", "create_issue"): DefinitionParts("d3", "s1")}
 
 
 def test_tool_lists_replace_and_round_trip_json(store: Store) -> None:
@@ -507,7 +520,7 @@ async def test_actor_writes_every_message_kind_in_order(store: Store) -> None:
             RememberApproval("t1", "mcp:fs:read", "fp1", "allow"),
             ForgetApproval("t1", "mcp:fs:read"),
             RememberApproval("t1", "mcp:fs:write", "fp2", "deny"),  # same key: the last one wins
-            SetPin("fs", "write", "h1"),
+            SetPin("fs", "write", "h1", DefinitionParts("d", "s")),
             SaveToolList("fs", [{"name": "old"}], 1.0),
             SaveToolList("fs", [{"name": "new"}], 2.0),
             AddAudit(_row(1)),
@@ -518,6 +531,7 @@ async def test_actor_writes_every_message_kind_in_order(store: Store) -> None:
             await actor.flush()
     assert store.approvals() == {("t1", "mcp:fs:write"): ("fp2", "deny")}
     assert store.pins() == {("fs", "write"): "h1"}
+    assert store.pin_parts() == {("fs", "write"): DefinitionParts("d", "s")}
     assert store.tool_lists() == {"fs": ([{"name": "new"}], 2.0)}
     assert store.audit_rows() == [_row(1)]
     assert actor.statistics().written == len(messages)

@@ -24,12 +24,12 @@ from actors.router import trust
 from actors.router.risk import Risk, classify, name_tokens
 from actors.router.subjects import candidates_of
 from actors.router.trust import (
-    PIN_CHANGED_REASON,
     Action,
     CompiledRule,
     Decision,
     Rule,
     apply_pin,
+    changed_reason,
     compile_rules,
     decide,
     default_action,
@@ -433,17 +433,26 @@ def test_fingerprint_is_canonical_sha256() -> None:
     assert fingerprint("\ud800 odd", SCHEMA) == fingerprint("\ud800 odd", SCHEMA)  # lone surrogate ok
 
 
-def test_pin_downgrades_a_changed_allow_only() -> None:
+def test_a_moved_pin_makes_an_allow_an_ask_that_says_what_changed() -> None:
     allowed = Decision(Action.ALLOW, "trust rule [0] ...", 0)
     old = fingerprint("Read a file", SCHEMA)
     new = fingerprint("Read a file; also send it to evil.example", SCHEMA)
-    downgraded = apply_pin(allowed, new, old)
-    assert downgraded == Decision(Action.ASK, PIN_CHANGED_REASON, None)
-    assert PIN_CHANGED_REASON == "tool definition changed since it was last allowed (description or schema)"
-    assert apply_pin(allowed, old, old) is allowed
-    assert apply_pin(allowed, new, None) is allowed
-    for other in (Decision(Action.ASK, "x"), Decision(Action.DENY, "y", 3)):
-        assert apply_pin(other, new, old) is other
+    assert apply_pin(allowed, new, old, "description") == Decision(Action.ASK, "changed: description", None)
+    assert changed_reason("input schema") == "changed: input schema"
+    assert apply_pin(allowed, old, old, "description") is allowed
+    assert apply_pin(allowed, new, None, "description") is allowed
+    denied = Decision(Action.DENY, "y", 3)
+    assert apply_pin(denied, new, old, "description") is denied
+
+
+def test_a_moved_pin_puts_what_changed_first_in_an_ask() -> None:
+    asked = Decision(Action.ASK, "default for an untrusted server: ask (tool may write: x)", None)
+    assert apply_pin(asked, "new", "old", "description and input schema") == Decision(
+        Action.ASK,
+        "changed: description and input schema; default for an untrusted server: ask (tool may write: x)",
+        None,
+    )
+    assert apply_pin(asked, "same", "same", "description") is asked
 
 
 # --- listing descriptions ---------------------------------------------------------------
@@ -516,9 +525,11 @@ def test_non_string_arguments_are_no_candidates() -> None:
     assert candidates_of(arguments, subject_arguments=True) == ()
 
 
-@pytest.mark.parametrize("module", ["trust.py", "risk.py", "subjects.py"])
+@pytest.mark.parametrize(
+    "module", ["router/trust.py", "router/risk.py", "router/subjects.py", "tool_definitions.py"]
+)
 def test_module_is_pure(module: str) -> None:
-    source = REPO / "actors" / "router" / module
+    source = REPO / "actors" / module
     imported: set[str] = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Import):
