@@ -164,7 +164,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 6, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 7, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
