@@ -11,9 +11,15 @@ per row shrink. After the first message of a batch it lingers a moment (``linger
 5 ms by default; cut short by ``flush``, ``close`` or a full batch) so that calls made
 one after another share a transaction and a thread hop instead of paying one each.
 
-A write that fails is logged and counted, never raised: losing an audit row is bad,
-taking the supervisor down because a disk filled up is worse. A failed batch is retried
-one message at a time, so one bad message cannot take its neighbours with it.
+A write that fails is counted, never raised: losing an audit row is bad, taking the
+supervisor down because a disk filled up is worse. A failed batch is retried one message
+at a time, so one bad message cannot take its neighbours with it. What is said about
+it is what is true: an audit row the journal holds is not lost (its receipt hears why,
+and the journal says how many wait, ``supervisor.store.journal``); what no journal
+holds (remembered approvals, pins, tool lists, eras, and audit rows the journal
+dropped) is, and one line at most every ``REPORT_EVERY_S`` (10 s) says how much. A
+full or locked database is named by its error; any other failure is a bug, and the
+line carries its traceback.
 
 Shutdown: when the mailbox is closed (``close()``) the actor writes what is left and
 returns. When cancelled, it writes what is queued in a shielded scope with a deadline;
@@ -35,7 +41,7 @@ import trio
 from actors.log_events import get_logger
 from actors.mailbox import queued
 from supervisor.store.database import Store
-from supervisor.store.errors import StoreError
+from supervisor.store.errors import StoreError, failure_text
 from supervisor.store.records import AuditRow
 
 log = get_logger("supervisor.store")
@@ -48,14 +54,16 @@ PUT_WAIT_S = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 DEFAULT_LINGER_S = 0.005
 LINGER_BATCH = 256  # this many waiting messages end the linger at once
+REPORT_EVERY_S = 10.0  # at most one "not saved" line this often
 
 # ------------------------------------------------------------------------ mailbox
 
 
 class Receipt(Protocol):
-    """Told once whether the row it came with was committed (the journal's ``Segment``)."""
+    """Told once whether the row it came with was committed, and if not why (the
+    journal's ``Segment``, or its ``InMemory``)."""
 
-    def settle(self, written: bool) -> None: ...
+    def settle(self, written: bool, why: str = "") -> None: ...
 
 
 @attrs.frozen(slots=True)
@@ -135,7 +143,12 @@ class StoreStatistics:
 class _Outcome:
     written: int
     batches: int
-    failures: int
+    failed: Sequence[StoreMessage] = ()  # not committed
+    error: BaseException | None = None  # why (the first error, when several)
+
+    @property
+    def failures(self) -> int:
+        return len(self.failed)
 
 
 # ------------------------------------------------------------------------ writing (worker thread)
@@ -182,42 +195,35 @@ def _commit(store: Store, batch: Sequence[StoreMessage], stop: threading.Event) 
     """Write ``batch`` as one transaction; if that fails, one transaction per message
     (unless ``stop`` says the actor gave up on this write at its shutdown deadline).
 
-    Catches every Exception on purpose (see the module docstring): the failure is
-    logged here, with its traceback, and reported as counts.
+    Catches every Exception on purpose (see the module docstring): the failure comes
+    back in the outcome, which the actor reports.
     """
     if stop.is_set():
-        return _Outcome(written=0, batches=0, failures=len(batch))
+        return _Outcome(written=0, batches=0, failed=batch)
     try:
         with store.transaction():
             _apply(store, batch)
             if stop.is_set():  # abandoned while we worked: roll back, as the actor reported
                 raise _Abandoned
-        return _Outcome(written=len(batch), batches=1, failures=0)
+        return _Outcome(written=len(batch), batches=1)
     except _Abandoned:
-        return _Outcome(written=0, batches=0, failures=len(batch))
+        return _Outcome(written=0, batches=0, failed=batch)
     except Exception as exc:
         if len(batch) == 1 or stop.is_set() or _database_failed(exc):
-            log.error("store write failed", exc_info=True, extra={"fields": {"lost": len(batch)}})
-            return _Outcome(written=0, batches=0, failures=len(batch))
+            return _Outcome(written=0, batches=0, failed=batch, error=exc)
         first_error: Exception = exc
-    written = 0
+    failed: list[StoreMessage] = []
     for message in batch:
         if stop.is_set():
-            break
+            failed.append(message)
+            continue
         try:
             with store.transaction():
                 _apply(store, [message])
-            written += 1
         except Exception:
-            pass  # first_error below carries the traceback; one line per batch, not per row
-    failures = len(batch) - written
-    if failures:
-        log.error(
-            "store write failed",
-            exc_info=first_error,
-            extra={"fields": {"batch": len(batch), "lost": failures}},
-        )
-    return _Outcome(written=written, batches=written, failures=failures)
+            failed.append(message)  # first_error tells why; one report per batch, not per row
+    written = len(batch) - len(failed)
+    return _Outcome(written=written, batches=written, failed=failed, error=first_error if failed else None)
 
 
 # ------------------------------------------------------------------------ the actor
@@ -247,6 +253,7 @@ class StoreActor:
         self._progress = trio.Event()
         self._stop = threading.Event()  # tells an abandoned write thread to give up
         self._written = self._batches = self._dropped = self._failures = 0
+        self._unsaved = Unsaved()
 
     # -------------------------------------------------------------- callers' side
 
@@ -352,6 +359,7 @@ class StoreActor:
             self._receive.close()
             if batch:
                 await self._write_before_deadline(batch)
+            self._unsaved.report(trio.current_time(), final=True)
 
     async def _linger(self) -> None:
         """Let a batch gather for up to ``linger_s`` unless someone is waiting for it."""
@@ -377,17 +385,21 @@ class StoreActor:
             self._stop.set()
             self.store.interrupt()
             log.error(
-                "store shutdown deadline passed; queued writes lost",
-                extra={"fields": {"lost": len(batch), "timeout_s": self._shutdown_timeout_s}},
+                "store shutdown deadline passed; queued writes not saved",
+                extra={"fields": {"writes": len(batch), "timeout_s": self._shutdown_timeout_s}},
             )
-            outcome = _Outcome(written=0, batches=0, failures=len(batch))
+            outcome = _Outcome(written=0, batches=0, failed=batch)
         self._settle(batch, outcome)
 
     def _settle(self, batch: Sequence[StoreMessage], outcome: _Outcome) -> None:
-        written = outcome.failures == 0  # else which failed is unknown: tell every receipt no
+        failed = {id(message) for message in outcome.failed}
+        why = _why(outcome.error)
         for message in batch:
             if type(message) is AddAudit and message.receipt is not None:
-                message.receipt.settle(written)
+                message.receipt.settle(id(message) not in failed, why)
+        if outcome.failed:
+            self._unsaved.add(outcome.failed, outcome.error)
+        self._unsaved.report(trio.current_time())
         count = len(batch)
         self._written += outcome.written
         self._batches += outcome.batches
@@ -395,3 +407,61 @@ class StoreActor:
         self._settled += count
         self._progress.set()
         self._progress = trio.Event()
+
+
+# ------------------------------------------------------------------------ what was not saved
+
+
+def _why(error: BaseException | None) -> str:
+    """Why a write failed, in a few words."""
+    return "the store stopped before writing it" if error is None else failure_text(error)
+
+
+_KINDS: dict[type, str] = {
+    AddAudit: "audit rows",
+    RememberApproval: "remembered approvals",
+    ForgetApproval: "forgotten approvals",
+    SetPin: "pins",
+    SaveToolList: "tool lists",
+    SaveEra: "eras",
+}
+
+
+class Unsaved:
+    """Writes no journal holds that the database refused, told in one line at most every
+    ``REPORT_EVERY_S``: the count by kind since the last line, and why. Audit rows the
+    journal holds are left out (they wait there: the journal says so); an audit row
+    without a receipt was dropped by the journal (``audit_rows_dropped_total``), so it is
+    lost indeed, and the line says ``lost``."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, int] = {}
+        self._error: BaseException | None = None
+        self._told_at: float | None = None
+
+    def add(self, failed: Sequence[StoreMessage], error: BaseException | None) -> None:
+        for message in failed:
+            if type(message) is AddAudit and message.receipt is not None:
+                continue
+            kind = _KINDS[type(message)]
+            self._kinds[kind] = self._kinds.get(kind, 0) + 1
+            self._error = error
+
+    def report(self, now: float, *, final: bool = False) -> None:
+        """Log what was not saved, if anything, unless a line went out within
+        ``REPORT_EVERY_S`` (``final``: the actor stops, say it now)."""
+        if not self._kinds:
+            return
+        if not final and self._told_at is not None and now - self._told_at < REPORT_EVERY_S:
+            return
+        kinds, error = self._kinds, self._error
+        self._kinds, self._error, self._told_at = {}, None, now
+        fields: dict[str, object] = {"not_saved": sum(kinds.values())}
+        if "audit rows" in kinds:
+            fields["lost"] = kinds["audit rows"]
+        fields["kinds"] = ", ".join(f"{kind} {count}" for kind, count in kinds.items())
+        fields["error"] = _why(error)
+        # A full or locked database is a condition, named by its error; anything else
+        # is a bug, whose traceback is wanted.
+        trace = error if error is not None and not _database_failed(error) else None
+        log.error("store write failed", exc_info=trace, extra={"fields": fields})

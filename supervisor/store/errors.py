@@ -48,3 +48,10 @@ class StoreForeignError(StoreError):
         super().__init__(f"{path}: not a supervisor database ({reason}); move the file away to start afresh")
         self.path = path
         self.reason = reason
+
+
+def failure_text(error: BaseException) -> str:
+    """A write's failure in a few words: what the database said (a StoreError's cause,
+    sqlite3's), else the error itself."""
+    cause = error.__cause__ if isinstance(error, StoreError) and error.__cause__ is not None else error
+    return str(cause) or type(cause).__name__
