@@ -17,9 +17,7 @@ at a time, so one bad message cannot take its neighbours with it. What is said a
 it is what is true: an audit row the journal holds is not lost (its receipt hears why,
 and the journal says how many wait, ``supervisor.store.journal``); what no journal
 holds (remembered approvals, pins, tool lists, eras, and audit rows the journal
-dropped) is, and one line at most every ``REPORT_EVERY_S`` (10 s) says how much. A
-full or locked database is named by its error; any other failure is a bug, and the
-line carries its traceback.
+dropped) is, and one line at most every 10 s says how much (``supervisor.store.unsaved``).
 
 Shutdown: when the mailbox is closed (``close()``) the actor writes what is left and
 returns. When cancelled, it writes what is queued in a shielded scope with a deadline;
@@ -30,10 +28,9 @@ still-running write thread to roll back instead of committing.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
+from collections.abc import Callable, Sequence
+from typing import TypeVar, assert_never
 
 import attrs
 import trio
@@ -41,8 +38,17 @@ import trio
 from actors.log_events import get_logger
 from actors.mailbox import queued
 from supervisor.store.database import Store
-from supervisor.store.errors import StoreError, failure_text
-from supervisor.store.records import AuditRow
+from supervisor.store.errors import database_failed
+from supervisor.store.messages import (
+    AddAudit,
+    ForgetApproval,
+    RememberApproval,
+    SaveEra,
+    SaveToolList,
+    SetPin,
+    StoreMessage,
+)
+from supervisor.store.unsaved import Unsaved, why_failed
 
 log = get_logger("supervisor.store")
 
@@ -54,73 +60,6 @@ PUT_WAIT_S = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 DEFAULT_LINGER_S = 0.005
 LINGER_BATCH = 256  # this many waiting messages end the linger at once
-REPORT_EVERY_S = 10.0  # at most one "not saved" line this often
-
-# ------------------------------------------------------------------------ mailbox
-
-
-class Receipt(Protocol):
-    """Told once whether the row it came with was committed, and if not why (the
-    journal's ``Segment``, or its ``InMemory``)."""
-
-    def settle(self, written: bool, why: str = "") -> None: ...
-
-
-@attrs.frozen(slots=True)
-class AddAudit:
-    """Append one audit row; ``receipt`` hears whether it was committed."""
-
-    row: AuditRow
-    receipt: Receipt | None = None
-
-
-@attrs.frozen(slots=True)
-class RememberApproval:
-    """Remember an "always" answer (see ``Store.remember_approval``)."""
-
-    tenant: str
-    permission: str
-    fingerprint: str
-    decision: str
-
-
-@attrs.frozen(slots=True)
-class ForgetApproval:
-    """Drop a remembered answer."""
-
-    tenant: str
-    permission: str
-
-
-@attrs.frozen(slots=True)
-class SetPin:
-    """Pin a tool definition's fingerprint."""
-
-    server: str
-    tool: str
-    fingerprint: str
-
-
-@attrs.frozen(slots=True, eq=False)
-class SaveToolList:
-    """Replace a server's last-known tool list. Do not mutate ``tools`` after submitting:
-    it is serialized later, in the actor's thread."""
-
-    server: str
-    tools: Sequence[Mapping[str, Any]]
-    listed_at: float
-
-
-@attrs.frozen(slots=True)
-class SaveEra:
-    """Remember the protocol era a server speaks (None: forget it, so it is probed)."""
-
-    server: str
-    era: str | None
-    found_at: float
-
-
-StoreMessage: TypeAlias = AddAudit | RememberApproval | ForgetApproval | SetPin | SaveToolList | SaveEra
 
 
 @attrs.frozen(slots=True)
@@ -183,14 +122,6 @@ class _Abandoned(Exception):
     """The actor stopped waiting for this write (shutdown deadline)."""
 
 
-def _database_failed(exc: BaseException) -> bool:
-    """Whether the database itself failed (locked, full, I/O error, interrupted) rather
-    than one message's data: then a retry per message would only fail N times, each
-    after waiting out the busy timeout."""
-    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
-    return isinstance(cause, sqlite3.OperationalError)
-
-
 def _commit(store: Store, batch: Sequence[StoreMessage], stop: threading.Event) -> _Outcome:
     """Write ``batch`` as one transaction; if that fails, one transaction per message
     (unless ``stop`` says the actor gave up on this write at its shutdown deadline).
@@ -209,7 +140,9 @@ def _commit(store: Store, batch: Sequence[StoreMessage], stop: threading.Event) 
     except _Abandoned:
         return _Outcome(written=0, batches=0, failed=batch)
     except Exception as exc:
-        if len(batch) == 1 or stop.is_set() or _database_failed(exc):
+        # A failed database (full, locked) would fail a retry per message N times, each
+        # after waiting out the busy timeout: only one message's bad data is retried.
+        if len(batch) == 1 or stop.is_set() or database_failed(exc):
             return _Outcome(written=0, batches=0, failed=batch, error=exc)
         first_error: Exception = exc
     failed: list[StoreMessage] = []
@@ -393,7 +326,7 @@ class StoreActor:
 
     def _settle(self, batch: Sequence[StoreMessage], outcome: _Outcome) -> None:
         failed = {id(message) for message in outcome.failed}
-        why = _why(outcome.error)
+        why = why_failed(outcome.error)
         for message in batch:
             if type(message) is AddAudit and message.receipt is not None:
                 message.receipt.settle(id(message) not in failed, why)
@@ -407,61 +340,3 @@ class StoreActor:
         self._settled += count
         self._progress.set()
         self._progress = trio.Event()
-
-
-# ------------------------------------------------------------------------ what was not saved
-
-
-def _why(error: BaseException | None) -> str:
-    """Why a write failed, in a few words."""
-    return "the store stopped before writing it" if error is None else failure_text(error)
-
-
-_KINDS: dict[type, str] = {
-    AddAudit: "audit rows",
-    RememberApproval: "remembered approvals",
-    ForgetApproval: "forgotten approvals",
-    SetPin: "pins",
-    SaveToolList: "tool lists",
-    SaveEra: "eras",
-}
-
-
-class Unsaved:
-    """Writes no journal holds that the database refused, told in one line at most every
-    ``REPORT_EVERY_S``: the count by kind since the last line, and why. Audit rows the
-    journal holds are left out (they wait there: the journal says so); an audit row
-    without a receipt was dropped by the journal (``audit_rows_dropped_total``), so it is
-    lost indeed, and the line says ``lost``."""
-
-    def __init__(self) -> None:
-        self._kinds: dict[str, int] = {}
-        self._error: BaseException | None = None
-        self._told_at: float | None = None
-
-    def add(self, failed: Sequence[StoreMessage], error: BaseException | None) -> None:
-        for message in failed:
-            if type(message) is AddAudit and message.receipt is not None:
-                continue
-            kind = _KINDS[type(message)]
-            self._kinds[kind] = self._kinds.get(kind, 0) + 1
-            self._error = error
-
-    def report(self, now: float, *, final: bool = False) -> None:
-        """Log what was not saved, if anything, unless a line went out within
-        ``REPORT_EVERY_S`` (``final``: the actor stops, say it now)."""
-        if not self._kinds:
-            return
-        if not final and self._told_at is not None and now - self._told_at < REPORT_EVERY_S:
-            return
-        kinds, error = self._kinds, self._error
-        self._kinds, self._error, self._told_at = {}, None, now
-        fields: dict[str, object] = {"not_saved": sum(kinds.values())}
-        if "audit rows" in kinds:
-            fields["lost"] = kinds["audit rows"]
-        fields["kinds"] = ", ".join(f"{kind} {count}" for kind, count in kinds.items())
-        fields["error"] = _why(error)
-        # A full or locked database is a condition, named by its error; anything else
-        # is a bug, whose traceback is wanted.
-        trace = error if error is not None and not _database_failed(error) else None
-        log.error("store write failed", exc_info=trace, extra={"fields": fields})

@@ -59,12 +59,12 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import attrs
 import orjson
 import trio
 
 from actors.log_events import get_logger
 from supervisor.store.errors import StoreError, failure_text
+from supervisor.store.receipts import InMemory, Segment
 from supervisor.store.records import AuditRow
 
 log = get_logger("supervisor.store.journal")
@@ -143,49 +143,6 @@ def encode(row: AuditRow) -> bytes:
         },
         option=orjson.OPT_APPEND_NEWLINE,
     )
-
-
-Wake = Callable[[str | None], None]
-"""Tells the journal's task to look again (with why SQLite refused a row, if it did)."""
-
-
-@attrs.define(eq=False)
-class Segment:
-    """One journal file, and how many of its rows the store actor has still to settle."""
-
-    index: int
-    path: Path
-    wake: Wake = attrs.field(repr=False)
-    unsettled: int = 0
-    missed: int = 0  # rows SQLite refused: they wait here until the file is folded in
-    refold: bool = False  # SQLite may miss rows of it: fold the file before deleting it
-    closed: bool = False
-
-    def settle(self, written: bool, why: str = "") -> None:
-        """The store actor is done with one row of this segment (``StoreActor`` receipt):
-        committed, or not (``why``)."""
-        self.unsettled -= 1
-        if not written:
-            self.missed += 1
-            self.refold = True
-            self.wake(why)
-        elif self.closed and not self.unsettled:
-            self.wake(None)
-
-
-@attrs.define(eq=False)
-class InMemory:
-    """The receipt of rows that wait in memory (the disk refused their lines): they are
-    folded in from the segment their lines reach, whatever SQLite says; this counts the
-    ones SQLite refused meanwhile, which wait with them."""
-
-    wake: Wake = attrs.field(repr=False)
-    missed: int = 0
-
-    def settle(self, written: bool, why: str = "") -> None:
-        if not written:
-            self.missed += 1
-            self.wake(why)
 
 
 class AuditJournal:
