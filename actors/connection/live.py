@@ -20,7 +20,7 @@ from actors.connection.freshness import refetch_after
 from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.rounds import RoundTrips
-from actors.connection.server_log import LogSink, log_server_message
+from actors.connection.server_log import LogSink, ServerLog
 from actors.connection.server_requests import ServerRequests, refuse
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
@@ -62,9 +62,9 @@ class Live:
     __slots__ = (
         "_inflight",
         "_internal",
-        "_log_sink",
         "_redactor",
         "_report",
+        "_server_log",
         "_server_requests",
         "_stale_timer",
         "_updated",
@@ -100,7 +100,6 @@ class Live:
         log_sink: LogSink | None = None,
     ) -> None:
         self.name = spec.name
-        self._log_sink = log_sink
         self.spec = spec
         self.transport = transport
         self.nursery = nursery
@@ -117,6 +116,7 @@ class Live:
         self._inflight = inflight
         self._report = report
         self._redactor = redactor
+        self._server_log = ServerLog(self.name, redactor, nursery, log_sink)
         self._server_requests = ServerRequests(inflight, server_requests)
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
         self.rounds = RoundTrips(self.name, inflight, nursery, self._server_requests.for_call, self._resend)
@@ -241,7 +241,7 @@ class Live:
             elif isinstance(event, ResourceChanged):
                 self._updated(event.uri)
             elif isinstance(event, LogMessage):
-                log_server_message(self.name, event, self._redactor, self._log_sink)
+                self._server_log.take(event, self.spec.log_level)
             elif isinstance(event, Initialized):
                 self.initialized.set()
             elif isinstance(event, Adopted):  # the probe's answer came after the fall back
