@@ -14,11 +14,13 @@ from typing import Any
 
 import trio
 
+from actors.connection import retry
 from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
+from actors.connection.retry import Draw
 from actors.connection.rounds import RoundTrips
 from actors.connection.server_log import LogSink, ServerLog
 from actors.connection.server_requests import ServerRequests, refuse
@@ -60,6 +62,7 @@ class Live:
     """One connection while it is up (see the module docstring)."""
 
     __slots__ = (
+        "_draw",
         "_inflight",
         "_internal",
         "_redactor",
@@ -98,8 +101,10 @@ class Live:
         server_requests: ServerRequestHandler | None,
         updated: Callable[[str], None] = lambda uri: None,
         log_sink: LogSink | None = None,
+        draw: Draw = retry.draw,
     ) -> None:
         self.name = spec.name
+        self._draw = draw  # where a retry falls within the reconnect schedule's jitter
         self.spec = spec
         self.transport = transport
         self.nursery = nursery
@@ -180,7 +185,8 @@ class Live:
         tail = self.transport.stderr_tail()
         if tail:
             reason = f"{reason} (last stderr line: {tail[-1][:200]})"
-        self._report(Failed(self._redactor.redact(reason), trio.current_time(), auth, needs_login))
+        now = trio.current_time()
+        self._report(Failed(self._redactor.redact(reason), now, auth, needs_login, self._draw()))
 
     def _write_failed(self, exc: TransportError) -> None:
         if isinstance(exc, AuthRequired):  # e.g. the initialize POST was refused

@@ -8,7 +8,8 @@ hub's own code (``session.run_session``: the raw passthrough under the stdio
 transport's spawn and process-group teardown); this module only plays the socket
 (``PeerLink``) and the host of those sessions. When the connection ends every
 session's process is torn down, and the peer connects again on the reconnect
-schedule (``actors/connection/schedule.py``) and registers again. A registration
+schedule (``actors/connection/schedule.py``: about 1, 2, 5, 15, 60 s, each delay
+jittered by a tenth) and registers again. A registration
 the hub refuses (a name another peer offers with another launch config) is final:
 ``PeerRefused``, retrying would not change it.
 
@@ -31,11 +32,13 @@ import orjson
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
 
+from actors.connection import retry
+from actors.connection.retry import Draw
 from actors.connection.schedule import ReconnectSchedule
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame
-from actors.spec import DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
+from actors.spec import DEFAULT_RECONNECT_JITTER, DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from actors.transports.websocket import PongsAfterClose
@@ -193,10 +196,12 @@ async def run_peer(
     schedule: ReconnectSchedule | None = None,
     registered: Registered = lambda names: None,
     max_processes: int = DEFAULT_MAX_PROCESSES,
+    draw: Draw = retry.draw,
 ) -> None:
-    """Connect, register, serve; on a drop wait the schedule's delay and do it again.
+    """Connect, register, serve; on a drop wait the schedule's delay (jittered by
+    ``draw``, so peers cut off together do not dial together) and do it again.
     Returns never; raises PeerRefused when the hub refuses the registration."""
-    schedule = schedule or ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S)
+    schedule = schedule or ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S, jitter=DEFAULT_RECONNECT_JITTER)
     headers = [(b"authorization", f"Bearer {token}".encode())]
     attempt = 0
     while True:
@@ -212,9 +217,14 @@ async def run_peer(
                 finally:
                     closing.began = True
         except (HandshakeError, ConnectionClosed, OSError, trio.BrokenResourceError) as exc:
-            log.warning(
-                "bridge peer: not connected to the hub", extra={"fields": {"hub": url, "error": str(exc)}}
-            )
+            error: str | None = str(exc)
+        else:
+            error = None
         steady = None if since is None else trio.current_time() - since
         attempt = schedule.next_attempt(attempt, steady)
-        await trio.sleep(schedule.delay(attempt))
+        delay = schedule.delay(attempt, draw())
+        fields: dict[str, object] = {"hub": url, "retry_in_s": round(delay, 3)}
+        if error is not None:
+            fields["error"] = error
+        log.warning("bridge peer: not connected to the hub", extra={"fields": fields})
+        await trio.sleep(delay)
