@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from actors.tls import ClientTls
 
 DEFAULT_RECONNECT_SCHEDULE_S: tuple[float, ...] = (1.0, 2.0, 5.0, 15.0, 60.0)
+DEFAULT_RECONNECT_JITTER = 0.1
 DEFAULT_INIT_TIMEOUT_S = 60.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 16_384
@@ -80,6 +81,9 @@ class ServerSpec:
     max_call_s: float | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     reconnect_schedule_s: tuple[float, ...] = DEFAULT_RECONNECT_SCHEDULE_S
+    # Each delay moved by up to this fraction of itself, either way, at random, so that
+    # servers that failed together do not retry together (0: exactly on the schedule).
+    reconnect_jitter: float = DEFAULT_RECONNECT_JITTER
     # Stay steady this long and the schedule starts again from its first delay.
     reset_after_s: float = 60.0
     # How long a hung server has to answer a liveness ping after a call timed out.

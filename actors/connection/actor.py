@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from actors.connection import retry
 from actors.connection.calls import InFlightTable, busy, call_failure
 from actors.connection.era_probe import settle
 from actors.connection.lister import Lister
@@ -44,7 +45,7 @@ from actors.connection.messages import (
     unavailable,
 )
 from actors.connection.outbox import Outbox
-from actors.connection.schedule import ReconnectSchedule
+from actors.connection.retry import Draw, schedule_of
 from actors.connection.server_log import LogSink
 from actors.connection.states import (
     Crashed,
@@ -122,8 +123,10 @@ class ConnectionActor:
         crashed: Crashed | None = None,
         known_era: Era | None = None,
         log_sink: LogSink | None = None,
+        draw: Draw = retry.draw,
     ) -> None:
         self.spec = spec
+        self._draw = draw  # where each retry falls within the schedule's jitter
         self._log_sink = log_sink
         self.name = spec.name
         self.owner = owner
@@ -134,14 +137,8 @@ class ConnectionActor:
         self._server_requests = server_requests
         self._redactor = Redactor(spec.secrets)
         self._inflight = InFlightTable(spec.call_timeout_s, spec.max_call_timeout_s)
-        self._machine = initial(
-            Policy(
-                ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s),
-                restart=restart,
-                eager=spec.start is Start.EAGER,
-                enabled=spec.enabled,
-            )
-        )
+        eager = spec.start is Start.EAGER
+        self._machine = initial(Policy(schedule_of(spec), restart=restart, eager=eager, enabled=spec.enabled))
         self._crashed = crashed
         self.era = known_era  # the era found last (remembered across attempts and runs)
         self._found: Era | None = None  # the era this attempt settled on
@@ -227,9 +224,8 @@ class ConnectionActor:
             self._live.spec = spec
             if level_changed and self._machine.call_route is _SEND:
                 self._lister.set_level(self._live)
-        schedule = ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s)
         self._machine = retuned(
-            self._machine, schedule, eager=spec.start is Start.EAGER, enabled=spec.enabled
+            self._machine, schedule_of(spec), eager=spec.start is Start.EAGER, enabled=spec.enabled
         )
 
     def _cancel_call(self, message: CancelCall) -> None:
@@ -378,6 +374,7 @@ class ConnectionActor:
                         server_requests=self._server_requests,
                         updated=self._subscriptions.updated,
                         log_sink=self._log_sink,
+                        draw=self._draw,
                     )
                     reopen = await self._serve(live, init, first)
             except TransportError as exc:  # authenticate: nothing to send it with
@@ -395,7 +392,7 @@ class ConnectionActor:
         """The attempt failed outside a live connection (connect, authenticate, init)."""
         needs_login = isinstance(failure, AuthRequired) and failure.needs_login
         reason = self._redactor.redact(str(failure))
-        self._fire(Failed(reason, trio.current_time(), needs_login=needs_login))
+        self._fire(Failed(reason, trio.current_time(), needs_login=needs_login, draw=self._draw()))
 
     def _init_timeout_text(self) -> str:
         ms = round(self.spec.init_timeout_s * 1000)

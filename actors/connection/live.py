@@ -14,13 +14,15 @@ from typing import Any
 
 import trio
 
+from actors.connection import retry
 from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool, Redefined
+from actors.connection.retry import Draw
 from actors.connection.rounds import RoundTrips
-from actors.connection.server_log import LogSink, log_server_message
+from actors.connection.server_log import LogSink, ServerLog
 from actors.connection.server_requests import ServerRequests, refuse
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
@@ -61,11 +63,12 @@ class Live:
     """One connection while it is up (see the module docstring)."""
 
     __slots__ = (
+        "_draw",
         "_inflight",
         "_internal",
-        "_log_sink",
         "_redactor",
         "_report",
+        "_server_log",
         "_server_requests",
         "_stale_timer",
         "_updated",
@@ -100,9 +103,10 @@ class Live:
         server_requests: ServerRequestHandler | None,
         updated: Callable[[str], None] = lambda uri: None,
         log_sink: LogSink | None = None,
+        draw: Draw = retry.draw,
     ) -> None:
         self.name = spec.name
-        self._log_sink = log_sink
+        self._draw = draw  # where a retry falls within the reconnect schedule's jitter
         self.spec = spec
         self.transport = transport
         self.nursery = nursery
@@ -119,6 +123,7 @@ class Live:
         self._inflight = inflight
         self._report = report
         self._redactor = redactor
+        self._server_log = ServerLog(self.name, redactor, nursery, log_sink)
         self._server_requests = ServerRequests(inflight, server_requests)
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
         self.rounds = RoundTrips(self.name, inflight, nursery, self._server_requests.for_call, self._resend)
@@ -190,7 +195,8 @@ class Live:
         tail = self.transport.stderr_tail()
         if tail:
             reason = f"{reason} (last stderr line: {tail[-1][:200]})"
-        self._report(Failed(self._redactor.redact(reason), trio.current_time(), auth, needs_login))
+        now = trio.current_time()
+        self._report(Failed(self._redactor.redact(reason), now, auth, needs_login, self._draw()))
 
     def _write_failed(self, exc: TransportError) -> None:
         if isinstance(exc, AuthRequired):  # e.g. the initialize POST was refused
@@ -251,7 +257,7 @@ class Live:
             elif isinstance(event, ResourceChanged):
                 self._updated(event.uri)
             elif isinstance(event, LogMessage):
-                log_server_message(self.name, event, self._redactor, self._log_sink)
+                self._server_log.take(event, self.spec.log_level)
             elif isinstance(event, Initialized):
                 self.initialized.set()
             elif isinstance(event, Adopted):  # the probe's answer came after the fall back

@@ -7,6 +7,12 @@ text) and cut to ``MAX_DATA_CHARS``, so a chatty or hostile server cannot fill t
 log with one message or leak a token through it. How much it sends at all is its
 ``log_level`` (``logging/setLevel``, sent by the connection actor).
 
+Nor can it flood the log, or the event loop every other server shares (``ServerLog``,
+one per connection): a message below the server's ``log_level`` (a server that
+ignores ``logging/setLevel``) is dropped before anything is formatted, and what is
+left passes a token bucket, ``LOG_RATE_PER_S`` (100) a second with bursts of
+``LOG_BURST`` (200); one line every ``DROPS_REPORT_S`` (10 s) counts what it held back.
+
 A connection may also be given a ``LogSink``: each message, as logged (redacted and
 bounded), is handed to it as a ``ServerLogged``, so a gateway can pass it on to the
 clients that asked for it, without this package knowing who they are.
@@ -19,10 +25,12 @@ from collections.abc import Callable
 
 import attrs
 import orjson
+import trio
 
 from actors.log_events import get_logger
 from actors.protocol.notifications import LogMessage
 from actors.redaction import Redactor
+from actors.token_bucket import TokenBucket
 
 log = get_logger("actors.server")
 
@@ -51,6 +59,21 @@ PYTHON_LEVELS: dict[str, int] = {
 
 MAX_DATA_CHARS = 2000
 MAX_NAME_CHARS = 100
+LOG_RATE_PER_S = 100.0
+LOG_BURST = 200
+DROPS_REPORT_S = 10.0
+
+_RANKS = {level: rank for rank, level in enumerate(SERVER_LOG_LEVELS)}
+_UNKNOWN_RANK = _RANKS["warning"]
+
+
+def admits(threshold: str, level: str) -> bool:
+    """Whether a message at ``level`` passes ``threshold`` (RFC 5424 order; an unknown
+    level counts as warning)."""
+    rank = _RANKS.get(level)
+    if rank is None:
+        rank = _RANKS.get(level.lower(), _UNKNOWN_RANK)
+    return rank >= _RANKS[threshold]
 
 
 def data_text(data: object, redactor: Redactor) -> str:
@@ -101,3 +124,51 @@ def log_server_message(
     if sink is not None:
         known = level if level in PYTHON_LEVELS else "warning"
         sink(ServerLogged(server, known, data, logger))
+
+
+class ServerLog:
+    """One connection's way from its server's log messages to ours: the level gate, the
+    token bucket and the count of what it held back (see the module docstring). The
+    count is told by a task in ``nursery`` (the connection's), within
+    ``DROPS_REPORT_S`` of the first message held back, or when the connection ends."""
+
+    __slots__ = ("_bucket", "_held_back", "_nursery", "_redactor", "_sink", "server")
+
+    def __init__(
+        self,
+        server: str,
+        redactor: Redactor,
+        nursery: trio.Nursery,
+        sink: LogSink | None = None,
+        *,
+        rate_per_s: float = LOG_RATE_PER_S,
+        burst: int = LOG_BURST,
+    ) -> None:
+        self.server = server
+        self._redactor = redactor
+        self._nursery = nursery
+        self._sink = sink
+        self._bucket = TokenBucket(rate_per_s, burst)
+        self._held_back = 0
+
+    def take(self, message: LogMessage, threshold: str) -> None:
+        """Log ``message`` if it is at or above ``threshold`` (the server's
+        ``log_level``) and the bucket has room; else drop it, formatting nothing."""
+        if not admits(threshold, message.level):
+            return  # not asked for: not ours to count
+        if self._bucket.take(trio.current_time()):
+            log_server_message(self.server, message, self._redactor, self._sink)
+            return
+        self._held_back += 1
+        if self._held_back == 1:
+            self._nursery.start_soon(self._tell_later)
+
+    async def _tell_later(self) -> None:
+        try:
+            await trio.sleep(DROPS_REPORT_S)
+        finally:  # also when the connection ends first: the count is told all the same
+            dropped, self._held_back = self._held_back, 0
+            bucket = self._bucket
+            limit = f"{bucket.rate_per_s:g}/s, bursts of {bucket.burst}"
+            fields = {"server": self.server, "dropped": dropped, "limit": limit}
+            log.warning("server log messages dropped", extra={"fields": fields})

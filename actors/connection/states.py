@@ -415,7 +415,7 @@ def _failed(m: ConnectionState, e: Failed) -> Result:
     if e.needs_login:
         condition, retry_at = Condition.NEEDS_AUTH, None
     elif m.policy.restart:
-        condition, retry_at = Condition.RETRYING, e.now + m.policy.schedule.delay(attempt)
+        condition, retry_at = Condition.RETRYING, e.now + m.policy.schedule.delay(attempt, e.draw)
     else:
         condition, retry_at = Condition.RETRYING, None
     new, announce = _go(

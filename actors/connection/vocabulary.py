@@ -147,12 +147,15 @@ class ListChanged:
 @attrs.frozen(slots=True)
 class Failed:
     """The attempt failed. ``auth``: the server refused our credentials (calls end
-    ``auth_failed``); ``needs_login``: and retrying will not help."""
+    ``auth_failed``); ``needs_login``: and retrying will not help. ``draw``: a random
+    number in [0, 1), where the retry falls within the schedule's jitter (the actor
+    draws it, so the machine stays a pure function; 0.5: no jitter)."""
 
     reason: str
     now: float
     auth: bool = False
     needs_login: bool = False
+    draw: float = 0.5
 
 
 @attrs.frozen(slots=True)

@@ -347,6 +347,7 @@ class RouterActor:
             since=message.at,
             attempt=message.attempt,
             last_error=message.reason if message.reason else previous.last_error,
+            last_error_at=message.at if message.reason else previous.last_error_at,
             next_retry_at=message.next_retry_at,
             condition=message.condition,
             phase=message.phase,

@@ -111,6 +111,7 @@ class ServerView:
     since: float = 0.0
     attempt: int = 0
     last_error: str | None = None
+    last_error_at: float | None = None  # when ``last_error`` happened (Trio time)
     next_retry_at: float | None = None
     condition: str | None = None  # "needs_auth" or "crashed" (see StateChanged)
     phase: Phase | None = None  # "starting", "reconnecting" or "relisting" (see StateChanged)

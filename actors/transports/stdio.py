@@ -51,10 +51,15 @@ from actors.transports.stdio_hub import StdioHub
 
 _log = get_logger("actors.transports.stdio")
 
-_RECEIVE_CHUNK = 65536
+# What one read takes from a server's pipe is decoded and handled before any other
+# task runs, so a server that sends in bulk (a log flood) holds the loop every server
+# shares for one read's worth at a time: about 0.5 ms at 16 KB, 2 ms at 64 KB, which
+# moved a healthy server's p50 by 2.5 ms during a flood (benchmarks/RESULTS.md, "A
+# log flood beside a healthy server").
+_RECEIVE_CHUNK = 16384
 # How long teardown waits for a dead server's last words on stderr (EOF).
 _STDERR_DRAIN_S = 0.25
-_DRAIN_READS = 16  # at teardown, at most this many chunks (1 MB) still in the pipe
+_DRAIN_READS = 64  # at teardown, at most this many chunks (1 MB) still in the pipe
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 T = TypeVar("T", bound="StdioTransport")

@@ -65,6 +65,11 @@ def server_summary(view: ServerView, clock: Clock, redactor: Redactor) -> dict[s
     if view.next_retry_at is not None:
         retry_in = round(max(0.0, view.next_retry_at - clock.trio_now), 3)
         next_retry = clock.unix(view.next_retry_at)
+    # An error is kept after its server came back: its time says whether it is news.
+    error_at = error_age = None
+    if view.last_error is not None and view.last_error_at is not None:
+        error_at = clock.unix(view.last_error_at)
+        error_age = round(max(0.0, clock.trio_now - view.last_error_at), 3)
     return {
         **spec_fields(view.spec),
         "state": view.state.value,
@@ -73,6 +78,8 @@ def server_summary(view: ServerView, clock: Clock, redactor: Redactor) -> dict[s
         "next_retry_at": next_retry,
         "retry_in_s": retry_in,
         "last_error": None if view.last_error is None else redactor.redact(view.last_error),
+        "last_error_at": error_at,
+        "last_error_age_s": error_age,
         "condition": view.condition,
         "phase": None if view.phase is None else view.phase.value,
         "protocol_version": view.protocol_version,
@@ -93,6 +100,8 @@ def unsupervised_summary(spec: ServerSpec) -> dict[str, Any]:
         "next_retry_at": None,
         "retry_in_s": None,
         "last_error": None,
+        "last_error_at": None,
+        "last_error_age_s": None,
         "condition": None,
         "phase": None,
         "protocol_version": None,

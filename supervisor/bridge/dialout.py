@@ -8,7 +8,8 @@ hub's own code (``session.run_session``: the raw passthrough under the stdio
 transport's spawn and process-group teardown); this module only plays the socket
 (``PeerLink``) and the host of those sessions. When the connection ends every
 session's process is torn down, and the peer connects again on the reconnect
-schedule (``actors/connection/schedule.py``) and registers again. A registration
+schedule (``actors/connection/schedule.py``: about 1, 2, 5, 15, 60 s, each delay
+jittered by a tenth) and registers again. A registration
 the hub refuses (a name another peer offers with another launch config) is final:
 ``PeerRefused``, retrying would not change it. A token the hub refuses (401 before
 the upgrade, or a role other than ``peer``: the register's ``forbidden``) is one
@@ -42,11 +43,13 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from actors.connection import retry
+from actors.connection.retry import Draw
 from actors.connection.schedule import ReconnectSchedule
 from actors.log_events import get_logger
 from actors.protocol import bridge_envelope as env
 from actors.protocol.bridge_envelope import Frame
-from actors.spec import DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
+from actors.spec import DEFAULT_RECONNECT_JITTER, DEFAULT_RECONNECT_SCHEDULE_S, ServerSpec
 from actors.transports.connector import TransportConnector
 from actors.transports.raw_stdio import RawStdio
 from actors.transports.websocket import PongsAfterClose
@@ -250,11 +253,13 @@ async def run_peer(
     schedule: ReconnectSchedule | None = None,
     registered: Registered = lambda names: None,
     max_processes: int = DEFAULT_MAX_PROCESSES,
+    draw: Draw = retry.draw,
 ) -> None:
-    """Connect, register, serve; on a drop wait the schedule's delay and do it again
-    (a refused token: its last delay). Returns never; raises PeerRefused when the hub
-    refuses the registration."""
-    schedule = schedule or ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S)
+    """Connect, register, serve; on a drop wait the schedule's delay (jittered by
+    ``draw``, so peers cut off together do not dial together; a refused token: its last
+    delay) and do it again. Returns never; raises PeerRefused when the hub refuses the
+    registration."""
+    schedule = schedule or ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S, jitter=DEFAULT_RECONNECT_JITTER)
     headers = [(b"authorization", f"Bearer {token}".encode())]
     attempt = 0
     shadowed_told: set[str] = set()
@@ -262,6 +267,7 @@ async def run_peer(
     while True:
         since: float | None = None
         refused: str | None = None
+        error: str | None = None
         try:
             async with (
                 PongsAfterClose() as closing,
@@ -277,21 +283,25 @@ async def run_peer(
             if exc.status_code in (401, 403):
                 refused = rejection(exc)
             else:
-                _not_connected(url, rejection(exc))
+                error = rejection(exc)
         except TokenRefused as exc:
             refused = str(exc)
         except (HandshakeError, ConnectionClosed, OSError, trio.BrokenResourceError) as exc:
-            _not_connected(url, str(exc))
+            error = str(exc)
         if refused is not None:
             attempt = len(schedule.delays)  # the hub's tokens may change, not soon
+            delay = schedule.delay(attempt, draw())
             if refused != refusal_told:
-                _token_refused(url, refused, schedule.delay(attempt))
+                _token_refused(url, refused, delay)
             refusal_told = refused
         else:
             refusal_told = None
             steady = None if since is None else trio.current_time() - since
             attempt = schedule.next_attempt(attempt, steady)
-        await trio.sleep(schedule.delay(attempt))
+            delay = schedule.delay(attempt, draw())
+            if error is not None:
+                _not_connected(url, error, delay)
+        await trio.sleep(delay)
 
 
 def _answers_register(frame: Frame) -> bool:
@@ -299,13 +309,14 @@ def _answers_register(frame: Frame) -> bool:
     return frame.type == env.PEER_REGISTER_RESULT or (frame.type == env.ERROR and frame.id == REGISTER_ID)
 
 
-def _not_connected(url: str, why: str) -> None:
-    log.warning("bridge peer: not connected to the hub", extra={"fields": {"hub": url, "error": why}})
+def _not_connected(url: str, error: str, retry_s: float) -> None:
+    fields = {"hub": url, "error": error, "retry_in_s": round(retry_s, 3)}
+    log.warning("bridge peer: not connected to the hub", extra={"fields": fields})
 
 
 def _token_refused(url: str, why: str, retry_s: float) -> None:
     log.error(
         "bridge peer: the hub refused this peer's token; mcp-supervisor bridge needs a token "
         "that the hub's admin.tokens gives the peer role (trying again at the schedule's last delay)",
-        extra={"fields": {"hub": url, "hub_said": why, "retry_every_s": retry_s}},
+        extra={"fields": {"hub": url, "hub_said": why, "retry_every_s": round(retry_s, 3)}},
     )

@@ -14,6 +14,8 @@ import attrs
 from supervisor.store import AddAudit, AuditRow, StoreActor
 from supervisor.store.journal import AuditJournal
 
+FULL_QUEUE = "the store's queue was full (the database is far behind)"
+
 
 @attrs.frozen(slots=True, eq=False)
 class AuditTrail:
@@ -36,10 +38,10 @@ class AuditTrail:
         far behind, the call waits for room."""
         receipt = self.journal.finished(row)
         if not await self.store.put(AddAudit(row, receipt)) and receipt is not None:
-            receipt.settle(False)
+            receipt.settle(False, FULL_QUEUE)
 
     def finished_now(self, row: AuditRow) -> None:
         """``finished`` without waiting (for a call being cancelled)."""
         receipt = self.journal.finished(row)
         if not self.store.submit(AddAudit(row, receipt)) and receipt is not None:
-            receipt.settle(False)
+            receipt.settle(False, FULL_QUEUE)

@@ -52,6 +52,7 @@ from supervisor.cli.output import warn_not_deleted as _warn_not_deleted
 from supervisor.cli.text import (
     Progress,
     cell,
+    format_error,
     format_progress,
     format_retry,
     one_line,
@@ -176,7 +177,7 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
             if server.get("condition") == "needs_auth"
             else format_retry(server.get("state"), server.get("retry_in_s")),
             cell(server.get("attempt") or None),
-            cell(server.get("last_error")),
+            format_error(server.get("last_error"), server.get("last_error_age_s")),
         ]
         for server in servers
     ]

@@ -39,10 +39,26 @@ def one_line(text: str, limit: int | None = None) -> str:
     return flat if limit is None else cut(flat, limit)
 
 
+class Tailed(str):
+    """A cell whose tail stays whole when it is cut (``error... (5m ago)``): the tail
+    says what the cut part is about, so it is the last thing to lose."""
+
+    tail: str
+    head: str
+
+    def __new__(cls, head: str, tail: str) -> Tailed:
+        cell = super().__new__(cls, f"{head} {tail}")
+        cell.head, cell.tail = head, tail
+        return cell
+
+
 def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, ending in ``...`` when shortened."""
+    """``text`` in at most ``width`` characters, ending in ``...`` when shortened (before
+    the tail of a ``Tailed`` text, when the width has room for it)."""
     if len(text) <= width:
         return text
+    if isinstance(text, Tailed) and width > len(text.tail) + len(_CUT) + 1:
+        return f"{cut(text.head, width - len(text.tail) - 1)} {text.tail}"
     if width <= len(_CUT):
         return text[:width]
     return text[: width - len(_CUT)] + _CUT
@@ -108,15 +124,30 @@ def format_retry(state: object, retry_in_s: object) -> str:
     if state != "backoff" or isinstance(retry_in_s, bool) or not isinstance(retry_in_s, int | float):
         return "-"
     seconds = math.ceil(retry_in_s)
-    if seconds <= 0:
-        return "now"
+    return "now" if seconds <= 0 else f"in {duration(seconds)}"
+
+
+def format_error(error: object, age_s: object) -> str:
+    """The LAST ERROR column: the error and how long ago it happened (an error stays
+    after its server came back, so its age tells news from history)."""
+    text = cell(error)
+    if text == "-" or isinstance(age_s, bool) or not isinstance(age_s, int | float):
+        return text
+    return Tailed(text, f"({duration(max(0, math.floor(age_s)))} ago)")
+
+
+def duration(seconds: int) -> str:
+    """A whole number of seconds, short: ``12s``, ``1m05s``, ``1h02m``, ``3d04h``."""
     if seconds < 60:
-        return f"in {seconds}s"
+        return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
     if minutes < 60:
-        return f"in {minutes}m{seconds:02d}s"
+        return f"{minutes}m{seconds:02d}s"
     hours, minutes = divmod(minutes, 60)
-    return f"in {hours}h{minutes:02d}m"
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
 
 
 def _number(value: object) -> str:

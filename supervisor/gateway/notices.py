@@ -24,10 +24,10 @@ from typing import Any
 
 import trio
 
-from actors.connection.server_log import ServerLogged
+from actors.connection.server_log import ServerLogged, admits
 from actors.router.actor import CatalogCell
 from actors.router.catalog import Catalog
-from supervisor.gateway.core import LOG_LEVELS, GatewayCore, view_digest
+from supervisor.gateway.core import GatewayCore, view_digest
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.peer import GatewayPeer
 
@@ -46,11 +46,6 @@ def _note(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any
     if params is not None:
         message["params"] = dict(params)
     return message
-
-
-def admits(threshold: str, level: str) -> bool:
-    """Whether a message at ``level`` passes a client's ``threshold`` (RFC 5424 order)."""
-    return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
 
 
 class ViewWatch:

@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from actors.broadcast import Broadcast
+from actors.connection import retry
 from actors.connection.actor import ConnectionActor, Crashed, ServerRequestHandler
 from actors.connection.client_side import ClientSide
 from actors.connection.messages import (
@@ -34,6 +35,8 @@ from actors.connection.messages import (
     ServerListed,
     unavailable,
 )
+from actors.connection.retry import Draw
+from actors.connection.schedule import jittered
 from actors.connection.server_log import LogSink, ServerLogged
 from actors.connection.server_requests import chain
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
@@ -59,6 +62,8 @@ class ConnectionFactory:
     """The era a shared server was last found to speak (``supervisor.runtime.server_memory``)."""
     server_logs: Broadcast[ServerLogged] = attrs.field(factory=Broadcast)
     """Every server's log messages, as logged (a gateway passes them on to its clients)."""
+    draw: Draw = retry.draw
+    """Where each retry falls within a reconnect schedule's jitter (tests seed it)."""
 
     def actor(
         self,
@@ -92,6 +97,7 @@ class ConnectionFactory:
             crashed=crashed,
             known_era=self.known_era(spec.name) if owner is None else None,
             log_sink=self._log_sink(owner),
+            draw=self.draw,
         )
 
     def _log_sink(self, owner: str | None) -> LogSink:
@@ -113,21 +119,24 @@ def shared_child(
         # A fresh actor per (re)start; the mailbox outlives it so senders keep working.
         return factory.actor(current(), receive, crashed=crashed).run
 
-    def park(crash: Exception) -> Startable:
+    def park_s() -> float:
         # A bug of ours fails this server only: it waits in backoff (condition
-        # "crashed") and tries again at its schedule's last delay, forever.
-        last_delay = current().reconnect_schedule_s[-1]
+        # "crashed") and tries again at its schedule's last delay (jittered), forever.
+        spec = current()
+        return jittered(spec.reconnect_schedule_s[-1], spec.reconnect_jitter, factory.draw())
+
+    def park(crash: Exception, delay: float) -> Startable:
         what = f"{type(crash).__name__}: {crash}"[:200]
         reason = (
             f"mcp server {name}: its connection actor crashed ({what}); next try in "
-            f"{last_delay:g} s (a bug in mcp-supervisor: please report it with the log)"
+            f"{delay:.3g} s (a bug in mcp-supervisor: please report it with the log)"
         )
-        return start(Crashed(reason, last_delay))
+        return start(Crashed(reason, delay))
 
     def request_stop() -> bool:
         return try_send(send, Command(Control.STOP))
 
-    return ChildSpec(name, start, request_stop, park=park, park_s=current().reconnect_schedule_s[-1])
+    return ChildSpec(name, start, request_stop, park=park, park_s=park_s)
 
 
 def _refuse_queued(mailbox: trio.MemoryReceiveChannel[ConnectionMessage], name: str) -> None:

@@ -6,12 +6,13 @@ more than ``max_restarts`` times within ``within_s`` seconds (the restart intens
 so a bug in our own code cannot turn into a silent restart loop. Past the intensity:
 
 - a child with a ``park`` is *parked*: an error is logged (with the traceback) and
-  the child is started through ``park(crash)`` instead, which must wait ``park_s``
-  before it tries its work again (a connection actor waits in ``backoff`` with the
-  condition ``crashed``). A crash within ``within_s`` after that retry parks it again
-  at once, with no quick restarts in between; a crash later than that counts afresh.
-  So a child that always crashes tries once every ``park_s``, forever, and everything
-  else keeps running.
+  the child is started through ``park(crash, delay)`` instead, which must wait
+  ``delay`` (``park_s()``, asked at each parking) before it tries its work again (a
+  connection actor waits in ``backoff`` with the condition ``crashed``, its schedule's
+  last delay jittered: children parked together do not retry together). A crash
+  within ``within_s`` after that retry parks it again at once, with no quick restarts
+  in between; a crash later than that counts afresh. So a child that always crashes
+  tries about once every ``park_s()``, forever, and everything else keeps running.
 - a child without one makes the supervisor give up *upward* by raising
   ``SupervisorGaveUp`` (never by exiting the process).
 
@@ -52,10 +53,12 @@ class ChildSpec:
     start: Callable[[], Startable]
     request_stop: Callable[[], bool]
     """Ask the child to stop gracefully; False when the request could not be delivered."""
-    park: Callable[[Exception], Startable] | None = None
-    """Past the restart intensity: start the child parked (given the last crash), so it
-    waits ``park_s`` before it tries again. None: the supervisor gives up instead."""
-    park_s: float = 0.0
+    park: Callable[[Exception, float], Startable] | None = None
+    """Past the restart intensity: start the child parked (given the last crash and the
+    delay), so it waits that long before it tries again. None: the supervisor gives up
+    instead."""
+    park_s: Callable[[], float] = lambda: 0.0
+    """The delay of a parking, asked anew at each (it may be jittered)."""
 
 
 class SupervisorGaveUp(Exception):
@@ -170,14 +173,14 @@ class OneForOne:
         # (~4 KB each, times 1,000 servers). Its first start reports readiness through
         # our task_status; restarts report to nobody.
         ready = _Ready(task_status)
-        parked_by: Exception | None = None  # the crash that parked the child
+        parked_by: tuple[Exception, float] | None = None  # the crash that parked the child, the delay
         try:
             with slot.scope:
                 while True:
                     try:
                         status = trio.TASK_STATUS_IGNORED if ready.done else ready
                         park = slot.spec.park
-                        start = slot.spec.start() if parked_by is None or park is None else park(parked_by)
+                        start = slot.spec.start() if parked_by is None or park is None else park(*parked_by)
                         await start(task_status=status)
                     except Exception as exc:
                         if not ready.done:
@@ -190,7 +193,8 @@ class OneForOne:
                                 extra={"fields": {"child": slot.spec.name}},
                             )
                             return
-                        parked_by = crash if self._note_crash(slot, crash) else None
+                        delay = self._note_crash(slot, crash)
+                        parked_by = None if delay is None else (crash, delay)
                         continue
                     if not ready.done:
                         raise RuntimeError(f"child {slot.spec.name} returned without reporting it started")
@@ -198,8 +202,8 @@ class OneForOne:
         finally:
             slot.done.set()
 
-    def _note_crash(self, slot: _Slot, exc: Exception) -> bool:
-        """Count a crash; True when the child is to be started parked."""
+    def _note_crash(self, slot: _Slot, exc: Exception) -> float | None:
+        """Count a crash; the delay when the child is to be started parked."""
         now = trio.current_time()
         name = slot.spec.name
         if slot.parked_until is not None and now < slot.parked_until:
@@ -217,17 +221,18 @@ class OneForOne:
                 ) from exc
             return self._park(slot, exc, too_often, now)
         log.error("child crashed; restarting", exc_info=exc, extra={"fields": {"child": name}})
-        return False
+        return None
 
-    def _park(self, slot: _Slot, exc: Exception, why: str, now: float) -> bool:
+    def _park(self, slot: _Slot, exc: Exception, why: str, now: float) -> float:
         slot.restarts.clear()
-        slot.parked_until = now + slot.spec.park_s + self.within_s
+        delay = slot.spec.park_s()
+        slot.parked_until = now + delay + self.within_s
         log.error(
             "child crashed too often; parked (this is a bug: please report it with the log)",
             exc_info=exc,
-            extra={"fields": {"child": slot.spec.name, "why": why, "retry_in_s": slot.spec.park_s}},
+            extra={"fields": {"child": slot.spec.name, "why": why, "retry_in_s": round(delay, 3)}},
         )
-        return True
+        return delay
 
     async def stop(self) -> None:
         """Stop children in reverse start order, each within ``stop_timeout_s``; no

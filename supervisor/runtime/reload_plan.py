@@ -57,6 +57,7 @@ LIVE_KEYS: Mapping[str, str] = {
     "enabled": "enabled",
     "start": "start",
     "reconnect_schedule_s": "reconnect_schedule_s",
+    "reconnect_jitter": "reconnect_jitter",
     "reset_after_s": "reset_after_s",
     "ping_timeout_s": "ping_timeout_s",
     "log_level": "log_level",

@@ -13,8 +13,9 @@ Rules:
   any session's process; it is never given back. Each take wakes the server's keeper,
   which spawns a fresh spare at once.
 - A spare that dies while it waits is torn down and replaced on the server's reconnect
-  schedule (1, 2, 5, 15, 60 s by default; a spare that lived ``reset_after_s`` starts
-  it over, and so does a take), so a server that cannot start is no hot respawn loop.
+  schedule (about 1, 2, 5, 15, 60 s by default, each delay jittered by its
+  ``reconnect_jitter``; a spare that lived ``reset_after_s`` starts it over, and so
+  does a take), so a server that cannot start is no hot respawn loop.
   A spawn that fails (command missing) waits the same way.
 - Spares count toward the process cap of what takes them: a spare of a ``bridge: true``
   server is one of the bridge's ``bridge.max_processes`` from its spawn until it is
@@ -48,6 +49,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import attrs
 import trio
 
+from actors.connection import retry
+from actors.connection.retry import Draw, schedule_of
 from actors.connection.schedule import ReconnectSchedule
 from actors.log_events import get_logger
 from actors.spec import Scope, ServerSpec
@@ -95,7 +98,9 @@ class WarmPool:
         specs: Iterable[ServerSpec],
         *,
         max_processes: Callable[[], int] = lambda: 0,
+        draw: Draw = retry.draw,
     ) -> None:
+        self._draw = draw  # where each respawn falls within the schedule's jitter
         # Only the real connector spawns processes; with any other there are no spares.
         self._spawner = connector if isinstance(connector, TransportConnector) else None
         self._initial = tuple(spec for spec in specs if keeps_spares(spec))
@@ -216,7 +221,7 @@ class WarmPool:
     async def _start_keeper(self, spec: ServerSpec) -> None:
         if self._spawner is None or self._nursery is None:
             return
-        keeper = _Keeper(spec, ReconnectSchedule(spec.reconnect_schedule_s, spec.reset_after_s))
+        keeper = _Keeper(spec, schedule_of(spec))
         self._keepers[spec.name] = keeper
         await self._nursery.start(self._keep, keeper, self._spawner)
 
@@ -297,9 +302,9 @@ class WarmPool:
 
     def _failed(self, keeper: _Keeper, reason: str, *, lived_s: float | None) -> None:
         keeper.attempt = keeper.schedule.next_attempt(keeper.attempt, lived_s)
-        delay = keeper.schedule.delay(keeper.attempt)
+        delay = keeper.schedule.delay(keeper.attempt, self._draw())
         keeper.resume_at = trio.current_time() + delay
-        fields = {"server": keeper.spec.name, "reason": reason, "retry_in_s": delay}
+        fields = {"server": keeper.spec.name, "reason": reason, "retry_in_s": round(delay, 3)}
         log.warning("warm spare lost", extra={"fields": fields})
         keeper.wake.set()
 

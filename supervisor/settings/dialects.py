@@ -24,7 +24,6 @@ from actors.protocol.era import SETTING_VALUES
 from actors.spec import (
     DEFAULT_INIT_TIMEOUT_S,
     DEFAULT_MAX_OUTPUT_BYTES,
-    DEFAULT_RECONNECT_SCHEDULE_S,
     Scope,
     ServerSpec,
     Start,
@@ -33,6 +32,7 @@ from actors.spec import (
 from .expansion import Expander
 from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis
 from .oauth import read_oauth
+from .reconnect import read_jitter, read_schedule
 from .tls import read_tls
 from .values import (
     SENSITIVE_NAME,
@@ -44,7 +44,6 @@ from .values import (
     expect_choice,
     expect_int,
     expect_list,
-    expect_number,
     expect_object,
     show,
 )
@@ -57,8 +56,8 @@ _KEYS = frozenset(
         "type", "transport", "command", "args", "env", "cwd", "url", "headers", "oauth",
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
-        "max_output_bytes", "reconnect_schedule_s", "protocol", "log_level", "concurrency", "bridge",
-        "warm", "tls",
+        "max_output_bytes", "reconnect_schedule_s", "reconnect_jitter", "protocol", "log_level",
+        "concurrency", "bridge", "warm", "tls",
     }
 )  # fmt: skip
 
@@ -166,7 +165,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         if "concurrency" in entry
         else None
     )
-    schedule = _schedule(entry, path)
+    schedule = read_schedule(entry, path)
     server_name = _server_name(name, entry, kind, path, exp)
     oauth = read_oauth(entry, path, exp)
     tls = read_tls(entry, url, path, exp)
@@ -193,6 +192,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         max_call_s=max_call_s,
         max_output_bytes=max_output_bytes,
         reconnect_schedule_s=schedule,
+        reconnect_jitter=read_jitter(entry, path),
         secrets=tuple(dict.fromkeys(secret for secret in secrets if secret)),
         server_name=server_name,
         oauth=oauth,
@@ -358,17 +358,6 @@ def _add_token(headers: dict[str, str], entry: Mapping[str, Any], path: str, exp
     if any(name.lower() == "authorization" for name in headers):
         raise Invalid(where, "give either 'token' or an Authorization header, not both")
     headers["Authorization"] = f"Bearer {token}"
-
-
-def _schedule(entry: Mapping[str, Any], path: str) -> tuple[float, ...]:
-    if "reconnect_schedule_s" not in entry:
-        return DEFAULT_RECONNECT_SCHEDULE_S
-    where = child(path, "reconnect_schedule_s")
-    what = "a non-empty list of delays in seconds, like [1, 2, 5, 15, 60]"
-    delays = expect_list(entry["reconnect_schedule_s"], where, what)
-    if not delays:
-        raise Invalid(where, f"expected {what}, got []")
-    return tuple(expect_number(delay, child(where, i), positive=False) for i, delay in enumerate(delays))
 
 
 def _choice(entry: Mapping[str, Any], key: str, choices: list[str], path: str, exp: Expander) -> str | None:

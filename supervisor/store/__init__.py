@@ -9,27 +9,28 @@ writes survive a kill of the process without corruption.
   and ``audit_hash`` (the same digest, faster where orjson writes the same bytes).
 - ``schema``: the ordered migration steps and ``PRAGMA user_version``.
 - ``database``: ``Store``, the synchronous SQLite wrapper (WAL, mode 0600).
-- ``actor``: ``StoreActor``, its async owner: non-blocking submits, batched writes in a
-  worker thread, writes survive shutdown.
+- ``actor``: ``StoreActor``, its async owner: non-blocking submits of ``messages``,
+  batched writes in a worker thread, writes survive shutdown; ``unsaved``: what it says
+  of the writes the database refused that no journal holds.
 - ``journal``: ``AuditJournal``, each audit row appended to this instance's journal file
-  before its call is answered (durable against a kill of the process, not a power loss).
+  before its call is answered (durable against a kill of the process, not a power loss);
+  ``receipts``: how the store actor tells it which rows SQLite holds.
 - ``replay``: folding journals into SQLite, idempotently: closed segments, an instance's
   journal at its end, and at start the journals of dead instances.
 """
 
-from supervisor.store.actor import (
+from supervisor.store.actor import StoreActor, StoreStatistics
+from supervisor.store.database import DB_FILENAME, Store
+from supervisor.store.errors import StoreError, StoreForeignError, StoreVersionError
+from supervisor.store.messages import (
     AddAudit,
     ForgetApproval,
     RememberApproval,
     SaveEra,
     SaveToolList,
     SetPin,
-    StoreActor,
     StoreMessage,
-    StoreStatistics,
 )
-from supervisor.store.database import DB_FILENAME, Store
-from supervisor.store.errors import StoreError, StoreForeignError, StoreVersionError
 from supervisor.store.records import AuditRow, audit_hash, hash_arguments
 from supervisor.store.schema import SCHEMA_VERSION
 

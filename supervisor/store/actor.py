@@ -11,9 +11,13 @@ per row shrink. After the first message of a batch it lingers a moment (``linger
 5 ms by default; cut short by ``flush``, ``close`` or a full batch) so that calls made
 one after another share a transaction and a thread hop instead of paying one each.
 
-A write that fails is logged and counted, never raised: losing an audit row is bad,
-taking the supervisor down because a disk filled up is worse. A failed batch is retried
-one message at a time, so one bad message cannot take its neighbours with it.
+A write that fails is counted, never raised: losing an audit row is bad, taking the
+supervisor down because a disk filled up is worse. A failed batch is retried one message
+at a time, so one bad message cannot take its neighbours with it. What is said about
+it is what is true: an audit row the journal holds is not lost (its receipt hears why,
+and the journal says how many wait, ``supervisor.store.journal``); what no journal
+holds (remembered approvals, pins, tool lists, eras, and audit rows the journal
+dropped) is, and one line at most every 10 s says how much (``supervisor.store.unsaved``).
 
 Shutdown: when the mailbox is closed (``close()``) the actor writes what is left and
 returns. When cancelled, it writes what is queued in a shielded scope with a deadline;
@@ -24,20 +28,27 @@ still-running write thread to roll back instead of committing.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
+from collections.abc import Callable, Sequence
+from typing import TypeVar, assert_never
 
 import attrs
 import trio
 
 from actors.log_events import get_logger
 from actors.mailbox import queued
-from actors.tool_definitions import DefinitionParts
 from supervisor.store.database import Store
-from supervisor.store.errors import StoreError
-from supervisor.store.records import AuditRow
+from supervisor.store.errors import database_failed
+from supervisor.store.messages import (
+    AddAudit,
+    ForgetApproval,
+    RememberApproval,
+    SaveEra,
+    SaveToolList,
+    SetPin,
+    StoreMessage,
+)
+from supervisor.store.unsaved import Unsaved, why_failed
 
 log = get_logger("supervisor.store")
 
@@ -49,74 +60,6 @@ PUT_WAIT_S = 5.0
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 DEFAULT_LINGER_S = 0.005
 LINGER_BATCH = 256  # this many waiting messages end the linger at once
-
-# ------------------------------------------------------------------------ mailbox
-
-
-class Receipt(Protocol):
-    """Told once whether the row it came with was committed (the journal's ``Segment``)."""
-
-    def settle(self, written: bool) -> None: ...
-
-
-@attrs.frozen(slots=True)
-class AddAudit:
-    """Append one audit row; ``receipt`` hears whether it was committed."""
-
-    row: AuditRow
-    receipt: Receipt | None = None
-
-
-@attrs.frozen(slots=True)
-class RememberApproval:
-    """Remember an "always" answer (see ``Store.remember_approval``)."""
-
-    tenant: str
-    permission: str
-    fingerprint: str
-    decision: str
-
-
-@attrs.frozen(slots=True)
-class ForgetApproval:
-    """Drop a remembered answer."""
-
-    tenant: str
-    permission: str
-
-
-@attrs.frozen(slots=True)
-class SetPin:
-    """Pin a tool definition's fingerprint (``parts``: the hash of each of its parts)."""
-
-    server: str
-    tool: str
-    fingerprint: str
-    parts: DefinitionParts | None = None
-
-
-@attrs.frozen(slots=True, eq=False)
-class SaveToolList:
-    """Replace a server's last-known listing: its tools and (``surface``) the rest of
-    it. Do not mutate ``tools`` or ``surface`` after submitting: they are serialized
-    later, in the actor's thread."""
-
-    server: str
-    tools: Sequence[Mapping[str, Any]]
-    listed_at: float
-    surface: Mapping[str, Any] | None = None
-
-
-@attrs.frozen(slots=True)
-class SaveEra:
-    """Remember the protocol era a server speaks (None: forget it, so it is probed)."""
-
-    server: str
-    era: str | None
-    found_at: float
-
-
-StoreMessage: TypeAlias = AddAudit | RememberApproval | ForgetApproval | SetPin | SaveToolList | SaveEra
 
 
 @attrs.frozen(slots=True)
@@ -139,7 +82,12 @@ class StoreStatistics:
 class _Outcome:
     written: int
     batches: int
-    failures: int
+    failed: Sequence[StoreMessage] = ()  # not committed
+    error: BaseException | None = None  # why (the first error, when several)
+
+    @property
+    def failures(self) -> int:
+        return len(self.failed)
 
 
 # ------------------------------------------------------------------------ writing (worker thread)
@@ -174,54 +122,41 @@ class _Abandoned(Exception):
     """The actor stopped waiting for this write (shutdown deadline)."""
 
 
-def _database_failed(exc: BaseException) -> bool:
-    """Whether the database itself failed (locked, full, I/O error, interrupted) rather
-    than one message's data: then a retry per message would only fail N times, each
-    after waiting out the busy timeout."""
-    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
-    return isinstance(cause, sqlite3.OperationalError)
-
-
 def _commit(store: Store, batch: Sequence[StoreMessage], stop: threading.Event) -> _Outcome:
     """Write ``batch`` as one transaction; if that fails, one transaction per message
     (unless ``stop`` says the actor gave up on this write at its shutdown deadline).
 
-    Catches every Exception on purpose (see the module docstring): the failure is
-    logged here, with its traceback, and reported as counts.
+    Catches every Exception on purpose (see the module docstring): the failure comes
+    back in the outcome, which the actor reports.
     """
     if stop.is_set():
-        return _Outcome(written=0, batches=0, failures=len(batch))
+        return _Outcome(written=0, batches=0, failed=batch)
     try:
         with store.transaction():
             _apply(store, batch)
             if stop.is_set():  # abandoned while we worked: roll back, as the actor reported
                 raise _Abandoned
-        return _Outcome(written=len(batch), batches=1, failures=0)
+        return _Outcome(written=len(batch), batches=1)
     except _Abandoned:
-        return _Outcome(written=0, batches=0, failures=len(batch))
+        return _Outcome(written=0, batches=0, failed=batch)
     except Exception as exc:
-        if len(batch) == 1 or stop.is_set() or _database_failed(exc):
-            log.error("store write failed", exc_info=True, extra={"fields": {"lost": len(batch)}})
-            return _Outcome(written=0, batches=0, failures=len(batch))
+        # A failed database (full, locked) would fail a retry per message N times, each
+        # after waiting out the busy timeout: only one message's bad data is retried.
+        if len(batch) == 1 or stop.is_set() or database_failed(exc):
+            return _Outcome(written=0, batches=0, failed=batch, error=exc)
         first_error: Exception = exc
-    written = 0
+    failed: list[StoreMessage] = []
     for message in batch:
         if stop.is_set():
-            break
+            failed.append(message)
+            continue
         try:
             with store.transaction():
                 _apply(store, [message])
-            written += 1
         except Exception:
-            pass  # first_error below carries the traceback; one line per batch, not per row
-    failures = len(batch) - written
-    if failures:
-        log.error(
-            "store write failed",
-            exc_info=first_error,
-            extra={"fields": {"batch": len(batch), "lost": failures}},
-        )
-    return _Outcome(written=written, batches=written, failures=failures)
+            failed.append(message)  # first_error tells why; one report per batch, not per row
+    written = len(batch) - len(failed)
+    return _Outcome(written=written, batches=written, failed=failed, error=first_error if failed else None)
 
 
 # ------------------------------------------------------------------------ the actor
@@ -251,6 +186,7 @@ class StoreActor:
         self._progress = trio.Event()
         self._stop = threading.Event()  # tells an abandoned write thread to give up
         self._written = self._batches = self._dropped = self._failures = 0
+        self._unsaved = Unsaved()
 
     # -------------------------------------------------------------- callers' side
 
@@ -356,6 +292,7 @@ class StoreActor:
             self._receive.close()
             if batch:
                 await self._write_before_deadline(batch)
+            self._unsaved.report(trio.current_time(), final=True)
 
     async def _linger(self) -> None:
         """Let a batch gather for up to ``linger_s`` unless someone is waiting for it."""
@@ -381,17 +318,21 @@ class StoreActor:
             self._stop.set()
             self.store.interrupt()
             log.error(
-                "store shutdown deadline passed; queued writes lost",
-                extra={"fields": {"lost": len(batch), "timeout_s": self._shutdown_timeout_s}},
+                "store shutdown deadline passed; queued writes not saved",
+                extra={"fields": {"writes": len(batch), "timeout_s": self._shutdown_timeout_s}},
             )
-            outcome = _Outcome(written=0, batches=0, failures=len(batch))
+            outcome = _Outcome(written=0, batches=0, failed=batch)
         self._settle(batch, outcome)
 
     def _settle(self, batch: Sequence[StoreMessage], outcome: _Outcome) -> None:
-        written = outcome.failures == 0  # else which failed is unknown: tell every receipt no
+        failed = {id(message) for message in outcome.failed}
+        why = why_failed(outcome.error)
         for message in batch:
             if type(message) is AddAudit and message.receipt is not None:
-                message.receipt.settle(written)
+                message.receipt.settle(id(message) not in failed, why)
+        if outcome.failed:
+            self._unsaved.add(outcome.failed, outcome.error)
+        self._unsaved.report(trio.current_time())
         count = len(batch)
         self._written += outcome.written
         self._batches += outcome.batches

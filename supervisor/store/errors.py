@@ -12,6 +12,7 @@ catch one family and the message always names the file.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 
@@ -48,3 +49,17 @@ class StoreForeignError(StoreError):
         super().__init__(f"{path}: not a supervisor database ({reason}); move the file away to start afresh")
         self.path = path
         self.reason = reason
+
+
+def failure_text(error: BaseException) -> str:
+    """A write's failure in a few words: what the database said (a StoreError's cause,
+    sqlite3's), else the error itself."""
+    cause = error.__cause__ if isinstance(error, StoreError) and error.__cause__ is not None else error
+    return str(cause) or type(cause).__name__
+
+
+def database_failed(exc: BaseException) -> bool:
+    """Whether the database itself failed (locked, full, I/O error, interrupted) rather
+    than one message's data: a condition to name, not a bug to trace."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return isinstance(cause, sqlite3.OperationalError)

@@ -41,6 +41,12 @@ and the call is answered all the same. At most ``MAX_PENDING`` lines (10,000, ab
 journal tries again; once the lines are written it closes the segment, so that what
 SQLite missed meanwhile is folded in from the file. ``pending`` and ``dropped`` feed
 the metrics, and ``/v1/health`` says ``degraded`` while lines wait.
+
+A database that refuses rows (its disk is full too): each row the store actor could
+not commit is settled ``False`` with the reason, and waits in the journal until its
+segment is folded in. While rows wait, one line says how many and why, at most every
+``REPORT_EVERY_S`` (10 s), and one line says when the database has them all again:
+nothing is lost, so nothing is called lost (only ``dropped`` rows are).
 """
 
 from __future__ import annotations
@@ -53,12 +59,12 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import attrs
 import orjson
 import trio
 
 from actors.log_events import get_logger
-from supervisor.store.errors import StoreError
+from supervisor.store.errors import StoreError, failure_text
+from supervisor.store.receipts import InMemory, Segment
 from supervisor.store.records import AuditRow
 
 log = get_logger("supervisor.store.journal")
@@ -68,6 +74,7 @@ SUFFIX = ".jsonl"
 SEGMENT_BYTES = 4 << 20
 MAX_PENDING = 10_000
 RETRY_S = 1.0
+REPORT_EVERY_S = 10.0
 _FLUSH_LINES = 256  # backlog lines per write() when catching up
 
 Fold = Callable[[list[Path]], Awaitable[object]]
@@ -138,27 +145,6 @@ def encode(row: AuditRow) -> bytes:
     )
 
 
-@attrs.define(eq=False)
-class Segment:
-    """One journal file, and how many of its rows the store actor has still to settle."""
-
-    index: int
-    path: Path
-    wake: Callable[[], None] = attrs.field(repr=False)
-    unsettled: int = 0
-    refold: bool = False  # SQLite may miss rows of it: fold the file before deleting it
-    closed: bool = False
-
-    def settle(self, written: bool) -> None:
-        """The store actor is done with one row of this segment (``StoreActor`` receipt)."""
-        self.unsettled -= 1
-        if not written:
-            self.refold = True
-            self.wake()
-        elif self.closed and not self.unsettled:
-            self.wake()
-
-
 class AuditJournal:
     """This instance's journal. ``started`` and ``finished`` write at once, on the event
     loop; ``run`` (a task) retries after failures and deletes segments SQLite holds."""
@@ -186,6 +172,9 @@ class AuditJournal:
         self._in_flight: dict[str, bytes] = {}  # start lines of calls not ended yet
         self._backlog: collections.deque[bytes] = collections.deque()
         self._failing: str | None = None
+        self._in_memory = InMemory(self._poke)
+        self._why = ""  # why SQLite last refused rows, or a fold failed
+        self._reported_at: float | None = None  # when rows waiting for SQLite were last told
         self._wake = trio.Event()
         self._stopped = trio.Event()
         self._scope: trio.CancelScope | None = None
@@ -198,6 +187,12 @@ class AuditJournal:
     def pending(self) -> int:
         """Lines waiting in memory because the disk refused them."""
         return len(self._backlog)
+
+    @property
+    def waiting(self) -> int:
+        """Rows SQLite refused that wait in the journal to be folded in."""
+        segments = [*self._closed, *([self._segment] if self._segment is not None else [])]
+        return self._in_memory.missed + sum(segment.missed for segment in segments)
 
     @property
     def degraded(self) -> bool:
@@ -216,36 +211,35 @@ class AuditJournal:
         self._in_flight[row.record] = line
         self._append(line, False)
 
-    def finished(self, row: AuditRow) -> Segment | None:
-        """A call ended: write its row. Returns the segment it went to, which the store
-        actor must settle the row with (None: the row waits in memory)."""
+    def finished(self, row: AuditRow) -> Segment | InMemory | None:
+        """A call ended: write its row. Returns the receipt the store actor must settle
+        the row with: the segment it went to, or ``InMemory`` while it waits for the
+        disk; None when it was dropped (the memory queue is full: the journal lost it)."""
         if row.record is not None:
             self._in_flight.pop(row.record, None)
         return self._append(encode(row), True)
 
-    def _append(self, line: bytes, is_row: bool) -> Segment | None:
+    def _append(self, line: bytes, is_row: bool) -> Segment | InMemory | None:
         segment = self._segment
         if self._backlog or segment is None:
-            self._queue(line)
-            return None
+            return self._queue(line)
         try:
             written = write_line(self._fd, line)
         except OSError as exc:
             self._trouble(exc)
-            self._queue(line)
-            return None
+            return self._queue(line)
         self._size += written
         if written < len(line):  # the disk filled up within the line: the rest waits
             self._trouble(OSError(f"short write ({written} of {len(line)} bytes)"))
             self._backlog.append(line[written:])
-            return None
+            return self._in_memory
         if is_row:
             segment.unsettled += 1
         if self._size >= self._segment_bytes:
             self._rotate()
         return segment if is_row else None
 
-    def _queue(self, line: bytes) -> None:
+    def _queue(self, line: bytes) -> InMemory | None:
         if len(self._backlog) >= self._max_pending:
             if not self.dropped:
                 log.error(
@@ -253,9 +247,10 @@ class AuditJournal:
                     extra={"fields": {"max_pending": self._max_pending, "path": str(self.directory)}},
                 )
             self.dropped += 1
-            return
+            return None
         self._backlog.append(line)
         self._wake.set()
+        return self._in_memory
 
     def _trouble(self, exc: OSError) -> None:
         if self._failing is None:
@@ -309,7 +304,9 @@ class AuditJournal:
             self._recovered()
         return True
 
-    def _poke(self) -> None:
+    def _poke(self, why: str | None = None) -> None:
+        if why:
+            self._why = why
         self._wake.set()  # the Event of the moment: ``run`` replaces it after each wake-up
 
     def _flush(self) -> bool:
@@ -336,6 +333,9 @@ class AuditJournal:
                     return False
                 written -= len(line)
                 self._backlog.popleft()
+        # Their rows that SQLite refused wait in this segment now.
+        segment.missed += self._in_memory.missed
+        self._in_memory.missed = 0
         if self._failing is not None:
             self._recovered()
         return True
@@ -356,8 +356,8 @@ class AuditJournal:
         if refold:
             try:
                 await fold(refold)
-            except (StoreError, OSError):
-                log.warning("audit journal fold failed; retrying", exc_info=True)
+            except (StoreError, OSError) as exc:
+                self._why = failure_text(exc)
                 return False
         for segment in done:
             with contextlib.suppress(FileNotFoundError):
@@ -376,11 +376,34 @@ class AuditJournal:
                 while True:
                     await self._wake.wait()
                     self._wake = trio.Event()
-                    if not await self._tend(fold):
+                    tended = await self._tend(fold)
+                    self._report()
+                    if not tended:
                         await trio.sleep(self._retry_s)
                         self._wake.set()
         finally:
             self._stopped.set()
+
+    def _report(self) -> None:
+        """Say what is true of the rows SQLite refused: how many wait in the journal (one
+        line at most every ``REPORT_EVERY_S``), or that it holds them all again."""
+        waiting, now = self.waiting, trio.current_time()
+        if waiting and (self._reported_at is None or now - self._reported_at >= REPORT_EVERY_S):
+            self._reported_at = now
+            # Not lost, and not said to be: they are folded in once the database writes.
+            fields = {
+                "rows": waiting,
+                "error": self._why,
+                "retry_s": self._retry_s,
+                "path": str(self.directory),
+            }
+            log.warning("audit rows wait in the journal for the database", extra={"fields": fields})
+        elif not waiting and self._reported_at is not None:
+            self._reported_at = None
+            log.info(
+                "audit rows folded in from the journal: the database holds every row again",
+                extra={"fields": {"path": str(self.directory)}},
+            )
 
     async def aclose(self, fold_all: Fold) -> None:
         """The instance ends (its calls have ended, the store actor has stopped): stop

@@ -102,7 +102,9 @@ async def test_backoff_shows_attempt_last_error_and_retry_countdown(tmp_path: Pa
         data = await wait_for(http, "/v1/servers/dying", lambda d: d["state"] == "backoff")
         assert data["attempt"] >= 1 and data["available"] is False
         assert data["last_error"] and "dying" in data["last_error"]
-        assert 0 < data["retry_in_s"] <= 30
+        assert 0 <= data["last_error_age_s"] < 10
+        assert abs(data["last_error_at"] - (time.time() - data["last_error_age_s"])) < 2
+        assert 0 < data["retry_in_s"] <= 33  # 30 s, jittered by up to a tenth
         assert abs(data["next_retry_at"] - (time.time() + data["retry_in_s"])) < 2
         assert data["transitions"][-1]["state"] == "backoff" and data["transitions"][-1]["reason"]
 

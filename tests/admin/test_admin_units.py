@@ -185,6 +185,7 @@ def test_clock_and_server_shapes() -> None:
         attempt=2,
         next_retry_at=104.5,
         last_error="died: the-secret-1234",
+        last_error_at=95.0,
         transitions=(Transition(95.0, State.BACKOFF, State.STEADY, "died: the-secret-1234"),),
     )
     status = ConnectionStatus(("the-secret-1234 was here", "token=abc123"), 0, "pid=1")
@@ -192,6 +193,8 @@ def test_clock_and_server_shapes() -> None:
     assert detail["since"] == 1_699_999_995.0 and detail["attempt"] == 2
     assert detail["retry_in_s"] == 4.5 and detail["next_retry_at"] == 1_700_000_004.5
     assert detail["last_error"] == "died: ***" and detail["transitions"][0]["reason"] == "died: ***"
+    assert detail["last_error_at"] == 1_699_999_995.0 and detail["last_error_age_s"] == 5.0
+    assert never["last_error_at"] is None and never["last_error_age_s"] is None
     assert detail["stderr_tail"] == ["*** was here", "token=***"]
     overdue = server_summary(_view(state=State.BACKOFF, next_retry_at=99.0), clock, redactor)
     assert overdue["retry_in_s"] == 0.0

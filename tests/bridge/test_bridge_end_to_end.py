@@ -247,7 +247,8 @@ class ServeB:
 
 async def test_a_sigkilled_hub_answers_calls_at_once_and_a_reconnects_on_its_schedule(tmp_path: Path) -> None:
     """B is SIGKILLed (its whole process group) under two calls in flight: A answers
-    them well before their 30 s timeout, waits in backoff on its schedule (1, 2, 5 s),
+    them well before their 30 s timeout, waits in backoff on its schedule (about 1, 2,
+    5 s: each delay within the default jitter, a tenth of it),
     and is healthy again once B is back on the same port; B's server-everything died
     with B (parent-death signal), so no process of B's is left."""
     needs_everything()
@@ -292,7 +293,7 @@ async def test_a_sigkilled_hub_answers_calls_at_once_and_a_reconnects_on_its_sch
             with trio.fail_after(10):
                 dropped = await wait_for_view(sup, lambda v: v.state is State.BACKOFF)
             assert "the bridge at ws://127.0.0.1" in (dropped.last_error or ""), dropped
-            assert dropped.next_retry_at == pytest.approx(dropped.since + SCHEDULE[0]), dropped
+            assert dropped.next_retry_at == pytest.approx(dropped.since + SCHEDULE[0], rel=0.1), dropped
             with trio.fail_after(10):
                 await eventually(lambda: not marked_by(first_b))  # server-everything died with B
 
@@ -305,7 +306,8 @@ async def test_a_sigkilled_hub_answers_calls_at_once_and_a_reconnects_on_its_sch
                 nursery.cancel_scope.cancel()
             for attempt, view in enumerate(backoffs):  # each delay is the schedule's next step
                 delay = SCHEDULE[min(attempt, len(SCHEDULE) - 1)]
-                assert view.next_retry_at == pytest.approx(view.since + delay), (attempt, backoffs)
+                assert view.next_retry_at is not None, (attempt, backoffs)
+                assert view.next_retry_at - view.since == pytest.approx(delay, rel=0.1), (attempt, backoffs)
             due = backoffs[-1].next_retry_at
             assert due is not None and back.since >= due - 0.05  # not before it was due
             with trio.fail_after(30):

@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import json
 import logging
+import random
 import re
 import signal
 import subprocess
@@ -23,7 +24,8 @@ import trio
 import trio.testing
 from trio_websocket import ConnectionClosed
 
-from actors.connection.schedule import ReconnectSchedule
+from actors.connection.schedule import ReconnectSchedule, jittered
+from actors.log_events import event_name, record_fields
 from actors.protocol import bridge_envelope as env
 from actors.transports.connector import TransportConnector
 from supervisor.bridge import dialout
@@ -265,6 +267,35 @@ async def test_a_dropped_peer_reconnects_on_its_schedule_and_registers_again(tmp
     assert registered.names == [["far-mini"]] * 3
     gaps = [later - earlier for earlier, later in itertools.pairwise(registered.times)]
     assert len(gaps) == 2 and all(0.2 <= gap < 3 for gap in gaps), gaps  # the 0.2 s delay
+
+
+async def test_a_peer_that_cannot_reach_its_hub_dials_again_at_jittered_delays(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On the default schedule (about 1, 2, 5, 15, 60 s), each delay moved by up to a
+    tenth by its draw, so peers cut off together do not all dial in one instant; the
+    log says each delay."""
+    dials: list[float] = []
+
+    @asynccontextmanager
+    async def refused(url: str, **options: Any) -> AsyncIterator[None]:
+        dials.append(trio.current_time())
+        raise OSError("connection refused")
+        yield
+
+    monkeypatch.setattr(dialout, "open_websocket_url", refused)
+    with trio.move_on_after(150):
+        await run_peer(
+            "ws://hub.invalid/v1/bridge", PEER, {}, TransportConnector(), draw=random.Random(9).random
+        )
+    seeded = random.Random(9)
+    expected = [jittered(delay, 0.1, seeded.random()) for delay in (1.0, 2.0, 5.0, 15.0, 60.0, 60.0)]
+    assert [later - earlier for earlier, later in itertools.pairwise(dials)] == pytest.approx(expected)
+    said = [
+        record_fields(r) for r in caplog.records if event_name(r) == "bridge peer: not connected to the hub"
+    ]
+    assert [fields["retry_in_s"] for fields in said][:6] == pytest.approx(expected, abs=1e-3)
+    assert said[0]["error"] == "connection refused"
 
 
 async def test_a_registered_peer_is_never_idle(tmp_path: Path) -> None:

@@ -69,6 +69,7 @@ SERVERS: list[dict[str, Any]] = [
         "next_retry_at": 1234.5,
         "retry_in_s": 11.2,
         "last_error": LONG_ERROR,
+        "last_error_age_s": 4.7,
         "available": False,
         "reconnects": 2,
         "tools": 1,
@@ -320,7 +321,7 @@ def test_status_prints_an_aligned_table_with_countdown_and_cut_error(
     assert starts == sorted(starts)
     expected = [
         ["time", "steady", "2026-07-28", "yes", "2", "-", "-", "-"],
-        ["flaky-enterprise", "backoff", "-", "no", "1", "in 12s", "3", "process exited with"],
+        ["flaky-enterprise", "backoff", "-", "no", "1", "in 12s", "3", "process exited"],
     ]
     assert len(rows) == len(expected)
     for row, cells in zip(rows, expected, strict=True):
@@ -329,8 +330,24 @@ def test_status_prints_an_aligned_table_with_countdown_and_cut_error(
             assert start == 0 or row[start - 2 : start] == "  ", (row, cell)
     flaky = rows[1]
     assert len(flaky) == 100
-    assert flaky.endswith("...")
-    assert LONG_ERROR[: 100 - starts[-1] - 3] in flaky
+    assert flaky.endswith("... (4s ago)"), "the age survives the cut"
+    assert LONG_ERROR[: 100 - starts[-1] - len("... (4s ago)")] in flaky
+
+
+def test_status_shows_how_old_the_last_error_is(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server that came back keeps its last error: its age says it is history.
+    monkeypatch.setenv("COLUMNS", "200")
+    fake.servers = [
+        {**SERVERS[0], "last_error": "mcp server time closed the connection", "last_error_age_s": 7512.9},
+        {**SERVERS[0], "name": "old-service", "last_error": "died"},  # no age: as it was
+    ]
+    assert run(fake, "status") == 0
+    _, steady, old = capsys.readouterr().out.splitlines()
+    assert steady.startswith("time ") and "steady" in steady
+    assert steady.endswith("  mcp server time closed the connection (2h05m ago)")
+    assert old.endswith("  died")
 
 
 def test_status_last_error_follows_the_terminal_width(
@@ -374,7 +391,7 @@ def test_status_into_a_pipe_cuts_nothing(
     monkeypatch.setattr(cli_text, "is_terminal", lambda stream: False)
     assert run(fake, "status") == 0
     flaky = capsys.readouterr().out.splitlines()[2]
-    assert flaky.endswith(LONG_ERROR)
+    assert flaky.endswith(f"{LONG_ERROR} (4s ago)")
 
 
 def test_status_wide_cuts_nothing_even_on_a_narrow_terminal(
@@ -382,7 +399,7 @@ def test_status_wide_cuts_nothing_even_on_a_narrow_terminal(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "60")
     assert run(fake, "status", "--wide") == 0
-    assert capsys.readouterr().out.splitlines()[2].endswith(LONG_ERROR)
+    assert capsys.readouterr().out.splitlines()[2].endswith(f"{LONG_ERROR} (4s ago)")
 
 
 class Terminal(io.StringIO):
@@ -420,6 +437,30 @@ def test_a_table_on_a_terminal_is_cut_to_its_width(monkeypatch: pytest.MonkeyPat
 )
 def test_retry_countdown_text(state: str, retry_in_s: object, text: str) -> None:
     assert cli_text.format_retry(state, retry_in_s) == text
+
+
+@pytest.mark.parametrize(
+    ("error", "age_s", "text"),
+    [
+        ("died", 0.4, "died (0s ago)"),
+        ("died", 59.9, "died (59s ago)"),
+        ("died", 75, "died (1m15s ago)"),
+        ("died", 3725, "died (1h02m ago)"),
+        ("died", 2 * 86400 + 3 * 3600 + 59, "died (2d03h ago)"),
+        ("died", None, "died"),
+        ("died", True, "died"),
+        (None, 5, "-"),
+    ],
+)
+def test_last_error_text_says_how_long_ago(error: object, age_s: object, text: str) -> None:
+    assert cli_text.format_error(error, age_s) == text
+
+
+def test_a_cut_keeps_the_tail_of_a_tailed_cell_while_it_fits() -> None:
+    cell = cli_text.Tailed("mcp server flaky closed the connection", "(3s ago)")
+    assert cli_text.cut(cell, 30) == "mcp server flaky c... (3s ago)"
+    assert cli_text.cut(cell, 12) == "mcp serve..."  # too narrow for both: the text first
+    assert cli_text.cut(cell, 100) == "mcp server flaky closed the connection (3s ago)"
 
 
 def test_status_json_prints_the_server_list_as_served_and_nothing_else(
@@ -468,7 +509,9 @@ def test_status_with_no_servers_says_so(fake: FakeAdmin, capsys: pytest.CaptureF
 def test_status_replaces_terminal_control_characters_from_servers(
     fake: FakeAdmin, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake.servers = [{**SERVERS[1], "last_error": "boom\x1b]0;owned\x07\nsecond line"}]
+    fake.servers = [
+        {**SERVERS[1], "last_error": "boom\x1b]0;owned\x07\nsecond line", "last_error_age_s": None}
+    ]
     assert run(fake, "status") == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out

@@ -135,7 +135,7 @@ async def test_sigkill_with_20_calls_in_flight(tmp_path: Path) -> None:
         epoch = await wait_for_state(sup, "victim", State.BACKOFF)
         backoff_view = sup.router.cell.current.servers["victim"]
         assert backoff_view.next_retry_at is not None
-        assert backoff_view.next_retry_at - backoff_view.since == pytest.approx(1.0, abs=0.01)
+        assert backoff_view.next_retry_at - backoff_view.since == pytest.approx(1.0, abs=0.1)  # jittered
         await wait_for_state(sup, "victim", State.STEADY, epoch)
         later = await (await session.begin_turn()).call("victim_echo", {"text": "back"})
         assert later.ok and later.text == "back"

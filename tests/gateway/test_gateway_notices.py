@@ -16,12 +16,12 @@ import pytest
 import trio
 import trio.testing
 
-from actors.connection.server_log import ServerLogged, log_server_message
+from actors.connection.server_log import ServerLogged, admits, log_server_message
 from actors.protocol.notifications import LogMessage
 from actors.redaction import Redactor
 from actors.spec import Scope
 from supervisor import Supervisor
-from supervisor.gateway.notices import admits, run_notices
+from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.sessions.session import Session
 from supervisor.settings.model import Config, ToolSearchSettings, TrustRule, TrustSettings

@@ -5,6 +5,7 @@ last delay, while the supervisor and every other server keep running."""
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 import trio
 import trio.testing
 
+from actors.connection import retry
 from actors.connection.messages import Control
+from actors.connection.schedule import jittered
 from actors.connection.states import State
 from actors.spec import ServerSpec, Start
 from actors.transports import spawned
@@ -53,9 +56,22 @@ def parked(sup: Supervisor, name: str) -> bool:
     return view.state is State.BACKOFF and view.condition == "crashed"
 
 
+def seeded(monkeypatch: pytest.MonkeyPatch, seed: int, last_delay: float, count: int) -> list[float]:
+    """Seed the process's jitter draws; the first ``count`` parking delays they give a
+    server whose schedule ends in ``last_delay`` (the default jitter, a tenth)."""
+    monkeypatch.setattr(retry, "GENERATOR", random.Random(seed))
+    draws = random.Random(seed)
+    return [jittered(last_delay, 0.1, draws.random()) for _ in range(count)]
+
+
 async def test_a_crashing_actor_parks_its_server_and_retries_at_the_last_delay(
-    thread_safe_clock: trio.testing.MockClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    thread_safe_clock: trio.testing.MockClock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The last delay, 7 s, jittered anew at each parking: servers parked together retry apart.
+    first, second = seeded(monkeypatch, 3, 7.0, 2)
     connector = BuggyConnector(FakeServer(), {"buggy"})
     config = Config(
         servers=(
@@ -70,9 +86,10 @@ async def test_a_crashing_actor_parks_its_server_and_retries_at_the_last_delay(
         parked_at = trio.current_time()
         view = sup.servers()["buggy"]
         assert len(connector.attempts) == 4  # the first start and three quick restarts
-        assert view.attempt == 3 and view.next_retry_at == pytest.approx(parked_at + 7.0, abs=0.01)
+        assert view.attempt == 3 and view.next_retry_at == pytest.approx(parked_at + first, abs=0.01)
         assert view.last_error is not None
-        assert f"its connection actor crashed (RuntimeError: {BUG}); next try in 7 s" in view.last_error
+        crashed = f"its connection actor crashed (RuntimeError: {BUG}); next try in {first:.3g} s"
+        assert crashed in view.last_error and abs(first - 7.0) > 0.05
         errors = [r for r in caplog.records if r.levelno == logging.ERROR]
         assert [r.getMessage() for r in errors][-1].startswith("child crashed too often; parked")
         assert errors[-1].exc_info is not None  # the traceback is in the log
@@ -84,10 +101,10 @@ async def test_a_crashing_actor_parks_its_server_and_retries_at_the_last_delay(
             assert (await turn.call("buggy_echo", {})).error.code in ("unavailable", "unknown_tool")
 
         # One try at the last delay; crashing again parks it again at once.
-        await trio.sleep_until(parked_at + 7.5)
-        assert connector.attempts[4:] == [pytest.approx(parked_at + 7.0, abs=0.01)]
+        await trio.sleep_until(parked_at + first + 0.5)
+        assert connector.attempts[4:] == [pytest.approx(parked_at + first, abs=0.01)]
         assert parked(sup, "buggy")
-        assert sup.servers()["buggy"].next_retry_at == pytest.approx(parked_at + 14.0, abs=0.01)
+        assert sup.servers()["buggy"].next_retry_at == pytest.approx(parked_at + first + second, abs=0.01)
 
         # An operator restart tries at once; with the bug gone the server comes up.
         connector.broken.clear()
@@ -108,6 +125,7 @@ async def test_the_admin_api_and_status_show_a_parked_server(
         return plan(spec, *args)
 
     monkeypatch.setattr(spawned, "plan_launch", buggy_plan)
+    (delay,) = seeded(monkeypatch, 1, 30.0, 1)  # 27.8 s: the jittered delay is what is shown
     config = config_of(mini_spec("good"), mini_spec("buggy", reconnect_schedule_s=(30.0,)))
     async with admin_running(config, tmp_path) as running:
         http = running.http()
@@ -118,7 +136,7 @@ async def test_the_admin_api_and_status_show_a_parked_server(
 
         servers = await wait_for(http, "/v1/servers", settled)
         buggy = {s["name"]: s for s in servers["servers"]}["buggy"]
-        assert buggy["state"] == "backoff" and 25 < buggy["retry_in_s"] <= 30
+        assert buggy["state"] == "backoff" and delay - 5 < buggy["retry_in_s"] <= delay
         assert "its connection actor crashed (KeyError: 'not a transport error')" in buggy["last_error"]
         conforms("list_servers", await http.request("GET", "/v1/servers"))
         health = await http.request("GET", "/v1/health")

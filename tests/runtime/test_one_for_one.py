@@ -3,6 +3,9 @@ child that died, give up past the restart intensity)."""
 
 from __future__ import annotations
 
+import functools
+import itertools
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -10,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from actors.connection.schedule import jittered
 from supervisor.runtime.one_for_one import ChildSpec, OneForOne, SupervisorGaveUp
 
 WAIT_S = 1_000.0  # virtual seconds
@@ -240,34 +244,41 @@ async def test_too_many_crashes_within_the_window_give_up(autojump_clock: trio.t
 
 
 class ParkedChild(FakeChild):
-    """A child whose bug is fixed after ``broken_runs`` runs; parked runs wait ``park_s``
-    (as a connection actor waits in backoff) before they try, and crash while broken."""
+    """A child whose bug is fixed after ``broken_runs`` runs; parked runs wait the delay
+    ``park_s`` gives (as a connection actor waits in backoff) before they try, and
+    crash while broken."""
 
-    def __init__(self, name: str, log: list[Event], *, broken_runs: int, park_s: float) -> None:
+    def __init__(
+        self, name: str, log: list[Event], *, broken_runs: int, park_s: float | Callable[[], float]
+    ) -> None:
         super().__init__(name, log, startup_s=0.0)
         self.broken_runs = broken_runs
-        self.park_s = park_s
+        self.park_s = park_s if callable(park_s) else lambda: park_s
         self.runs: list[tuple[str, float]] = []  # ("start" | "parked", when)
         self.parked_by: list[str] = []
+        self.delays: list[float] = []
         self.healthy = trio.CancelScope()
 
     def spec(self) -> ChildSpec:
         start = lambda: self.run_normal  # noqa: E731
         return ChildSpec(self.name, start, self.request_stop, park=self.park, park_s=self.park_s)
 
-    def park(self, crash: Exception) -> Callable[..., Awaitable[None]]:
+    def park(self, crash: Exception, delay: float) -> Callable[..., Awaitable[None]]:
         self.parked_by.append(str(crash))
-        return self.run_parked
+        self.delays.append(delay)
+        return functools.partial(self.run_parked, delay)
 
     async def run_normal(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.runs.append(("start", trio.current_time()))
         task_status.started()
         await self.work()
 
-    async def run_parked(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run_parked(
+        self, delay: float, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         self.runs.append(("parked", trio.current_time()))
         task_status.started()
-        with trio.move_on_after(self.park_s):
+        with trio.move_on_after(delay):
             await self.stop_requested.wait()
             return
         await self.work()
@@ -313,6 +324,35 @@ async def test_past_the_intensity_a_child_with_park_is_parked_and_retried_at_its
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     parked = [r for r in errors if r.getMessage().startswith("child crashed too often; parked")]
     assert len(parked) == 3 and all(r.exc_info is not None for r in parked)
+
+
+async def test_parked_children_retry_at_jittered_delays(autojump_clock: trio.testing.MockClock) -> None:
+    """Children parked together (one bug, one moment) retry apart: each parking asks
+    ``park_s`` anew, here 60 s jittered by a tenth with a seeded generator."""
+    seeded = random.Random(5)
+    log: list[Event] = []
+    children = [
+        ParkedChild(f"c{n}", log, broken_runs=100, park_s=lambda: jittered(60.0, 0.1, seeded.random()))
+        for n in range(3)
+    ]
+    supervisor = OneForOne(max_restarts=3, within_s=5.0)
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run, [child.spec() for child in children])
+            await trio.sleep(200)
+            await supervisor.stop()
+    for child in children:
+        parked = [at for kind, at in child.runs if kind == "parked"]
+        # Parked at 2 s; each try comes after its own delay, crashes 0.5 s into its
+        # work and is parked again at once, with a fresh delay.
+        assert [b - a - 0.5 for a, b in itertools.pairwise(parked)] == pytest.approx(
+            child.delays[: len(parked) - 1]
+        )
+        assert all(54.0 <= delay <= 66.0 for delay in child.delays) and len(set(child.delays)) == len(
+            child.delays
+        )
+    first_tries = [child.runs[5][1] for child in children]
+    assert len({round(at, 3) for at in first_tries}) == 3, "apart, not in lockstep"
 
 
 async def test_a_crash_long_after_a_parked_childs_retry_counts_afresh(

@@ -59,6 +59,7 @@ LIVE_CHANGES = [
     ("enabled", {"enabled": False}),
     ("start", {"start": Start.EAGER}),
     ("reconnect_schedule_s", {"reconnect_schedule_s": (3.0,)}),
+    ("reconnect_jitter", {"reconnect_jitter": 0.3}),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -18,6 +19,7 @@ import pytest
 import trio
 import trio.testing
 
+from actors.connection.schedule import jittered
 from actors.log_events import event_name, record_fields
 from actors.spec import Scope, ServerSpec
 from actors.transports.connector import TransportConnector
@@ -99,16 +101,24 @@ async def test_a_new_session_adopts_a_spare_spawned_before_it_and_a_fresh_one_re
     assert not alive(last)  # stopped at shutdown
 
 
+def seeded_schedule(seed: int, delays: tuple[float, ...]) -> list[float]:
+    """The delays a pool drawing from a generator seeded with ``seed`` waits (the default
+    jitter, a tenth)."""
+    seeded = random.Random(seed)
+    return [jittered(delay, 0.1, seeded.random()) for delay in delays]
+
+
 async def test_a_spare_that_dies_while_waiting_is_replaced_on_the_reconnect_schedule(
     tmp_path: Path, thread_safe_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     connector = TransportConnector(tmp_path)
-    pool = WarmPool(connector, [warm_spec()])
+    pool = WarmPool(connector, [warm_spec()], draw=random.Random(11).random)
+    delays = seeded_schedule(11, (1.0, 2.0, 5.0))  # each a tenth or less from the schedule
     async with trio.open_nursery() as nursery:
         await nursery.start(connector.run)
         async with pool.running():
             (spare,) = await pool.wait_for("priv", lambda pids: len(pids) == 1)
-            for delay in (1.0, 2.0, 5.0):
+            for delay in delays:
                 killed_at = trio.current_time()
                 os.kill(spare, signal.SIGKILL)
                 (replacement,) = await pool.wait_for(
@@ -121,7 +131,7 @@ async def test_a_spare_that_dies_while_waiting_is_replaced_on_the_reconnect_sche
         assert not alive(spare)  # the pool's end tears its spares down
         nursery.cancel_scope.cancel()
     lost = spares_lost(caplog)
-    assert [f["retry_in_s"] for f in lost] == [1.0, 2.0, 5.0]
+    assert [f["retry_in_s"] for f in lost] == pytest.approx(delays, abs=1e-3)
     assert "exited while waiting (status -9)" in lost[0]["reason"]
 
 
@@ -130,7 +140,9 @@ async def test_a_server_that_cannot_start_is_no_hot_respawn_loop(
 ) -> None:
     connector = TransportConnector(tmp_path)
     pool = WarmPool(
-        connector, [ServerSpec(name="ghost", command=("no-such-command-xyz",), scope=Scope.SESSION, warm=2)]
+        connector,
+        [ServerSpec(name="ghost", command=("no-such-command-xyz",), scope=Scope.SESSION, warm=2)],
+        draw=random.Random(12).random,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(connector.run)
@@ -138,7 +150,10 @@ async def test_a_server_that_cannot_start_is_no_hot_respawn_loop(
             await trio.sleep(30)
         nursery.cancel_scope.cancel()
     lost = spares_lost(caplog)
-    assert [f["retry_in_s"] for f in lost] == [1.0, 2.0, 5.0, 15.0, 60.0]  # 30 s: five tries, not thousands
+    schedule = seeded_schedule(12, (1.0, 2.0, 5.0, 15.0, 60.0))
+    assert [f["retry_in_s"] for f in lost] == pytest.approx(
+        schedule, abs=1e-3
+    )  # 30 s: five tries, not thousands
     assert "not found on PATH" in lost[0]["reason"]
 
 

@@ -7,7 +7,8 @@ calls nor pings); honours ``notifications/cancelled``; unknown methods get -3260
 
 Tools: echo {text}, add {a, b}, sleep {seconds}, progress {steps, interval},
 fail, image, big {bytes}, add_tool {name} (then notifications/tools/list_changed),
-crash (exit status 3 at once), whoami (with ``--whoami``), plus tool_0 … tool_{N-1} with ``--tools N``.
+crash (exit status 3 at once), whoami (with ``--whoami``), flood {count, level} (with
+``--flood``), plus tool_0 … tool_{N-1} with ``--tools N``.
 
 Flags (to script misbehaviour):
   --page-size N          tools/list page size (0, the default: everything in one page)
@@ -32,6 +33,9 @@ Flags (to script misbehaviour):
   --whoami               publish ``whoami``: this process's pid, the time it started and
                          the time ``initialize`` came (wall clock, s), and the client's
                          capabilities from ``initialize``, as JSON text
+  --flood                publish ``flood``: send ``count`` log messages
+                         (``notifications/message``) at ``level`` as fast as the pipe
+                         takes them, whatever ``logging/setLevel`` said, then answer
   --escape               daemonize on the first tools/call, as some servers do: a
                          grandchild leaves our session, ignores SIGTERM and keeps our
                          pipes open (``sleep 1000``; its pid goes to stderr as
@@ -133,6 +137,12 @@ class Server:
         if args.whoami:
             self._add(
                 "whoami", "Who answers: pid, start and initialize times, client capabilities.", schema()
+            )
+        if args.flood:
+            self._add(
+                "flood",
+                "Send count log messages at level, then answer.",
+                schema(count="integer", level="string"),
             )
         self.initialized: dict[str, Any] = {}
         for i in range(args.tools):
@@ -325,7 +335,28 @@ class Server:
         if name == "crash":
             log("crashing, as asked")
             os._exit(3)
+        if name == "flood":
+            return flood(int(args["count"]), str(args["level"]))
         return text_result(f"{name} called with {json.dumps(args, sort_keys=True)}")
+
+
+def flood(count: int, level: str) -> dict[str, Any]:
+    """``count`` log messages at ``level``, written a thousand lines at a time."""
+    for first in range(0, count, 1000):
+        lines = (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"level": level, "logger": "flood", "data": f"flood message {n}"},
+                },
+                separators=(",", ":"),
+            ).encode()
+            + b"\n"
+            for n in range(first, min(first + 1000, count))
+        )
+        write_raw(b"".join(lines))
+    return text_result(f"flooded {count}")
 
 
 def escape() -> None:
@@ -361,6 +392,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--escape", action="store_true")
     parser.add_argument("--whoami", action="store_true")
     parser.add_argument("--surface", action="store_true")
+    parser.add_argument("--flood", action="store_true")
     return parser.parse_args(argv)
 
 

@@ -239,7 +239,7 @@ def test_defaults(tmp_path: Path) -> None:
     config = load(tmp_path, {"servers": {"s": {"command": "srv"}}})
     spec = config.servers[0]
     assert (spec.init_timeout_s, spec.call_timeout_s, spec.max_call_timeout_s) == (60, 30, 300)
-    assert spec.reconnect_schedule_s == (1, 2, 5, 15, 60)
+    assert (spec.reconnect_schedule_s, spec.reconnect_jitter) == ((1, 2, 5, 15, 60), 0.1)
     assert (spec.start, spec.scope, spec.trusted, spec.enabled) == (
         Start.LAZY, Scope.SHARED, False, True)  # fmt: skip
     assert (spec.max_output_bytes, spec.cwd, spec.secrets) == (16_384, None, ())
@@ -257,6 +257,11 @@ def test_milliseconds_become_seconds(tmp_path: Path) -> None:
     assert (spec.init_timeout_s, spec.call_timeout_s, spec.max_call_s) == (90.0, 1.5, 4.0)
     assert spec.max_call_timeout_s == 4.0
     assert (spec.max_output_bytes, spec.reconnect_schedule_s) == (100, (0.0, 0.5, 3.0))
+
+
+@pytest.mark.parametrize("jitter", [0, 0.25, 0.5])
+def test_a_reconnect_jitter_from_0_to_half_is_taken(tmp_path: Path, jitter: float) -> None:
+    assert one(tmp_path, {"command": "s", "reconnect_jitter": jitter}).reconnect_jitter == jitter
 
 
 def test_timeout_alias_and_equal_duplicate(tmp_path: Path) -> None:
@@ -371,6 +376,9 @@ def test_config_server_lookup_names_known_servers(tmp_path: Path) -> None:
 # --- errors ------------------------------------------------------------------------------
 
 S = "$.servers.s"
+JITTER = (
+    "expected a fraction from 0 to 0.5 (0.1: each delay moves by up to a tenth of itself; 0: no jitter), got"
+)
 
 ERRORS: list[tuple[object, str, str]] = [
     # (document, json path, exact problem)
@@ -493,6 +501,14 @@ ERRORS: list[tuple[object, str, str]] = [
      "expected a non-empty list of delays in seconds, like [1, 2, 5, 15, 60], got []"),
     ({"servers": {"s": {"command": "a", "reconnect_schedule_s": [1, -2]}}},
      f"{S}.reconnect_schedule_s[1]", "expected a number of at least 0, got -2"),
+    ({"servers": {"s": {"command": "a", "reconnect_jitter": 0.6}}}, f"{S}.reconnect_jitter",
+     f"{JITTER} 0.6"),
+    ({"servers": {"s": {"command": "a", "reconnect_jitter": -0.1}}}, f"{S}.reconnect_jitter",
+     f"{JITTER} -0.1"),
+    ({"servers": {"s": {"command": "a", "reconnect_jitter": "10%"}}}, f"{S}.reconnect_jitter",
+     f'{JITTER} "10%"'),
+    ({"servers": {"s": {"command": "a", "reconnect_jitter": True}}}, f"{S}.reconnect_jitter",
+     f"{JITTER} true"),
     ({"tool_search": {"enabled": "yes"}}, "$.tool_search.enabled",
      'expected "auto", true or false, got "yes"'),
     ({"tool_search": {"treshold": 3}}, "$.tool_search",

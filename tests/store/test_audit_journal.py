@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
+import logging
 import os
 import sqlite3
 import subprocess
@@ -24,9 +26,10 @@ import pytest
 import trio
 import trio.testing
 
+from actors.log_events import event_name, record_fields
 from actors.transports.instances import InstanceLock, claim_dead_instances, instances_dir
 from supervisor import Approval, ApprovalRequest
-from supervisor.store import AuditRow, Store, StoreError
+from supervisor.store import AddAudit, AuditRow, SaveToolList, SetPin, Store, StoreActor, StoreError
 from supervisor.store import journal as journal_module
 from supervisor.store.journal import AuditJournal, journal_dir
 from supervisor.store.replay import fold_journal, read_journal, recover_audit_journals
@@ -183,21 +186,29 @@ async def _health(run: Running) -> dict[str, Any]:
     return data
 
 
-async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
-    thread_safe_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(journal_module, "MAX_PENDING", 30)
-    sqlite_refuses = [False]
+def refusing_database(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """SQLite refuses audit rows (the store's writes and the journal's folds) like a
+    full disk while the flag is set."""
+    flag = [False]
     real_add = Store.add_audit
 
     def add_audit(self: Store, rows: Any) -> None:
-        if sqlite_refuses[0]:
+        if flag[0]:
             raise StoreError("disk full") from sqlite3.OperationalError("database or disk is full")
         real_add(self, rows)
 
     monkeypatch.setattr(Store, "add_audit", add_audit)
+    return flag
+
+
+async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "MAX_PENDING", 30)
+    sqlite_refuses = refusing_database(monkeypatch)
     async with running(tmp_path) as run:
         assert (await run.turn.call("fake_echo", {"n": 0})).ok
+        await run.sup.store.flush()
         assert (await _health(run))["status"] == "ok"
         with refusing_disk(monkeypatch) as journal_refuses:
             sqlite_refuses[0] = True
@@ -210,6 +221,7 @@ async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
             }
             await trio.sleep(5)  # retries fail quietly meanwhile
             assert run.sup.journal.pending == 30
+            assert run.sup.journal.waiting == 15, "the rows SQLite refused that wait in memory"
             space_back = trio.current_time()
             journal_refuses[0] = sqlite_refuses[0] = False
             await until(lambda: not run.sup.journal.degraded)
@@ -219,6 +231,118 @@ async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
         rows = await rows_at_least(run, 16)
         assert sorted(r.args_bytes for r in rows) == [7] * 10 + [8] * 6
         assert len(segments(tmp_path)) == 1  # the segment that caught up was folded and deleted
+
+
+class Stamped(logging.Handler):
+    """Keeps the store's and the journal's records with the Trio time each was logged at."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[float, logging.LogRecord]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((trio.current_time(), record))
+
+    def named(self, event: str) -> list[tuple[float, dict[str, Any], logging.LogRecord]]:
+        return [(at, record_fields(r), r) for at, r in self.records if event_name(r) == event]
+
+
+@pytest.fixture
+def store_log() -> Iterator[Stamped]:
+    handler = Stamped()
+    logger = logging.getLogger("supervisor.store")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+async def test_a_refusing_database_says_every_10_s_how_many_rows_wait_in_the_journal(
+    thread_safe_clock: trio.testing.MockClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    store_log: Stamped,
+) -> None:
+    """Every row is on disk in the journal before its answer and folded in later: a
+    database that refuses rows loses none, and one line every 10 s says how many wait."""
+    database_refuses = refusing_database(monkeypatch)
+    async with running(tmp_path) as run:
+        assert (await run.turn.call("fake_echo", {"n": -1})).ok  # the tool's pin: written before
+        await run.sup.store.flush()
+        database_refuses[0] = True
+        began = trio.current_time()
+        for n in range(35):  # a call a second for 35 s, every row refused by SQLite
+            assert (await run.turn.call("fake_echo", {"n": n})).ok
+            await trio.sleep(1)
+        lines = store_log.named("audit rows wait in the journal for the database")
+        times = [round(at - began) for at, _, _ in lines]
+        assert 4 <= len(lines) <= 5, times  # at the first refusal, then one every 10 s
+        assert all(later - earlier >= 10 for earlier, later in itertools.pairwise(times)), times
+        waiting = [fields["rows"] for _, fields, _ in lines]
+        assert waiting == sorted(waiting) and waiting[-1] >= 30, "how many wait, as they grow"
+        assert all("database or disk is full" in fields["error"] for _, fields, _ in lines)
+        assert all(record.exc_info is None and record.levelno == logging.WARNING for _, _, record in lines)
+        said = [record.getMessage() for _, record in store_log.records]
+        assert not [text for text in said if "lost" in text or "store write failed" in text], said
+        assert (await _metrics(run))["mcp_supervisor_audit_rows_dropped_total"] == 0
+        database_refuses[0] = False
+        await until(lambda: run.sup.journal.waiting == 0, timeout_s=30)
+        assert len(await rows_at_least(run, 36)) == 36, "every row folded in from the journal"
+        assert (
+            len(store_log.named("audit rows folded in from the journal: the database holds every row again"))
+            == 1
+        )
+        assert len(store_log.named("audit rows wait in the journal for the database")) == len(lines)
+
+
+async def test_writes_no_journal_holds_are_said_not_saved_once_per_10_s(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path, store_log: Stamped
+) -> None:
+    """What the database refuses that no journal holds is lost indeed: one line every
+    10 s counts it by kind, with the database's error (no traceback: a full disk is a
+    condition, not a bug); an audit row the journal dropped is called lost."""
+
+    class FullDisk(Store):
+        def transaction(self) -> Any:
+            raise StoreError("write failed") from sqlite3.OperationalError("database or disk is full")
+
+    with FullDisk.open(tmp_path / "db.sqlite") as store:
+        actor = StoreActor(store)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(actor.run)
+            began = trio.current_time()
+            for second in range(25):
+                actor.submit(SetPin("fs", "read", f"h{second}"))
+                actor.submit(AddAudit(row(f"r{second}")))  # no receipt: the journal dropped it
+                await trio.sleep(1)
+            actor.close()
+    lines = store_log.named("store write failed")
+    times = [round(at - began) for at, _, _ in lines]
+    assert len(times) == 4 and times[0] == 0 and times[-1] == 25, times  # the rest when it stops
+    assert all(later - earlier >= 10 for earlier, later in itertools.pairwise(times[:-1])), times
+    assert sum(fields["not_saved"] for _, fields, _ in lines) == 50
+    assert sum(fields["lost"] for _, fields, _ in lines) == 25
+    assert lines[0][1]["kinds"] == "pins 1, audit rows 1"
+    assert all(fields["error"] == "database or disk is full" for _, fields, _ in lines)
+    assert all(record.exc_info is None for _, _, record in lines)
+
+
+async def test_a_write_that_fails_for_a_bug_is_said_with_its_traceback(
+    thread_safe_clock: trio.testing.MockClock, tmp_path: Path, store_log: Stamped
+) -> None:
+    with Store.open(tmp_path / "db.sqlite") as store:
+        actor = StoreActor(store)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(actor.run)
+            actor.submit(SaveToolList("fs", [{"name": object()}], 1.0))  # not JSON
+            actor.close()
+    ((_, fields, record),) = store_log.named("store write failed")
+    assert fields["kinds"] == "tool lists 1" and "lost" not in fields
+    assert record.exc_info is not None
 
 
 async def test_a_call_waiting_for_its_approval_is_on_disk_as_interrupted_until_it_ends(

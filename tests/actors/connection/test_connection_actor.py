@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from actors.connection import retry
 from actors.connection.actor import ConnectionActor
 from actors.connection.messages import (
     CallFailed,
@@ -26,6 +29,7 @@ from actors.connection.messages import (
     StateChanged,
 )
 from actors.connection.states import State
+from actors.log_events import event_name, record_fields
 from actors.protocol.messages import Request, Response
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import ProgressReceived
@@ -85,6 +89,7 @@ async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harn
     restart = spec_options.pop("restart", True)
     server_requests = spec_options.pop("server_requests", None)
     known_era = spec_options.pop("known_era", None)
+    draw = spec_options.pop("draw", retry.draw)
     spec = ServerSpec(name="fake", command=("fake",), **spec_options)
     send, receive = trio.open_memory_channel[ConnectionMessage](256)
     publish, published = trio.open_memory_channel[Published](10_000)
@@ -97,6 +102,7 @@ async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harn
         server_requests=server_requests,
         client_capabilities={"elicitation": {}} if server_requests else None,
         known_era=known_era,
+        draw=draw,
     )
     harness = Harness(actor, send)
     async with trio.open_nursery() as nursery:
@@ -142,7 +148,7 @@ async def test_lazy_server_stays_idle_until_a_call_needs_it(autojump_clock: trio
 async def test_reconnect_schedule_1_2_5_15_60_60(autojump_clock: trio.testing.MockClock) -> None:
     server = FakeServer()
     deaths: list[float] = []
-    async with running(server) as h:
+    async with running(server, reconnect_jitter=0.0) as h:  # no jitter: exactly the schedule
         for n in range(1, 8):
             await h.wait_state(State.STEADY, n)
             deaths.append(trio.current_time())
@@ -159,7 +165,7 @@ async def test_reconnect_schedule_1_2_5_15_60_60(autojump_clock: trio.testing.Mo
 async def test_schedule_resets_after_60_s_steady(autojump_clock: trio.testing.MockClock) -> None:
     server = FakeServer()
     deaths: list[float] = []
-    async with running(server) as h:
+    async with running(server, reconnect_jitter=0.0) as h:
         for n in range(1, 4):
             await h.wait_state(State.STEADY, n)
             deaths.append(trio.current_time())
@@ -171,6 +177,52 @@ async def test_schedule_resets_after_60_s_steady(autojump_clock: trio.testing.Mo
         await h.wait_state(State.STEADY, 5)
     delays = [round(server.connect_times[i + 1] - deaths[i], 6) for i in range(4)]
     assert delays == [1, 2, 5, 1]
+
+
+async def reconnect_delays(seed: int, deaths: int = 6) -> tuple[list[float], list[StateChanged]]:
+    """How long after each of ``deaths`` deaths a server (default jitter) came back,
+    its draws from a generator seeded with ``seed``; and the backoffs it announced."""
+    server = FakeServer()
+    died: list[float] = []
+    async with running(server, draw=random.Random(seed).random) as h:
+        for n in range(1, deaths + 1):
+            await h.wait_state(State.STEADY, n)
+            died.append(trio.current_time())
+            await server.current.close()
+            await h.wait_state(State.BACKOFF, n)
+        await h.wait_state(State.STEADY, deaths + 1)
+    backoffs = [m for m in h.published if isinstance(m, StateChanged) and m.state is State.BACKOFF]
+    return [server.connect_times[i + 1] - died[i] for i in range(deaths)], backoffs
+
+
+async def test_retries_are_jittered_within_a_tenth_and_shown_as_retry_in_s(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    delays, backoffs = await reconnect_delays(seed=7)
+    for delay, base in zip(delays, (1, 2, 5, 15, 60, 60), strict=True):
+        assert 0.9 * base <= delay <= 1.1 * base and abs(delay - base) > 1e-6
+    # What the admin API (next_retry_at) and the log (retry_in_s) say is the delay kept.
+    assert [m.next_retry_at - m.at for m in backoffs] == pytest.approx(delays, abs=1e-6)  # type: ignore[operator]
+    lines = [record_fields(r) for r in caplog.records if event_name(r) == "state"]
+    assert [f["retry_in_s"] for f in lines if f["state"] == "backoff"] == pytest.approx(delays, abs=1e-3)
+    assert (await reconnect_delays(seed=7))[0] == pytest.approx(delays, abs=1e-6), "seeded: the same delays"
+
+
+async def test_servers_that_fail_together_retry_apart(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retry, "GENERATOR", random.Random(3))  # the process's draws, seeded
+    servers = [FakeServer() for _ in range(4)]
+    async with contextlib.AsyncExitStack() as stack:
+        actors = [await stack.enter_async_context(running(server)) for server in servers]
+        for h in actors:
+            await h.wait_state(State.STEADY)
+        for server in servers:  # a network blip: they all fail in one instant
+            await server.current.close()
+        for h in actors:
+            await h.wait_state(State.STEADY, 2)
+    retried = [server.connect_times[1] for server in servers]
+    assert len({round(at, 3) for at in retried}) == len(servers), retried
 
 
 async def test_call_against_down_server_is_answered_at_once(autojump_clock: trio.testing.MockClock) -> None:

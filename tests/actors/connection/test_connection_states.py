@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.connection.schedule import ReconnectSchedule
+from actors.connection.schedule import ReconnectSchedule, jittered
 from actors.connection.states import (
     RULES,
     ConnectionState,
@@ -750,6 +750,33 @@ def test_default_schedule() -> None:
     assert [schedule.delay(n) for n in range(1, 10)] == [1, 2, 5, 15, 60, 60, 60, 60, 60]
     assert schedule.delay(10_000) == 60
     assert schedule.reset_after_s == 60
+
+
+def test_a_failures_draw_places_its_retry_within_the_jitter() -> None:
+    """The machine stays pure: the random number comes with the event."""
+    policy = Policy(ReconnectSchedule((10.0, 20.0), jitter=0.1))
+    up, _ = walk(initial(policy), Needed(), *UP, Listed(0.0))
+    retries = [step(up, Failed("eof", 100.0, draw=d))[0].retry_at for d in (0.0, 0.25, 0.5, 0.75, 0.9999)]
+    assert retries == pytest.approx([109.0, 109.5, 110.0, 110.5, 111.0], abs=1e-3)
+    assert step(up, Failed("eof", 100.0))[0].retry_at == 110.0, "no draw: the schedule's own delay"
+
+
+@pytest.mark.parametrize("jitter", [0.0, 0.1, 0.5])
+def test_jitter_moves_each_delay_by_at_most_its_fraction(jitter: float) -> None:
+    schedule = ReconnectSchedule(DEFAULT_RECONNECT_SCHEDULE_S, jitter=jitter)
+    for attempt, base in enumerate(DEFAULT_RECONNECT_SCHEDULE_S, 1):
+        low, high = schedule.delay(attempt, 0.0), schedule.delay(attempt, 0.999999)
+        assert low == pytest.approx(base * (1 - jitter)) and high == pytest.approx(
+            base * (1 + jitter), rel=1e-5
+        )
+        assert schedule.delay(attempt, 0.5) == base
+    assert jittered(60.0, 0.1, 0.75) == pytest.approx(63.0)
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 0.51, 2.0])
+def test_a_jitter_outside_0_to_half_is_refused(jitter: float) -> None:
+    with pytest.raises(ValueError, match=r"a reconnect jitter is a fraction from 0 to 0\.5"):
+        ReconnectSchedule((1.0,), jitter=jitter)
 
 
 def test_attempts_below_one_count_as_the_first() -> None:

@@ -338,7 +338,7 @@ async def test_server_log_messages_land_in_our_log_redacted_and_bounded(
 ) -> None:
     server = surface_server()
     caplog.set_level(logging.DEBUG, logger="actors.server")
-    async with running(server, secrets=("hunter2-secret-value",)) as h:
+    async with running(server, secrets=("hunter2-secret-value",), log_level="debug") as h:
         await h.wait_state(State.STEADY)
         session = server.current
         await session.notify(
@@ -354,6 +354,29 @@ async def test_server_log_messages_land_in_our_log_redacted_and_bounded(
     assert alert.fields["server"] == "fake" and alert.fields["logger"] == "db"  # type: ignore[attr-defined]
     assert "hunter2" not in alert.getMessage() and "hunter2" not in str(alert.fields)  # type: ignore[attr-defined]
     assert notice.fields["data"].endswith("… (3000 more characters)")  # type: ignore[attr-defined]
+
+
+async def test_messages_below_the_log_level_stay_out_of_our_log_whatever_the_server_sends(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = surface_server()
+    caplog.set_level(logging.DEBUG, logger="actors.server")
+
+    def ours() -> list[str]:
+        return [r.fields["data"] for r in caplog.records if r.name == "actors.server"]  # type: ignore[attr-defined]
+
+    async with running(server, log_level="error") as h:
+        await settled(h, server)
+        session = server.current
+        for level in ("debug", "info", "warning", "error"):  # it ignores logging/setLevel
+            await session.notify("notifications/message", {"level": level, "data": f"at {level}"})
+        await trio.sleep(1)
+        assert ours() == ["at error"]
+        await h.mailbox.send(Retune(attrs.evolve(h.actor.spec, log_level="info")))  # a reload
+        await trio.sleep(1)
+        await session.notify("notifications/message", {"level": "info", "data": "wanted now"})
+        await trio.sleep(1)
+        assert ours() == ["at error", "wanted now"]
 
 
 async def test_log_level_is_sent_after_listing_and_again_when_it_changes(

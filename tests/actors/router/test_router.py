@@ -355,16 +355,23 @@ async def test_tools_stay_listed_while_the_server_is_down(autojump_clock: trio.t
         assert (view.state, view.since, view.attempt, view.next_retry_at) == (State.BACKOFF, 12.5, 2, 17.5)
 
 
-async def test_last_error_keeps_the_last_failure_reason(autojump_clock: trio.testing.MockClock) -> None:
+async def test_last_error_keeps_the_last_failure_reason_and_when_it_came(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with running_router("time") as h:
         assert h.current.servers["time"].last_error is None
+        assert h.current.servers["time"].last_error_at is None
         await h.walk("time", State.RESOLVE)
-        catalog = await h.feed(moved("time", State.BACKOFF, State.RESOLVE, reason="command not found"))
+        catalog = await h.feed(
+            moved("time", State.BACKOFF, State.RESOLVE, at=3.0, reason="command not found")
+        )
         assert catalog.servers["time"].last_error == "command not found"
         for catalog in await h.walk("time", *UP):  # no reason on the way up: the old one stays
             assert catalog.servers["time"].last_error == "command not found"
-        catalog = await h.feed(moved("time", State.BACKOFF, State.STEADY, reason="timeout"))
+            assert catalog.servers["time"].last_error_at == 3.0
+        catalog = await h.feed(moved("time", State.BACKOFF, State.STEADY, at=9.5, reason="timeout"))
         assert catalog.servers["time"].last_error == "timeout"
+        assert catalog.servers["time"].last_error_at == 9.5
 
 
 # ---------------------------------------------------------------- folding

@@ -225,6 +225,21 @@ async def test_messages_before_a_bad_line_come_first_then_the_error() -> None:
             assert received == [Notification("a"), Notification("b")]
 
 
+async def test_a_burst_is_handed_out_a_read_of_16_kb_at_a_time() -> None:
+    """Each read is decoded and handled before another task runs: a server that sends
+    1 MB at once (a log flood) must hold the loop every server shares for 16 KB's worth
+    at a time, not a pipe's worth (issue 28)."""
+    line = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"' + b"x" * 60
+    line += b'"}}\n'
+    code = f"import sys, time; sys.stdout.buffer.write({line!r} * 8000); sys.stdout.flush(); time.sleep(30)"
+    with trio.fail_after(BOUND_S):
+        async with open_stdio_transport(make_spec([sys.executable, "-c", code])) as t:
+            batches: list[int] = []
+            while sum(batches) < 8000:
+                batches.append(len(await t.receive()))
+    assert (max(batches) - 1) * len(line) <= 16384, max(batches)  # and the line a read completes
+
+
 async def test_what_the_pipe_did_not_take_at_once_is_written_first_by_the_next_send() -> None:
     big = Notification("big", {"text": "x" * 1_000_000})  # more than a pipe holds (64 KB)
     with trio.fail_after(BOUND_S):
