@@ -246,7 +246,7 @@ class Live:
                 self.initialized.set()
             elif isinstance(event, Adopted):  # the probe's answer came after the fall back
                 log.info(
-                    "initialize refused after a late server/discover answer; adopted %s",
+                    "server/discover answered after the probe gave up; speaking %s",
                     session.version,
                     extra={"fields": {"server": self.name}},
                 )

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from actors.protocol.era import (
-    PROBE_TIMEOUT_S,
     Era,
     Opening,
     ProbeOutcome,
@@ -238,8 +237,8 @@ def test_after_probe(setting: Setting, outcome: ProbeOutcome, verdict: Verdict) 
 @pytest.mark.parametrize(
     ("setting", "left", "wait"),
     [
-        (Setting.AUTO, 60.0, PROBE_TIMEOUT_S),
-        (Setting.AUTO, 3.0, 1.5),  # half of what is left: the fall back needs time
+        (Setting.AUTO, 60.0, 30.0),  # half of what is left: a slow start is no verdict either
+        (Setting.AUTO, 3.0, 1.5),  # and initialize gets the other half
         (Setting.PER_REQUEST, 60.0, 54.0),  # nothing to fall back to: a slow start is no verdict
     ],
 )
