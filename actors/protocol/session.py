@@ -20,7 +20,10 @@ but was answered by a slow-starting server locked that connection to the new era
 the ``initialize`` that follows is refused with -32022 naming the server's versions:
 that is evidence of the era, and the session probes once more at a version both speak
 and adopts it itself (an ``Adopted`` event instead of ``Initialized``), as the official
-SDK's ``mode="auto"`` does.
+SDK's ``mode="auto"`` does. A server that answers ``initialize`` itself with a version
+of the per-request era (as the conformance suite's mock servers of 2026-07-28 do) is
+spoken to in that era from then on: ``_meta`` on every request, no
+``notifications/initialized``.
 """
 
 from __future__ import annotations
@@ -32,12 +35,21 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta, restamp, supported_retry
+from actors.protocol.era import (
+    Era,
+    ProbeOutcome,
+    known_version,
+    mutual_version,
+    request_meta,
+    restamp,
+    supported_retry,
+)
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_MODERN_VERSION,
     LATEST_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
+    MODERN_PROTOCOL_VERSIONS,
     SUPPORTED_PROTOCOL_VERSIONS,
     Caps,
     DiscoverResult,
@@ -368,15 +380,19 @@ class ClientSession:
                 return
             raise ProtocolError(f"server refused initialize: {error.message} (code {error.code})")
         result = structure_initialize_result(message.result)
-        if result.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
+        version = result.protocol_version
+        if not known_version(version):
             raise VersionMismatch(
-                f"server answered protocol version {result.protocol_version!r}; "
-                f"this client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
+                f"server answered protocol version {version!r}; this client speaks "
+                f"{', '.join((*SUPPORTED_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS))}"
             )
         self.negotiated = result
-        self._speak(result.protocol_version)
+        self._speak(version)
         self.phase = Phase.READY
-        self.send_notification("notifications/initialized")
+        if self.era is Era.PER_REQUEST:  # a server of the new era that answers initialize too
+            self._meta = request_meta(self.client_info, self.capabilities, version)
+        else:  # the per-request era has no notifications from the client
+            self.send_notification("notifications/initialized")
         self._events.append(Initialized(result))
 
     def _finish_discover(self, message: Response | ErrorResponse) -> None:

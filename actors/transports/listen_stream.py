@@ -7,8 +7,9 @@ SSE answer stays open: the server first sends ``notifications/subscriptions/ackn
 request's result only when it shuts the subscription down.
 
 The Streamable HTTP transport opens one such stream once the era is in use (the first
-request that carries the era's ``_meta``, after a ``server/discover`` answer that
-offered ``listChanged`` for tools, resources or prompts), for the kinds offered, and
+request that carries the era's ``_meta``, after a ``server/discover`` answer, or an
+``initialize`` answer naming that era's version, that offered ``listChanged`` for
+tools, resources or prompts), for the kinds offered, and
 copies that request's ``_meta``. The
 notifications go to the actor's inbox as any other server message does; the
 acknowledgement and the closing result stay here. Reopening follows the GET stream's

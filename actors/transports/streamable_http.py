@@ -54,7 +54,14 @@ import trio
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
-from actors.protocol.messages import UNTIED, ErrorResponse, Message, Request, Response
+from actors.protocol.messages import (
+    MODERN_PROTOCOL_VERSIONS,
+    UNTIED,
+    ErrorResponse,
+    Message,
+    Request,
+    Response,
+)
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -200,8 +207,9 @@ class StreamableHttpTransport:
             await self._settle(response, request)
 
     def _listen_once_adopted(self, request: Request, headers: dict[str, str]) -> None:
-        """The first request of the per-request era after a ``server/discover`` that
-        offered tool changes opens the ``subscriptions/listen`` stream, with its ``_meta``."""
+        """The first request of the per-request era after a ``server/discover`` (or an
+        ``initialize`` answered with that era's version) that offered list changes opens
+        the ``subscriptions/listen`` stream, with its ``_meta``."""
         wanted = bool(self._listen_for) and not self._listening and "Mcp-Method" in headers
         if wanted and request.method != "server/discover" and isinstance(request.params, dict):
             self._listening = True
@@ -299,6 +307,8 @@ class StreamableHttpTransport:
                     answered = True
                     if answering.method == "initialize" and isinstance(message, Response):
                         self._learn_version(message)
+                        if self.protocol_version in MODERN_PROTOCOL_VERSIONS:  # the era, all the same
+                            self._listen_for = listen_filter(message.result)
                     elif answering.method == "tools/list" and isinstance(message, Response):
                         self._learn_designations(message)
                     elif answering.method == "server/discover" and isinstance(message, Response):

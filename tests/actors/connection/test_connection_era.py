@@ -89,6 +89,29 @@ async def test_a_server_that_closes_under_the_probe_is_opened_again_for_initiali
         assert server.methods() == ["server/discover", "initialize", "tools/list", "tools/call"]
 
 
+async def test_a_server_that_answers_initialize_with_the_per_request_era_is_spoken_to_in_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The probe went unanswered (a busy machine), ``initialize`` followed, and the
+    server answered it with 2026-07-28, as the conformance suite's mock servers of that
+    era do: that connection speaks the per-request era (it used to fail with "server
+    answered protocol version '2026-07-28'", and the server went to backoff)."""
+    server = FakeServer()
+    server.discover = "silent"
+    server.protocol_version = "2026-07-28"
+    async with running(server, init_timeout_s=10.0) as h:
+        outcome = await h.call("echo", {"text": "hi"})
+        assert isinstance(outcome, CallSucceeded)
+        assert h.states() == STARTING  # no backoff
+        assert server.methods()[:3] == ["server/discover", "initialize", "tools/list"]
+        assert not server.notifications("notifications/initialized")
+        [call] = server.calls()
+        assert isinstance(call.params, dict)
+        assert call.params["_meta"][META_PROTOCOL_VERSION] == "2026-07-28"
+        assert settled(h) == ["2026-07-28"]
+        assert h.actor.era is Era.PER_REQUEST
+
+
 async def test_pinned_handshake_sends_no_probe(autojump_clock: trio.testing.MockClock) -> None:
     server = FakeServer()
     server.discover = MODERN_DISCOVER

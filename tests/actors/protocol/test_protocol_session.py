@@ -15,9 +15,12 @@ from typing import Any
 import orjson
 import pytest
 
+from actors.protocol.era import Era
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     SUPPORTED_PROTOCOL_VERSIONS,
     CallResult,
@@ -187,6 +190,28 @@ def test_unknown_version_is_a_version_mismatch() -> None:
     assert session.phase is Phase.CLOSED
     assert session.negotiated is None
     assert session.messages_to_send() == []  # no notifications/initialized for a failed handshake
+
+
+def test_initialize_answered_with_the_per_request_era_speaks_that_era() -> None:
+    """A server that answers ``initialize`` with 2026-07-28 (it used to be a version
+    mismatch, and the server was declared broken) is spoken to in that era: every
+    later request carries its ``_meta``, and no ``notifications/initialized`` is sent
+    (the era has none)."""
+    session = ClientSession(capabilities={"roots": {}})
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    peer.read()
+    [event] = peer.say(Response(request_id, {**INIT_RESULT, "protocolVersion": "2026-07-28"}))
+    assert isinstance(event, Initialized)
+    assert (session.phase, session.version, session.era) == (Phase.READY, "2026-07-28", Era.PER_REQUEST)
+    assert session.capabilities_of_server == INIT_RESULT["capabilities"]
+    assert peer.read() == []  # no notifications/initialized
+    session.send_request("tools/list")
+    [listed] = peer.read()
+    assert isinstance(listed, Request) and isinstance(listed.params, dict)
+    meta = listed.params["_meta"]
+    assert meta[META_PROTOCOL_VERSION] == "2026-07-28"
+    assert meta[META_CLIENT_CAPABILITIES] == {"roots": {}}
 
 
 def test_refused_initialize_is_a_protocol_error() -> None:
