@@ -9,7 +9,7 @@ the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -17,6 +17,7 @@ import trio
 from actors.connection.calls import InFlight, InFlightTable
 from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
+from actors.connection.listener import ChangeListener
 from actors.connection.listing import ALL_KINDS, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.connection.rounds import RoundTrips
@@ -29,14 +30,17 @@ from actors.mailbox import answer, try_send
 from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
 from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, Request, RequestId, ServerFeatures
+from actors.protocol.notifications import ListChanged
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
     Adopted,
+    Cancelled,
     ClientSession,
     DiscoverAnswered,
     ErrorReceived,
     Initialized,
+    ListenAcknowledged,
     LogMessage,
     ProgressReceived,
     PromptsListChanged,
@@ -71,6 +75,7 @@ class Live:
         "deadline_scope",
         "features",
         "initialized",
+        "listener",
         "name",
         "nursery",
         "pending",
@@ -124,6 +129,7 @@ class Live:
         self._updated = updated  # notifications/resources/updated, by URI
         self.features = ServerFeatures()  # what the server declared, once the era is settled
         self.pending: set[Kind] = set()  # kinds whose list changed since they were read
+        self.listener = ChangeListener(self, own=not transport.abilities.listens)
 
     def list_expires(self, ttls: Sequence[int]) -> None:
         """A listing whose pages carried ``ttls`` (``ttlMs``) was published: when it
@@ -138,12 +144,12 @@ class Live:
     async def _stale_after(self, delay: float, timer: trio.CancelScope) -> None:
         with timer:
             await trio.sleep(delay)
-            self._changed(Kind.TOOLS)
+            self.changed({Kind.TOOLS})
 
-    def _changed(self, kind: Kind) -> None:
-        """A kind's list changed: note which, and tell the machine (which decides when
-        to read again; ``take_pending`` then says what)."""
-        self.pending.add(kind)
+    def changed(self, kinds: Iterable[Kind]) -> None:
+        """These kinds' lists changed: note which, and tell the machine (which decides
+        when to read again; ``take_pending`` then says what)."""
+        self.pending.update(kinds)
         self._report(LIST_CHANGED)
 
     def take_pending(self) -> frozenset[Kind]:
@@ -232,12 +238,13 @@ class Live:
                     answered += 1
             elif isinstance(event, ProgressReceived):
                 self._progress(event)
-            elif isinstance(event, ToolsListChanged):
-                self._changed(Kind.TOOLS)
-            elif isinstance(event, ResourcesListChanged):
-                self._changed(Kind.RESOURCES)
-            elif isinstance(event, PromptsListChanged):
-                self._changed(Kind.PROMPTS)
+            elif isinstance(event, ToolsListChanged | ResourcesListChanged | PromptsListChanged):
+                if self.listener.hears(event.subscription):
+                    self.changed({_CHANGED_KIND[type(event)]})
+            elif isinstance(event, ListenAcknowledged):
+                self.listener.acknowledged(event.subscription)
+            elif isinstance(event, Cancelled):
+                self.listener.cancelled(event.request_id)
             elif isinstance(event, ResourceChanged):
                 self._updated(event.uri)
             elif isinstance(event, LogMessage):
@@ -291,11 +298,17 @@ class Live:
         self.writes.kick()
 
     async def request(
-        self, method: str, params: dict[str, Any] | None = None
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        sent: Callable[[RequestId], None] | None = None,
     ) -> ResponseReceived | ErrorReceived:
-        """One request of our own (``tools/list``, ``ping``), answered to this task."""
+        """One request of our own (``tools/list``, ``ping``), answered to this task;
+        ``sent`` is told its id before anything of the server's is read."""
         reply, answers = trio.open_memory_channel[ResponseReceived | ErrorReceived](1)
         request_id = self.session.send_request(method, params)
+        if sent is not None:
+            sent(request_id)
         self._internal[request_id] = reply
         self.writes.kick()
         try:
@@ -403,6 +416,13 @@ class Live:
             f"mcp server {self.name} did not answer ping within {self.spec.ping_timeout_s:g} s "
             f"after tools/call {tool} timed out"
         )
+
+
+_CHANGED_KIND: dict[type[ListChanged], Kind] = {
+    ToolsListChanged: Kind.TOOLS,
+    ResourcesListChanged: Kind.RESOURCES,
+    PromptsListChanged: Kind.PROMPTS,
+}
 
 
 def _call_params(call: CallTool) -> dict[str, Any]:

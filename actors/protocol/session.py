@@ -64,6 +64,8 @@ from actors.protocol.messages import (
     Response,
     Untied,
 )
+from actors.protocol.notifications import Cancelled as Cancelled
+from actors.protocol.notifications import ListenAcknowledged as ListenAcknowledged
 from actors.protocol.notifications import LogMessage as LogMessage
 from actors.protocol.notifications import Notified, notification_event
 from actors.protocol.notifications import ProgressReceived as ProgressReceived
@@ -362,8 +364,8 @@ class ClientSession:
             return
         if method == "initialize":
             self._finish_initialize(message)
-        elif method == "server/discover":
-            self._finish_discover(message)
+        elif method == "server/discover" and self.phase is Phase.DISCOVERING:
+            self._finish_discover(message)  # the probe; asked again once READY, an answer like any
         elif isinstance(message, Response):
             self._events.append(ResponseReceived(request_id, method, message.result))
         else:

@@ -33,6 +33,12 @@ class Abilities:
     the task that made it, with no writer task woken. Only stdio: an HTTP request is
     a task of its own anyway."""
 
+    listens: bool = False
+    """The transport opens the 2026-07-28 era's ``subscriptions/listen`` itself (HTTP:
+    a stream of its own) and hands its change notifications on. Without it, the
+    connection sends the request on the transport like any other
+    (``actors/connection/listener.py``)."""
+
 
 class Transport(Protocol):
     """Messages to and from one MCP server (see the module docstring).

@@ -31,6 +31,7 @@ import trio
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
+from actors.protocol.listen import ACKNOWLEDGED, LISTEN, REOPEN_ATTEMPTS, listen_params
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -39,39 +40,14 @@ from actors.transports.http_status import GetNext, decide_get, reconnect_delay, 
 
 _log = get_logger("actors.transports.http")
 
-LISTEN = "subscriptions/listen"
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-# Consecutive failed attempts to reopen a stream before the connection counts as lost.
-REOPEN_ATTEMPTS = 3
 _ids = itertools.count(1)
 
 
-_LIST_CHANGES = {
-    "tools": "toolsListChanged",
-    "resources": "resourcesListChanged",
-    "prompts": "promptsListChanged",
-}
-
-
-def listen_filter(discovered: Mapping[str, Any]) -> dict[str, bool]:
-    """The list changes a ``server/discover`` result offers (``listChanged`` of tools,
-    resources, prompts), as a ``subscriptions/listen`` filter; empty: nothing to hear,
-    which in this era only a listen stream carries."""
-    capabilities = discovered.get("capabilities")
-    if not isinstance(capabilities, dict):
-        return {}
-    wanted: dict[str, bool] = {}
-    for kind, key in _LIST_CHANGES.items():
-        declared = capabilities.get(kind)
-        if isinstance(declared, dict) and declared.get("listChanged") is True:
-            wanted[key] = True
-    return wanted
-
-
 def listen_request(meta: Mapping[str, Any], notifications: Mapping[str, bool]) -> Request:
-    """A ``subscriptions/listen`` request for ``notifications`` (``listen_filter``),
-    with its own id (a string the session's integer ids never collide with)."""
-    params = {"notifications": dict(notifications), "_meta": dict(meta)}
+    """A ``subscriptions/listen`` request for ``notifications`` (``listen_filter`` of
+    ``actors/protocol/listen.py``), with its own id (a string the session's integer
+    ids never collide with)."""
+    params = {**listen_params(notifications), "_meta": dict(meta)}
     return Request(id=f"listen-{next(_ids)}", method=LISTEN, params=params)
 
 

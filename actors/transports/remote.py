@@ -28,7 +28,7 @@ from actors.protocol.messages import Message
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
 from actors.transport_errors import TransportError
-from actors.transports.base import Connector, Transport
+from actors.transports.base import Abilities, Connector, Transport
 from actors.transports.http_link import TRANSPORT_CHOICES, FallBack, Inbox, RemoteLink, new_client
 from actors.transports.legacy_sse import LegacySseTransport
 from actors.transports.streamable_http import StreamableHttpTransport
@@ -44,8 +44,11 @@ _CLIENT_CLOSE_S = 2.0
 
 class RemoteTransport(Transport):
     """The Transport the actor holds for a remote server: the chosen transport, swapped
-    once for legacy HTTP+SSE if ``auto`` finds an old server. No abilities beyond the
-    contract: requests are tasks of their own, so nothing is written at once."""
+    once for legacy HTTP+SSE if ``auto`` finds an old server. Requests are tasks of
+    their own, so nothing is written at once; Streamable HTTP opens the per-request
+    era's listen stream itself (legacy HTTP+SSE never speaks that era)."""
+
+    abilities = Abilities(listens=True)
 
     def __init__(
         self,

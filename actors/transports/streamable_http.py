@@ -54,14 +54,8 @@ import trio
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
-from actors.protocol.messages import (
-    MODERN_PROTOCOL_VERSIONS,
-    UNTIED,
-    ErrorResponse,
-    Message,
-    Request,
-    Response,
-)
+from actors.protocol.listen import REOPEN_ATTEMPTS, listen_filter
+from actors.protocol.messages import UNTIED, ErrorResponse, Message, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -86,7 +80,7 @@ from actors.transports.http_status import (
     reconnect_delay,
     reopen_at_once,
 )
-from actors.transports.listen_stream import REOPEN_ATTEMPTS, ListenStream, keep_open, listen_filter
+from actors.transports.listen_stream import ListenStream, keep_open
 
 _log = get_logger("actors.transports.http")
 
@@ -295,39 +289,36 @@ class StreamableHttpTransport:
     # ---------------------------------------------------------------- receiving
 
     async def _deliver(self, messages: list[Message], answering: Request | None) -> bool:
-        """Queue decoded messages for the actor; True if one answered ``answering``.
-        The initialize answer is read for the protocol version, a ``tools/list``
-        answer for the tools' parameter headers (``param_headers.py``)."""
+        """Queue decoded messages for the actor; True if one answered ``answering``."""
         answered = False
         related = UNTIED if answering is None else answering.id  # what a server's request belongs to
         messages = [attrs.evolve(m, related=related) if isinstance(m, Request) else m for m in messages]
-        if answering is not None:
-            for message in messages:
-                if is_answer(message, answering):
-                    answered = True
-                    if answering.method == "initialize" and isinstance(message, Response):
-                        self._learn_version(message)
-                        if self.protocol_version in MODERN_PROTOCOL_VERSIONS:  # the era, all the same
-                            self._listen_for = listen_filter(message.result)
-                    elif answering.method == "tools/list" and isinstance(message, Response):
-                        self._learn_designations(message)
-                    elif answering.method == "server/discover" and isinstance(message, Response):
-                        self._listen_for = listen_filter(message.result)
+        for message in messages:
+            if answering is not None and is_answer(message, answering):
+                answered = True
+                if isinstance(message, Response):
+                    self._learn(answering.method, message)
         if messages:
             await self._link.inbox.put(messages)
         return answered
 
-    def _learn_designations(self, answer: Response) -> None:
-        for tool, designated in listing_designations(answer.result).items():
-            if designated is None:
-                self._designations.pop(tool, None)
-            else:
-                self._designations[tool] = designated
-
-    def _learn_version(self, answer: Response) -> None:
-        version = answer.result.get("protocolVersion")
-        if isinstance(version, str) and header_safe(version):
+    def _learn(self, method: str, answer: Response) -> None:
+        """What an answer teaches: the list changes offered by one that opens an era
+        (used once the per-request era is spoken: an ``initialize`` may name it too),
+        the protocol version of ``initialize``'s, and the tools' parameter headers of
+        ``tools/list``'s (``param_headers.py``)."""
+        result = answer.result
+        if method in ("initialize", "server/discover"):
+            self._listen_for = listen_filter(result)
+        version = result.get("protocolVersion")
+        if method == "initialize" and isinstance(version, str) and header_safe(version):
             self.protocol_version = version
+        elif method == "tools/list":
+            for tool, designated in listing_designations(result).items():
+                if designated is None:
+                    self._designations.pop(tool, None)
+                else:
+                    self._designations[tool] = designated
 
     async def _read_stream(self, response: httpx2.Response, request: Request) -> None:
         """An SSE answer to a request: pass its messages on until the answer came.

@@ -48,7 +48,7 @@ async def test_a_per_request_era_server_gets_no_initialize_and_meta_on_every_req
         outcome = await h.call("echo", {"text": "hi"})
         assert isinstance(outcome, CallSucceeded)
         assert h.states() == STARTING  # the same states as the handshake era
-        assert server.methods() == ["server/discover", "tools/list", "tools/call"]
+        assert server.methods() == ["server/discover", "tools/list", "subscriptions/listen", "tools/call"]
         assert not server.notifications("notifications/initialized")
         for request in server.received:
             assert isinstance(request, Request) and isinstance(request.params, dict)
@@ -218,7 +218,7 @@ async def test_a_remembered_handshake_era_that_fails_probes_again(
         assert server.methods() == ["initialize"]
         server.die_during_init = False
         await h.wait_state(State.STEADY)
-        assert server.methods()[1:] == ["server/discover", "tools/list"]
+        assert server.methods()[1:3] == ["server/discover", "tools/list"]
         assert h.actor.era is Era.PER_REQUEST
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from actors.protocol.era import Era
 from actors.protocol.errors import ProtocolError, VersionMismatch
+from actors.protocol.listen import ACKNOWLEDGED, SUBSCRIPTION_ID
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
     META_CLIENT_CAPABILITIES,
@@ -36,10 +37,13 @@ from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.pages import parse_tools_page
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
+    Cancelled,
     ClientSession,
+    DiscoverAnswered,
     ErrorReceived,
     Event,
     Initialized,
+    ListenAcknowledged,
     LogMessage,
     Phase,
     ProgressReceived,
@@ -54,6 +58,7 @@ from actors.protocol.session import (
     method_not_found,
 )
 
+DISCOVERED: dict[str, Any] = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
 INIT_RESULT: dict[str, Any] = {
     "protocolVersion": LATEST_PROTOCOL_VERSION,
     "capabilities": {"tools": {"listChanged": True}},
@@ -212,6 +217,20 @@ def test_initialize_answered_with_the_per_request_era_speaks_that_era() -> None:
     meta = listed.params["_meta"]
     assert meta[META_PROTOCOL_VERSION] == "2026-07-28"
     assert meta[META_CLIENT_CAPABILITIES] == {"roots": {}}
+
+
+def test_server_discover_asked_again_once_ready_is_answered_like_any_request() -> None:
+    """Only the probe's answer settles the era; ``server/discover`` asked again in
+    the per-request era (after a new subscription, ``listener.py``) is a plain answer."""
+    session = ClientSession()
+    peer = Peer(session)
+    probe = session.start_discover()
+    peer.read()
+    [answered] = peer.say(Response(probe, DISCOVERED))
+    assert isinstance(answered, DiscoverAnswered) and answered.result is not None
+    session.adopt(answered.result)
+    again = session.send_request("server/discover")
+    assert peer.say(Response(again, DISCOVERED)) == [ResponseReceived(again, "server/discover", DISCOVERED)]
 
 
 def test_refused_initialize_is_a_protocol_error() -> None:
@@ -439,10 +458,40 @@ def test_surface_notifications_become_typed_events(notification: Notification, e
 
 def test_other_notifications_pass_through() -> None:
     _, peer = ready()
-    params = {"requestId": 3, "reason": "gave up"}
-    assert peer.say(Notification("notifications/cancelled", params)) == [
-        ServerNotification("notifications/cancelled", params)
+    params = {"name": "x"}
+    assert peer.say(Notification("notifications/other", params)) == [
+        ServerNotification("notifications/other", params)
     ]
+
+
+@pytest.mark.parametrize(
+    ("notification", "expected"),
+    [
+        (Notification("notifications/cancelled", {"requestId": 3, "reason": "bye"}), Cancelled(3)),
+        (
+            Notification("notifications/cancelled", {"requestId": True}),
+            ServerNotification("notifications/cancelled", {"requestId": True}),
+        ),
+        (
+            Notification(ACKNOWLEDGED, {"notifications": {}, "_meta": {SUBSCRIPTION_ID: "listen-1"}}),
+            ListenAcknowledged("listen-1"),
+        ),
+        (Notification(ACKNOWLEDGED, {"notifications": {}}), ListenAcknowledged(None)),
+        (
+            Notification("notifications/tools/list_changed", {"_meta": {SUBSCRIPTION_ID: 7}}),
+            ToolsListChanged(7),
+        ),
+        (
+            Notification("notifications/prompts/list_changed", {"_meta": {SUBSCRIPTION_ID: [7]}}),
+            PromptsListChanged(None),
+        ),
+    ],
+)
+def test_listen_notifications_name_their_subscription(notification: Notification, expected: Event) -> None:
+    """The 2026-07-28 era's listen frames carry their request's id in ``_meta``
+    (``io.modelcontextprotocol/subscriptionId``); a server's cancellation names ours."""
+    _, peer = ready()
+    assert peer.say(notification) == [expected]
 
 
 def test_server_request_and_method_not_found() -> None:
