@@ -35,9 +35,10 @@ class Abilities:
 
     listens: bool = False
     """The transport opens the 2026-07-28 era's ``subscriptions/listen`` itself (HTTP:
-    a stream of its own) and hands its change notifications on. Without it, the
-    connection sends the request on the transport like any other
-    (``actors/connection/listener.py``)."""
+    a stream of its own) and hands on its change notifications and the
+    acknowledgement of each stream it opens (the connection's later ones say that
+    changes may have gone unheard). Without it, the connection sends the request on
+    the transport like any other (``actors/connection/listener.py``)."""
 
 
 class Transport(Protocol):

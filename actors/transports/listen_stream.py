@@ -9,10 +9,12 @@ request's result only when it shuts the subscription down.
 The Streamable HTTP transport opens one such stream once the era is in use (the first
 request that carries the era's ``_meta``, after a ``server/discover`` answer, or an
 ``initialize`` answer naming that era's version, that offered ``listChanged`` for
-tools, resources or prompts), for the kinds offered, and
-copies that request's ``_meta``. The
-notifications go to the actor's inbox as any other server message does; the
-acknowledgement and the closing result stay here. Reopening follows the GET stream's
+tools, resources or prompts), for the kinds offered, and copies that request's
+``_meta``. The notifications go to the actor's inbox as any other server message does,
+and so does each stream's acknowledgement: one after the first says that the stream
+was opened again and changes may have gone unheard (a graceful restart of the server
+ends it), so the connection reads its lists again (``actors/connection/listener.py``).
+The closing result stays here. Reopening follows the GET stream's
 rules (``http_status.py``): a stream the server ended is reopened after its ``retry``
 delay; one that broke off (the server process died) at once, and if that POST gets no
 answer, or is refused, the server is gone: the transport fails, so the calls in flight
@@ -159,8 +161,8 @@ class ListenStream:
             await link.close(response)
 
     async def _pass_on(self, messages: list[Message], request: Request) -> Message | None:
-        """Hand the change notifications to the actor; keep the acknowledgement and the
-        answer to ``request`` (returned, if it came)."""
+        """Hand the acknowledgement and the change notifications to the actor; keep
+        the answer to ``request`` (returned, if it came)."""
         answer: Message | None = None
         rest: list[Message] = []
         for message in messages:
@@ -170,7 +172,7 @@ class ListenStream:
                     _log.debug(
                         "subscriptions/listen refused: %s", message.error.message, extra=self._link.log_fields
                     )
-            elif not (isinstance(message, Notification) and message.method == ACKNOWLEDGED):
+            else:
                 rest.append(message)
         if rest:
             await self._deliver(rest)

@@ -16,8 +16,9 @@ from supervisor import Supervisor
 from supervisor.calls.turns import Turn
 from supervisor.sessions.session import Session
 from supervisor.settings.model import Config
-from tests.end_to_end.test_chaos import SDK_SERVER
+from tests.end_to_end.test_chaos import SDK_SERVER, remote, sdk_http_server
 from tests.end_to_end.test_real_peers import needs_module
+from tests.support.http_processes import listening_process
 
 START_S = 20.0
 
@@ -43,3 +44,30 @@ async def test_a_tool_added_by_a_stdio_sdk_server_reaches_the_next_turn(tmp_path
             turn = await session.begin_turn()
         assert sup.servers()["sdk"].protocol_version == "2026-07-28"
         await grow_and_call_late(sup, session, turn, "sdk")
+
+
+async def test_an_http_sdk_server_restarted_with_other_tools_is_listed_again(tmp_path: Path) -> None:
+    """Over Streamable HTTP: ``grow`` reaches the next turn; then the server restarts
+    gracefully (SIGTERM ends its listen streams, a new process with another tool set is
+    back within about a second). The stream we open again is acknowledged by the new
+    process, so changes went unheard: the lists are read again and a new turn shows
+    exactly the new set (it used to stay steady on the old tools, hearing nothing)."""
+    needs_module("mcp")
+    async with sdk_http_server("--grow") as (port, process):
+        config = Config(servers=(remote(port, ()),))
+        async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+            with trio.fail_after(START_S):
+                turn = await session.begin_turn()
+            assert sup.servers()["far"].protocol_version == "2026-07-28"
+            await grow_and_call_late(sup, session, turn, "far")
+            process.terminate()
+            with trio.fail_after(5.0):
+                await process.wait()
+            command = [sys.executable, SDK_SERVER, "--http", str(port), "--only", "add,shout"]
+            async with listening_process(command, port, "the restarted sdk_server.py"):
+                with trio.fail_after(10.0):  # about 1 s: the stream is opened again after 1 s
+                    await sup.router.cell.wait_until(lambda c: set(c.tools) == {"far_add", "far_shout"})
+                later = await session.begin_turn()
+                assert {t.id for t in later.tools} == {"far_add", "far_shout"}
+                added = await later.call("far_add", {"a": 2, "b": 40})
+                assert added.ok and added.text == "42", added
