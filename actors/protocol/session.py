@@ -31,9 +31,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
-
-import attrs
+from typing import Any
 
 from actors.protocol.era import (
     Era,
@@ -62,19 +60,26 @@ from actors.protocol.messages import (
     Request,
     RequestId,
     Response,
-    Untied,
 )
 from actors.protocol.notifications import Cancelled as Cancelled
 from actors.protocol.notifications import ListenAcknowledged as ListenAcknowledged
 from actors.protocol.notifications import LogMessage as LogMessage
-from actors.protocol.notifications import Notified, notification_event
 from actors.protocol.notifications import ProgressReceived as ProgressReceived
 from actors.protocol.notifications import PromptsListChanged as PromptsListChanged
 from actors.protocol.notifications import ResourceChanged as ResourceChanged
 from actors.protocol.notifications import ResourcesListChanged as ResourcesListChanged
 from actors.protocol.notifications import ServerNotification as ServerNotification
 from actors.protocol.notifications import ToolsListChanged as ToolsListChanged
+from actors.protocol.notifications import notification_event
 from actors.protocol.payloads import structure_discover_result, structure_initialize_result
+from actors.protocol.session_events import Adopted as Adopted
+from actors.protocol.session_events import DiscoverAnswered as DiscoverAnswered
+from actors.protocol.session_events import ErrorReceived as ErrorReceived
+from actors.protocol.session_events import Event as Event
+from actors.protocol.session_events import Initialized as Initialized
+from actors.protocol.session_events import ResponseReceived as ResponseReceived
+from actors.protocol.session_events import ServerRequest as ServerRequest
+from actors.protocol.session_events import StrayResponse as StrayResponse
 
 
 class Phase(enum.Enum):
@@ -85,81 +90,6 @@ class Phase(enum.Enum):
     INITIALIZING = "initializing"
     READY = "ready"
     CLOSED = "closed"
-
-
-# ------------------------------------------------------------------------- events
-
-
-@attrs.frozen(slots=True)
-class Initialized:
-    """The server accepted ``initialize``; ``notifications/initialized`` is queued."""
-
-    result: InitializeResult
-
-
-@attrs.frozen(slots=True)
-class Adopted:
-    """After a fall back, ``initialize`` was refused with -32022 and ``server/discover``
-    asked again answered with our per-request era: the session adopted it (READY)."""
-
-    result: DiscoverResult
-
-
-@attrs.frozen(slots=True)
-class DiscoverAnswered:
-    """``server/discover`` ended: how (``era.after_probe`` says what follows), the
-    result if the server speaks our per-request era, and what it said otherwise."""
-
-    outcome: ProbeOutcome
-    result: DiscoverResult | None = None
-    detail: str = ""
-
-
-@attrs.frozen(slots=True)
-class ResponseReceived:
-    """A result for a request we sent."""
-
-    id: RequestId
-    method: str
-    result: Mapping[str, Any]
-
-
-@attrs.frozen(slots=True)
-class ErrorReceived:
-    """An error for a request we sent."""
-
-    id: RequestId
-    method: str
-    error: ErrorObject
-
-
-@attrs.frozen(slots=True)
-class StrayResponse:
-    """A response to no pending request (e.g. one we gave up on); safe to drop."""
-
-    id: RequestId | None
-
-
-@attrs.frozen(slots=True)
-class ServerRequest:
-    """A request from the server (sampling, elicitation, roots, …) awaiting our answer."""
-
-    id: RequestId
-    method: str
-    params: Params
-    related: RequestId | Untied | None = None  # the request of ours it belongs to (Request.related)
-
-
-Event: TypeAlias = (
-    Initialized
-    | Adopted
-    | DiscoverAnswered
-    | ResponseReceived
-    | ErrorReceived
-    | StrayResponse
-    | ServerRequest
-    | Notified
-)
 
 
 # ------------------------------------------------------------------------ session
