@@ -23,8 +23,8 @@ class Initialized:
 
 @attrs.frozen(slots=True)
 class Adopted:
-    """After a fall back, ``initialize`` was refused with -32022 and ``server/discover``
-    asked again answered with our per-request era: the session adopted it (READY)."""
+    """After a fall back, ``initialize`` failed and the probe we fell back from
+    answered late with our per-request era: the session adopted it (READY)."""
 
     result: DiscoverResult
 

@@ -204,6 +204,7 @@ class FakeSession:
         answer = self.server.discover
         if answer == "silent":
             return
+        await trio.sleep(self.server.discover_delay)
         if answer == "close":
             await self.close()
         elif isinstance(answer, dict):
@@ -244,6 +245,7 @@ class FakeServer:
         # server/discover: None (method not found), a result, "silent" or "close".
         self.discover: dict[str, Any] | str | None = None
         self.start_delay = 0.0  # a slow start (imports): nothing is read before it passed
+        self.discover_delay = 0.0  # server/discover alone is answered this late
         self.list_calls = 0
         self.list_extra: dict[str, Any] = {}  # more keys of every tools/list result (ttlMs)
         self.connected = trio.Event()

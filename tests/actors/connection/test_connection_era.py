@@ -89,6 +89,25 @@ async def test_a_server_that_closes_under_the_probe_is_opened_again_for_initiali
         assert server.methods() == ["server/discover", "initialize", "tools/list", "tools/call"]
 
 
+async def test_a_probe_answered_after_initialize_was_refused_still_settles_the_era(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """On a machine too busy to read the ``server/discover`` answer within half of the
+    init timeout, ``initialize`` follows and a server of the new era refuses it at
+    once; the probe's answer, read late, settles the era (the connection used to fail
+    with "server refused initialize" and go to backoff)."""
+    server = FakeServer()
+    server.discover = MODERN_DISCOVER
+    server.discover_delay = 6.0
+    async with running(server, init_timeout_s=10.0) as h:
+        start = trio.current_time()
+        await h.wait_state(State.STEADY)
+        assert 6.0 <= trio.current_time() - start < 6.5
+        assert h.states() == STARTING  # no backoff
+        assert server.methods()[:3] == ["server/discover", "initialize", "tools/list"]
+        assert settled(h) == ["2026-07-28"]
+
+
 async def test_a_server_that_answers_initialize_with_the_per_request_era_is_spoken_to_in_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -166,7 +185,7 @@ async def test_pinned_per_request_era_says_so_when_server_discover_never_answers
     ("start_s", "methods"),
     [
         (3.0, ["server/discover", "tools/list"]),
-        (6.0, ["server/discover", "initialize", "server/discover", "tools/list"]),
+        (6.0, ["server/discover", "initialize", "tools/list"]),
     ],
     ids=["inside-the-probe", "after-the-probe"],
 )
@@ -179,9 +198,8 @@ async def test_a_per_request_server_slow_to_start_is_adopted(
     ``initialize`` (with the old fixed 2 s probe it got one, and had to refuse it).
     One that answers only after 6 s gets ``initialize`` at 5 s; once up, it answers the
     probe (which locks its connection to the new era) and refuses ``initialize`` with
-    -32022. That refusal is the era's evidence: probed again, the server is adopted on
-    the same connection (it used to go to backoff and, as slow on every try, never
-    came up)."""
+    -32022. The probe's late answer settles the era: the server is adopted on the same
+    connection (it used to go to backoff and, as slow on every try, never came up)."""
     server = FakeServer()
     server.discover = MODERN_DISCOVER
     server.start_delay = start_s
