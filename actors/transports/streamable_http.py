@@ -53,9 +53,16 @@ import trio
 
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
-from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
+from actors.protocol.http_framing import (
+    decode_body,
+    decode_event,
+    encode_body,
+    is_answer,
+    request_headers,
+    what,
+)
 from actors.protocol.listen import REOPEN_ATTEMPTS, listen_filter
-from actors.protocol.messages import UNTIED, ErrorResponse, Message, Request, Response
+from actors.protocol.messages import UNTIED, Message, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -91,20 +98,6 @@ _DRAIN_S = 0.25
 GET_OPEN_WAIT_S = 1.0
 
 EventHandler: TypeAlias = Callable[[ServerSentEvent], Awaitable[bool]]
-
-
-def what(message: Message) -> str:
-    """How error texts name a message we send: ``tools/call``, ``a response``."""
-    return "a response" if isinstance(message, Response | ErrorResponse) else message.method
-
-
-def is_answer(message: Message, request: Request) -> bool:
-    """Is this message the response (or error) to ``request``? (Ids match in type too:
-    1 and "1" are different requests.)"""
-    if not isinstance(message, Response | ErrorResponse):
-        return False
-    found = message.id
-    return type(found) is type(request.id) and found == request.id
 
 
 class StreamableHttpTransport:
