@@ -3,11 +3,13 @@
 Which transport a remote server gets (``ServerSpec.transport``):
 
 - ``streamable-http`` / ``sse``: that one (``streamable_http.py``, ``legacy_sse.py``).
-- ``auto`` (default): Streamable HTTP; if the first POST, ``initialize``, is answered
-  400, 404 or 405 — how servers of the old transport answer, per the spec's
-  "backwards compatibility" section — the same URL is tried as an HTTP+SSE stream and
+- ``auto`` (default): Streamable HTTP; if ``initialize`` is answered 400, 404 or 405
+  — how servers of the old transport answer, per the spec's "backwards
+  compatibility" section — the same URL is tried as an HTTP+SSE stream and
   ``initialize`` is replayed there. The switch happens inside one ``send``, so the
-  actor never notices.
+  actor never notices. Not after the server took our ``server/discover`` POST (it is
+  unanswered, or was answered 2xx): that server speaks Streamable HTTP, and its 4xx
+  is the refusal of ``initialize``.
 
 Teardown (leaving :func:`open_remote_transport`, also when cancelled): stream tasks
 are cancelled, the Streamable HTTP session is DELETEd under its own deadline, and

@@ -112,6 +112,7 @@ class StreamableHttpTransport:
         self.protocol_version: str | None = None
         self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
         self._listen_for: dict[str, bool] = {}  # the list changes server/discover offered
+        self._took_probe = False  # server/discover is in flight or answered 2xx: Streamable HTTP
 
     def describe(self) -> str:
         return f"streamable-http {self._link.safe_url}"
@@ -155,8 +156,10 @@ class StreamableHttpTransport:
         return headers
 
     async def _initialize(self, body: bytes, request: Request) -> None:
-        """POST initialize and wait for the status (not the body): the fallback to
-        legacy SSE and the session id are both decided by the response head."""
+        """POST initialize and wait for the status (not the body), which decides the
+        fallback to legacy SSE and the session id. A server that took our
+        ``server/discover`` POST (unanswered, or answered 2xx) speaks Streamable HTTP:
+        its 4xx refuses ``initialize`` (the probe's late answer may settle the era)."""
         self.session_id = self.protocol_version = None
         link = self._link
         response = await link.open(
@@ -164,13 +167,13 @@ class StreamableHttpTransport:
             read_timeout=link.spec.init_timeout_s,
         )  # fmt: skip
         try:
-            step = decide_post(
-                response.status_code, initialize=True, has_session=False, may_fall_back=self._may_fall_back
-            )
+            took, status = self._took_probe, response.status_code
+            fall_back = self._may_fall_back and not took
+            step = decide_post(status, initialize=True, has_session=False, may_fall_back=fall_back)
             if step is Next.FALL_BACK:
-                raise FallBack(response.status_code)
-            if step is not Next.READ_BODY:
-                raise link.status_error(step, response.status_code, "initialize")
+                raise FallBack(status)
+            if step is not Next.READ_BODY and not (took and step is Next.REFUSED):
+                raise link.status_error(step, status, "initialize")
             session = response.headers.get(SESSION_HEADER)
             if session is not None and not header_safe(session):
                 raise TransportError(f"mcp server {link.name} sent an unusable {SESSION_HEADER} header")
@@ -183,11 +186,15 @@ class StreamableHttpTransport:
     async def _request(self, body: bytes, request: Request) -> None:
         """Task: POST one request and pass its answer on."""
         link = self._link
+        probe = request.method == "server/discover"
+        self._took_probe |= probe  # until its answer says otherwise
         with trio.move_on_after(link.request_bound_s):
             try:
                 headers = {**self._headers(ACCEPT_POST), **self._request_headers(request)}
                 self._listen_once_adopted(request, headers)
                 response = await link.open("POST", link.url, headers, request.method, content=body)
+                if probe and not 200 <= response.status_code < 300:
+                    self._took_probe = False
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return
