@@ -409,6 +409,7 @@ class ConnectionActor:
             self.era = self._found = live.session.era
             live.features = ServerFeatures.of(live.session.capabilities_of_server)
             self._fire(Initialized(live.session.version or ""))
+            live.listener.start()  # the per-request era's subscriptions/listen, if ours to send
             await self._lister.list(live, ALL_KINDS, self._fire)
             self._lister.set_level(live)
             self._subscriptions.connected(live)

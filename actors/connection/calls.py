@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 import trio
@@ -157,3 +158,15 @@ def call_failure(why: Why, tool: str, server: str) -> CallFailed:
     if why is Why.CANCELLED:
         return CallFailed("cancelled", f"call cancelled: mcp server {server} stopped")
     return unavailable(server)
+
+
+def call_params(call: CallTool) -> dict[str, Any]:
+    """A call's params: a tool's name and arguments; any other request's as given."""
+    if call.method != "tools/call":
+        return dict(call.arguments)
+    return {"name": call.tool, "arguments": dict(call.arguments)}
+
+
+def describe(call: CallTool) -> str:
+    """A call in messages: ``tools/call echo``, ``prompts/get greeting``."""
+    return f"{call.method} {call.tool}"

@@ -7,6 +7,8 @@ probe timeout) and carries out an adoption on the protocol session.
 
 from __future__ import annotations
 
+import logging
+
 import trio
 
 from actors.connection.live import Live
@@ -39,9 +41,8 @@ async def settle(live: Live, init: trio.CancelScope, spec: ServerSpec, first: Op
 
 
 async def probe(live: Live, init: trio.CancelScope, spec: ServerSpec) -> Verdict:
-    """Wait for ``server/discover`` as long as ``probe_wait`` says (with ``auto``, the
-    probe timeout inside the init timeout; pinned, the init timeout) and say what
-    follows."""
+    """Wait for ``server/discover`` as long as ``probe_wait`` says (with ``auto``, half
+    of the init time left; pinned, nine tenths of it) and say what follows."""
     setting = Setting(spec.protocol)
     with trio.move_on_after(probe_wait(setting, init.deadline - trio.current_time())):
         await live.probe_done.wait()
@@ -53,8 +54,13 @@ async def probe(live: Live, init: trio.CancelScope, spec: ServerSpec) -> Verdict
         assert answered is not None and answered.result is not None, "adopted without a result"
         live.session.adopt(answered.result)
     elif verdict is not Verdict.FAIL:
-        log.info(
-            "server/discover %s; falling back to initialize",
+        # An answer that is not the new era's is how a handshake-era server says so:
+        # not news (the era shows on the state line). No answer, or a closed
+        # connection, is.
+        usual = outcome in (ProbeOutcome.REFUSED, ProbeOutcome.NO_MUTUAL_VERSION)
+        log.log(
+            logging.DEBUG if usual else logging.INFO,
+            "server/discover %s; trying initialize",
             outcome.value,
             extra={"fields": {"server": spec.name, "detail": _detail(live)}},
         )

@@ -25,6 +25,12 @@ import attrs
 from actors.connection.freshness import list_ttl_ms
 from actors.protocol.era import Era
 from actors.protocol.messages import Prompt, Resource, ResourceTemplate, ServerFeatures, Tool
+from actors.protocol.notifications import (
+    ListChanged,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 from actors.protocol.pages import (
     Page,
     parse_page,
@@ -173,3 +179,11 @@ async def read_listing(
             prompts, dropped = await _optional(request, server, "prompts/list", parse_prompts_page)
             problems += dropped
     return Listing(tools, resources, templates, prompts, tuple(problems))
+
+
+CHANGED_KIND: dict[type[ListChanged], Kind] = {
+    ToolsListChanged: Kind.TOOLS,
+    ResourcesListChanged: Kind.RESOURCES,
+    PromptsListChanged: Kind.PROMPTS,
+}
+"""The kind of list each ``*/list_changed`` notification says changed."""

@@ -9,16 +9,17 @@ the actor as state machine events (``ListChanged``, ``Failed``, ``CallTimedOut``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import trio
 
 from actors.connection import retry
-from actors.connection.calls import InFlight, InFlightTable
+from actors.connection.calls import InFlight, InFlightTable, call_params, describe
 from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
-from actors.connection.listing import ALL_KINDS, Kind
+from actors.connection.listener import ChangeListener
+from actors.connection.listing import ALL_KINDS, CHANGED_KIND, Kind
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool, Redefined
 from actors.connection.retry import Draw
 from actors.connection.rounds import RoundTrips
@@ -35,10 +36,12 @@ from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
     Adopted,
+    Cancelled,
     ClientSession,
     DiscoverAnswered,
     ErrorReceived,
     Initialized,
+    ListenAcknowledged,
     LogMessage,
     ProgressReceived,
     PromptsListChanged,
@@ -76,6 +79,7 @@ class Live:
         "definitions",
         "features",
         "initialized",
+        "listener",
         "name",
         "nursery",
         "pending",
@@ -134,6 +138,7 @@ class Live:
         # The tools as this connection last listed them: a call is sent only on the
         # definition it was decided on (``send_call``).
         self.definitions = Fingerprints({})
+        self.listener = ChangeListener(self, own=not transport.abilities.listens)
 
     def listed(self, tools: Sequence[Tool]) -> None:
         """The server listed ``tools`` (the first of a name counts, as in the catalog):
@@ -153,12 +158,12 @@ class Live:
     async def _stale_after(self, delay: float, timer: trio.CancelScope) -> None:
         with timer:
             await trio.sleep(delay)
-            self._changed(Kind.TOOLS)
+            self.changed({Kind.TOOLS})
 
-    def _changed(self, kind: Kind) -> None:
-        """A kind's list changed: note which, and tell the machine (which decides when
-        to read again; ``take_pending`` then says what)."""
-        self.pending.add(kind)
+    def changed(self, kinds: Iterable[Kind]) -> None:
+        """These kinds' lists changed: note which, and tell the machine (which decides
+        when to read again; ``take_pending`` then says what)."""
+        self.pending.update(kinds)
         self._report(LIST_CHANGED)
 
     def take_pending(self) -> frozenset[Kind]:
@@ -248,12 +253,13 @@ class Live:
                     answered += 1
             elif isinstance(event, ProgressReceived):
                 self._progress(event)
-            elif isinstance(event, ToolsListChanged):
-                self._changed(Kind.TOOLS)
-            elif isinstance(event, ResourcesListChanged):
-                self._changed(Kind.RESOURCES)
-            elif isinstance(event, PromptsListChanged):
-                self._changed(Kind.PROMPTS)
+            elif isinstance(event, ToolsListChanged | ResourcesListChanged | PromptsListChanged):
+                if self.listener.hears(event.subscription):
+                    self.changed({CHANGED_KIND[type(event)]})
+            elif isinstance(event, ListenAcknowledged):
+                self.listener.acknowledged(event.subscription)
+            elif isinstance(event, Cancelled):
+                self.listener.cancelled(event.request_id)
             elif isinstance(event, ResourceChanged):
                 self._updated(event.uri)
             elif isinstance(event, LogMessage):
@@ -262,7 +268,7 @@ class Live:
                 self.initialized.set()
             elif isinstance(event, Adopted):  # the probe's answer came after the fall back
                 log.info(
-                    "initialize refused after a late server/discover answer; adopted %s",
+                    "server/discover answered after the probe gave up; speaking %s",
                     session.version,
                     extra={"fields": {"server": self.name}},
                 )
@@ -307,11 +313,17 @@ class Live:
         self.writes.kick()
 
     async def request(
-        self, method: str, params: dict[str, Any] | None = None
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        sent: Callable[[RequestId], None] | None = None,
     ) -> ResponseReceived | ErrorReceived:
-        """One request of our own (``tools/list``, ``ping``), answered to this task."""
+        """One request of our own (``tools/list``, ``ping``), answered to this task;
+        ``sent`` is told its id before anything of the server's is read."""
         reply, answers = trio.open_memory_channel[ResponseReceived | ErrorReceived](1)
         request_id = self.session.send_request(method, params)
+        if sent is not None:
+            sent(request_id)
         self._internal[request_id] = reply
         self.writes.kick()
         try:
@@ -332,7 +344,7 @@ class Live:
             return
         caps = call.client.capabilities if call.client is not None else None
         request_id = self.session.send_request(
-            call.method, _call_params(call), progress=True, capabilities=caps
+            call.method, call_params(call), progress=True, capabilities=caps
         )
         entry = self._inflight.add(request_id, call, trio.current_time())
         self._watch(entry)
@@ -349,7 +361,7 @@ class Live:
 
     def _resend(self, entry: InFlight, answers: Mapping[str, Mapping[str, Any]], state: str | None) -> None:
         """A call that asked for input goes again, with the answers and the state."""
-        params = retry_params(_call_params(entry.call), answers, state)
+        params = retry_params(call_params(entry.call), answers, state)
         caps = entry.call.client.capabilities if entry.call.client is not None else None
         request_id = self.session.send_request(entry.call.method, params, progress=True, capabilities=caps)
         self._inflight.resume(entry, request_id, trio.current_time())
@@ -370,7 +382,7 @@ class Live:
             self._inflight.pop(entry.request_id)
             self.session.send_cancelled(entry.request_id, reason)
             self.writes.kick()
-        answer(entry.call.reply, CallFailed("cancelled", f"{_what(entry.call)} was cancelled"))
+        answer(entry.call.reply, CallFailed("cancelled", f"{describe(entry.call)} was cancelled"))
 
     def _finish_call(self, event: ResponseReceived | ErrorReceived) -> None:
         entry = self._inflight.pop(event.id)
@@ -382,7 +394,7 @@ class Live:
             said = self._redactor.redact(error.message)
             outcome = CallFailed(
                 "server_error",
-                f"mcp server {self.name} answered {_what(entry.call)} with error {error.code}: {said}",
+                f"mcp server {self.name} answered {describe(entry.call)} with error {error.code}: {said}",
                 rpc_error=ErrorObject(error.code, said, self._redactor.redact_json(error.data)),
             )
         else:
@@ -418,7 +430,7 @@ class Live:
                 capped = entry.deadline >= entry.hard_deadline
                 limit = entry.max_s if capped else entry.timeout_s
                 self.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
-                text = f"mcp server {self.name} did not answer {_what(entry.call)} within {limit:g} s"
+                text = f"mcp server {self.name} did not answer {describe(entry.call)} within {limit:g} s"
                 answer(entry.call.reply, CallFailed("timeout", text))
                 self._report(CallTimedOut(entry.call.tool))
             self.writes.kick()
@@ -433,15 +445,3 @@ class Live:
             f"mcp server {self.name} did not answer ping within {self.spec.ping_timeout_s:g} s "
             f"after tools/call {tool} timed out"
         )
-
-
-def _call_params(call: CallTool) -> dict[str, Any]:
-    """A call's params: a tool's name and arguments; any other request's as given."""
-    if call.method != "tools/call":
-        return dict(call.arguments)
-    return {"name": call.tool, "arguments": dict(call.arguments)}
-
-
-def _what(call: CallTool) -> str:
-    """A call in messages: ``tools/call echo``, ``prompts/get greeting``."""
-    return f"{call.method} {call.tool}"

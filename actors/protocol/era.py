@@ -9,8 +9,8 @@ the protocol version, the client's capabilities and its identity in ``_meta``
 Negotiation follows the official SDK's ``mode="auto"``: probe ``server/discover``
 first, and take anything that is not positive evidence of the new era (a JSON-RPC
 error such as method-not-found, an answer that names no version we speak, no answer
-within the probe timeout, a connection that closed) as a handshake-era server, which
-then gets ``initialize``. A connection that closed under the probe is opened again
+within half of the init timeout, a connection that closed) as a handshake-era server,
+which then gets ``initialize``. A connection that closed under the probe is opened again
 first (a stdio server that exits on an unknown method is respawned). A per-server
 ``protocol`` setting pins one era; an era found before is tried first.
 """
@@ -33,10 +33,6 @@ from actors.protocol.messages import (
     DiscoverResult,
     ErrorObject,
 )
-
-# How long the ``server/discover`` probe may take before the server counts as a
-# handshake-era one (always inside the server's init timeout, which caps it).
-PROBE_TIMEOUT_S = 2.0
 
 
 class Era(enum.Enum):
@@ -112,8 +108,12 @@ def probe_wait(setting: Setting, left: float) -> float:
 
     | setting     | wait                                                     |
     |-------------|----------------------------------------------------------|
-    | auto        | the probe timeout, at most half of ``left`` (so the      |
-    |             | fall back to ``initialize`` has time)                    |
+    | auto        | half of ``left``: the fall back to ``initialize`` gets   |
+    |             | the other half. Not a fixed few seconds: a server slow   |
+    |             | to start (a busy machine, a cold cache) is no verdict on |
+    |             | the era, and a handshake-era server answers at once      |
+    |             | (-32601): only one that ignores the probe waits it out   |
+    |             | (once: its era is remembered)                            |
     | 2026-07-28  | nearly all of ``left``: nothing to fall back to, so the  |
     |             | probe is the handshake, and a slow start (a process      |
     |             | spawned on a busy machine, a hub that starts the server  |
@@ -122,8 +122,11 @@ def probe_wait(setting: Setting, left: float) -> float:
     """
     if setting is Setting.PER_REQUEST:
         return left * PINNED_PROBE_SHARE
-    return min(PROBE_TIMEOUT_S, left / 2)
+    return left * AUTO_PROBE_SHARE
 
+
+AUTO_PROBE_SHARE = 0.5
+"""With ``auto``, the probe's share of the init time left; ``initialize`` gets the rest."""
 
 PINNED_PROBE_SHARE = 0.9
 """A pinned probe's share of the init time left. Not all of it: the two deadlines would

@@ -14,7 +14,7 @@ import base64
 import re
 
 from actors.protocol.jsonrpc import decode_json, encode_json
-from actors.protocol.messages import META_PROTOCOL_VERSION, Message, Request
+from actors.protocol.messages import META_PROTOCOL_VERSION, ErrorResponse, Message, Request, Response
 from actors.protocol.sse import ServerSentEvent
 
 USER_AGENT = "trio-mcp-supervisor"  # how we name ourselves to remote servers and OAuth servers
@@ -36,6 +36,20 @@ def decode_event(event: ServerSentEvent) -> list[Message]:
     if event.event != "message" or not event.data.strip():
         return []
     return decode_json(event.data, "event")
+
+
+def what(message: Message) -> str:
+    """How error texts name a message we send: ``tools/call``, ``a response``."""
+    return "a response" if isinstance(message, Response | ErrorResponse) else message.method
+
+
+def is_answer(message: Message, request: Request) -> bool:
+    """Is this message the response (or error) to ``request``? (Ids match in type too:
+    1 and "1" are different requests.)"""
+    if not isinstance(message, Response | ErrorResponse):
+        return False
+    found = message.id
+    return type(found) is type(request.id) and found == request.id
 
 
 # Methods whose request names a tool, prompt or resource, and the params key that

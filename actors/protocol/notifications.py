@@ -1,9 +1,11 @@
 """Server notifications as typed events, without I/O.
 
 ``ClientSession`` turns each notification the server sends into one of these
-(``notification_event``): list changes of each kind, a subscribed resource's update,
-a log record, progress for one of our requests; anything else (or anything malformed)
-is a plain ``ServerNotification``.
+(``notification_event``): list changes of each kind (with the ``subscriptions/listen``
+request they belong to, in the 2026-07-28 era), the acknowledgement of such a request,
+a subscribed resource's update, a log record, progress for one of our requests, the
+server cancelling one of our requests; anything else (or anything malformed) is a
+plain ``ServerNotification``.
 """
 
 from __future__ import annotations
@@ -12,22 +14,49 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
+from actors.protocol.listen import ACKNOWLEDGED, subscription_of
 from actors.protocol.messages import Params, RequestId
 
 
 @attrs.frozen(slots=True)
 class ToolsListChanged:
-    """``notifications/tools/list_changed``."""
+    """``notifications/tools/list_changed``; ``subscription``: the listen request it
+    came for (its ``_meta`` names it), None in the handshake era."""
+
+    subscription: RequestId | None = None
 
 
 @attrs.frozen(slots=True)
 class ResourcesListChanged:
     """``notifications/resources/list_changed`` (resources and templates)."""
 
+    subscription: RequestId | None = None
+
 
 @attrs.frozen(slots=True)
 class PromptsListChanged:
     """``notifications/prompts/list_changed``."""
+
+    subscription: RequestId | None = None
+
+
+ListChanged: TypeAlias = ToolsListChanged | ResourcesListChanged | PromptsListChanged
+
+
+@attrs.frozen(slots=True)
+class ListenAcknowledged:
+    """``notifications/subscriptions/acknowledged``: the server took the listen
+    request ``subscription`` and will send what it asked for."""
+
+    subscription: RequestId | None
+
+
+@attrs.frozen(slots=True)
+class Cancelled:
+    """``notifications/cancelled`` from the server, naming one of our requests (a
+    server ends a ``subscriptions/listen`` request this way, as the SDK's does)."""
+
+    request_id: RequestId
 
 
 @attrs.frozen(slots=True)
@@ -69,16 +98,18 @@ Notified: TypeAlias = (
     ToolsListChanged
     | ResourcesListChanged
     | PromptsListChanged
+    | ListenAcknowledged
+    | Cancelled
     | ResourceChanged
     | LogMessage
     | ProgressReceived
     | ServerNotification
 )
 
-_SIGNALS: dict[str, Notified] = {
-    "notifications/tools/list_changed": ToolsListChanged(),
-    "notifications/resources/list_changed": ResourcesListChanged(),
-    "notifications/prompts/list_changed": PromptsListChanged(),
+_SIGNALS: dict[str, type[ListChanged]] = {
+    "notifications/tools/list_changed": ToolsListChanged,
+    "notifications/resources/list_changed": ResourcesListChanged,
+    "notifications/prompts/list_changed": PromptsListChanged,
 }
 
 
@@ -86,9 +117,13 @@ def notification_event(method: str, params: Params) -> Notified:
     """The event for one notification from the server."""
     signal = _SIGNALS.get(method)
     if signal is not None:
-        return signal
+        return signal(subscription_of(params))
+    if method == ACKNOWLEDGED:
+        return ListenAcknowledged(subscription_of(params))
     if not isinstance(params, dict):
         return ServerNotification(method, params)
+    if method == "notifications/cancelled" and _is_id(params.get("requestId")):
+        return Cancelled(params["requestId"])
     if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
         return ResourceChanged(params["uri"])
     if method == "notifications/message" and isinstance(params.get("level"), str):
@@ -97,8 +132,7 @@ def notification_event(method: str, params: Params) -> Notified:
     if method == "notifications/progress":
         token = params.get("progressToken")
         progress = params.get("progress")
-        # bool is an int to Python: a token of true would match request id 1.
-        if isinstance(token, int | str) and not isinstance(token, bool) and _is_number(progress):
+        if _is_id(token) and _is_number(progress):
             total = params.get("total")
             text = params.get("message")
             return ProgressReceived(
@@ -108,6 +142,11 @@ def notification_event(method: str, params: Params) -> Notified:
                 text if isinstance(text, str) else None,
             )
     return ServerNotification(method, params)
+
+
+def _is_id(value: object) -> TypeGuard[RequestId]:
+    # bool is an int to Python: a token of true would match request id 1.
+    return isinstance(value, int | str) and not isinstance(value, bool)
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

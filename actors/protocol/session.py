@@ -15,12 +15,17 @@ Requests other than ``initialize`` and ``ping`` are refused before ``READY``.
 The per-request era (2026-07-28, ``era.py``) starts differently: ``NEW`` →
 (``server/discover`` sent) ``DISCOVERING`` → a ``DiscoverAnswered`` event; then either
 ``adopt`` (``READY``, and from then on every request carries the era's ``_meta``) or
-``fall_back`` (``NEW`` again, ready for ``initialize``). A probe that timed out here
-but was answered by a slow-starting server locked that connection to the new era, so
-the ``initialize`` that follows is refused with -32022 naming the server's versions:
-that is evidence of the era, and the session probes once more at a version both speak
-and adopts it itself (an ``Adopted`` event instead of ``Initialized``), as the official
-SDK's ``mode="auto"`` does.
+``fall_back`` (``NEW`` again, ready for ``initialize``). A probe that timed out is
+still awaited: a server slow to start (or a machine too busy to read its answer in
+time) may answer it after all, and then refuses the ``initialize`` that followed
+(-32022, as the SDK's dual-era loop does once a connection is locked to the new era;
+a server of the new era only may refuse it otherwise, or answer it with nonsense). If
+``initialize`` fails, that late answer, once it came, settles the era: the session
+adopts it itself (an ``Adopted`` event instead of ``Initialized``); if ``initialize``
+succeeds, it does. A server that answers ``initialize`` itself with a version
+of the per-request era (as the conformance suite's mock servers of 2026-07-28 do) is
+spoken to in that era from then on: ``_meta`` on every request, no
+``notifications/initialized``.
 """
 
 from __future__ import annotations
@@ -28,16 +33,23 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
-import attrs
-
-from actors.protocol.era import Era, ProbeOutcome, mutual_version, request_meta, restamp, supported_retry
+from actors.protocol.era import (
+    Era,
+    ProbeOutcome,
+    known_version,
+    mutual_version,
+    request_meta,
+    restamp,
+    supported_retry,
+)
 from actors.protocol.errors import ProtocolError, VersionMismatch
 from actors.protocol.messages import (
     LATEST_MODERN_VERSION,
     LATEST_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
+    MODERN_PROTOCOL_VERSIONS,
     SUPPORTED_PROTOCOL_VERSIONS,
     Caps,
     DiscoverResult,
@@ -50,17 +62,26 @@ from actors.protocol.messages import (
     Request,
     RequestId,
     Response,
-    Untied,
 )
+from actors.protocol.notifications import Cancelled as Cancelled
+from actors.protocol.notifications import ListenAcknowledged as ListenAcknowledged
 from actors.protocol.notifications import LogMessage as LogMessage
-from actors.protocol.notifications import Notified, notification_event
 from actors.protocol.notifications import ProgressReceived as ProgressReceived
 from actors.protocol.notifications import PromptsListChanged as PromptsListChanged
 from actors.protocol.notifications import ResourceChanged as ResourceChanged
 from actors.protocol.notifications import ResourcesListChanged as ResourcesListChanged
 from actors.protocol.notifications import ServerNotification as ServerNotification
 from actors.protocol.notifications import ToolsListChanged as ToolsListChanged
+from actors.protocol.notifications import notification_event
 from actors.protocol.payloads import structure_discover_result, structure_initialize_result
+from actors.protocol.session_events import Adopted as Adopted
+from actors.protocol.session_events import DiscoverAnswered as DiscoverAnswered
+from actors.protocol.session_events import ErrorReceived as ErrorReceived
+from actors.protocol.session_events import Event as Event
+from actors.protocol.session_events import Initialized as Initialized
+from actors.protocol.session_events import ResponseReceived as ResponseReceived
+from actors.protocol.session_events import ServerRequest as ServerRequest
+from actors.protocol.session_events import StrayResponse as StrayResponse
 
 
 class Phase(enum.Enum):
@@ -71,81 +92,6 @@ class Phase(enum.Enum):
     INITIALIZING = "initializing"
     READY = "ready"
     CLOSED = "closed"
-
-
-# ------------------------------------------------------------------------- events
-
-
-@attrs.frozen(slots=True)
-class Initialized:
-    """The server accepted ``initialize``; ``notifications/initialized`` is queued."""
-
-    result: InitializeResult
-
-
-@attrs.frozen(slots=True)
-class Adopted:
-    """After a fall back, ``initialize`` was refused with -32022 and ``server/discover``
-    asked again answered with our per-request era: the session adopted it (READY)."""
-
-    result: DiscoverResult
-
-
-@attrs.frozen(slots=True)
-class DiscoverAnswered:
-    """``server/discover`` ended: how (``era.after_probe`` says what follows), the
-    result if the server speaks our per-request era, and what it said otherwise."""
-
-    outcome: ProbeOutcome
-    result: DiscoverResult | None = None
-    detail: str = ""
-
-
-@attrs.frozen(slots=True)
-class ResponseReceived:
-    """A result for a request we sent."""
-
-    id: RequestId
-    method: str
-    result: Mapping[str, Any]
-
-
-@attrs.frozen(slots=True)
-class ErrorReceived:
-    """An error for a request we sent."""
-
-    id: RequestId
-    method: str
-    error: ErrorObject
-
-
-@attrs.frozen(slots=True)
-class StrayResponse:
-    """A response to no pending request (e.g. one we gave up on); safe to drop."""
-
-    id: RequestId | None
-
-
-@attrs.frozen(slots=True)
-class ServerRequest:
-    """A request from the server (sampling, elicitation, roots, …) awaiting our answer."""
-
-    id: RequestId
-    method: str
-    params: Params
-    related: RequestId | Untied | None = None  # the request of ours it belongs to (Request.related)
-
-
-Event: TypeAlias = (
-    Initialized
-    | Adopted
-    | DiscoverAnswered
-    | ResponseReceived
-    | ErrorReceived
-    | StrayResponse
-    | ServerRequest
-    | Notified
-)
 
 
 # ------------------------------------------------------------------------ session
@@ -171,8 +117,9 @@ class ClientSession:
         self.era: Era | None = None  # its era, set with it: read on every answer, so not derived each time
         self._meta: dict[str, Any] | None = None  # per-request era: every request's _meta
         self._reprobed = False  # server/discover was sent again at a version the server named
-        self._fell_back = False  # initialize follows a probe on this connection
-        self._refused: ErrorObject | None = None  # that initialize's -32022: probing again
+        self._late_probe: RequestId | None = None  # a probe we fell back from, unanswered
+        self._late: Response | ErrorResponse | None = None  # its answer, before initialize's
+        self._held: ProtocolError | None = None  # initialize's failure, until the late answer
         self._outbox: list[Message] = []
         self._events: deque[Event] = deque()
         self._pending: dict[RequestId, str] = {}
@@ -227,14 +174,15 @@ class ClientSession:
         self.phase = Phase.READY
 
     def fall_back(self) -> None:
-        """The server is of the handshake era: ready for ``initialize`` (a late answer
-        to the probe becomes a StrayResponse)."""
+        """The server is of the handshake era, as far as we know: ready for
+        ``initialize``. A probe still unanswered (it timed out) stays awaited: should
+        ``initialize`` fail, its late answer may still settle the era (once it succeeds,
+        that answer becomes a StrayResponse)."""
         if self.phase is not Phase.DISCOVERING:
             raise RuntimeError(f"nothing to fall back from in phase {self.phase.value}")
-        for request_id, method in list(self._pending.items()):
+        for request_id, method in self._pending.items():
             if method == "server/discover":
-                del self._pending[request_id]
-        self._fell_back = True
+                self._late_probe = request_id
         self.phase = Phase.NEW
 
     @property
@@ -350,39 +298,35 @@ class ClientSession:
             return
         if method == "initialize":
             self._finish_initialize(message)
-        elif method == "server/discover":
-            self._finish_discover(message)
+        elif method == "server/discover" and request_id == self._late_probe:
+            self._late_probe_answered(message)
+        elif method == "server/discover" and self.phase is Phase.DISCOVERING:
+            self._finish_discover(message)  # the probe; asked again once READY, an answer like any
         elif isinstance(message, Response):
             self._events.append(ResponseReceived(request_id, method, message.result))
         else:
             self._events.append(ErrorReceived(request_id, method, message.error))
 
     def _finish_initialize(self, message: Response | ErrorResponse) -> None:
-        if isinstance(message, ErrorResponse):
-            error = message.error
-            retry = supported_retry(error) if self._fell_back and self._refused is None else None
-            if retry is not None:  # our probe's late answer settled the era: ask again
-                self._refused = error
-                self.phase = Phase.NEW
-                self.start_discover(retry)
-                return
-            raise ProtocolError(f"server refused initialize: {error.message} (code {error.code})")
-        result = structure_initialize_result(message.result)
-        if result.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
-            raise VersionMismatch(
-                f"server answered protocol version {result.protocol_version!r}; "
-                f"this client speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
-            )
+        try:
+            result = _accepted(message)
+        except ProtocolError as failure:
+            self._initialize_failed(failure)
+            return
+        if self._late_probe is not None:  # settled: its late answer would be a stray one
+            self._pending.pop(self._late_probe, None)
+            self._late_probe = self._late = None
+        version = result.protocol_version
         self.negotiated = result
-        self._speak(result.protocol_version)
+        self._speak(version)
         self.phase = Phase.READY
-        self.send_notification("notifications/initialized")
+        if self.era is Era.PER_REQUEST:  # a server of the new era that answers initialize too
+            self._meta = request_meta(self.client_info, self.capabilities, version)
+        else:  # the per-request era has no notifications from the client
+            self.send_notification("notifications/initialized")
         self._events.append(Initialized(result))
 
     def _finish_discover(self, message: Response | ErrorResponse) -> None:
-        if self._refused is not None:
-            self._finish_discover_after_refusal(message, self._refused)
-            return
         if isinstance(message, ErrorResponse):
             error = message.error
             retry = supported_retry(error) if not self._reprobed else None
@@ -406,24 +350,66 @@ class ClientSession:
             return
         self._events.append(DiscoverAnswered(ProbeOutcome.PER_REQUEST, result))
 
-    def _finish_discover_after_refusal(self, message: Response | ErrorResponse, refused: ErrorObject) -> None:
-        """The probe after ``initialize`` was refused with -32022: adopt, or give up."""
-        result: DiscoverResult | None = None
-        if isinstance(message, Response):
-            try:
-                result = structure_discover_result(message.result)
-            except ProtocolError:
-                result = None
-        if result is None or mutual_version(result) is None:
-            raise ProtocolError(
-                f"server refused initialize: {refused.message} (code {refused.code}), "
-                "and server/discover asked again named no per-request version of ours"
-            )
+    def _initialize_failed(self, failure: ProtocolError) -> None:
+        """``initialize`` was refused, or its answer is unusable. After a probe that
+        went unanswered (it timed out), that probe's late answer settles the era (a
+        server slow to start, or a busy machine): at once if it came, else when it
+        comes. Else the failure stands."""
+        if self._late is not None:
+            self._adopt_late(self._late, failure)
+        elif self._late_probe is not None:
+            self._held = failure
+            self.phase = Phase.DISCOVERING
+        else:
+            raise failure
+
+    def _late_probe_answered(self, message: Response | ErrorResponse) -> None:
+        """The probe we fell back from answered after all: it settles the era if
+        ``initialize`` failed; until ``initialize`` is answered, it is kept."""
+        self._late_probe = None
+        if self._held is None:
+            self._late = message
+            return
+        failure, self._held = self._held, None
+        self._adopt_late(message, failure)
+
+    def _adopt_late(self, message: Response | ErrorResponse, failure: ProtocolError) -> None:
+        """Adopt the per-request era from a late ``server/discover`` answer, or let
+        ``initialize``'s failure stand."""
+        result = _our_era(message)
+        if result is None:
+            raise failure
+        self.phase = Phase.DISCOVERING
         self.adopt(result)
         self._events.append(Adopted(result))
 
     def _handle_notification(self, message: Notification) -> None:
         self._events.append(notification_event(message.method, message.params))
+
+
+def _accepted(message: Response | ErrorResponse) -> InitializeResult:
+    """An ``initialize`` answer's result, or the ProtocolError that says why not."""
+    if isinstance(message, ErrorResponse):
+        error = message.error
+        raise ProtocolError(f"server refused initialize: {error.message} (code {error.code})")
+    result = structure_initialize_result(message.result)
+    if not known_version(result.protocol_version):
+        raise VersionMismatch(
+            f"server answered protocol version {result.protocol_version!r}; this client speaks "
+            f"{', '.join((*SUPPORTED_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS))}"
+        )
+    return result
+
+
+def _our_era(message: Response | ErrorResponse) -> DiscoverResult | None:
+    """A ``server/discover`` answer that names a per-request version of ours, or None."""
+    if not isinstance(message, Response):
+        return None
+    try:
+        result = structure_discover_result(message.result)
+    except ProtocolError:
+        return None
+    return result if mutual_version(result) is not None else None
 
 
 def method_not_found(session: ClientSession, request: ServerRequest) -> None:

@@ -41,15 +41,14 @@ from actors.router.catalog import (
     MAX_TRANSITIONS,
     Catalog,
     ServerView,
-    ToolEntry,
     Transition,
-    make_entry,
     replace_entries,
     same_for_turns,
     shard_of,
 )
 from actors.router.naming import IdBook, assign_ids
 from actors.router.surface import Listed, SurfaceBook, same_items
+from actors.router.tool_entries import entries_for, unique_tools
 from actors.router.trust import listing_description
 from actors.spec import ServerSpec
 
@@ -139,68 +138,6 @@ class CatalogCell:
         return self._catalog
 
 
-def _unique(server: str, tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple[str, ...]]:
-    """Drop repeated tool names (first wins), saying so."""
-    seen: dict[str, Tool] = {}
-    problems = []
-    for tool in tools:
-        if tool.name in seen:
-            problems.append(f"tool {tool.name!r} is listed twice by {server}; the first one is kept")
-        else:
-            seen[tool.name] = tool
-    return tuple(seen.values()), tuple(problems)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as JSON, types included: Python's ``==`` takes 1, 1.0 and true for one
-    value, but they are different schemas (and different fingerprints, so pins)."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Mapping):
-        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
-
-
-def _entries(
-    previous: ServerView, tools: Sequence[Tool], ids: Mapping[str, str], max_description: int
-) -> tuple[ToolEntry, ...]:
-    """The server's entries for ``tools``; a tool listed again unchanged (same id, same
-    definition) keeps its entry, so a relist costs only what changed (classification,
-    fingerprint and schema lookup are the expensive part of an entry). Nothing changed:
-    ``previous.entries`` itself."""
-    before = {entry.name: entry for entry in previous.entries}
-    entries = []
-    for tool in tools:
-        old = before.get(tool.name)
-        if old is not None and _unchanged(old, tool, ids[tool.name]):
-            entries.append(old)
-        else:
-            entries.append(make_entry(ids[tool.name], previous.spec, tool, max_description))
-    if len(entries) == len(previous.entries) and all(
-        new is old for new, old in zip(entries, previous.entries, strict=True)
-    ):
-        return previous.entries
-    return tuple(entries)
-
-
-def _unchanged(entry: ToolEntry, tool: Tool, tool_id: str) -> bool:
-    try:
-        return (
-            entry.id == tool_id
-            and entry.description == tool.description
-            and entry.title == tool.title
-            and _same(entry.annotations, tool.annotations)
-            and _same(entry.input_schema, tool.input_schema)
-            and _same(entry.output_schema, tool.output_schema)
-        )
-    except RecursionError:  # nested beyond reason: treat as new
-        return False
-
-
 class RouterActor:
     """Owns the catalog; see the module docstring."""
 
@@ -264,7 +201,7 @@ class RouterActor:
         self._shared[spec.name] = view = ServerView(spec.name, spec, mailbox)
         self._changed_for.add(None)
         if cached is not None:
-            self._set_tools(view, _unique(spec.name, cached.tools)[0], (), stale=True)
+            self._set_tools(view, unique_tools(spec.name, cached.tools)[0], (), stale=True)
             self._set_surface(self._shared[spec.name], Listed.of(cached))
         return True
 
@@ -329,7 +266,7 @@ class RouterActor:
             log.warning("message for unknown server %s dropped", message.server)
             return False
         if isinstance(message, ServerListed):
-            tools, duplicates = _unique(message.server, message.tools)
+            tools, duplicates = unique_tools(message.server, message.tools)
             surface = Listed.of(message)
             problems = message.problems + duplicates + surface.problems
             if message.owner:
@@ -393,7 +330,7 @@ class RouterActor:
         name = previous.name
         others = self._book.replace(name, (t.name for t in tools))
         ids = self._book.ids_of(name)
-        entries = _entries(previous, tools, ids, self._max_description)
+        entries = entries_for(previous, tools, ids, self._max_description)
         view = attrs.evolve(previous, entries=entries, problems=problems, generation=generation, stale=stale)
         if entries is not previous.entries:
             self._tools = replace_entries(self._tools, previous.entries, entries)
@@ -423,7 +360,7 @@ class RouterActor:
     ) -> ServerView:
         ids = assign_ids((previous.name, t.name) for t in tools)
         mine = {t.name: ids[(previous.name, t.name)] for t in tools}
-        entries = _entries(previous, tools, mine, self._max_description)
+        entries = entries_for(previous, tools, mine, self._max_description)
         return attrs.evolve(previous, entries=entries, problems=problems, generation=generation)
 
     def _put(self, views: dict[str, ServerView], view: ServerView, owner: str | None) -> None:

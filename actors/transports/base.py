@@ -33,6 +33,13 @@ class Abilities:
     the task that made it, with no writer task woken. Only stdio: an HTTP request is
     a task of its own anyway."""
 
+    listens: bool = False
+    """The transport opens the 2026-07-28 era's ``subscriptions/listen`` itself (HTTP:
+    a stream of its own) and hands on its change notifications and the
+    acknowledgement of each stream it opens (the connection's later ones say that
+    changes may have gone unheard). Without it, the connection sends the request on
+    the transport like any other (``actors/connection/listener.py``)."""
+
 
 class Transport(Protocol):
     """Messages to and from one MCP server (see the module docstring).

@@ -21,7 +21,7 @@ import trio
 
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
-from actors.protocol.http_framing import decode_event, encode_body
+from actors.protocol.http_framing import decode_event, encode_body, what
 from actors.protocol.messages import Message, Request
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import safe_url
@@ -32,7 +32,6 @@ from actors.transports.http_link import (
     content_type,
 )
 from actors.transports.http_status import GetNext, Next, decide_get, decide_post
-from actors.transports.streamable_http import what
 
 if TYPE_CHECKING:
     pass

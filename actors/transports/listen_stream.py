@@ -7,11 +7,14 @@ SSE answer stays open: the server first sends ``notifications/subscriptions/ackn
 request's result only when it shuts the subscription down.
 
 The Streamable HTTP transport opens one such stream once the era is in use (the first
-request that carries the era's ``_meta``, after a ``server/discover`` answer that
-offered ``listChanged`` for tools, resources or prompts), for the kinds offered, and
-copies that request's ``_meta``. The
-notifications go to the actor's inbox as any other server message does; the
-acknowledgement and the closing result stay here. Reopening follows the GET stream's
+request that carries the era's ``_meta``, after a ``server/discover`` answer, or an
+``initialize`` answer naming that era's version, that offered ``listChanged`` for
+tools, resources or prompts), for the kinds offered, and copies that request's
+``_meta``. The notifications go to the actor's inbox as any other server message does,
+and so does each stream's acknowledgement: one after the first says that the stream
+was opened again and changes may have gone unheard (a graceful restart of the server
+ends it), so the connection reads its lists again (``actors/connection/listener.py``).
+The closing result stays here. Reopening follows the GET stream's
 rules (``http_status.py``): a stream the server ended is reopened after its ``retry``
 delay; one that broke off (the server process died) at once, and if that POST gets no
 answer, or is refused, the server is gone: the transport fails, so the calls in flight
@@ -30,6 +33,7 @@ import trio
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
+from actors.protocol.listen import ACKNOWLEDGED, LISTEN, REOPEN_ATTEMPTS, listen_params
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -38,39 +42,14 @@ from actors.transports.http_status import GetNext, decide_get, reconnect_delay, 
 
 _log = get_logger("actors.transports.http")
 
-LISTEN = "subscriptions/listen"
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-# Consecutive failed attempts to reopen a stream before the connection counts as lost.
-REOPEN_ATTEMPTS = 3
 _ids = itertools.count(1)
 
 
-_LIST_CHANGES = {
-    "tools": "toolsListChanged",
-    "resources": "resourcesListChanged",
-    "prompts": "promptsListChanged",
-}
-
-
-def listen_filter(discovered: Mapping[str, Any]) -> dict[str, bool]:
-    """The list changes a ``server/discover`` result offers (``listChanged`` of tools,
-    resources, prompts), as a ``subscriptions/listen`` filter; empty: nothing to hear,
-    which in this era only a listen stream carries."""
-    capabilities = discovered.get("capabilities")
-    if not isinstance(capabilities, dict):
-        return {}
-    wanted: dict[str, bool] = {}
-    for kind, key in _LIST_CHANGES.items():
-        declared = capabilities.get(kind)
-        if isinstance(declared, dict) and declared.get("listChanged") is True:
-            wanted[key] = True
-    return wanted
-
-
 def listen_request(meta: Mapping[str, Any], notifications: Mapping[str, bool]) -> Request:
-    """A ``subscriptions/listen`` request for ``notifications`` (``listen_filter``),
-    with its own id (a string the session's integer ids never collide with)."""
-    params = {"notifications": dict(notifications), "_meta": dict(meta)}
+    """A ``subscriptions/listen`` request for ``notifications`` (``listen_filter`` of
+    ``actors/protocol/listen.py``), with its own id (a string the session's integer
+    ids never collide with)."""
+    params = {**listen_params(notifications), "_meta": dict(meta)}
     return Request(id=f"listen-{next(_ids)}", method=LISTEN, params=params)
 
 
@@ -182,8 +161,8 @@ class ListenStream:
             await link.close(response)
 
     async def _pass_on(self, messages: list[Message], request: Request) -> Message | None:
-        """Hand the change notifications to the actor; keep the acknowledgement and the
-        answer to ``request`` (returned, if it came)."""
+        """Hand the acknowledgement and the change notifications to the actor; keep
+        the answer to ``request`` (returned, if it came)."""
         answer: Message | None = None
         rest: list[Message] = []
         for message in messages:
@@ -193,7 +172,7 @@ class ListenStream:
                     _log.debug(
                         "subscriptions/listen refused: %s", message.error.message, extra=self._link.log_fields
                     )
-            elif not (isinstance(message, Notification) and message.method == ACKNOWLEDGED):
+            else:
                 rest.append(message)
         if rest:
             await self._deliver(rest)

@@ -3,11 +3,13 @@
 Which transport a remote server gets (``ServerSpec.transport``):
 
 - ``streamable-http`` / ``sse``: that one (``streamable_http.py``, ``legacy_sse.py``).
-- ``auto`` (default): Streamable HTTP; if the first POST, ``initialize``, is answered
-  400, 404 or 405 — how servers of the old transport answer, per the spec's
-  "backwards compatibility" section — the same URL is tried as an HTTP+SSE stream and
+- ``auto`` (default): Streamable HTTP; if ``initialize`` is answered 400, 404 or 405
+  — how servers of the old transport answer, per the spec's "backwards
+  compatibility" section — the same URL is tried as an HTTP+SSE stream and
   ``initialize`` is replayed there. The switch happens inside one ``send``, so the
-  actor never notices.
+  actor never notices. Not after the server took our ``server/discover`` POST (it is
+  unanswered, or was answered 2xx): that server speaks Streamable HTTP, and its 4xx
+  is the refusal of ``initialize``.
 
 Teardown (leaving :func:`open_remote_transport`, also when cancelled): stream tasks
 are cancelled, the Streamable HTTP session is DELETEd under its own deadline, and
@@ -28,7 +30,7 @@ from actors.protocol.messages import Message
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
 from actors.transport_errors import TransportError
-from actors.transports.base import Connector, Transport
+from actors.transports.base import Abilities, Connector, Transport
 from actors.transports.http_link import TRANSPORT_CHOICES, FallBack, Inbox, RemoteLink, new_client
 from actors.transports.legacy_sse import LegacySseTransport
 from actors.transports.streamable_http import StreamableHttpTransport
@@ -44,8 +46,11 @@ _CLIENT_CLOSE_S = 2.0
 
 class RemoteTransport(Transport):
     """The Transport the actor holds for a remote server: the chosen transport, swapped
-    once for legacy HTTP+SSE if ``auto`` finds an old server. No abilities beyond the
-    contract: requests are tasks of their own, so nothing is written at once."""
+    once for legacy HTTP+SSE if ``auto`` finds an old server. Requests are tasks of
+    their own, so nothing is written at once; Streamable HTTP opens the per-request
+    era's listen stream itself (legacy HTTP+SSE never speaks that era)."""
+
+    abilities = Abilities(listens=True)
 
     def __init__(
         self,

@@ -53,8 +53,16 @@ import trio
 
 from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
-from actors.protocol.http_framing import decode_body, decode_event, encode_body, request_headers
-from actors.protocol.messages import UNTIED, ErrorResponse, Message, Request, Response
+from actors.protocol.http_framing import (
+    decode_body,
+    decode_event,
+    encode_body,
+    is_answer,
+    request_headers,
+    what,
+)
+from actors.protocol.listen import REOPEN_ATTEMPTS, listen_filter
+from actors.protocol.messages import UNTIED, Message, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -79,7 +87,7 @@ from actors.transports.http_status import (
     reconnect_delay,
     reopen_at_once,
 )
-from actors.transports.listen_stream import REOPEN_ATTEMPTS, ListenStream, keep_open, listen_filter
+from actors.transports.listen_stream import ListenStream, keep_open
 
 _log = get_logger("actors.transports.http")
 
@@ -90,20 +98,6 @@ _DRAIN_S = 0.25
 GET_OPEN_WAIT_S = 1.0
 
 EventHandler: TypeAlias = Callable[[ServerSentEvent], Awaitable[bool]]
-
-
-def what(message: Message) -> str:
-    """How error texts name a message we send: ``tools/call``, ``a response``."""
-    return "a response" if isinstance(message, Response | ErrorResponse) else message.method
-
-
-def is_answer(message: Message, request: Request) -> bool:
-    """Is this message the response (or error) to ``request``? (Ids match in type too:
-    1 and "1" are different requests.)"""
-    if not isinstance(message, Response | ErrorResponse):
-        return False
-    found = message.id
-    return type(found) is type(request.id) and found == request.id
 
 
 class StreamableHttpTransport:
@@ -118,6 +112,7 @@ class StreamableHttpTransport:
         self.protocol_version: str | None = None
         self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
         self._listen_for: dict[str, bool] = {}  # the list changes server/discover offered
+        self._took_probe = False  # server/discover is in flight or answered 2xx: Streamable HTTP
 
     def describe(self) -> str:
         return f"streamable-http {self._link.safe_url}"
@@ -161,8 +156,10 @@ class StreamableHttpTransport:
         return headers
 
     async def _initialize(self, body: bytes, request: Request) -> None:
-        """POST initialize and wait for the status (not the body): the fallback to
-        legacy SSE and the session id are both decided by the response head."""
+        """POST initialize and wait for the status (not the body), which decides the
+        fallback to legacy SSE and the session id. A server that took our
+        ``server/discover`` POST (unanswered, or answered 2xx) speaks Streamable HTTP:
+        its 4xx refuses ``initialize`` (the probe's late answer may settle the era)."""
         self.session_id = self.protocol_version = None
         link = self._link
         response = await link.open(
@@ -170,13 +167,13 @@ class StreamableHttpTransport:
             read_timeout=link.spec.init_timeout_s,
         )  # fmt: skip
         try:
-            step = decide_post(
-                response.status_code, initialize=True, has_session=False, may_fall_back=self._may_fall_back
-            )
+            took, status = self._took_probe, response.status_code
+            fall_back = self._may_fall_back and not took
+            step = decide_post(status, initialize=True, has_session=False, may_fall_back=fall_back)
             if step is Next.FALL_BACK:
-                raise FallBack(response.status_code)
-            if step is not Next.READ_BODY:
-                raise link.status_error(step, response.status_code, "initialize")
+                raise FallBack(status)
+            if step is not Next.READ_BODY and not (took and step is Next.REFUSED):
+                raise link.status_error(step, status, "initialize")
             session = response.headers.get(SESSION_HEADER)
             if session is not None and not header_safe(session):
                 raise TransportError(f"mcp server {link.name} sent an unusable {SESSION_HEADER} header")
@@ -189,19 +186,24 @@ class StreamableHttpTransport:
     async def _request(self, body: bytes, request: Request) -> None:
         """Task: POST one request and pass its answer on."""
         link = self._link
+        probe = request.method == "server/discover"
+        self._took_probe |= probe  # until its answer says otherwise
         with trio.move_on_after(link.request_bound_s):
             try:
                 headers = {**self._headers(ACCEPT_POST), **self._request_headers(request)}
                 self._listen_once_adopted(request, headers)
                 response = await link.open("POST", link.url, headers, request.method, content=body)
+                if probe and not 200 <= response.status_code < 300:
+                    self._took_probe = False
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return
             await self._settle(response, request)
 
     def _listen_once_adopted(self, request: Request, headers: dict[str, str]) -> None:
-        """The first request of the per-request era after a ``server/discover`` that
-        offered tool changes opens the ``subscriptions/listen`` stream, with its ``_meta``."""
+        """The first request of the per-request era after a ``server/discover`` (or an
+        ``initialize`` answered with that era's version) that offered list changes opens
+        the ``subscriptions/listen`` stream, with its ``_meta``."""
         wanted = bool(self._listen_for) and not self._listening and "Mcp-Method" in headers
         if wanted and request.method != "server/discover" and isinstance(request.params, dict):
             self._listening = True
@@ -287,37 +289,36 @@ class StreamableHttpTransport:
     # ---------------------------------------------------------------- receiving
 
     async def _deliver(self, messages: list[Message], answering: Request | None) -> bool:
-        """Queue decoded messages for the actor; True if one answered ``answering``.
-        The initialize answer is read for the protocol version, a ``tools/list``
-        answer for the tools' parameter headers (``param_headers.py``)."""
+        """Queue decoded messages for the actor; True if one answered ``answering``."""
         answered = False
         related = UNTIED if answering is None else answering.id  # what a server's request belongs to
         messages = [attrs.evolve(m, related=related) if isinstance(m, Request) else m for m in messages]
-        if answering is not None:
-            for message in messages:
-                if is_answer(message, answering):
-                    answered = True
-                    if answering.method == "initialize" and isinstance(message, Response):
-                        self._learn_version(message)
-                    elif answering.method == "tools/list" and isinstance(message, Response):
-                        self._learn_designations(message)
-                    elif answering.method == "server/discover" and isinstance(message, Response):
-                        self._listen_for = listen_filter(message.result)
+        for message in messages:
+            if answering is not None and is_answer(message, answering):
+                answered = True
+                if isinstance(message, Response):
+                    self._learn(answering.method, message)
         if messages:
             await self._link.inbox.put(messages)
         return answered
 
-    def _learn_designations(self, answer: Response) -> None:
-        for tool, designated in listing_designations(answer.result).items():
-            if designated is None:
-                self._designations.pop(tool, None)
-            else:
-                self._designations[tool] = designated
-
-    def _learn_version(self, answer: Response) -> None:
-        version = answer.result.get("protocolVersion")
-        if isinstance(version, str) and header_safe(version):
+    def _learn(self, method: str, answer: Response) -> None:
+        """What an answer teaches: the list changes offered by one that opens an era
+        (used once the per-request era is spoken: an ``initialize`` may name it too),
+        the protocol version of ``initialize``'s, and the tools' parameter headers of
+        ``tools/list``'s (``param_headers.py``)."""
+        result = answer.result
+        if method in ("initialize", "server/discover"):
+            self._listen_for = listen_filter(result)
+        version = result.get("protocolVersion")
+        if method == "initialize" and isinstance(version, str) and header_safe(version):
             self.protocol_version = version
+        elif method == "tools/list":
+            for tool, designated in listing_designations(result).items():
+                if designated is None:
+                    self._designations.pop(tool, None)
+                else:
+                    self._designations[tool] = designated
 
     async def _read_stream(self, response: httpx2.Response, request: Request) -> None:
         """An SSE answer to a request: pass its messages on until the answer came.

@@ -19,8 +19,8 @@ import trio
 
 from actors.protocol.errors import ProtocolError
 from actors.protocol.payloads import structure_tool, tool_to_wire
-from actors.router.actor import _entries
 from actors.router.catalog import ServerView, make_entry
+from actors.router.tool_entries import entries_for as _entries
 from actors.spec import Start
 from supervisor.cli import main as cli
 from supervisor.settings.model import Config, ToolSearchSettings

@@ -43,8 +43,9 @@ def remote(name: str, url: str, **options: Any) -> ServerSpec:
     return ServerSpec(name=name, type="remote", url=url, **options)
 
 
-def sdk_server() -> Any:
-    """A fresh copy of tests/servers/sdk_server.py's MCPServer (add, shout, count)."""
+def sdk_server(*, grow: bool = False) -> Any:
+    """A fresh copy of tests/servers/sdk_server.py's MCPServer (add, shout, count);
+    ``grow``: with the tool ``grow``, which publishes the tool ``late`` (its ``--grow``)."""
     if importlib.util.find_spec("mcp") is None:
         pytest.skip("the mcp package is not installed (pip install -e '.[dev]' brings it)")
     spec = importlib.util.spec_from_file_location(
@@ -53,6 +54,8 @@ def sdk_server() -> Any:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if grow:
+        module.server.tool()(module.grow)
     return module.server
 
 

@@ -6,6 +6,7 @@ no ``initialize`` and no session on the wire."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,7 @@ import trio
 from supervisor import Supervisor
 from supervisor.settings.model import Config
 from tests.end_to_end.test_http_transport_peers import START_S, hypercorn_app, remote, sdk_server
-from tests.servers.method_log import MethodLog
-
-try:  # the SDK's tool signatures are read at runtime, so Context must be a module name
-    from mcp.server.mcpserver import Context
-except ImportError:  # pragma: no cover - sdk_server() skips the tests then
-    Context = None
+from tests.servers.method_log import MethodLog, read_body, replaying
 
 
 async def test_a_call_reaches_the_sdk_server_with_no_initialize_on_the_wire(tmp_path: Path) -> None:
@@ -51,17 +47,7 @@ async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(
     tool reaches the catalog (a new epoch) without any request of ours.
     ``ended_first``: the server ends the first stream gracefully (its result) right
     after acknowledging it; we listen again on the same connection."""
-    server = sdk_server()
-
-    def late(text: str) -> str:
-        """A tool that exists only after ``grow`` ran."""
-        return text[::-1]
-
-    @server.tool()
-    async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
-        server.add_tool(late)
-        await ctx.notify_tools_changed()
-        return "grown"
+    server = sdk_server(grow=True)
 
     logged = MethodLog(server.streamable_http_app())
     acks = 0
@@ -109,5 +95,97 @@ async def test_a_tool_added_at_runtime_arrives_through_the_listen_stream(
             reversed_ = await later.call("sdk_late", {"text": "abc"})
             assert reversed_.ok and reversed_.text == "cba", reversed_
     assert "initialize" not in logged.methods
-    assert logged.methods.count("server/discover") == 1  # one connection all along
+    # One connection all along; a stream acknowledged again has server/discover asked again.
+    assert logged.methods.count("server/discover") == 1 + ended_first
     assert logged.methods.count("subscriptions/listen") == 1 + ended_first
+
+
+NEW_ERA_INITIALIZE = {
+    "protocolVersion": "2026-07-28",
+    "capabilities": {"tools": {"listChanged": True}},
+    "serverInfo": {"name": "front", "version": "1"},
+}
+REFUSED_INITIALIZE = {"code": -32020, "message": "Missing MCP-Protocol-Version header"}
+
+
+def new_era_front(
+    app: Any, acknowledged: trio.Event, *, discover_after_s: float | None = None, refuse: bool = False
+) -> Any:
+    """The SDK's app behind a front that answers ``server/discover`` only after
+    ``discover_after_s`` (None: never; the probe of a busy machine times out) and
+    answers ``initialize`` itself, as the conformance suite's mock servers of the
+    2026-07-28 era do: with that version, or (``refuse``) with HTTP 400. The rest
+    reaches the SDK; ``acknowledged`` is set once it acknowledged a listen stream."""
+
+    async def front(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        body = await read_body(receive)
+        request = json.loads(body)
+        if request.get("method") == "server/discover":
+            await trio.sleep(math.inf if discover_after_s is None else discover_after_s)
+        if request.get("method") == "initialize":
+            answer = {"error": REFUSED_INITIALIZE} if refuse else {"result": NEW_ERA_INITIALIZE}
+            data = json.dumps({"jsonrpc": "2.0", "id": request["id"], **answer}).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 400 if refuse else 200, "headers": headers})
+            await send({"type": "http.response.body", "body": data})
+            return
+
+        async def watched(message: Any) -> None:
+            await send(message)
+            if b"notifications/subscriptions/acknowledged" in message.get("body", b""):
+                acknowledged.set()
+
+        await app(scope, replaying(body, receive), watched)
+
+    return front
+
+
+async def test_initialize_answered_with_the_new_era_speaks_it_and_listens(tmp_path: Path) -> None:
+    """Over HTTP, a connection whose ``initialize`` was answered with 2026-07-28 speaks
+    the per-request era (``_meta`` and its headers on every request) and opens the
+    ``subscriptions/listen`` stream its capabilities offer: a tool added at run time
+    reaches the catalog (it used to be a version mismatch: backoff, no tools)."""
+    server = sdk_server(grow=True)
+
+    listening = trio.Event()
+    logged = MethodLog(new_era_front(server.streamable_http_app(), listening))
+    async with hypercorn_app(logged) as base:
+        spec = remote("sdk", f"{base}/mcp", transport="streamable-http", init_timeout_s=2.0)
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                turn = await s.begin_turn()
+                assert sup.servers()["sdk"].protocol_version == "2026-07-28"
+                await listening.wait()
+                assert (await turn.call("sdk_grow", {})).ok
+                await sup.router.cell.wait_until(lambda c: "sdk_late" in c.tools)
+            reversed_ = await (await s.begin_turn()).call("sdk_late", {"text": "abc"})
+            assert reversed_.ok and reversed_.text == "cba", reversed_
+    assert logged.methods[:2] == ["server/discover", "initialize"]
+    assert "notifications/initialized" not in logged.methods
+    after = [seen for seen in logged.seen[2:] if seen.method is not None]
+    assert {seen.version for seen in after} == {"2026-07-28"}
+
+
+async def test_initialize_refused_while_the_probe_is_unanswered_waits_for_the_probe(tmp_path: Path) -> None:
+    """On a busy machine the probe times out (half of the 2 s init timeout) before the
+    server answers it; a server of the 2026-07-28 era only refuses the ``initialize``
+    that follows with HTTP 400. The server took our ``server/discover`` POST, so that
+    400 is no sign of the legacy transport: it is the refusal of ``initialize``, and
+    the probe's answer (at 1.5 s) settles the era (the connection used to fail: "speaks
+    neither Streamable HTTP (initialize was answered HTTP 400) nor HTTP+SSE")."""
+    server = sdk_server()
+    logged = MethodLog(
+        new_era_front(server.streamable_http_app(), trio.Event(), discover_after_s=1.5, refuse=True)
+    )
+    async with hypercorn_app(logged) as base:
+        spec = remote("sdk", f"{base}/mcp", init_timeout_s=2.0)  # transport: auto
+        async with Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup, sup.session() as s:
+            with trio.fail_after(START_S):
+                added = await (await s.begin_turn()).call("sdk_add", {"a": 2, "b": 40})
+            assert added.ok and added.text == "42", added
+            view = sup.servers()["sdk"]
+            assert view.protocol_version == "2026-07-28" and view.reconnects == 0
+    assert logged.methods[:2] == ["server/discover", "initialize"]

@@ -13,6 +13,14 @@ can SIGKILL. ``--resumable`` adds an in-memory event store, so every answer stre
 starts with a priming event (an id and a ``retry`` of 1 s) and can be resumed with
 ``Last-Event-ID``, as the SDK does for servers that support resumability.
 ``--legacy`` serves the old HTTP+SSE transport at ``http://127.0.0.1:PORT/sse``.
+Over Streamable HTTP, SIGTERM ends every ``subscriptions/listen`` stream gracefully
+(with its result, as the spec's graceful close) before the server shuts down; the
+SDK's own ``run`` would wait for those open streams forever.
+
+``--grow`` adds ``grow``, which publishes the tool ``late`` (it reverses text) and
+says the tool list changed (the SDK's ``notify_tools_changed``: on a 2026-07-28
+connection, to its ``subscriptions/listen`` streams). ``--only NAMES`` keeps only
+the tools named (comma-separated), so a restart can come back with another set.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import argparse
 import itertools
 import logging
 import warnings
+from typing import Any
 
 import anyio
 from pydantic import BaseModel
@@ -92,6 +101,43 @@ async def sample(prompt: str, ctx: Context) -> str:  # type: ignore[type-arg]
     return f"sampled: {content.text if isinstance(content, TextContent) else content}"
 
 
+def late(text: str) -> str:
+    """Return the text reversed (published by ``grow``)."""
+    return text[::-1]
+
+
+async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Publish the tool ``late`` and tell listening clients the tool list changed."""
+    server.add_tool(late)
+    await ctx.notify_tools_changed()
+    return "grown"
+
+
+def keep_only(names: str) -> None:
+    """Remove every tool but ``names`` (comma-separated)."""
+    kept = set(names.split(","))
+    for tool in server._tool_manager.list_tools():
+        if tool.name not in kept:
+            server.remove_tool(tool.name)
+
+
+def serve_streamable_http(port: int, store: EventStore | None) -> None:
+    """Serve Streamable HTTP with uvicorn, as ``server.run`` does, but end the listen
+    streams gracefully on SIGTERM, so that the server exits at once."""
+    import uvicorn
+
+    listen = server._lowlevel_server._request_handlers["subscriptions/listen"].handler
+
+    class Graceful(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            listen.close()
+            await super().shutdown(sockets)
+
+    app = server.streamable_http_app(event_store=store, retry_interval=1000)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    anyio.run(Graceful(config).serve)
+
+
 class MemoryEventStore(EventStore):
     """Every event of every stream, kept in memory (a test server lives briefly)."""
 
@@ -120,7 +166,13 @@ if __name__ == "__main__":
     parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on this port")
     parser.add_argument("--resumable", action="store_true", help="answer streams carry event ids")
     parser.add_argument("--legacy", action="store_true", help="serve the HTTP+SSE transport at /sse")
+    parser.add_argument("--grow", action="store_true", help="add grow, which publishes the tool late")
+    parser.add_argument("--only", metavar="NAMES", help="keep only these tools (comma-separated)")
     args = parser.parse_args()
+    if args.grow:
+        server.tool()(grow)
+    if args.only is not None:
+        keep_only(args.only)
     if args.http is None:
         server.run("stdio")
     else:
@@ -128,7 +180,4 @@ if __name__ == "__main__":
         if args.legacy:
             server.run("sse", host="127.0.0.1", port=args.http)
         else:
-            store = MemoryEventStore() if args.resumable else None
-            server.run(
-                "streamable-http", host="127.0.0.1", port=args.http, event_store=store, retry_interval=1000
-            )
+            serve_streamable_http(args.http, MemoryEventStore() if args.resumable else None)

@@ -15,6 +15,7 @@ import orjson
 import trio
 import trio.testing
 
+from actors.protocol.listen import ACKNOWLEDGED, LISTEN, SUBSCRIPTION_ID
 from actors.protocol.messages import (
     METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -23,6 +24,7 @@ from actors.protocol.messages import (
     Message,
     Notification,
     Request,
+    RequestId,
     Response,
 )
 from actors.protocol.ndjson import LineDecoder, encode_lines
@@ -88,6 +90,7 @@ class FakeSession:
         # Answered server/discover with the new era: the connection is locked to it and
         # initialize is refused with -32022, as the SDK's dual-era loop does.
         self.modern = False
+        self.listens: list[RequestId] = []  # subscriptions/listen acknowledged, still open
 
     async def send(self, message: Message) -> None:
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -96,6 +99,21 @@ class FakeSession:
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.send(Notification(method, params))
+
+    async def notify_listeners(self, method: str) -> None:
+        """Send ``method`` on every open listen request, stamped with its id."""
+        for listen in self.listens:
+            await self.notify(method, {"_meta": {SUBSCRIPTION_ID: listen}})
+
+    async def end_listens(self, *, cancel: bool = False) -> None:
+        """End every open listen request: answered with its result (the graceful end),
+        or with ``cancel``, by ``notifications/cancelled`` naming it."""
+        listens, self.listens = self.listens, []
+        for listen in listens:
+            if cancel:
+                await self.notify("notifications/cancelled", {"requestId": listen})
+            else:
+                await self.send(Response(listen, {"_meta": {SUBSCRIPTION_ID: listen}}))
 
     async def close(self) -> None:
         """Simulate the server process dying."""
@@ -159,6 +177,8 @@ class FakeSession:
             result = await server.call_handler(self, request)
             if result is not None:
                 await self.send(Response(request.id, result))
+        elif request.method == LISTEN:
+            await self._listen(request)
         elif request.method in server.answers:
             answered = server.answers[request.method](request)
             if isinstance(answered, ErrorObject):
@@ -166,11 +186,25 @@ class FakeSession:
             elif answered is not None:
                 await self.send(Response(request.id, answered))
 
+    async def _listen(self, request: Request) -> None:
+        """``subscriptions/listen`` as ``server.listen`` says."""
+        how = self.server.listen
+        if how == "refuse":
+            await self.send(ErrorResponse(request.id, ErrorObject(METHOD_NOT_FOUND, "Method not found")))
+        elif how == "fail":
+            await self.send(ErrorResponse(request.id, ErrorObject(-32603, "Subscription limit reached")))
+        elif how == "hold":
+            self.listens.append(request.id)
+            params = request.params if isinstance(request.params, dict) else {}
+            ack = {"notifications": params.get("notifications"), "_meta": {SUBSCRIPTION_ID: request.id}}
+            await self.notify(ACKNOWLEDGED, ack)
+
     async def _discover(self, request: Request) -> None:
         """A handshake-era server by default (method not found), else as scripted."""
         answer = self.server.discover
         if answer == "silent":
             return
+        await trio.sleep(self.server.discover_delay)
         if answer == "close":
             await self.close()
         elif isinstance(answer, dict):
@@ -211,11 +245,15 @@ class FakeServer:
         # server/discover: None (method not found), a result, "silent" or "close".
         self.discover: dict[str, Any] | str | None = None
         self.start_delay = 0.0  # a slow start (imports): nothing is read before it passed
+        self.discover_delay = 0.0  # server/discover alone is answered this late
         self.list_calls = 0
         self.list_extra: dict[str, Any] = {}  # more keys of every tools/list result (ttlMs)
         self.connected = trio.Event()
         self.capabilities: dict[str, Any] = {"tools": {"listChanged": True}}  # initialize's
         self.answers: dict[str, Answerer] = {}  # other methods (resources/list …), by method
+        # subscriptions/listen: "hold" (acknowledge, keep open), "refuse" (-32601),
+        # "fail" (-32603 before any acknowledgement) or "silent".
+        self.listen = "hold"
 
     @property
     def current(self) -> FakeSession:

@@ -25,9 +25,10 @@ from actors.connection.messages import (
     Unsubscribe,
 )
 from actors.connection.states import State
+from actors.protocol.listen import listen_filter
 from actors.protocol.messages import ErrorObject, Request, ServerFeatures
 from actors.spec import Start
-from actors.transports.listen_stream import listen_filter, listen_request
+from actors.transports.listen_stream import listen_request
 from tests.actors.connection.test_connection_actor import Harness, running
 from tests.actors.transports.test_stdio_transport import eventually
 from tests.support.fakes import MODERN_DISCOVER, FakeServer

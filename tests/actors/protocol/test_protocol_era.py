@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from actors.protocol.era import (
-    PROBE_TIMEOUT_S,
     Era,
     Opening,
     ProbeOutcome,
@@ -138,47 +137,76 @@ def test_no_evidence_of_the_new_era_falls_back_to_initialize(answer: Any, outcom
     assert isinstance(listing, Request) and listing.params is None  # no _meta in this era
 
 
-def test_a_late_discover_answer_after_the_fall_back_is_stray() -> None:
-    session, peer, probe = probing()
-    session.fall_back()  # the probe timed out
-    assert peer.say(Response(probe.id, DISCOVER_RESULT)) == [StrayResponse(probe.id)]
-    assert session.phase is Phase.NEW
-
-
 LOCKED = ErrorObject(-32022, "connection is serving the 2026-07-28 protocol", {"supported": ["2026-07-28"]})
 """What a slow-starting SDK server that answered our timed-out probe says to ``initialize``."""
 
 
-def refused_after_fall_back() -> tuple[ClientSession, Peer, Request]:
-    """The probe timed out, ``initialize`` was refused with ``LOCKED``: the new probe."""
+def fell_back() -> tuple[ClientSession, Peer, Request, Request]:
+    """The probe timed out and ``initialize`` was sent: the probe, ``initialize``."""
     session, peer, probe = probing()
     session.fall_back()
-    init_id = session.start_initialize()
-    peer.read()
-    assert peer.say(Response(probe.id, DISCOVER_RESULT), ErrorResponse(init_id, LOCKED)) == [
-        StrayResponse(probe.id)
-    ]
-    [again] = peer.read()
-    assert isinstance(again, Request) and again.method == "server/discover"
-    assert again.params == {"_meta": META}
-    return session, peer, again
+    session.start_initialize()
+    [init] = peer.read()
+    assert isinstance(init, Request)
+    return session, peer, probe, init
 
 
-def test_initialize_refused_for_the_new_era_after_a_fall_back_probes_again_and_adopts() -> None:
-    session, peer, again = refused_after_fall_back()
-    [event] = peer.say(Response(again.id, DISCOVER_RESULT))
+def assert_adopted(session: ClientSession, peer: Peer, event: object) -> None:
     assert isinstance(event, Adopted) and event.result.supported_versions == ("2025-11-25", "2026-07-28")
     assert session.phase is Phase.READY and session.era is Era.PER_REQUEST
-    assert peer.read() == []  # no notifications/initialized in this era
+    assert peer.read() == []  # no notifications/initialized, no second probe
     session.send_request("tools/list")
     [listing] = peer.read()
     assert isinstance(listing, Request) and listing.params == {"_meta": META}
 
 
-def test_a_probe_again_that_names_none_of_ours_ends_the_session() -> None:
-    _, peer, again = refused_after_fall_back()
-    with pytest.raises(ProtocolError, match=r"refused initialize: .*code -32022.*named no per-request"):
-        peer.say(ErrorResponse(again.id, LOCKED))
+def test_initialize_answered_after_a_late_discover_answer_settles_the_era_itself() -> None:
+    """The server answered our timed-out probe, then ``initialize``: that answer
+    decides, and the late probe's answer is dropped (a stray one once it is settled)."""
+    session, peer, probe, init = fell_back()
+    assert peer.say(Response(probe.id, DISCOVER_RESULT)) == []  # kept until initialize is answered
+    [event] = peer.say(Response(init.id, INIT_RESULT))
+    assert isinstance(event, Initialized) and session.era is Era.HANDSHAKE
+    session, peer, probe, init = fell_back()
+    peer.say(Response(init.id, INIT_RESULT))
+    assert peer.say(Response(probe.id, DISCOVER_RESULT)) == [StrayResponse(probe.id)]
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        ErrorResponse(1, LOCKED),  # the SDK's dual-era loop, locked by our probe
+        ErrorResponse(1, ErrorObject(METHOD_NOT_FOUND, "Method not found: initialize")),
+        Response(1, {}),  # a mock of the new era that answers anything with {}
+    ],
+    ids=["locked", "method-not-found", "no-protocol-version"],
+)
+@pytest.mark.parametrize("late_first", [True, False], ids=["late-answer-first", "refusal-first"])
+def test_initialize_failed_after_a_timed_out_probe_adopts_its_late_answer(
+    refusal: Response | ErrorResponse, late_first: bool
+) -> None:
+    """Under load the probe times out before its answer is read; the server (of the
+    new era, or locked to it by our probe) then fails ``initialize``. The probe's late
+    answer settles the era, whether it came before that failure or after it (the
+    connection used to fail: "server refused initialize", or a late answer dropped)."""
+    session, peer, probe, init = fell_back()
+    assert init.id == refusal.id
+    late = Response(probe.id, DISCOVER_RESULT)
+    if late_first:
+        assert peer.say(late) == []
+        [event] = peer.say(refusal)
+    else:
+        assert peer.say(refusal) == []  # held: the probe may still answer
+        assert session.phase is Phase.DISCOVERING
+        [event] = peer.say(late)
+    assert_adopted(session, peer, event)
+
+
+def test_a_late_answer_that_names_none_of_ours_lets_the_initialize_failure_stand() -> None:
+    _, peer, probe, init = fell_back()
+    peer.say(ErrorResponse(init.id, LOCKED))
+    with pytest.raises(ProtocolError, match=r"refused initialize: .*code -32022"):
+        peer.say(Response(probe.id, {"supportedVersions": ["2025-11-25"], "capabilities": {}}))
 
 
 def test_initialize_refused_without_a_probe_before_it_is_not_probed_again() -> None:
@@ -238,8 +266,8 @@ def test_after_probe(setting: Setting, outcome: ProbeOutcome, verdict: Verdict) 
 @pytest.mark.parametrize(
     ("setting", "left", "wait"),
     [
-        (Setting.AUTO, 60.0, PROBE_TIMEOUT_S),
-        (Setting.AUTO, 3.0, 1.5),  # half of what is left: the fall back needs time
+        (Setting.AUTO, 60.0, 30.0),  # half of what is left: a slow start is no verdict either
+        (Setting.AUTO, 3.0, 1.5),  # and initialize gets the other half
         (Setting.PER_REQUEST, 60.0, 54.0),  # nothing to fall back to: a slow start is no verdict
     ],
 )

@@ -15,9 +15,13 @@ from typing import Any
 import orjson
 import pytest
 
+from actors.protocol.era import Era
 from actors.protocol.errors import ProtocolError, VersionMismatch
+from actors.protocol.listen import ACKNOWLEDGED, SUBSCRIPTION_ID
 from actors.protocol.messages import (
     LATEST_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     SUPPORTED_PROTOCOL_VERSIONS,
     CallResult,
@@ -33,10 +37,13 @@ from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.pages import parse_tools_page
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import (
+    Cancelled,
     ClientSession,
+    DiscoverAnswered,
     ErrorReceived,
     Event,
     Initialized,
+    ListenAcknowledged,
     LogMessage,
     Phase,
     ProgressReceived,
@@ -51,6 +58,7 @@ from actors.protocol.session import (
     method_not_found,
 )
 
+DISCOVERED: dict[str, Any] = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
 INIT_RESULT: dict[str, Any] = {
     "protocolVersion": LATEST_PROTOCOL_VERSION,
     "capabilities": {"tools": {"listChanged": True}},
@@ -187,6 +195,42 @@ def test_unknown_version_is_a_version_mismatch() -> None:
     assert session.phase is Phase.CLOSED
     assert session.negotiated is None
     assert session.messages_to_send() == []  # no notifications/initialized for a failed handshake
+
+
+def test_initialize_answered_with_the_per_request_era_speaks_that_era() -> None:
+    """A server that answers ``initialize`` with 2026-07-28 (it used to be a version
+    mismatch, and the server was declared broken) is spoken to in that era: every
+    later request carries its ``_meta``, and no ``notifications/initialized`` is sent
+    (the era has none)."""
+    session = ClientSession(capabilities={"roots": {}})
+    peer = Peer(session)
+    request_id = session.start_initialize()
+    peer.read()
+    [event] = peer.say(Response(request_id, {**INIT_RESULT, "protocolVersion": "2026-07-28"}))
+    assert isinstance(event, Initialized)
+    assert (session.phase, session.version, session.era) == (Phase.READY, "2026-07-28", Era.PER_REQUEST)
+    assert session.capabilities_of_server == INIT_RESULT["capabilities"]
+    assert peer.read() == []  # no notifications/initialized
+    session.send_request("tools/list")
+    [listed] = peer.read()
+    assert isinstance(listed, Request) and isinstance(listed.params, dict)
+    meta = listed.params["_meta"]
+    assert meta[META_PROTOCOL_VERSION] == "2026-07-28"
+    assert meta[META_CLIENT_CAPABILITIES] == {"roots": {}}
+
+
+def test_server_discover_asked_again_once_ready_is_answered_like_any_request() -> None:
+    """Only the probe's answer settles the era; ``server/discover`` asked again in
+    the per-request era (after a new subscription, ``listener.py``) is a plain answer."""
+    session = ClientSession()
+    peer = Peer(session)
+    probe = session.start_discover()
+    peer.read()
+    [answered] = peer.say(Response(probe, DISCOVERED))
+    assert isinstance(answered, DiscoverAnswered) and answered.result is not None
+    session.adopt(answered.result)
+    again = session.send_request("server/discover")
+    assert peer.say(Response(again, DISCOVERED)) == [ResponseReceived(again, "server/discover", DISCOVERED)]
 
 
 def test_refused_initialize_is_a_protocol_error() -> None:
@@ -414,10 +458,40 @@ def test_surface_notifications_become_typed_events(notification: Notification, e
 
 def test_other_notifications_pass_through() -> None:
     _, peer = ready()
-    params = {"requestId": 3, "reason": "gave up"}
-    assert peer.say(Notification("notifications/cancelled", params)) == [
-        ServerNotification("notifications/cancelled", params)
+    params = {"name": "x"}
+    assert peer.say(Notification("notifications/other", params)) == [
+        ServerNotification("notifications/other", params)
     ]
+
+
+@pytest.mark.parametrize(
+    ("notification", "expected"),
+    [
+        (Notification("notifications/cancelled", {"requestId": 3, "reason": "bye"}), Cancelled(3)),
+        (
+            Notification("notifications/cancelled", {"requestId": True}),
+            ServerNotification("notifications/cancelled", {"requestId": True}),
+        ),
+        (
+            Notification(ACKNOWLEDGED, {"notifications": {}, "_meta": {SUBSCRIPTION_ID: "listen-1"}}),
+            ListenAcknowledged("listen-1"),
+        ),
+        (Notification(ACKNOWLEDGED, {"notifications": {}}), ListenAcknowledged(None)),
+        (
+            Notification("notifications/tools/list_changed", {"_meta": {SUBSCRIPTION_ID: 7}}),
+            ToolsListChanged(7),
+        ),
+        (
+            Notification("notifications/prompts/list_changed", {"_meta": {SUBSCRIPTION_ID: [7]}}),
+            PromptsListChanged(None),
+        ),
+    ],
+)
+def test_listen_notifications_name_their_subscription(notification: Notification, expected: Event) -> None:
+    """The 2026-07-28 era's listen frames carry their request's id in ``_meta``
+    (``io.modelcontextprotocol/subscriptionId``); a server's cancellation names ours."""
+    _, peer = ready()
+    assert peer.say(notification) == [expected]
 
 
 def test_server_request_and_method_not_found() -> None:

@@ -483,16 +483,16 @@ async def test_wait_until_wakes_on_the_right_epoch(autojump_clock: trio.testing.
 async def test_a_relist_keeps_the_entries_of_unchanged_tools(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actors.router import actor as router_actor
+    from actors.router import tool_entries
 
     made: list[str] = []
-    real = router_actor.make_entry
+    real = tool_entries.make_entry
 
     def counting(tool_id: str, *args: Any) -> Any:
         made.append(tool_id)
         return real(tool_id, *args)
 
-    monkeypatch.setattr(router_actor, "make_entry", counting)
+    monkeypatch.setattr(tool_entries, "make_entry", counting)
 
     def tool(name: str, schema: dict[str, Any] | None = None, description: str = "") -> Tool:
         return Tool(name, description or f"{name} things", schema or {"type": "object"})
@@ -525,16 +525,16 @@ async def test_a_relist_keeps_the_entries_of_unchanged_tools(
 async def test_a_private_servers_relist_keeps_the_entries_of_unchanged_tools(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actors.router import actor as router_actor
+    from actors.router import tool_entries
 
     made: list[str] = []
-    real = router_actor.make_entry
+    real = tool_entries.make_entry
 
     def counting(tool_id: str, *args: Any) -> Any:
         made.append(tool_id)
         return real(tool_id, *args)
 
-    monkeypatch.setattr(router_actor, "make_entry", counting)
+    monkeypatch.setattr(tool_entries, "make_entry", counting)
     async with running_router("time") as h:
         await h.feed(RegisterServer(ServerSpec("notes"), connection_mailbox(), owner="s1"))
         first = await h.feed(listed("notes", "read", "write", owner="s1"))

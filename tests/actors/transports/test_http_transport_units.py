@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from actors.protocol.errors import FramingError, ProtocolError, Unencodable
-from actors.protocol.http_framing import decode_body, decode_event, encode_body
+from actors.protocol.http_framing import decode_body, decode_event, encode_body, is_answer, what
 from actors.protocol.messages import ErrorObject, ErrorResponse, Notification, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
@@ -36,7 +36,6 @@ from actors.transports.http_status import (
 )
 from actors.transports.legacy_sse import resolve_endpoint
 from actors.transports.remote import open_remote_transport
-from actors.transports.streamable_http import is_answer, what
 from supervisor.settings.loader import ConfigError, load_config
 
 # ------------------------------------------------------------------ decisions
