@@ -6,6 +6,7 @@ not need one)."""
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -26,6 +27,16 @@ def labels(**values: str) -> str:
     if not values:
         return ""
     return "{" + ",".join(f'{name}="{_escape(value)}"' for name, value in values.items()) + "}"
+
+
+def sample_value(value: float) -> str:
+    """A sample's value, exact: an integer as it is (``:g`` wrote 1234567 as
+    1.23457e+06), a float as Python's shortest repr, infinities as the format spells them."""
+    if isinstance(value, int):
+        return str(int(value))
+    if math.isfinite(value):
+        return repr(value)
+    return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
 
 
 @attrs.frozen
@@ -70,7 +81,7 @@ class Metrics:
         def family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]) -> None:
             lines.append(f"# HELP {name} {help_text}")
             lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
+            lines.extend(f"{name}{labels} {sample_value(value)}" for labels, value in samples)
 
         by_state = Counter(view.state for view in servers.values())
         family(
@@ -97,7 +108,7 @@ class Metrics:
         for bound, count in zip((*LATENCY_BUCKETS_MS, "+Inf"), self._buckets, strict=True):
             running += count
             lines.append(f'mcp_supervisor_call_duration_ms_bucket{{le="{bound}"}} {running}')
-        lines.append(f"mcp_supervisor_call_duration_ms_sum {self._latency_sum_ms:g}")
+        lines.append(f"mcp_supervisor_call_duration_ms_sum {sample_value(self._latency_sum_ms)}")
         lines.append(f"mcp_supervisor_call_duration_ms_count {self._latency_count}")
         family(
             "mcp_supervisor_approvals_pending",
