@@ -5,6 +5,7 @@ histogram's edges (a duration on a bound, past the last one, a name that needs e
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import quote
@@ -15,6 +16,7 @@ from prometheus_client.samples import Sample
 
 from supervisor.runtime.metrics import CALL_DURATION_BUCKETS_S, Metrics, sample_value
 from tests.support.admin import admin_running, config_of, mini_spec, wait_for
+from tests.support.paths import REPO
 
 HISTOGRAM = "mcp_supervisor_call_duration_seconds"
 CALLS = "mcp_supervisor_calls"  # the parser names a counter without its _total
@@ -33,6 +35,14 @@ def _series(samples: Iterable[Sample]) -> dict[tuple[str, str], dict[str, list[S
         key = (sample.labels["server"], sample.labels["outcome"])
         out.setdefault(key, {}).setdefault(sample.name, []).append(sample)
     return out
+
+
+def _readme_families() -> set[str]:
+    """The families the README's "Metrics" table lists."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Metrics\n") :]
+    section = section[: section.index("\n#")]
+    return set(re.findall(r"^\| `(mcp_supervisor_\w+)` \|", section, re.MULTILINE))
 
 
 def _check_histogram(series: dict[str, list[Sample]]) -> tuple[float, float]:
@@ -72,6 +82,7 @@ async def test_the_exposition_parses_with_a_histogram_per_server_and_outcome(tmp
                 assert (envelope.get("error") or {}).get("code", "ok") == outcome, envelope
             text = (await http.request("GET", "/metrics")).body.decode()
 
+    assert set(re.findall(r"^# TYPE (\S+) ", text, re.MULTILINE)) == _readme_families()
     families = _parse(text)
     assert HISTOGRAM in families and f"{HISTOGRAM}_bucket" not in families
     assert not any(name.startswith("mcp_supervisor_call_duration_ms") for name in families)
