@@ -19,6 +19,9 @@ message of one HTTP request:
   input-required result (``inputRequests`` and a ``requestState`` we mint and
   authenticate, ``request_state.py``); the client's retry resumes the same backend
   call. A request that needs a capability the client did not declare gets -32021.
+  Each parked call is its own side of the backend's requests (``ClientSide.session``
+  names the call, not the tenant): over stdio, where a request says nothing of its
+  call, one that could be either of two parked calls of a tenant goes to neither.
   A tampered, foreign, stale or expired state is -32602.
 - ``subscriptions/listen`` (``listen.py``) holds the request open until the client
   hangs up.
@@ -293,7 +296,7 @@ class StatelessGateway:
             outlet=parked.outlet,
             progress_token=meta.get("progressToken"),
             cancel_key=f"gateway-new:{parked.id}",
-            client=ClientSide(state.session.id, parked.ask, dict(capabilities)),
+            client=ClientSide(f"{state.session.id}/{parked.id}", parked.ask, dict(capabilities)),
         )
         state.parked[parked.id] = parked
         release = self.tenants.hold(state)
