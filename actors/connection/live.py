@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from actors.connection import retry
-from actors.connection.calls import InFlight, InFlightTable, call_params, describe
+from actors.connection.calls import InFlight, InFlightTable, call_params, describe, server_error
 from actors.connection.client_side import RequestRefused, ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.listener import ChangeListener
@@ -390,13 +390,9 @@ class Live:
             return  # answered already (timed out or cancelled): drop the late answer
         outcome: CallOutcome
         if isinstance(event, ErrorReceived):
-            error = event.error
-            said = self._redactor.redact(error.message)
-            outcome = CallFailed(
-                "server_error",
-                f"mcp server {self.name} answered {describe(entry.call)} with error {error.code}: {said}",
-                rpc_error=ErrorObject(error.code, said, self._redactor.redact_json(error.data)),
-            )
+            error, redact = event.error, self._redactor
+            said = ErrorObject(error.code, redact.redact(error.message), redact.redact_json(error.data))
+            outcome = server_error(self.name, entry.call, said, self.session.era)
         else:
             try:
                 required = input_required(event.result) if self.session.era is Era.PER_REQUEST else None
