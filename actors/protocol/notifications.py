@@ -117,7 +117,13 @@ _SIGNALS: dict[str, type[ListChanged]] = {
 
 def notification_event(method: str, params: Params, related: RequestId | Untied | None = None) -> Notified:
     """The event for one notification from the server (``related``: the request of ours
-    whose answer stream carried it, if the transport knows)."""
+    whose answer stream carried it, if the transport knows). A log message is looked for
+    first: a flooding server sends nothing else."""
+    if method == "notifications/message" and isinstance(params, dict):
+        level, logger = params.get("level"), params.get("logger")
+        if isinstance(level, str):
+            named = logger if isinstance(logger, str) else None
+            return LogMessage(level, named, params.get("data"), related=related)
     signal = _SIGNALS.get(method)
     if signal is not None:
         return signal(subscription_of(params))
@@ -129,10 +135,6 @@ def notification_event(method: str, params: Params, related: RequestId | Untied 
         return Cancelled(params["requestId"])
     if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
         return ResourceChanged(params["uri"])
-    if method == "notifications/message" and isinstance(params.get("level"), str):
-        logger = params.get("logger")
-        named = logger if isinstance(logger, str) else None
-        return LogMessage(params["level"], named, params.get("data"), related=related)
     if method == "notifications/progress":
         token = params.get("progressToken")
         progress = params.get("progress")

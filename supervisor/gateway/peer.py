@@ -193,7 +193,7 @@ class GatewayPeer:
                 raise RequestRefused(refused.code, refused.message) from None
 
         handler: ServerRequestHandler = ask
-        return ClientSide(self.session.id, handler, dict(declared))
+        return ClientSide(self.session.id, handler, dict(declared), log_level=self.core.log_level)
 
     def close(self, reason: str) -> None:
         """The client is gone: requests waiting on it fail."""
