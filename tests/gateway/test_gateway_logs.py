@@ -20,9 +20,11 @@ from actors.protocol.messages import META_LOG_LEVEL
 from actors.spec import ServerSpec
 from supervisor import Supervisor
 from supervisor.settings.model import Config, ToolSearchSettings
+from tests.actors.transports.test_stdio_transport import eventually
 from tests.gateway.test_gateway_core import Recorder
 from tests.gateway.test_gateway_notices import Client, client
 from tests.gateway.test_gateway_stateless import gateway, request
+from tests.service.test_embedding import config_of, mini_spec
 from tests.support.paths import SERVERS
 
 FIXTURE = str(SERVERS / "everything_server.py")
@@ -107,3 +109,22 @@ async def test_a_new_era_client_hears_the_messages_of_a_request_that_asked_on_it
         refused = await gw.receive(bad, Recorder(), "t")
         assert refused is not None and refused["error"]["code"] == -32602
         assert f"{META_LOG_LEVEL} must be one of debug, info" in refused["error"]["message"]
+
+
+async def test_a_client_that_set_no_level_hears_warnings_even_when_our_log_takes_errors_only(
+    tmp_path: Path,
+) -> None:
+    """The handshake era's default is ours to choose: warning and above, asked of the
+    servers too, whatever their ``log_level`` (here error: our log takes no warning)."""
+    config = config_of(mini_spec("mini", "--flood", python=sys.executable, log_level="error"))
+    async with (
+        Supervisor.open(config, state_dir=tmp_path) as sup,
+        sup.session() as session,
+        client(sup, session) as c,
+    ):
+        c.peer.core.capabilities = lambda: {"tools": {}, "logging": {}}  # type: ignore[method-assign]
+        flood = {"name": "mini_flood", "arguments": {"count": 3, "level": "warning"}}
+        await c.request("tools/call", flood)
+        with trio.fail_after(10):
+            await eventually(lambda: len(logged(c.heard.sent)) == 3)
+        assert logged(c.heard.sent) == [("warning", f"flood message {n}") for n in range(3)]
