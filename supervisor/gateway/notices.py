@@ -30,9 +30,10 @@ import trio
 from actors.connection.server_log import ServerLogged, admits
 from actors.router.actor import CatalogCell
 from actors.router.catalog import Catalog
-from supervisor.gateway.core import GatewayCore, log_notification, view_digest
+from supervisor.gateway.core import GatewayCore, view_digest
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.peer import GatewayPeer
+from supervisor.gateway.related import log_notification
 
 # A listing kind → the notification that announces its change, and the capability
 # the gateway must have declared to send it.

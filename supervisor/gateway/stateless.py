@@ -24,7 +24,7 @@ message of one HTTP request:
   call, one that could be either of two parked calls of a tenant goes to neither.
   A tampered, foreign, stale or expired state is -32602. With a ``_meta`` logLevel, the
   servers' log messages tied to the call come on its own stream at that level, and
-  its servers are asked for it while it runs (``core.wanting_logs``); without, none.
+  its servers are asked for it while it runs (``related.wanting_logs``); without, none.
 - ``subscriptions/listen`` (``listen.py``) holds the request open until the client
   hangs up.
 
@@ -53,12 +53,13 @@ from actors.protocol.messages import (
 )
 from actors.router.actor import CatalogCell
 from actors.spec import Scope
-from supervisor.gateway.core import LOG_LEVELS, METHODS, GatewayCore, RequestContext, wanting_logs
+from supervisor.gateway.core import LOG_LEVELS, METHODS, GatewayCore, RequestContext
 from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.param_check import param_header_refusal
 from supervisor.gateway.parked import InputRound, ParkedCall
+from supervisor.gateway.related import wanting_logs
 from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
 from supervisor.gateway.results import (
     ERROR_META,
