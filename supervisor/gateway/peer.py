@@ -154,6 +154,7 @@ class GatewayPeer:
         self.client_capabilities = capabilities if isinstance(capabilities, Mapping) else {}
         self.client_info = info if isinstance(info, Mapping) else None
         await self.core.new_turn()  # the servers it needs are up: capabilities say what is there
+        await self.session.want_logs(self.core.log_level)  # warning and above, until it says
         self.protocol_version = asked if asked in SUPPORTED_VERSIONS else LATEST_VERSION
         result: dict[str, Any] = {
             "protocolVersion": self.protocol_version,
@@ -193,7 +194,7 @@ class GatewayPeer:
                 raise RequestRefused(refused.code, refused.message) from None
 
         handler: ServerRequestHandler = ask
-        return ClientSide(self.session.id, handler, dict(declared))
+        return ClientSide(self.session.id, handler, dict(declared), log_level=self.core.log_level)
 
     def close(self, reason: str) -> None:
         """The client is gone: requests waiting on it fail."""

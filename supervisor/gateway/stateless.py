@@ -19,7 +19,12 @@ message of one HTTP request:
   input-required result (``inputRequests`` and a ``requestState`` we mint and
   authenticate, ``request_state.py``); the client's retry resumes the same backend
   call. A request that needs a capability the client did not declare gets -32021.
-  A tampered, foreign, stale or expired state is -32602.
+  Each parked call is its own side of the backend's requests (``ClientSide.session``
+  names the call, not the tenant): over stdio, where a request says nothing of its
+  call, one that could be either of two parked calls of a tenant goes to neither.
+  A tampered, foreign, stale or expired state is -32602. With a ``_meta`` logLevel, the
+  servers' log messages tied to the call come on its own stream at that level, and
+  its servers are asked for it while it runs (``related.wanting_logs``); without, none.
 - ``subscriptions/listen`` (``listen.py``) holds the request open until the client
   hangs up.
 
@@ -40,6 +45,7 @@ import trio
 from actors.connection.client_side import ClientSide
 from actors.protocol.messages import (
     META_CLIENT_CAPABILITIES,
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_PROTOCOL_VERSIONS,
@@ -47,12 +53,13 @@ from actors.protocol.messages import (
 )
 from actors.router.actor import CatalogCell
 from actors.spec import Scope
-from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
+from supervisor.gateway.core import LOG_LEVELS, METHODS, GatewayCore, RequestContext
 from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.param_check import param_header_refusal
 from supervisor.gateway.parked import InputRound, ParkedCall
+from supervisor.gateway.related import wanting_logs
 from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
 from supervisor.gateway.results import (
     ERROR_META,
@@ -288,19 +295,21 @@ class StatelessGateway:
             state.tenant, method, target, capabilities, park_s=self.park_s, presupplied=responses
         )
         plain = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
-        meta = params["_meta"]
+        meta, side = params["_meta"], f"{state.session.id}/{parked.id}"
+        level = meta.get(META_LOG_LEVEL)  # its log messages, on its stream: its servers are asked
         ctx = RequestContext(
             outlet=parked.outlet,
             progress_token=meta.get("progressToken"),
             cancel_key=f"gateway-new:{parked.id}",
-            client=ClientSide(state.session.id, parked.ask, dict(capabilities)),
+            client=ClientSide(side, parked.ask, dict(capabilities), log_level=level),
         )
         state.parked[parked.id] = parked
         release = self.tenants.hold(state)
 
         async def run() -> None:
             try:
-                await parked.run(lambda: state.core.handle(method, plain, ctx))
+                async with wanting_logs(state.session, parked.id, level):
+                    await parked.run(lambda: state.core.handle(method, plain, ctx))
             finally:
                 state.parked.pop(parked.id, None)
                 release()
@@ -371,6 +380,9 @@ def check_meta(method: str, params: Any) -> Mapping[str, Any]:
         raise JsonRpcError(INVALID_PARAMS, f"{method}: params._meta lacks {', '.join(missing)}")
     if not isinstance(meta[META_CLIENT_CAPABILITIES], Mapping):
         raise JsonRpcError(INVALID_PARAMS, f"{method}: _meta {META_CLIENT_CAPABILITIES} must be an object")
+    if meta.get(META_LOG_LEVEL, "debug") not in LOG_LEVELS:
+        why = f"{method}: _meta {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)} (or absent: no logs)"
+        raise JsonRpcError(INVALID_PARAMS, why)
     version = meta[META_PROTOCOL_VERSION]
     if version not in MODERN_PROTOCOL_VERSIONS:
         raise unsupported_version(version)
