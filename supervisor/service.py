@@ -53,6 +53,7 @@ from supervisor.runtime.metrics import Metrics
 from supervisor.runtime.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
 from supervisor.runtime.server_memory import EraMemory, listing_to_save, read_cached_listings
 from supervisor.runtime.state_dir import resolve_state_dir, state_errors
+from supervisor.runtime.tracing import enable as enable_tracing
 from supervisor.runtime.warm_pool import WarmPool
 from supervisor.sessions.approvals import ApprovalDesk, Approver
 from supervisor.sessions.handlers import RequestHandler, RootsSource, SessionHandlers
@@ -207,6 +208,7 @@ class Supervisor:
         """
         learn_secrets(config.secrets)  # before the first line: a host's formatter may print fields
         _log_warnings(config)
+        enable_tracing()  # traces on when the otel extra is installed (supervisor/runtime/tracing.py)
         state_path = resolve_state_dir(config, state_dir)
         async with (
             instance_claimed(state_path, instance_kind, subreaper) as lock,

@@ -327,11 +327,7 @@ class Live:
         definition = call.definition
         if definition and self.definitions[call.tool] != definition and self._redefined(call):
             return
-        client = call.client
-        caps, level = (client.capabilities if client else None), self.levels.for_call(client)
-        request_id = self.session.send_request(
-            call.method, call_params(call), progress=True, capabilities=caps, log_level=level
-        )
+        request_id = self._send_request(call, call_params(call))
         entry = self._inflight.add(request_id, call, trio.current_time())
         self._watch(entry)
         self.writes.call_queued(len(self._inflight))
@@ -347,14 +343,24 @@ class Live:
 
     def _resend(self, entry: InFlight, answers: Mapping[str, Mapping[str, Any]], state: str | None) -> None:
         """A call that asked for input goes again, with the answers and the state."""
-        params, client = retry_params(call_params(entry.call), answers, state), entry.call.client
-        caps, level = (client.capabilities if client else None), self.levels.for_call(client)
-        request_id = self.session.send_request(
-            entry.call.method, params, progress=True, capabilities=caps, log_level=level
-        )
+        request_id = self._send_request(entry.call, retry_params(call_params(entry.call), answers, state))
         self._inflight.resume(entry, request_id, trio.current_time())
         self._watch(entry)
         self.writes.kick()
+
+    def _send_request(self, call: CallTool, params: dict[str, Any]) -> RequestId:
+        """Queue a call's request: the caller's capabilities and log level, and a traced
+        call's context (``actors/tracing.py``), in its ``_meta``."""
+        client, trace = call.client, call.trace
+        caps, level = (client.capabilities if client else None), self.levels.for_call(client)
+        meta = None if trace is None else trace.meta
+        session = self.session
+        request_id = session.send_request(
+            call.method, params, progress=True, capabilities=caps, log_level=level, meta=meta
+        )
+        if trace is not None:
+            trace.sent(request_id, session.version)
+        return request_id
 
     def _watch(self, entry: InFlight) -> None:
         if entry.deadline < self.deadline_scope.deadline:

@@ -23,6 +23,7 @@ from actors.protocol.messages import (
 )
 from actors.protocol.session import ProgressReceived
 from actors.spec import ServerSpec
+from actors.tracing import RequestTrace
 
 # ------------------------------------------------------------------------ answers
 
@@ -111,6 +112,9 @@ class CallTool:
     """The fingerprint (``actors/tool_definitions.py``) of the tool's definition that the
     call was decided on: a ``tools/call`` is sent only while the server's current one is
     that one, else answered ``Redefined``. ``""``: no check (the surface's requests)."""
+    trace: RequestTrace | None = None
+    """The caller's CLIENT span (``actors/tracing.py``): its context rides in the
+    request's ``_meta``. None with tracing off."""
 
 
 @attrs.frozen(slots=True, eq=False)

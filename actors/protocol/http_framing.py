@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from actors.protocol.jsonrpc import decode_json, encode_json
 from actors.protocol.messages import META_PROTOCOL_VERSION, ErrorResponse, Message, Request, Response
@@ -70,10 +72,28 @@ def header_value(value: str) -> str:
 def request_headers(message: Message) -> dict[str, str]:
     """The per-request era's headers of a POSTed request: ``MCP-Protocol-Version``
     (from its ``_meta``), ``Mcp-Method`` and ``Mcp-Name``. None for a request of the
-    handshake era (no protocol version in its ``_meta``)."""
+    handshake era (no protocol version in its ``_meta``). A traced request's trace
+    context (``traceparent`` …) in either era."""
     if not isinstance(message, Request) or not isinstance(message.params, dict):
         return {}
     meta = message.params.get("_meta")
+    if isinstance(meta, dict) and "traceparent" in meta:  # a traced request, in either era
+        return {**trace_headers(meta), **_era_headers(message, meta)}
+    return _era_headers(message, meta)
+
+
+TRACE_META_KEYS = ("traceparent", "tracestate", "baggage")
+"""The trace context a traced request carries, unprefixed, in its ``params._meta``
+(``actors/tracing.py``), and over HTTP also as headers of the same names."""
+
+
+def trace_headers(meta: Mapping[str, Any]) -> dict[str, str]:
+    """The trace context of a request's ``_meta`` as HTTP headers (empty without it)."""
+    return {key: value for key in TRACE_META_KEYS if isinstance(value := meta.get(key), str)}
+
+
+def _era_headers(message: Request, meta: Any) -> dict[str, str]:
+    assert isinstance(message.params, dict)
     version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
     if not isinstance(version, str) or not _HEADER_SAFE.match(version):
         return {}

@@ -204,6 +204,7 @@ class ClientSession:
         progress: bool = False,
         capabilities: Caps = None,
         log_level: str | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> RequestId:
         """Queue a request; its answer arrives as ResponseReceived or ErrorReceived.
 
@@ -211,11 +212,12 @@ class ClientSession:
         notifications can be matched to the request without another table. In the
         per-request era, ``capabilities`` (the calling session's) replace the session's own,
         and ``log_level`` asks for the request's log messages at that level and above.
+        ``meta`` (a traced request's context, ``actors/tracing.py``) joins its ``_meta``.
         """
         if self.phase is not Phase.READY and method != "ping":
             raise RuntimeError(f"cannot send {method} before the handshake completed")
         return self._queue_request(
-            method, params, progress=progress, capabilities=capabilities, log_level=log_level
+            method, params, progress=progress, capabilities=capabilities, log_level=log_level, meta=meta
         )
 
     def send_notification(self, method: str, params: Params = None) -> None:
@@ -247,16 +249,17 @@ class ClientSession:
         progress: bool = False,
         capabilities: Caps = None,
         log_level: str | None = None,
+        meta: Mapping[str, str] | None = None,
     ) -> RequestId:
         request_id = self._next_id
         self._next_id += 1
         stamp = restamp(self._meta, capabilities, log_level)
-        if (progress or stamp) and not isinstance(params, list):
+        if (progress or stamp or meta) and not isinstance(params, list):
             base: Mapping[str, Any] = params or {}
-            meta = {**(base.get("_meta") or {}), **(stamp or {})}
+            joined = {**(base.get("_meta") or {}), **(stamp or {}), **(meta or {})}
             if progress:
-                meta["progressToken"] = request_id
-            params = {**base, "_meta": meta}
+                joined["progressToken"] = request_id
+            params = {**base, "_meta": joined}
         self._outbox.append(Request(request_id, method, params))
         self._pending[request_id] = method
         return request_id

@@ -8,18 +8,33 @@ tells the server.
 
 from __future__ import annotations
 
+import attrs
 import trio
 
 from actors.connection.messages import CallOutcome, CallTool, CancelCall, unavailable, unavailable_text
 from actors.mailbox import try_send
 from actors.router.catalog import ServerView
+from supervisor.runtime.tracing import TRACING
 
 
 async def dispatch(
     view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
 ) -> CallOutcome:
     """Send one call to its connection actor's mailbox (without a yield unless the
-    mailbox is full) and wait for the one answer."""
+    mailbox is full) and wait for the one answer; traced, inside its CLIENT span, whose
+    context the actor puts in the request's ``_meta``."""
+    tracing = TRACING.active
+    if tracing is None:
+        return await _dispatch(view, call, answers)
+    with tracing.client_span(view.spec, call) as trace:
+        outcome = await _dispatch(view, attrs.evolve(call, trace=trace), answers)
+        trace.answered(outcome)
+        return outcome
+
+
+async def _dispatch(
+    view: ServerView, call: CallTool, answers: trio.MemoryReceiveChannel[CallOutcome]
+) -> CallOutcome:
     mailbox = view.mailbox
     try:
         if not try_send(mailbox, call):  # full (or gone: then send says which)

@@ -18,6 +18,7 @@ import trio
 
 from actors.router.envelope import Envelope
 from supervisor.calls.services import CallServices, TurnSession
+from supervisor.runtime.tracing import TRACING
 from supervisor.store import AuditRow
 from supervisor.store.replay import INTERRUPTED
 
@@ -121,6 +122,9 @@ class TurnAudit:
         """Metrics and the call event of one ended call."""
         calls = self._calls
         calls.metrics.observe_call(row.server, row.outcome, seconds)
+        tracing = TRACING.active
+        if tracing is not None:
+            tracing.ended(row.server, row.decision, row.outcome)
         calls.events.publish(
             {
                 "type": "call",

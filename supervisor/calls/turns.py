@@ -51,6 +51,7 @@ from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import CallServices, TurnSession, calling_client
 from supervisor.calls.turn_audit import Went
 from supervisor.calls.turn_surface import TurnSurface
+from supervisor.runtime.tracing import TRACING
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
 
 log = get_logger("supervisor.turns")
@@ -226,9 +227,16 @@ class Turn(TurnSurface):
           the real one before the envelope is returned (durable against a kill of the
           process from then on), and the store writes it to SQLite in a batch.
         """
-        if request_id is None:  # nearly every call: nothing to register, no context manager
+        tracing = TRACING.active
+        if request_id is None and tracing is None:  # nearly every call: no context manager
             return await self._call(tool_id, arguments, progress, None, raw_request)
-        with self._in_flight(request_id, tool_id) as request:
+        if tracing is None:
+            with self._in_flight(request_id, tool_id) as request:
+                return await self._call(tool_id, arguments, progress, request, raw_request)
+        with (
+            tracing.call_span("tools/call", tool_id, self.epoch),
+            self._in_flight(request_id, tool_id) as request,
+        ):
             return await self._call(tool_id, arguments, progress, request, raw_request)
 
     async def _call(

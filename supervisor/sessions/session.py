@@ -45,6 +45,7 @@ from supervisor.calls.services import Authorization, CallServices, calling_clien
 from supervisor.calls.turns import Turn
 from supervisor.runtime.connections import ConnectionFactory
 from supervisor.runtime.lifetimes import lifetime
+from supervisor.runtime.tracing import TRACING
 from supervisor.runtime.warm_pool import WarmPool
 from supervisor.sessions.approvals import ApprovalDesk, ApprovalRequest
 from supervisor.sessions.handlers import SessionHandlers
@@ -314,7 +315,13 @@ class Session:
             self.tenant,
         )
         client = calling_client(self) if self.prompts_client else None
-        verdict = await desk.ask(request, approver_for(client, permission, policy.settings.operator_only))
+        approver = approver_for(client, permission, policy.settings.operator_only)
+        tracing = TRACING.active
+        if tracing is None:
+            verdict = await desk.ask(request, approver)
+        else:
+            with tracing.approval_span(entry.id):  # the wait, as a child of the call's span
+                verdict = await desk.ask(request, approver)
         action = Action(verdict.approval.decision)
         if verdict.denial is None:
             if verdict.approval.remember == "session":

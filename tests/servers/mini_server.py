@@ -13,7 +13,8 @@ crash (exit status 3 at once), whoami (with ``--whoami``), flood {count, level} 
 Flags (to script misbehaviour):
   --page-size N          tools/list page size (0, the default: everything in one page)
   --tools N              publish N extra generated tools tool_0 … tool_{N-1}
-  --calls-log PATH       append one JSON line per tools/call received
+  --calls-log PATH       append one JSON line per tools/call received (with ``trace``: the
+                         trace context of its ``_meta``, when it carried one)
   --methods-log PATH     append the method of every message received, one a line
   --tools-file PATH      also publish the tools of this JSON array, exactly as written
                          (schemas included); a call answers with its arguments
@@ -259,7 +260,13 @@ class Server:
         args = params.get("arguments") or {}
         if self.args.calls_log:
             with self.lock, open(self.args.calls_log, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"id": request_id, "name": name, "arguments": args}) + "\n")
+                line = {"id": request_id, "name": name, "arguments": args}
+                meta = params.get("_meta") or {}
+                if "traceparent" in meta:  # a traced call: the context it carried
+                    line["trace"] = {
+                        k: meta[k] for k in ("traceparent", "tracestate", "baggage") if k in meta
+                    }
+                f.write(json.dumps(line) + "\n")
         with self.lock:
             known = isinstance(name, str) and name in self.tools
         if not known:

@@ -1,0 +1,104 @@
+"""Whether traces are on, and the small API the rest of the supervisor calls.
+
+Nothing here imports OpenTelemetry: ``enable`` (at ``Supervisor.open``) loads
+``supervisor/runtime/otel.py`` when the optional ``otel`` extra is installed and sets
+``TRACING.active`` (and the machinery's hook, ``actors/tracing.py``). Until then, and
+for good without the extra, a caller pays one attribute check: ``TRACING.active is None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from actors.connection.messages import CallOutcome, CallTool
+from actors.spec import ServerSpec
+from actors.tracing import HOOK, RequestTrace, Tracing
+
+
+class ClientTrace(RequestTrace, Protocol):
+    """A CLIENT span of a request of a turn, with what the supervisor learns of it."""
+
+    def answered(self, outcome: CallOutcome) -> None:
+        """The connection's answer: ``error.type`` (the envelope code) when it failed."""
+        ...
+
+
+class ServerTrace(Protocol):
+    """A SERVER span of a request a front received (the gateway, the admin API)."""
+
+    def ended(self, code: str | None) -> None:
+        """The request's envelope code (None: it succeeded)."""
+        ...
+
+
+class SupervisorTracing(Tracing, Protocol):
+    """What the supervisor's own code asks of the tracer."""
+
+    def call_span(self, kind: str, target: str, epoch: int) -> AbstractContextManager[None]:
+        """Our INTERNAL span around one request of a turn (``mcp_supervisor.*``)."""
+        ...
+
+    def client_span(self, spec: ServerSpec, call: CallTool) -> AbstractContextManager[ClientTrace]:
+        """The CLIENT span of one request sent to a server for a turn."""
+        ...
+
+    def approval_span(self, tool: str) -> AbstractContextManager[None]:
+        """The wait for an approver, a child of the call's span."""
+        ...
+
+    def server_span(
+        self,
+        method: str,
+        target: str,
+        meta: Mapping[str, Any] | None,
+        transport: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        request_id: str | int | None = None,
+        session_id: str | None = None,
+        protocol_version: str | None = None,
+        client: tuple[str, int] | None = None,
+    ) -> AbstractContextManager[ServerTrace]:
+        """A SERVER span for a request received, its parent taken from ``meta``
+        (``params._meta``) or else the ``traceparent`` of ``headers``."""
+        ...
+
+    def ended(self, server: str, decision: str, outcome: str) -> None:
+        """A request of a turn ended (its audit row): our attributes on its call span."""
+        ...
+
+    def trace_id(self) -> str | None:
+        """The current trace's id (32 hex digits), for an audit row; None untraced."""
+        ...
+
+
+class Tracer:
+    """The one slot: None while traces are off."""
+
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active: SupervisorTracing | None = None
+
+
+TRACING = Tracer()
+
+
+def enable() -> bool:
+    """Switch traces on if the OpenTelemetry API is importable (idempotent); whether
+    they are on. The spans go to the global tracer provider: an embedding host's own,
+    or the one ``configure_from_environment`` sets for ``serve``, ``stdio``, ``bridge``."""
+    if TRACING.active is None:
+        try:
+            from supervisor.runtime.otel import OtelTracing
+        except ImportError:
+            return False
+        TRACING.active = HOOK.tracing = OtelTracing()
+    return True
+
+
+def disable() -> None:
+    """Traces off (tests; an embedding host that wants none)."""
+    TRACING.active = HOOK.tracing = None
