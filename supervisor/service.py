@@ -54,6 +54,7 @@ from supervisor.runtime.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, p
 from supervisor.runtime.server_memory import EraMemory, listing_to_save, read_cached_listings
 from supervisor.runtime.state_dir import resolve_state_dir, state_errors
 from supervisor.runtime.tracing import enable as enable_tracing
+from supervisor.runtime.tracing import traces_from_environment
 from supervisor.runtime.warm_pool import WarmPool
 from supervisor.sessions.approvals import ApprovalDesk, Approver
 from supervisor.sessions.handlers import RequestHandler, RootsSource, SessionHandlers
@@ -73,16 +74,22 @@ __all__ = ["SHUTDOWN_GRACE_S", "Supervisor", "default_connector", "open_service"
 log = get_logger("supervisor")
 
 
-def open_service(
+@asynccontextmanager
+async def open_service(
     config: Config,
     state_dir: str | os.PathLike[str] | None,
     kind: str,
     **more: Any,
-) -> AbstractAsyncContextManager[Supervisor]:
+) -> AsyncIterator[Supervisor]:
     """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``): an instance
-    of that ``kind``, and a child subreaper (the process owns its children). ``more``: other options of
-    ``Supervisor.open`` (``reread``: how ``reload`` reads the config again; ``client_capabilities``)."""
-    return Supervisor.open(config, state_dir=state_dir, instance_kind=kind, subreaper=True, **more)
+    of that ``kind``, and a child subreaper (the process owns its children); its traces go where the
+    ``OTEL_*`` variables say. ``more``: other options of ``Supervisor.open`` (``reread``: how
+    ``reload`` reads the config again; ``client_capabilities``)."""
+    with traces_from_environment():
+        async with Supervisor.open(
+            config, state_dir=state_dir, instance_kind=kind, subreaper=True, **more
+        ) as sup:
+            yield sup
 
 
 @attrs.define(eq=False)

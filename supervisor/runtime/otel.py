@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -257,7 +258,7 @@ def configure_from_environment(environ: Mapping[str, str] = os.environ) -> Any:
 
             exporters.append(OTLPSpanExporter())  # reads OTEL_EXPORTER_OTLP_* itself
         elif name == "console":
-            exporters.append(ConsoleSpanExporter())
+            exporters.append(ConsoleSpanExporter(out=sys.stderr))  # stdout is stdio's protocol
         else:
             raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {name!r} (otlp, console or none)")
     named = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "mcp-supervisor"}

@@ -8,13 +8,17 @@ for good without the extra, a caller pays one attribute check: ``TRACING.active 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from actors.connection.messages import CallOutcome, CallTool
+from actors.log_events import get_logger
 from actors.spec import ServerSpec
 from actors.tracing import HOOK, RequestTrace, Tracing
+
+log = get_logger("supervisor.tracing")
 
 
 class ClientTrace(RequestTrace, Protocol):
@@ -102,3 +106,29 @@ def enable() -> bool:
 def disable() -> None:
     """Traces off (tests; an embedding host that wants none)."""
     TRACING.active = HOOK.tracing = None
+
+
+_ASKING = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+@contextmanager
+def traces_from_environment(environ: Mapping[str, str] = os.environ) -> Iterator[None]:
+    """For ``serve``, ``stdio`` and ``bridge``: while the block runs, traces go where the
+    standard ``OTEL_*`` variables say (``supervisor/runtime/otel.py``), and what is
+    buffered is flushed when it ends. Without those variables OpenTelemetry is not even
+    imported; with them but without the ``otel`` extra, one warning says so."""
+    if not any(environ.get(name) for name in _ASKING):
+        yield
+        return
+    try:
+        from supervisor.runtime.otel import configure_from_environment
+    except ImportError:
+        log.warning("OTEL_* variables are set but the otel extra is not installed: no traces")
+        yield
+        return
+    provider = configure_from_environment(environ)
+    try:
+        yield
+    finally:
+        if provider is not None:
+            provider.shutdown()

@@ -240,3 +240,39 @@ async def main():
 trio.run(main)
 """
     assert run_python(probe) == "untraced None"
+
+
+def test_the_otel_variables_configure_the_sdk() -> None:
+    """What an operator sets: the exporter and the service name (the console exporter
+    writes to stderr: stdout is the stdio front's protocol)."""
+    probe = """
+import os, sys
+os.environ.update(OTEL_TRACES_EXPORTER="console", OTEL_SERVICE_NAME="edge-gateway")
+from opentelemetry import trace
+from supervisor.runtime.tracing import traces_from_environment
+with traces_from_environment():
+    with trace.get_tracer("t").start_as_current_span("hello"):
+        pass
+    print(trace.get_tracer_provider().resource.attributes["service.name"])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "edge-gateway"
+    assert '"name": "hello"' in done.stderr  # flushed when the block ended
+
+
+def test_without_otel_variables_nothing_is_imported() -> None:
+    probe = (
+        "import sys\nfrom supervisor.runtime.tracing import traces_from_environment\n"
+        "with traces_from_environment({}): pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk')))"
+    )
+    assert run_python(probe) == "[]"
+
+
+def test_an_unknown_exporter_is_refused() -> None:
+    from supervisor.runtime.otel import configure_from_environment
+
+    with pytest.raises(ValueError, match="unknown exporter 'zipkin'"):
+        configure_from_environment({"OTEL_TRACES_EXPORTER": "zipkin"})
