@@ -18,12 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# The JSON-RPC codes, re-exported: the gateway's modules take every code from here.
+# The JSON-RPC codes and error, re-exported: the gateway's modules take them from here.
+from actors.protocol.errors import JsonRpcError as JsonRpcError
+from actors.protocol.jsonrpc import to_wire
 from actors.protocol.messages import INTERNAL_ERROR as INTERNAL_ERROR
 from actors.protocol.messages import INVALID_PARAMS as INVALID_PARAMS
 from actors.protocol.messages import INVALID_REQUEST as INVALID_REQUEST
 from actors.protocol.messages import METHOD_NOT_FOUND as METHOD_NOT_FOUND
 from actors.protocol.messages import PARSE_ERROR as PARSE_ERROR
+from actors.protocol.server_session import error_response as wire_response
 from actors.router.envelope import Envelope
 
 ERROR_META = "mcp-supervisor/error"
@@ -39,26 +42,9 @@ arguments (a tool execution error since 2025-11-25), -32601/-32603 and the other
 the server failed, and -32020/-32000 are about the gateway's own link to the server."""
 
 
-class JsonRpcError(Exception):
-    """A request answered with a JSON-RPC error instead of a result."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def error(self) -> dict[str, Any]:
-        """The ``error`` member of the response."""
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            body["data"] = self.data
-        return body
-
-
 def error_response(request_id: Any, error: JsonRpcError) -> dict[str, Any]:
     """A JSON-RPC error response."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.error()}
+    return to_wire(wire_response(request_id, error))
 
 
 def result_response(request_id: Any, result: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from actors.protocol.messages import (
     MODERN_PROTOCOL_VERSIONS,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from actors.protocol.server_session import check_meta, unsupported_version
 from actors.router.actor import CatalogCell
 from actors.spec import Scope
 from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
@@ -351,41 +352,6 @@ class StatelessGateway:
             "inputRequests": {key: ask.request() for key, ask in event.asks.items()},
             "requestState": self._key.mint(claims),
         }
-
-
-def check_meta(method: str, params: Any) -> Mapping[str, Any]:
-    """``params`` with a valid ``_meta`` of this era, else the spec's error."""
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        raise JsonRpcError(INVALID_PARAMS, f"{method}: params must be an object")
-    meta = params.get("_meta")
-    if not isinstance(meta, Mapping):
-        raise JsonRpcError(
-            INVALID_PARAMS,
-            f"{method}: params._meta is missing; a 2026-07-28 request carries {META_PROTOCOL_VERSION} "
-            f"and {META_CLIENT_CAPABILITIES} in it",
-        )
-    missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
-    if missing:
-        raise JsonRpcError(INVALID_PARAMS, f"{method}: params._meta lacks {', '.join(missing)}")
-    if not isinstance(meta[META_CLIENT_CAPABILITIES], Mapping):
-        raise JsonRpcError(INVALID_PARAMS, f"{method}: _meta {META_CLIENT_CAPABILITIES} must be an object")
-    version = meta[META_PROTOCOL_VERSION]
-    if version not in MODERN_PROTOCOL_VERSIONS:
-        raise unsupported_version(version)
-    return params
-
-
-def unsupported_version(version: Any) -> JsonRpcError:
-    """-32022 for a version this era does not speak, naming those it does."""
-    return JsonRpcError(
-        UNSUPPORTED_PROTOCOL_VERSION,
-        f"unsupported protocol version {version!r}: this gateway speaks "
-        f"{', '.join(MODERN_PROTOCOL_VERSIONS)} without a session "
-        "(and 2025-11-25 and earlier through initialize)",
-        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version},
-    )
 
 
 _STATUS_OF_ERROR = {
