@@ -10,7 +10,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from actors.protocol.messages import ErrorObject, ErrorResponse, Response
+from actors.protocol.messages import ErrorObject, ErrorResponse, RequestId, Response
 
 
 @attrs.define(eq=False, slots=True)
@@ -67,7 +67,7 @@ class ClientAnswered:
     """The client answered one of our requests (or never will: ``close``): ``result``,
     or ``error``; ``tag`` as given to ``send_request``."""
 
-    request_id: str
+    request_id: RequestId
     method: str
     tag: Any
     result: Mapping[str, Any] | None = None

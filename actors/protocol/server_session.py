@@ -52,6 +52,7 @@ from actors.protocol.messages import (
     ErrorResponse,
     Notification,
     Request,
+    RequestId,
     Response,
 )
 from actors.protocol.server_events import CancelRequested as CancelRequested
@@ -94,7 +95,7 @@ class ServerSession:
         self.closed: str | None = None
         """Why the client can answer nothing more (``close``); None while it can."""
         self._in_flight: dict[str, RequestReceived] = {}  # by repr(id): 1 and "1" stay apart
-        self._asked: dict[str, tuple[str, Any]] = {}  # our request id → (method, tag)
+        self._asked: dict[RequestId, tuple[str, Any]] = {}  # our request id → (method, tag)
         self._numbers = itertools.count(1)
 
     @property
@@ -265,7 +266,7 @@ class ServerSession:
         self._asked[request_id] = (method, tag)
         return Request(request_id, method, params)
 
-    def forget(self, request_id: str) -> None:
+    def forget(self, request_id: RequestId) -> None:
         """Stop waiting for the answer to one of our requests (a late one is dropped)."""
         self._asked.pop(request_id, None)
 
