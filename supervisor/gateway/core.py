@@ -26,7 +26,9 @@ import orjson
 import trio
 
 from actors.connection.client_side import ClientSide
+from actors.protocol.jsonrpc import to_wire
 from actors.protocol.notifications import ProgressReceived
+from actors.protocol.server_session import progress_notification
 from actors.router.catalog import Catalog, ToolEntry
 from actors.router.envelope import Envelope
 from supervisor.calls.services import answered_by
@@ -231,12 +233,8 @@ async def _with_progress(
 
     async def forward() -> None:
         async for report in receive:
-            params: dict[str, Any] = {"progressToken": token, "progress": report.progress}
-            if report.total is not None:
-                params["total"] = report.total
-            if report.message is not None:
-                params["message"] = report.message
-            await outlet.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            note = progress_notification(token, report.progress, report.total, report.message)
+            await outlet.send(to_wire(note))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(forward)
