@@ -150,8 +150,7 @@ class Turn(TurnSurface):
         for match in matches:
             entry = tools[match.id]
             view = self.catalog.servers[entry.server]
-            self.session.activate(entry.id)
-            self._found[entry.id] = None
+            self._activate(entry.id)
             found.append(
                 {
                     "id": entry.id,
@@ -163,6 +162,20 @@ class Turn(TurnSurface):
                 }
             )
         return {"matches": found}
+
+    def find(self, tool_id: str) -> bool:
+        """Make one tool callable in this turn and activate it for the session, as a
+        search match would: for the MCP gateway, whose one-shot clients call a tool by
+        its exact name without searching first. False when there is nothing to do
+        (search off, no such tool, or the turn shows it already)."""
+        if not self.search_enabled or tool_id not in self.catalog.tools or self.shows(tool_id):
+            return False
+        self._activate(tool_id)
+        return True
+
+    def _activate(self, tool_id: str) -> None:
+        self.session.activate(tool_id)
+        self._found[tool_id] = None
 
     async def call(
         self,

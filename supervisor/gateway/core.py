@@ -9,7 +9,10 @@ The turn rule: every listing (``tools/list``, ``resources/list``,
 ``resources/templates/list``, ``prompts/list``) begins a new turn of the session, and
 calls, reads, prompt gets and completions resolve against the latest turn (one is
 begun for a client that calls before it lists). A turn is frozen, so a client calls
-exactly what it was last shown.
+what it was last shown, with one exception (``find_by_name``): with ``tool_search`` on,
+a ``tools/call`` by the exact name of a tool the session could find activates it, as a
+search match would, so a one-shot client (connect, call, hang up) needs no search. The
+admin API and the embedding call their turns directly and keep the frozen-turn rule.
 
 Names: tools and prompts are ``<server>_<name>`` (the router's ids), resources keep
 their URIs unless several servers publish one (then its qualified form). With
@@ -84,7 +87,8 @@ class GatewayCore:
         ``templates``, ``prompts``) showed, as canonical JSON: the view its list_changed
         notices compare against (``supervisor/gateway/notices.py``)."""
         self.on_activation: Callable[[], None] = lambda: None
-        """Called when a ``tool_search`` call of this client activated tools."""
+        """Called when a call of this client activated tools (a ``tool_search``, or a
+        call by exact name: ``find_by_name``)."""
         self.turns = 0
         """Turns begun for this client (one per listing)."""
 
@@ -136,6 +140,18 @@ class GatewayCore:
     async def latest_turn(self) -> Turn:
         """The turn calls resolve against (one is begun if the client never listed)."""
         return self.turn if self.turn is not None else await self.new_turn()
+
+    def find_by_name(self, turn: Turn, tool_id: str) -> None:
+        """Before a ``tools/call``: a tool ``turn`` does not show (search on) but this
+        session could find (in its catalog, not denied outright by trust) is activated,
+        as a ``tool_search`` match would be. A client that connects, calls a tool it
+        knows by name and hangs up never searches: it would otherwise always meet
+        ``unknown tool``. The call then goes through trust as any other."""
+        entry = turn.catalog.tools.get(tool_id)
+        if entry is None or self.session.denied_outright(entry):
+            return  # no such tool, or hidden: the call says unknown tool, as before
+        if turn.find(tool_id):
+            self.on_activation()
 
     # ---------------------------------------------------------------- listings
 
@@ -209,6 +225,7 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     arguments = params.get("arguments")
     turn = await core.latest_turn()
     tool_id = core.tool_id(turn, name)
+    core.find_by_name(turn, tool_id)
     activated = len(core.session.activated)
     envelope = await _with_progress(
         ctx,

@@ -2,9 +2,10 @@
 
 The README's first command runs the demo (``serve --config config/demo.json``, on
 127.0.0.1:8765); its "Connecting the MCP Inspector" block is then run line by line,
-unchanged, from the repository root, with the inspector .ci/setup installs. Skips,
-saying why, only when that inspector could not be installed here or the demo's port
-is taken.
+unchanged, from the repository root, with the inspector .ci/setup installs; its
+``/mcp`` commands once more against a config with more tools than ``tool_search``'s
+threshold, where the one-shot ``tools/call`` finds its tool by name. Skips, saying why,
+only when that inspector could not be installed here or the demo's port is taken.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.paths import REPO
+from tests.support.paths import REPO, SERVERS
 
 INSPECTOR = REPO / ".venv" / "node" / "node_modules" / ".bin" / "mcp-inspector"
 DEMO = "127.0.0.1", 8765
@@ -38,13 +40,14 @@ def inspector_block() -> list[str]:
 
 
 @contextmanager
-def demo(state: Path) -> Iterator[None]:
-    """The README's first command (without its ``.ci/setup``), until the block is done."""
+def demo(state: Path, config: str = "config/demo.json") -> Iterator[None]:
+    """The README's first command (without its ``.ci/setup``), until the block is done
+    (``config``: the demo's, or one with more servers)."""
     with socket.socket() as probe:
         if probe.connect_ex(DEMO) == 0:
             pytest.skip("something already listens on 127.0.0.1:8765, the demo's address")
     env = {**os.environ, "XDG_STATE_HOME": str(state)}
-    command = [str(REPO / ".venv" / "bin" / "mcp-supervisor"), "serve", "--config", "config/demo.json"]
+    command = [str(REPO / ".venv" / "bin" / "mcp-supervisor"), "serve", "--config", config]
     if not Path(command[0]).exists():
         command[:1] = [sys.executable, "-m", "supervisor.cli"]
     serve = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -66,31 +69,54 @@ def demo(state: Path) -> Iterator[None]:
         serve.wait(timeout=20)
 
 
-def test_the_readmes_inspector_commands_run_as_written(tmp_path: Path) -> None:
+def needs_inspector() -> None:
     if not INSPECTOR.exists():
         pytest.skip(
             "@modelcontextprotocol/inspector is not installed: npm is missing or could not install it"
         )
+
+
+def run(line: str, env: dict[str, str]) -> dict[str, Any]:
+    """One line of the block, as written, from the repository root; its JSON answer."""
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, (line, done.stdout, done.stderr)
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def test_the_readmes_inspector_commands_run_as_written(tmp_path: Path) -> None:
+    needs_inspector()
     lines = inspector_block()
     assert len(lines) == 3 and all(
         line.startswith(".venv/node/node_modules/.bin/mcp-inspector ") for line in lines
     )
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     with demo(tmp_path / "state"):
-        answers = []
-        for line in lines:
-            done = subprocess.run(
-                ["bash", "-c", line],
-                cwd=REPO,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            assert done.returncode == 0, (line, done.stdout, done.stderr)
-            answers.append(json.loads(done.stdout))
-    listed, called, over_stdio = answers
-    assert "time_get_current_time" in {tool["name"] for tool in listed["tools"]}
+        listed, called, over_stdio = (run(line, env) for line in lines)
+    names = {tool["name"] for tool in listed["tools"]}
+    assert "time_get_current_time" in names and "tool_search" not in names  # under 20: all shown
     assert not called.get("isError") and '"timezone": "UTC"' in called["content"][0]["text"]
     assert "time_get_current_time" in {tool["name"] for tool in over_stdio["tools"]}
+
+
+def test_the_one_shot_call_works_past_tool_searchs_threshold(tmp_path: Path) -> None:
+    """The block's ``/mcp`` commands, as written, against the demo plus a server of 34
+    tools (46 in all, over the threshold of 20): the listing shows only ``tool_search``,
+    and the call by exact name runs all the same (each command is a session of its own)."""
+    needs_inspector()
+    demo_config = json.loads((REPO / "config" / "demo.json").read_text(encoding="utf-8"))
+    servers = {name: {**server, "cwd": str(REPO)} for name, server in demo_config["servers"].items()}
+    servers["many"] = {
+        "command": [sys.executable, str(SERVERS / "mini_server.py"), "--tools", "25"],
+        "start": "eager",
+    }
+    config = tmp_path / "many.json"
+    config.write_text(json.dumps({**demo_config, "servers": servers}), encoding="utf-8")
+    lines = [line for line in inspector_block() if "http://127.0.0.1:8765/mcp" in line]
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    with demo(tmp_path / "state", str(config)):
+        listed, called = (run(line, env) for line in lines)
+    assert [tool["name"] for tool in listed["tools"]] == ["tool_search"]
+    assert not called.get("isError") and '"timezone": "UTC"' in called["content"][0]["text"]
