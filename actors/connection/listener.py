@@ -22,6 +22,9 @@ meanwhile; the server may even have restarted (a graceful restart ends the
 subscription). So the connection asks ``server/discover`` again (a changed answer
 brings its new features; one that no longer names our revision loses the connection)
 and reads every kind again; the router moves the catalog only if something changed.
+
+The listen requests of resource subscriptions are ``resource_listens.py``'s (one per
+URI, ``resources``): their acknowledgements and cancellations are handed to it first.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from actors.connection.listing import ALL_KINDS
+from actors.connection.resource_listens import ResourceListens
 from actors.log_events import get_logger
 from actors.protocol.era import Era, mutual_version
 from actors.protocol.errors import ProtocolError
@@ -46,7 +50,7 @@ from actors.protocol.listen import (
 )
 from actors.protocol.messages import DiscoverResult, RequestId, ServerFeatures
 from actors.protocol.payloads import structure_discover_result
-from actors.protocol.session import ErrorReceived, ResponseReceived
+from actors.protocol.session import ErrorReceived, ListenAcknowledged, ResponseReceived
 
 if TYPE_CHECKING:
     from actors.connection.live import Live
@@ -57,7 +61,7 @@ log = get_logger("actors.connection")
 class ChangeListener:
     """One connection's ``subscriptions/listen`` (see the module docstring)."""
 
-    __slots__ = ("_acknowledged", "_acks", "_ending", "_listening", "_live", "_own")
+    __slots__ = ("_acknowledged", "_acks", "_ending", "_listening", "_live", "_own", "resources")
 
     def __init__(self, live: Live, *, own: bool) -> None:
         self._live = live
@@ -66,6 +70,7 @@ class ChangeListener:
         self._acknowledged = False  # ... and whether the server acknowledged it
         self._acks = 0  # acknowledgements on this connection
         self._ending = trio.CancelScope()  # cancelled when the server cancels our request
+        self.resources = ResourceListens(live)  # the listen requests of resource subscriptions
 
     def start(self) -> None:
         """Once the era is settled: listen, if ours to do and the server offers changes."""
@@ -82,8 +87,12 @@ class ChangeListener:
         kept to its own streams."""
         return subscription is None or not self._own or subscription == self._listening
 
-    def acknowledged(self, subscription: RequestId | None) -> None:
-        """The server acknowledged a listen request (ours, or the transport's)."""
+    def acknowledged(self, event: ListenAcknowledged) -> None:
+        """The server acknowledged a listen request (ours, the transport's, or one
+        of a resource subscription: ``resources``)."""
+        subscription = event.subscription
+        if self.resources.acknowledged(event):
+            return
         if self._own:
             if subscription is None or subscription != self._listening:
                 return
@@ -93,7 +102,9 @@ class ChangeListener:
             self._live.nursery.start_soon(self._refresh)
 
     def cancelled(self, request_id: RequestId) -> None:
-        """The server cancelled one of our requests: if our listen request, it ended."""
+        """The server cancelled one of our requests: if a listen request, it ended."""
+        if self.resources.cancelled(request_id):
+            return
         if self._own and request_id == self._listening:
             self._ending.cancel()
 

@@ -257,7 +257,7 @@ class Live:
                 if self.listener.hears(event.subscription):
                     self.changed({CHANGED_KIND[type(event)]})
             elif isinstance(event, ListenAcknowledged):
-                self.listener.acknowledged(event.subscription)
+                self.listener.acknowledged(event)
             elif isinstance(event, Cancelled):
                 self.listener.cancelled(event.request_id)
             elif isinstance(event, ResourceChanged):

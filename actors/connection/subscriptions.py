@@ -10,9 +10,10 @@ Each ``notifications/resources/updated`` goes to the subscribers of its URI with
 ``try_send``: a slow or departed subscriber loses updates, never the connection.
 
 Only a server that declared ``resources.subscribe`` is asked; anyone else gets
-``unsupported``. The 2026-07-28 era carries resource updates on its
-``subscriptions/listen`` stream, not through ``resources/subscribe``; subscribing
-there is not supported yet, and is answered ``unsupported`` too.
+``unsupported``. What the server is told depends on the era the connection speaks:
+``resources/subscribe`` and ``resources/unsubscribe`` in the handshake era; in the
+2026-07-28 era, which has neither, a ``subscriptions/listen`` request for the URI held
+open while it has subscribers (``resource_listens.py``).
 """
 
 from __future__ import annotations
@@ -108,17 +109,18 @@ class Subscriptions:
         if not live.features.subscribe:
             text = f"mcp server {self.name} does not support resource subscriptions"
             return CallFailed("unsupported", f"{text} (it did not declare resources.subscribe)")
-        if live.session.era is Era.PER_REQUEST:
-            text = (
-                f"resource subscriptions are not supported yet in the 2026-07-28 era (mcp server {self.name})"
-            )
-            return CallFailed("unsupported", text)
         return None
+
+    async def _tell(self, live: Live, uri: str) -> CallOutcome:
+        """Subscribe the connection to ``uri``, as its era does."""
+        if live.session.era is Era.PER_REQUEST:
+            return await live.listener.resources.open(uri)
+        return await self._ask(live, "resources/subscribe", uri)
 
     async def _confirm(self, live: Live, uri: str) -> None:
         outcome: CallOutcome = unavailable(self.name)
         try:
-            outcome = await self._ask(live, "resources/subscribe", uri)
+            outcome = await self._tell(live, uri)
         finally:
             waiting = self._confirming.pop(uri, [])
             subscribers = self._table.get(uri, {})
@@ -132,7 +134,7 @@ class Subscriptions:
                     live.nursery.start_soon(self._leave, live, uri, None)
 
     async def _resend(self, live: Live, uri: str) -> None:
-        outcome = await self._ask(live, "resources/subscribe", uri)
+        outcome = await self._tell(live, uri)
         if isinstance(outcome, CallFailed):
             log.warning(
                 "resubscribe failed",
@@ -171,7 +173,10 @@ class Subscriptions:
     async def _leave(self, live: Live, uri: str, reply: trio.MemorySendChannel[CallOutcome] | None) -> None:
         outcome: CallOutcome = Answered({})  # the connection died: nothing is left to unsubscribe
         try:
-            outcome = await self._ask(live, "resources/unsubscribe", uri)
+            if live.session.era is Era.PER_REQUEST:
+                live.listener.resources.close(uri)
+            else:
+                outcome = await self._ask(live, "resources/unsubscribe", uri)
         finally:
             if reply is not None:
                 answer(reply, outcome)

@@ -24,6 +24,8 @@ LISTEN = "subscriptions/listen"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 """The ``_meta`` key of every frame of a subscription: the listen request's id."""
+RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+"""The filter's key naming the URIs whose ``notifications/resources/updated`` are wanted."""
 
 REOPEN_ATTEMPTS = 3
 """Attempts in a row to open a listen request (or stream) that end before it was
@@ -55,9 +57,17 @@ def listen_filter(answer: Mapping[str, Any]) -> dict[str, bool]:
     return wanted
 
 
-def listen_params(notifications: Mapping[str, bool]) -> dict[str, Any]:
+def listen_params(notifications: Mapping[str, Any]) -> dict[str, Any]:
     """The params of a ``subscriptions/listen`` request for ``notifications``."""
     return {"notifications": dict(notifications)}
+
+
+def honored_uris(params: Params) -> tuple[str, ...]:
+    """The resource URIs an acknowledgement agreed to send updates of (the server may
+    agree to less than was asked)."""
+    agreed = params.get("notifications") if isinstance(params, dict) else None
+    uris = agreed.get(RESOURCE_SUBSCRIPTIONS) if isinstance(agreed, dict) else None
+    return tuple(uri for uri in uris if isinstance(uri, str)) if isinstance(uris, list) else ()
 
 
 def subscription_of(params: Params) -> RequestId | None:

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
-from actors.protocol.listen import ACKNOWLEDGED, subscription_of
+from actors.protocol.listen import ACKNOWLEDGED, honored_uris, subscription_of
 from actors.protocol.messages import Params, RequestId
 
 
@@ -46,9 +46,11 @@ ListChanged: TypeAlias = ToolsListChanged | ResourcesListChanged | PromptsListCh
 @attrs.frozen(slots=True)
 class ListenAcknowledged:
     """``notifications/subscriptions/acknowledged``: the server took the listen
-    request ``subscription`` and will send what it asked for."""
+    request ``subscription`` and will send what it agreed to, updates of the
+    ``resources`` named among them."""
 
     subscription: RequestId | None
+    resources: tuple[str, ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -119,7 +121,7 @@ def notification_event(method: str, params: Params) -> Notified:
     if signal is not None:
         return signal(subscription_of(params))
     if method == ACKNOWLEDGED:
-        return ListenAcknowledged(subscription_of(params))
+        return ListenAcknowledged(subscription_of(params), honored_uris(params))
     if not isinstance(params, dict):
         return ServerNotification(method, params)
     if method == "notifications/cancelled" and _is_id(params.get("requestId")):

@@ -96,6 +96,7 @@ class ListenStream:
         self._link = link
         self._headers = headers  # the transport's headers for a POST
         self._deliver = deliver
+        self.answer: Message | None = None  # the server's answer to the last request, if it came
 
     async def run(self, meta: Mapping[str, Any]) -> None:
         retry: int | None = None
@@ -103,7 +104,7 @@ class ListenStream:
         async def attempt(reopening: bool, strict: bool) -> tuple[GetNext, int | None]:
             nonlocal retry
             parser = SSEParser(retry=retry)
-            step = await self._once(
+            step = await self.once(
                 listen_request(meta, self._notifications), parser, reopening=reopening, strict=strict
             )
             retry = parser.retry
@@ -111,7 +112,7 @@ class ListenStream:
 
         await keep_open(self._link, attempt, "the subscriptions/listen stream")
 
-    async def _once(self, request: Request, parser: SSEParser, *, reopening: bool, strict: bool) -> GetNext:
+    async def once(self, request: Request, parser: SSEParser, *, reopening: bool, strict: bool) -> GetNext:
         """One listen POST: LISTEN once the server ended the stream it acknowledged,
         DROPPED if it broke off, NO_STREAM if the server does not serve it, RETRY if
         the POST failed. ``strict`` as in the transport's ``_get``: the server answered
@@ -176,4 +177,6 @@ class ListenStream:
                 rest.append(message)
         if rest:
             await self._deliver(rest)
+        if answer is not None:
+            self.answer = answer
         return answer

@@ -29,17 +29,16 @@ server's ``retry`` delay; without ids it is simply lost, and the transport close
 
 A stream that broke off (the connection dropped mid-body, as when the server process
 dies) is not the server asking to be polled later: the first GET goes at once. If it
-gets no answer at all (refused, or reset as the dying server's sockets close), the
-server is gone, as it is whenever a later GET is refused
-(:class:`~actors.transports.http_link.Unreachable`). The transport closes, so the calls
-in flight are answered at once instead of after the retries. The GET stream for
-server-initiated messages is reopened by the same rules, so a server killed while idle
-is noticed at once too.
+gets no answer at all (refused, or reset as the dying server's sockets close), or a
+later GET is refused (:class:`~actors.transports.http_link.Unreachable`), the server
+is gone: the transport closes, so the calls in flight are answered at once. The GET
+stream for server-initiated messages is reopened by the same rules, so a server
+killed while idle is noticed at once too.
 
 In the 2026-07-28 era every POST also carries ``Mcp-Method`` and ``Mcp-Name``, and a
 ``tools/call`` the ``Mcp-Param-*`` headers its tool's schema designates, learnt from
 the ``tools/list`` answers this transport carried (``param_headers.py``). List changes
-come on a ``subscriptions/listen`` stream instead of the GET stream (``listen_stream.py``).
+come on a listen stream, not the GET stream (``listen_stream.py``; the connection's own: ``held_listens.py``).
 """
 
 from __future__ import annotations
@@ -66,6 +65,7 @@ from actors.protocol.messages import UNTIED, Message, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
+from actors.transports.held_listens import HeldListens
 from actors.transports.http_link import (
     ACCEPT_POST,
     ACCEPT_SSE,
@@ -91,8 +91,7 @@ from actors.transports.listen_stream import ListenStream, keep_open
 
 _log = get_logger("actors.transports.http")
 
-# After a request's answer, how long its SSE stream may take to end (servers end it
-# right away) so that its connection can be reused; past that it is closed.
+# How long a request's SSE stream may take to end after its answer, to reuse its connection.
 _DRAIN_S = 0.25
 # How long the notifications/initialized send waits for the GET stream's answer.
 GET_OPEN_WAIT_S = 1.0
@@ -113,6 +112,7 @@ class StreamableHttpTransport:
         self._designations: dict[str, Designations] = {}  # tool -> its parameter headers
         self._listen_for: dict[str, bool] = {}  # the list changes server/discover offered
         self._took_probe = False  # server/discover is in flight or answered 2xx: Streamable HTTP
+        self._held = HeldListens(link, lambda: self._headers(ACCEPT_POST))
 
     def describe(self) -> str:
         return f"streamable-http {self._link.safe_url}"
@@ -136,7 +136,9 @@ class StreamableHttpTransport:
                 return
 
     async def _send_one(self, message: Message, body: bytes) -> None:
-        if not isinstance(message, Request):
+        if self._held.takes(message):  # a listen request of the connection's, or its cancellation
+            pass
+        elif not isinstance(message, Request):
             await self._notify(body, message)
         elif message.method == "initialize":
             await self._initialize(body, message)
@@ -144,9 +146,7 @@ class StreamableHttpTransport:
             self._link.nursery.start_soon(self._request, body, message)
 
     def _headers(self, accept: str, *, post: bool = True, last_event_id: str = "") -> dict[str, str]:
-        headers = {"Accept": accept}
-        if post:
-            headers["Content-Type"] = "application/json"
+        headers = {"Accept": accept, **({"Content-Type": "application/json"} if post else {})}
         if self.session_id is not None:
             headers[SESSION_HEADER] = self.session_id
         if self.protocol_version is not None:

@@ -9,14 +9,12 @@ acknowledged`` with what we agreed to (only what the gateway serves); every mess
 carries ``_meta["io.modelcontextprotocol/subscriptionId"]``, the request's id. A list
 change is one of the tenant's view of the catalog (tools by fingerprint, prompts and
 resources by name). Resource updates come from the tenant session's subscriptions,
-shared by its listen streams (``ResourceFanout``), and are left when the last stream
-that wanted a URI ends.
+shared by its listen streams and left when the last stream that wanted a URI ends
+(``fanout.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +22,7 @@ import trio
 
 from actors.router.actor import CatalogCell
 from actors.router.catalog import Catalog
+from supervisor.gateway.fanout import ResourceFanout
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.results import INVALID_PARAMS, JsonRpcError
 from supervisor.sessions.session import Session
@@ -45,47 +44,6 @@ def _shape(catalog: Catalog) -> dict[str, frozenset[Any]]:
         "prompts": frozenset(catalog.prompts),
         "resources": frozenset(catalog.resources) | frozenset(catalog.templates),
     }
-
-
-class ResourceFanout:
-    """A tenant session's resource updates, handed to the listen streams that want them."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-        self._streams: dict[int, tuple[frozenset[str], trio.MemorySendChannel[ResourceUpdate]]] = {}
-        self._wanted: Counter[str] = Counter()
-
-    async def run(self) -> None:
-        """Until the session ends (its update channel closes)."""
-        async for update in self._session.resource_updates:
-            for uris, send in list(self._streams.values()):
-                if update.uri in uris:
-                    # a stream that does not read loses updates, never blocks the others
-                    with contextlib.suppress(trio.WouldBlock):
-                        send.send_nowait(update)
-
-    async def join(
-        self, key: int, uris: list[str], send: trio.MemorySendChannel[ResourceUpdate]
-    ) -> list[str]:
-        """Subscribe a stream to ``uris``; the ones the session could subscribe."""
-        agreed = []
-        for uri in dict.fromkeys(uris):
-            if self._wanted[uri] == 0:
-                envelope = await self._session.subscribe(uri)
-                if not envelope.ok:
-                    continue
-            self._wanted[uri] += 1
-            agreed.append(uri)
-        self._streams[key] = (frozenset(agreed), send)
-        return agreed
-
-    async def leave(self, key: int) -> None:
-        uris, _send = self._streams.pop(key, (frozenset(), None))
-        for uri in uris:
-            self._wanted[uri] -= 1
-            if self._wanted[uri] <= 0:
-                del self._wanted[uri]
-                await self._session.unsubscribe(uri)
 
 
 async def listen(

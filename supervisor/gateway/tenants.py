@@ -25,7 +25,7 @@ import trio
 
 from actors.log_events import get_logger
 from supervisor.gateway.core import GatewayCore
-from supervisor.gateway.listen import ResourceFanout
+from supervisor.gateway.fanout import ResourceFanout
 from supervisor.gateway.parked import ParkedCall
 from supervisor.sessions.session import Session
 

@@ -1,14 +1,23 @@
 """The conformance fixture's resources, prompts, completion and the three handlers
 ``MCPServer`` has no decorator for (logging level, resource subscriptions).
+
+``test_update_watched_resource`` (a tool no scenario calls) announces that
+``test://watched-resource`` changed, to whoever subscribed in either era: the listen
+streams that asked for it (2026-07-28), and the client that sent ``resources/subscribe``
+(handshake era; stdio serves one client). It says who that was, so a test sees what
+the server was told.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
+from typing import Any
 
 from everything_app import PNG_1X1, server, text_resource
 from mcp.server import ServerRequestContext
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import (
     Completion,
@@ -21,11 +30,14 @@ from mcp.types import (
     ResourceTemplateReference,
     SetLevelRequestParams,
     SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
     TextContent,
     UnsubscribeRequestParams,
 )
 
+WATCHED = "test://watched-resource"
 subscribed: set[str] = set()
+listening: Counter[str] = Counter()  # the open listen streams that want each URI
 
 
 @server.resource("test://static-text")
@@ -46,10 +58,20 @@ def template_data(id: str) -> str:
     return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
 
 
-@server.resource("test://watched-resource")
+@server.resource(WATCHED)
 def watched() -> str:
     """A resource to subscribe to."""
     return "Watched resource content"
+
+
+@server.tool()
+async def test_update_watched_resource(ctx: Context) -> str:
+    """Announce that the watched resource changed (see the module docstring)."""
+    await ctx.notify_resource_updated(WATCHED)
+    if WATCHED in subscribed:
+        await ctx.session.send_resource_updated(WATCHED)
+    said = "yes" if WATCHED in subscribed else "no"
+    return f"announced {WATCHED} (resources/subscribe: {said}; listen streams: {listening[WATCHED]})"
 
 
 def said(*content: TextContent | ImageContent | EmbeddedResource) -> list[UserMessage]:
@@ -115,3 +137,20 @@ _lowlevel = server._lowlevel_server
 _lowlevel.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
 _lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
 _lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+
+_listen = _lowlevel.get_request_handler("subscriptions/listen")
+assert _listen is not None, "MCPServer serves subscriptions/listen"
+_serve_listen = _listen.handler
+
+
+async def counted_listen(ctx: ServerRequestContext, params: SubscriptionsListenRequestParams) -> Any:
+    """The SDK's listen handler, counting the open streams that want each URI."""
+    uris = list(params.notifications.resource_subscriptions or ())
+    listening.update(uris)
+    try:
+        return await _serve_listen(ctx, params)
+    finally:
+        listening.subtract(uris)
+
+
+_lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, counted_listen)

@@ -91,6 +91,7 @@ class FakeSession:
         # initialize is refused with -32022, as the SDK's dual-era loop does.
         self.modern = False
         self.listens: list[RequestId] = []  # subscriptions/listen acknowledged, still open
+        self.filters: dict[RequestId, dict[str, Any]] = {}  # what each listen request asked for
 
     async def send(self, message: Message) -> None:
         with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -104,6 +105,14 @@ class FakeSession:
         """Send ``method`` on every open listen request, stamped with its id."""
         for listen in self.listens:
             await self.notify(method, {"_meta": {SUBSCRIPTION_ID: listen}})
+
+    async def update(self, uri: str) -> None:
+        """``notifications/resources/updated`` on every open listen request that asked
+        for ``uri``, stamped with its id."""
+        for listen in self.listens:
+            if uri in self.filters[listen].get("resourceSubscriptions", ()):
+                params = {"uri": uri, "_meta": {SUBSCRIPTION_ID: listen}}
+                await self.notify("notifications/resources/updated", params)
 
     async def end_listens(self, *, cancel: bool = False) -> None:
         """End every open listen request: answered with its result (the graceful end),
@@ -132,7 +141,11 @@ class FakeSession:
                 return
             for message in self.decoder.feed(data):
                 server.received.append(message)
-                if isinstance(message, Request):
+                if isinstance(message, Notification) and message.method == "notifications/cancelled":
+                    cancelled = (message.params or {}).get("requestId")  # type: ignore[union-attr]
+                    if cancelled in self.listens:  # a listen request ends when it is cancelled
+                        self.listens.remove(cancelled)
+                elif isinstance(message, Request):
                     if message.method == "server/discover" and isinstance(server.discover, dict):
                         self.modern = True  # in the order read, not the order answered
                     nursery.start_soon(self._answer, message)
@@ -196,7 +209,10 @@ class FakeSession:
         elif how == "hold":
             self.listens.append(request.id)
             params = request.params if isinstance(request.params, dict) else {}
-            ack = {"notifications": params.get("notifications"), "_meta": {SUBSCRIPTION_ID: request.id}}
+            asked = self.filters[request.id] = dict(params.get("notifications") or {})
+            honored = self.server.honor_uris
+            agreed = {k: v for k, v in asked.items() if k != "resourceSubscriptions" or honored}
+            ack = {"notifications": agreed, "_meta": {SUBSCRIPTION_ID: request.id}}
             await self.notify(ACKNOWLEDGED, ack)
 
     async def _discover(self, request: Request) -> None:
@@ -254,6 +270,7 @@ class FakeServer:
         # subscriptions/listen: "hold" (acknowledge, keep open), "refuse" (-32601),
         # "fail" (-32603 before any acknowledgement) or "silent".
         self.listen = "hold"
+        self.honor_uris = True  # a listen's acknowledgement agrees to its resourceSubscriptions
 
     @property
     def current(self) -> FakeSession:

@@ -478,6 +478,14 @@ def test_other_notifications_pass_through() -> None:
         ),
         (Notification(ACKNOWLEDGED, {"notifications": {}}), ListenAcknowledged(None)),
         (
+            Notification(ACKNOWLEDGED, {"notifications": {"resourceSubscriptions": ["a://x", 3, "b://y"]}}),
+            ListenAcknowledged(None, ("a://x", "b://y")),
+        ),
+        (
+            Notification(ACKNOWLEDGED, {"notifications": {"resourceSubscriptions": "a://x"}}),
+            ListenAcknowledged(None),
+        ),
+        (
             Notification("notifications/tools/list_changed", {"_meta": {SUBSCRIPTION_ID: 7}}),
             ToolsListChanged(7),
         ),
