@@ -82,7 +82,7 @@ def _os_write(sup: Any) -> None:
 def _no_events(sup: Any) -> None:
     """Bound, not candidate: no call event published, no metrics counted."""
     sup.events.publish = lambda event: None
-    sup.metrics.observe_call = lambda outcome, duration_ms: None
+    sup.metrics.observe_call = lambda server, outcome, seconds: None
 
 
 PATCHES: dict[str, Callable[[Any], None]] = {

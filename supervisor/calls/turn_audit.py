@@ -23,6 +23,11 @@ from supervisor.store.replay import INTERRUPTED
 
 Ts = TypeVarTuple("Ts")
 
+Went = tuple[str, Envelope, float]
+"""What a request that may wait ends in: the decision, the envelope, and the seconds it
+spent with its server (0 when it never reached one; the latency metric's value, which
+an approval's wait would only blur)."""
+
 
 class TurnAudit:
     """The audit side of a turn's requests (a base of ``Turn``)."""
@@ -36,10 +41,10 @@ class TurnAudit:
         server: str,
         digest: tuple[str, int],
         first: str,
-        go: Callable[[*Ts], Awaitable[tuple[str, Envelope]]],
+        go: Callable[[*Ts], Awaitable[Went]],
         *args: *Ts,
     ) -> Envelope:
-        """Run ``go(*args)`` (it returns the decision and the envelope) between an
+        """Run ``go(*args)`` (it returns a ``Went``) between an
         ``interrupted`` row in the journal and the real one; ``first``: what policy
         first said. ``go`` and its arguments, not a closure: one function less per call."""
         audit = self._calls.audit
@@ -47,15 +52,15 @@ class TurnAudit:
         began = trio.current_time()
         audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
         try:
-            decided, envelope = await go(*args)
+            decided, envelope, seconds = await go(*args)
         except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
             outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
-            duration_ms = round((trio.current_time() - began) * 1000)
-            row = self._row(tool, server, digest, first, outcome, duration_ms, 0, record)
+            seconds = trio.current_time() - began  # the whole wait: when the server had it is unknown
+            row = self._row(tool, server, digest, first, outcome, round(seconds * 1000), 0, record)
             audit.finished_now(row)
-            self._observe(row)
+            self._observe(row, seconds)
             raise
-        return await self._audited(tool, server, digest, decided, envelope, record)
+        return await self._audited(tool, server, digest, decided, envelope, record, seconds)
 
     async def _audited(
         self,
@@ -65,8 +70,10 @@ class TurnAudit:
         decision: str,
         envelope: Envelope,
         record: str | None = None,
+        seconds: float = 0.0,
     ) -> Envelope:
-        """Leave the call's row (durable before this returns), count it, announce it."""
+        """Leave the call's row (durable before this returns), count it (``seconds``: the
+        time with its server), announce it."""
         audit = self._calls.audit
         outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
         row = self._row(
@@ -80,7 +87,7 @@ class TurnAudit:
             record or audit.new_id(),
         )
         await audit.finished(row)
-        self._observe(row)
+        self._observe(row, seconds)
         return envelope
 
     def _row(
@@ -110,10 +117,10 @@ class TurnAudit:
             record,
         )
 
-    def _observe(self, row: AuditRow) -> None:
+    def _observe(self, row: AuditRow, seconds: float) -> None:
         """Metrics and the call event of one ended call."""
         calls = self._calls
-        calls.metrics.observe_call(row.outcome, row.duration_ms)
+        calls.metrics.observe_call(row.server, row.outcome, seconds)
         calls.events.publish(
             {
                 "type": "call",

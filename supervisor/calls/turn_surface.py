@@ -45,7 +45,7 @@ from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import calling_client
 from supervisor.calls.surface_results import surface_envelope
 from supervisor.calls.surface_targets import completion_target, prompt_problem, prompt_target, resource_target
-from supervisor.calls.turn_audit import TurnAudit
+from supervisor.calls.turn_audit import TurnAudit, Went
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash
 
 RESOURCES = "resources"
@@ -252,19 +252,21 @@ class TurnSurface(TurnAudit):
         subject: Mapping[str, Any],
         first: Decision,
         request: InFlightRequest | None,
-    ) -> tuple[str, Envelope]:
-        """Authorize an allowed or asked request and send it: (the decision, the envelope)."""
+    ) -> Went:
+        """Authorize an allowed or asked request and send it."""
         verdict = await self.session.authorize(entry, subject, first)
         if verdict.action is not Action.ALLOW:
-            return verdict.decided, failure(label, "denied", verdict.reason)
+            return verdict.decided, failure(label, "denied", verdict.reason), 0.0
         if request is not None and request.cancelled:
-            return verdict.decided, failure(label, "cancelled", f"{method} {label} was cancelled")
-        return verdict.decided, await self._send(server, label, method, params, request)
+            return verdict.decided, failure(label, "cancelled", f"{method} {label} was cancelled"), 0.0
+        envelope, seconds = await self._send(server, label, method, params, request)
+        return verdict.decided, envelope, seconds
 
     async def _send(
         self, server: str, label: str, method: str, params: dict[str, Any], request: InFlightRequest | None
-    ) -> Envelope:
-        """Send the request to the server's connection actor; its answer's envelope."""
+    ) -> tuple[Envelope, float]:
+        """Send the request to the server's connection actor: its answer's envelope, and
+        the seconds it took."""
         view = self.catalog.servers[server]
         reply, answers = trio.open_memory_channel[CallOutcome](1)
         if request is not None:
@@ -275,8 +277,9 @@ class TurnSurface(TurnAudit):
         call = CallTool(str(name), params, reply, None, timeouts, method=method, client=client)
         started = trio.current_time()
         outcome = await dispatch(view, call, answers)
-        duration_ms = round((trio.current_time() - started) * 1000)
-        return surface_envelope(label, method, outcome, duration_ms, view.spec.max_output_bytes)
+        seconds = trio.current_time() - started
+        envelope = surface_envelope(label, method, outcome, round(seconds * 1000), view.spec.max_output_bytes)
+        return envelope, seconds
 
 
 def _declared(view: ServerView, method: str) -> bool:

@@ -49,6 +49,7 @@ from supervisor.calls.dispatch import dispatch as _dispatch
 from supervisor.calls.dispatch import unavailable_in_turn
 from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import CallServices, TurnSession, calling_client
+from supervisor.calls.turn_audit import Went
 from supervisor.calls.turn_surface import TurnSurface
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
 
@@ -292,14 +293,15 @@ class Turn(TurnSurface):
         first: Decision,
         progress: trio.MemorySendChannel[ProgressReceived] | None,
         request: InFlightRequest | None,
-    ) -> tuple[str, Envelope]:
-        """Authorize and dispatch an allowed or asked call: (the decision, the envelope)."""
+    ) -> Went:
+        """Authorize and dispatch an allowed or asked call."""
         tool_id = entry.id
         verdict = await self.session.authorize(entry, arguments, first)
         if verdict.action is not Action.ALLOW:
-            return verdict.decided, failure(tool_id, "denied", verdict.reason)
+            return verdict.decided, failure(tool_id, "denied", verdict.reason), 0.0
         if request is not None and request.cancelled:
-            return verdict.decided, failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
+            cancelled = failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
+            return verdict.decided, cancelled, 0.0
         view = self.catalog.servers[entry.server]
         started = trio.current_time()
         replies = self.session.replies
@@ -325,8 +327,8 @@ class Turn(TurnSurface):
             )
         if request is None and len(replies) < _KEPT_REPLIES:
             replies.append((reply, answers))
-        duration_ms = round((trio.current_time() - started) * 1000)
-        return decided, _envelope(tool_id, view, outcome, duration_ms)
+        seconds = trio.current_time() - started
+        return decided, _envelope(tool_id, view, outcome, round(seconds * 1000)), seconds
 
     async def _redefined(
         self,

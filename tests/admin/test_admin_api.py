@@ -50,7 +50,7 @@ async def test_health_metrics_and_openapi(tmp_path: Path) -> None:
                 "mcp_supervisor_connections",
                 "mcp_supervisor_reconnects_total",
                 "mcp_supervisor_calls_total",
-                "mcp_supervisor_call_duration_ms",
+                "mcp_supervisor_call_duration_seconds",
                 "mcp_supervisor_approvals_pending",
                 "mcp_supervisor_catalog_epoch",
             ):

@@ -393,7 +393,9 @@ async def test_a_name_the_hub_exports_itself_is_registered_as_shadowed_and_said_
             listed = (await running.http(ALICE).request("GET", "/v1/bridge/sessions")).json()["sessions"]
             assert [(s["session_id"], s["peer"]) for s in listed] == [(sid, "local")]  # the hub's own
         nursery.cancel_scope.cancel()
-    assert registered.names == [["web"], ["web"]]
+    # Cut twice, the peer registered at least twice more (a third may land before the
+    # cancel: the proxy passes it): every registration names web, the warning is once.
+    assert len(registered.names) >= 2 and all(names == ["web"] for names in registered.names)
     (warning,) = _peer_log(caplog, logging.WARNING)
     assert "uses its own first" in warning.getMessage()
     assert warning.fields == {"hub": url, "servers": "web"}  # type: ignore[attr-defined]
