@@ -28,6 +28,7 @@ from actors.connection.era_probe import settle
 from actors.connection.lister import Lister
 from actors.connection.listing import ALL_KINDS, ConnectionFailed
 from actors.connection.live import Live, ServerRequestHandler
+from actors.connection.log_levels import LogLevels
 from actors.connection.messages import (
     CallFailed,
     CallTool,
@@ -42,6 +43,7 @@ from actors.connection.messages import (
     StateChanged,
     Subscribe,
     Unsubscribe,
+    WantLogs,
     unavailable,
 )
 from actors.connection.outbox import Outbox
@@ -123,6 +125,7 @@ class ConnectionActor:
         crashed: Crashed | None = None,
         known_era: Era | None = None,
         log_sink: LogSink | None = None,
+        wanted_logs: str | None = None,
         draw: Draw = retry.draw,
     ) -> None:
         self.spec = spec
@@ -148,7 +151,7 @@ class ConnectionActor:
         self._order: Order | None = None
         self._wake = trio.Event()
         self._attempt_scope: trio.CancelScope | None = None
-        self._lister = Lister(self.name, owner, self._put)
+        self._lister = Lister(self.name, owner, self._put, LogLevels(spec.log_level, wanted_logs))
         self._subscriptions = Subscriptions(self.name)
         self._stopped = False
         self._stderr: tuple[str, ...] = ()  # the last stderr tail seen, kept after a crash
@@ -212,18 +215,18 @@ class ConnectionActor:
             self._fire(Commanded(message.control))
         elif isinstance(message, Retune):
             self._retune(message.spec)
+        elif isinstance(message, WantLogs):  # a handshake-era server is asked again if it changed
+            self._lister.want(message.level, self._live if self._machine.call_route is _SEND else None)
 
     def _retune(self, spec: ServerSpec) -> None:
         """A reload changed what needs no new connection: calls sent from now on get the
         new timeouts, the next attempt the new init timeout, the machine the new schedule."""
-        level_changed = spec.log_level != self.spec.log_level
         self.spec = spec
         self._inflight.call_timeout_s = spec.call_timeout_s
         self._inflight.max_call_s = spec.max_call_timeout_s
         if self._live is not None:
             self._live.spec = spec
-            if level_changed and self._machine.call_route is _SEND:
-                self._lister.set_level(self._live)
+        self._lister.retuned(spec.log_level, self._live if self._machine.call_route is _SEND else None)
         self._machine = retuned(
             self._machine, schedule_of(spec), eager=spec.start is Start.EAGER, enabled=spec.enabled
         )
@@ -374,6 +377,7 @@ class ConnectionActor:
                         server_requests=self._server_requests,
                         updated=self._subscriptions.updated,
                         log_sink=self._log_sink,
+                        levels=self._lister.levels,
                         draw=self._draw,
                     )
                     reopen = await self._serve(live, init, first)

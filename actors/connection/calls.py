@@ -14,6 +14,7 @@ new request id, with a fresh sliding deadline and the same cap.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,14 @@ import trio
 
 from actors.connection.messages import CallFailed, CallOutcome, CallTool, unavailable
 from actors.connection.vocabulary import Why
-from actors.protocol.messages import RequestId
+from actors.protocol.era import Era
+from actors.protocol.messages import (
+    INVALID_REQUEST,
+    LATEST_MODERN_VERSION,
+    LATEST_PROTOCOL_VERSION,
+    ErrorObject,
+    RequestId,
+)
 
 
 @attrs.define(slots=True, eq=False)
@@ -170,3 +178,24 @@ def call_params(call: CallTool) -> dict[str, Any]:
 def describe(call: CallTool) -> str:
     """A call in messages: ``tools/call echo``, ``prompts/get greeting``."""
     return f"{call.method} {call.tool}"
+
+
+# How the official SDK refuses a request of its own that a 2026-07-28 connection cannot
+# carry (NoBackChannelError: -32600, "Cannot send 'sampling/createMessage': …").
+_NO_BACK_CHANNEL = re.compile(r"""^Cannot send ['"]([\w/]+)['"]""")
+
+
+def server_error(server: str, call: CallTool, error: ErrorObject, era: Era | None) -> CallFailed:
+    """The answer to a call the server answered with a JSON-RPC error (``error`` already
+    redacted). A server of the per-request era that refused to send a request of its own
+    mid-call (a tool written for the handshake era) is told as that, with the fix."""
+    said = f"mcp server {server} answered {describe(call)} with error {error.code}: {error.message}"
+    asked = _NO_BACK_CHANNEL.match(error.message) if error.code == INVALID_REQUEST else None
+    if asked is not None and era is Era.PER_REQUEST:
+        said = (
+            f"mcp server {server} asked for {asked[1]} during {describe(call)} the handshake-era "
+            f"way (a request of its own mid-call), which protocol {LATEST_MODERN_VERSION} cannot "
+            f'carry; set "protocol": "{LATEST_PROTOCOL_VERSION}" for server {server} (its answer: '
+            f"error {error.code}: {error.message})"
+        )
+    return CallFailed("server_error", said, rpc_error=error)

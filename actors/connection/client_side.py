@@ -18,6 +18,8 @@ from typing import Any
 
 import attrs
 
+from actors.connection.server_log import LogSink
+
 ServerRequestHandler = Callable[[str, str, Any], Awaitable[Mapping[str, Any] | None]]
 """``(server, method, params) -> result``, or None when the host does not handle ``method``."""
 
@@ -42,8 +44,16 @@ class RequestRefused(Exception):
 class ClientSide:
     """One session's side of its calls: ``handler`` answers the server requests tied to
     them (None: the supervisor-level handler does), ``capabilities`` are what the
-    session declares (the per-request era's ``_meta.clientCapabilities``)."""
+    session declares (the per-request era's ``_meta.clientCapabilities``).
+
+    ``log_level``: the least severe server log message its client wants from these
+    calls (None: none), which the per-request era's ``_meta`` asks for; ``logs`` takes
+    each message tied to one of them that its level admits (it must not block: the
+    connection actor's loop calls it). Without ``logs``, such a message goes where a
+    message tied to no call goes (``log_levels.py``)."""
 
     session: str
     handler: ServerRequestHandler | None = None
     capabilities: Mapping[str, Any] = attrs.field(factory=dict)
+    log_level: str | None = None
+    logs: LogSink | None = None

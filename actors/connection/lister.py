@@ -2,10 +2,12 @@
 
 The actor's lister for one server: it reads the kinds it is told to (``listing.py``;
 after a change notification only that kind), carries the others over from the last
-listing, and publishes one whole ``ServerListed`` each time. It also tells a server
-that declared ``logging`` the least severe level we want from it
-(``logging/setLevel``, the server's ``log_level``): after each connection's first
-listing, and again when a reload changes the level. A refusal is logged, never fatal.
+listing, and publishes one whole ``ServerListed`` each time. It also tells a server of
+the handshake era that declared ``logging`` the least severe level anyone wants from
+it (``logging/setLevel`` with ``LogLevels.asked``: the server's ``log_level`` or its
+clients' level, ``log_levels.py``): after each connection's first listing, and again
+when a reload or the clients change it. A refusal is logged, never fatal. (The
+per-request era has no ``logging/setLevel``: each call asks in its ``_meta``.)
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import trio
 
 from actors.connection.listing import ALL_KINDS, ConnectionFailed, Kind, Listing, read_listing
 from actors.connection.live import Live
+from actors.connection.log_levels import LogLevels
 from actors.connection.messages import Published, ServerListed
 from actors.connection.vocabulary import LIST_AGAIN, Effects, Event, Listed
 from actors.log_events import get_logger
+from actors.protocol.era import Era
 from actors.protocol.errors import ProtocolError
 from actors.protocol.session import ErrorReceived
 
@@ -28,14 +32,18 @@ log = get_logger("actors.connection")
 class Lister:
     """Reads and publishes one server's listings (see the module docstring)."""
 
-    __slots__ = ("_put", "generation", "last", "name", "owner")
+    __slots__ = ("_asked", "_put", "generation", "last", "levels", "name", "owner")
 
-    def __init__(self, name: str, owner: str | None, put: Callable[[Published], None]) -> None:
+    def __init__(
+        self, name: str, owner: str | None, put: Callable[[Published], None], levels: LogLevels
+    ) -> None:
         self.name = name
         self.owner = owner
         self._put = put
         self.generation = 0
         self.last: Listing | None = None
+        self.levels = levels
+        self._asked: tuple[Live, str] | None = None  # the level a connection was last asked for
 
     async def list(self, live: Live, kinds: frozenset[Kind], fire: Callable[[Event], Effects]) -> None:
         """Read ``kinds`` and publish; again (what changed meanwhile) while the machine
@@ -93,11 +101,29 @@ class Lister:
             )
         )
 
+    def want(self, level: str | None, live: Live | None) -> None:
+        """The clients want ``level`` now (``WantLogs``); ``live``: the connection, if calls
+        flow on it."""
+        self.levels.wanted = level
+        if live is not None:
+            self.set_level(live)
+
+    def retuned(self, own: str, live: Live | None) -> None:
+        """A reload set the server's ``log_level`` (maybe the same)."""
+        self.levels.own = own
+        if live is not None:
+            self.set_level(live)
+
     def set_level(self, live: Live) -> None:
-        """Send ``logging/setLevel`` with the server's ``log_level``, in the background,
-        if the server declared ``logging``."""
-        if live.features.logging:
-            live.nursery.start_soon(self._set_level, live, live.spec.log_level)
+        """Send ``logging/setLevel`` with the level wanted now, in the background, if the
+        server declared ``logging`` in the handshake era and was not asked for it yet."""
+        level = self.levels.asked()
+        if not live.features.logging or live.session.era is not Era.HANDSHAKE:
+            return
+        if self._asked is not None and self._asked == (live, level):
+            return
+        self._asked = (live, level)
+        live.nursery.start_soon(self._set_level, live, level)
 
     async def _set_level(self, live: Live, level: str) -> None:
         fields = {"server": self.name, "level": level}

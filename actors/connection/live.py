@@ -15,23 +15,24 @@ from typing import Any
 import trio
 
 from actors.connection import retry
-from actors.connection.calls import InFlight, InFlightTable, call_params, describe
-from actors.connection.client_side import RequestRefused, ServerRequestHandler
+from actors.connection.calls import InFlight, InFlightTable, call_params, describe, server_error
+from actors.connection.client_side import ServerRequestHandler
 from actors.connection.freshness import refetch_after
 from actors.connection.listener import ChangeListener
 from actors.connection.listing import ALL_KINDS, CHANGED_KIND, Kind
+from actors.connection.log_levels import LogLevels
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool, Redefined
 from actors.connection.retry import Draw
 from actors.connection.rounds import RoundTrips
 from actors.connection.server_log import LogSink, ServerLog
-from actors.connection.server_requests import ServerRequests, refuse
+from actors.connection.server_requests import ServerRequests, answer_request, refuse
 from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
 from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
 from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
-from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, Request, RequestId, ServerFeatures, Tool
+from actors.protocol.messages import ErrorObject, Request, RequestId, ServerFeatures, Tool
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
 from actors.protocol.session import (
@@ -79,6 +80,7 @@ class Live:
         "definitions",
         "features",
         "initialized",
+        "levels",
         "listener",
         "name",
         "nursery",
@@ -107,6 +109,7 @@ class Live:
         server_requests: ServerRequestHandler | None,
         updated: Callable[[str], None] = lambda uri: None,
         log_sink: LogSink | None = None,
+        levels: LogLevels | None = None,
         draw: Draw = retry.draw,
     ) -> None:
         self.name = spec.name
@@ -128,6 +131,7 @@ class Live:
         self._report = report
         self._redactor = redactor
         self._server_log = ServerLog(self.name, redactor, nursery, log_sink)
+        self.levels = levels or LogLevels(spec.log_level)  # the actor's: whose logs are wanted
         self._server_requests = ServerRequests(inflight, server_requests)
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
         self.rounds = RoundTrips(self.name, inflight, nursery, self._server_requests.for_call, self._resend)
@@ -263,7 +267,8 @@ class Live:
             elif isinstance(event, ResourceChanged):
                 self._updated(event.uri)
             elif isinstance(event, LogMessage):
-                self._server_log.take(event, self.spec.log_level)
+                route = self.levels.route(event, self._inflight, session.era)
+                self._server_log.take(event, self.levels.own, *route)
             elif isinstance(event, Initialized):
                 self.initialized.set()
             elif isinstance(event, Adopted):  # the probe's answer came after the fall back
@@ -281,7 +286,9 @@ class Live:
                 if handler is None:
                     refuse(session, event)
                 else:
-                    self.nursery.start_soon(self._answer_server_request, handler, event)
+                    self.nursery.start_soon(
+                        answer_request, self.name, session, handler, event, self.writes.kick
+                    )
             else:
                 log.debug("ignored %s", type(event).__name__, extra={"server": self.name})
         self.writes.answered_last = answered
@@ -289,28 +296,6 @@ class Live:
         # unhandled request …), not after every answer read: one task switch less a call.
         if session.wants_to_send:
             self.writes.kick()
-
-    async def _answer_server_request(self, handler: ServerRequestHandler, request: ServerRequest) -> None:
-        """Sampling, elicitation, roots …: the host's handler answers (``server_requests.py``
-        says whose); None means it does not handle that method. Its failure is the
-        server's error answer, never ours."""
-        try:
-            result = await handler(self.name, request.method, request.params)
-        except RequestRefused as refused:
-            self.session.send_error(request.id, refused.code, refused.message)
-        except Exception as exc:
-            log.warning(
-                "server request handler failed",
-                exc_info=exc,
-                extra={"fields": {"server": self.name, "method": request.method}},
-            )
-            self.session.send_error(request.id, INTERNAL_ERROR, f"client failed to handle {request.method}")
-        else:
-            if result is None:
-                refuse(self.session, request)
-            else:
-                self.session.send_response(request.id, result)
-        self.writes.kick()
 
     async def request(
         self,
@@ -342,9 +327,10 @@ class Live:
         definition = call.definition
         if definition and self.definitions[call.tool] != definition and self._redefined(call):
             return
-        caps = call.client.capabilities if call.client is not None else None
+        client = call.client
+        caps, level = (client.capabilities if client else None), self.levels.for_call(client)
         request_id = self.session.send_request(
-            call.method, call_params(call), progress=True, capabilities=caps
+            call.method, call_params(call), progress=True, capabilities=caps, log_level=level
         )
         entry = self._inflight.add(request_id, call, trio.current_time())
         self._watch(entry)
@@ -361,9 +347,11 @@ class Live:
 
     def _resend(self, entry: InFlight, answers: Mapping[str, Mapping[str, Any]], state: str | None) -> None:
         """A call that asked for input goes again, with the answers and the state."""
-        params = retry_params(call_params(entry.call), answers, state)
-        caps = entry.call.client.capabilities if entry.call.client is not None else None
-        request_id = self.session.send_request(entry.call.method, params, progress=True, capabilities=caps)
+        params, client = retry_params(call_params(entry.call), answers, state), entry.call.client
+        caps, level = (client.capabilities if client else None), self.levels.for_call(client)
+        request_id = self.session.send_request(
+            entry.call.method, params, progress=True, capabilities=caps, log_level=level
+        )
         self._inflight.resume(entry, request_id, trio.current_time())
         self._watch(entry)
         self.writes.kick()
@@ -390,13 +378,9 @@ class Live:
             return  # answered already (timed out or cancelled): drop the late answer
         outcome: CallOutcome
         if isinstance(event, ErrorReceived):
-            error = event.error
-            said = self._redactor.redact(error.message)
-            outcome = CallFailed(
-                "server_error",
-                f"mcp server {self.name} answered {describe(entry.call)} with error {error.code}: {said}",
-                rpc_error=ErrorObject(error.code, said, self._redactor.redact_json(error.data)),
-            )
+            error, redact = event.error, self._redactor
+            said = ErrorObject(error.code, redact.redact(error.message), redact.redact_json(error.data))
+            outcome = server_error(self.name, entry.call, said, self.session.era)
         else:
             try:
                 required = input_required(event.result) if self.session.era is Era.PER_REQUEST else None

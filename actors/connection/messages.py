@@ -167,6 +167,15 @@ class Retune:
 
 
 @attrs.frozen(slots=True)
+class WantLogs:
+    """The clients of this connection's sessions now want its server's log messages at
+    ``level`` and above (None: none): a server of the handshake era is asked again
+    (``logging/setLevel``) when that changes what it is asked for (``log_levels.py``)."""
+
+    level: str | None
+
+
+@attrs.frozen(slots=True)
 class ConnectionStatus:
     """What only the actor knows: the server's stderr tail and the work in flight."""
 
@@ -183,7 +192,7 @@ class GetStatus:
 
 
 ConnectionMessage: TypeAlias = (
-    CallTool | CancelCall | EnsureStarted | Command | GetStatus | Retune | Subscribe | Unsubscribe
+    CallTool | CancelCall | EnsureStarted | Command | GetStatus | Retune | Subscribe | Unsubscribe | WantLogs
 )
 
 

@@ -4,18 +4,20 @@ Each record goes to the ``actors.server`` logger under the server's name, at the
 Python level its RFC 5424 level maps to. The server is untrusted input: its ``data``
 (any JSON) is rendered as text, redacted (the server's secrets and credential-shaped
 text) and cut to ``MAX_DATA_CHARS``, so a chatty or hostile server cannot fill the
-log with one message or leak a token through it. How much it sends at all is its
-``log_level`` (``logging/setLevel``, sent by the connection actor).
+log with one message or leak a token through it. Only messages at or above the
+server's ``log_level`` enter our log.
+
+A connection may also be given a ``LogSink``: each message its clients want (redacted
+and bounded as above), is handed to it as a ``ServerLogged``, so a gateway can pass it
+on to the clients that asked for it, without this package knowing who they are; one
+tied to a call goes to its caller's sink instead (``log_levels.py`` says which levels
+are asked for, and what is tied to a call).
 
 Nor can it flood the log, or the event loop every other server shares (``ServerLog``,
-one per connection): a message below the server's ``log_level`` (a server that
-ignores ``logging/setLevel``) is dropped before anything is formatted, and what is
-left passes a token bucket, ``LOG_RATE_PER_S`` (100) a second with bursts of
+one per connection): a message that neither our log nor any client wants (a server
+that ignores ``logging/setLevel``) is dropped before anything is formatted, and what
+is left passes a token bucket, ``LOG_RATE_PER_S`` (100) a second with bursts of
 ``LOG_BURST`` (200); one line every ``DROPS_REPORT_S`` (10 s) counts what it held back.
-
-A connection may also be given a ``LogSink``: each message, as logged (redacted and
-bounded), is handed to it as a ``ServerLogged``, so a gateway can pass it on to the
-clients that asked for it, without this package knowing who they are.
 """
 
 from __future__ import annotations
@@ -28,22 +30,14 @@ import orjson
 import trio
 
 from actors.log_events import get_logger
+from actors.protocol.messages import LOG_LEVELS
 from actors.protocol.notifications import LogMessage
 from actors.redaction import Redactor
 from actors.token_bucket import TokenBucket
 
 log = get_logger("actors.server")
 
-SERVER_LOG_LEVELS: tuple[str, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
+SERVER_LOG_LEVELS: tuple[str, ...] = LOG_LEVELS
 """The RFC 5424 levels MCP names, least severe first (``log_level`` takes one)."""
 
 PYTHON_LEVELS: dict[str, int] = {
@@ -70,10 +64,12 @@ _UNKNOWN_RANK = _RANKS["warning"]
 def admits(threshold: str, level: str) -> bool:
     """Whether a message at ``level`` passes ``threshold`` (RFC 5424 order; an unknown
     level counts as warning)."""
+    return _rank(level) >= _RANKS[threshold]
+
+
+def _rank(level: str) -> int:
     rank = _RANKS.get(level)
-    if rank is None:
-        rank = _RANKS.get(level.lower(), _UNKNOWN_RANK)
-    return rank >= _RANKS[threshold]
+    return rank if rank is not None else _RANKS.get(level.lower(), _UNKNOWN_RANK)
 
 
 def data_text(data: object, redactor: Redactor) -> str:
@@ -110,17 +106,18 @@ LogSink = Callable[[ServerLogged], None]
 
 
 def log_server_message(
-    server: str, message: LogMessage, redactor: Redactor, sink: LogSink | None = None
+    server: str, message: LogMessage, redactor: Redactor, sink: LogSink | None = None, *, ours: bool = True
 ) -> None:
-    """Log one of the server's messages under its name (unknown levels as warning),
-    and hand it to ``sink``."""
+    """Log one of the server's messages under its name (unknown levels as warning;
+    ``ours``: False leaves our log out), and hand it to ``sink``."""
     level = message.level.lower()
     fields: dict[str, object] = {"server": server, "level": level[:MAX_NAME_CHARS]}
     logger = None if message.logger is None else redactor.redact(message.logger[:MAX_NAME_CHARS])
     if logger is not None:
         fields["logger"] = logger
     data = fields["data"] = data_text(message.data, redactor)
-    log.log(PYTHON_LEVELS.get(level, logging.WARNING), "server log", extra={"fields": fields})
+    if ours:
+        log.log(PYTHON_LEVELS.get(level, logging.WARNING), "server log", extra={"fields": fields})
     if sink is not None:
         known = level if level in PYTHON_LEVELS else "warning"
         sink(ServerLogged(server, known, data, logger))
@@ -151,13 +148,20 @@ class ServerLog:
         self._bucket = TokenBucket(rate_per_s, burst)
         self._held_back = 0
 
-    def take(self, message: LogMessage, threshold: str) -> None:
-        """Log ``message`` if it is at or above ``threshold`` (the server's
-        ``log_level``) and the bucket has room; else drop it, formatting nothing."""
-        if not admits(threshold, message.level):
+    def take(
+        self, message: LogMessage, own: str, clients: str | None = None, to: LogSink | None = None
+    ) -> None:
+        """Log ``message`` if it is at or above ``own`` (the server's ``log_level``), and
+        hand it to ``to`` (the caller of the call it is tied to), else to the connection's
+        sink, if it is at or above ``clients`` (None: no client wants any), when the
+        bucket has room; what nobody wants is dropped, formatting nothing."""
+        rank = _rank(message.level)
+        ours = rank >= _RANKS[own]
+        sink = (to or self._sink) if clients is not None and rank >= _RANKS[clients] else None
+        if not ours and sink is None:
             return  # not asked for: not ours to count
         if self._bucket.take(trio.current_time()):
-            log_server_message(self.server, message, self._redactor, self._sink)
+            log_server_message(self.server, message, self._redactor, sink, ours=ours)
             return
         self._held_back += 1
         if self._held_back == 1:

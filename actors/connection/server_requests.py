@@ -26,14 +26,17 @@ handler first, then the supervisor-level one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from actors.connection.calls import InFlightTable
-from actors.connection.client_side import ClientSide, ServerRequestHandler
+from actors.connection.client_side import ClientSide, RequestRefused, ServerRequestHandler
 from actors.connection.messages import CallTool
-from actors.protocol.messages import METHOD_NOT_FOUND, Untied
+from actors.log_events import get_logger
+from actors.protocol.messages import INTERNAL_ERROR, METHOD_NOT_FOUND, Untied
 from actors.protocol.session import ClientSession, ServerRequest
+
+log = get_logger("actors.connection")
 
 
 def chain(*handlers: ServerRequestHandler | None) -> ServerRequestHandler | None:
@@ -92,3 +95,32 @@ class ServerRequests:
 def refuse(session: ClientSession, request: ServerRequest) -> None:
     """The answer to a request no handler takes (method not found, saying so)."""
     session.send_error(request.id, METHOD_NOT_FOUND, f"no handler is attached for {request.method}")
+
+
+async def answer_request(
+    server: str,
+    session: ClientSession,
+    handler: ServerRequestHandler,
+    request: ServerRequest,
+    sent: Callable[[], None],
+) -> None:
+    """Sampling, elicitation, roots …: the host's ``handler`` answers (the rule above
+    says whose); None means it does not handle that method. Its failure is the
+    server's error answer, never ours. ``sent``: the answer is queued (wake the writer)."""
+    try:
+        result = await handler(server, request.method, request.params)
+    except RequestRefused as refused:
+        session.send_error(request.id, refused.code, refused.message)
+    except Exception as exc:
+        log.warning(
+            "server request handler failed",
+            exc_info=exc,
+            extra={"fields": {"server": server, "method": request.method}},
+        )
+        session.send_error(request.id, INTERNAL_ERROR, f"client failed to handle {request.method}")
+    else:
+        if result is None:
+            refuse(session, request)
+        else:
+            session.send_response(request.id, result)
+    sent()

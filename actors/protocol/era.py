@@ -25,6 +25,7 @@ from actors.protocol.messages import (
     LATEST_MODERN_VERSION,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     MODERN_PROTOCOL_VERSIONS,
     SUPPORTED_PROTOCOL_VERSIONS,
@@ -201,9 +202,12 @@ def request_meta(
     }
 
 
-def restamp(meta: dict[str, Any] | None, capabilities: Caps) -> dict[str, Any] | None:
+def restamp(
+    meta: dict[str, Any] | None, capabilities: Caps, log_level: str | None = None
+) -> dict[str, Any] | None:
     """A request's ``_meta`` stamp with ``capabilities`` in place of the session's own
-    (unchanged when there is no stamp, or no capabilities of the request's own)."""
-    if meta is None or capabilities is None:
+    and ``log_level`` added (unchanged when there is no stamp: the handshake era)."""
+    if meta is None or (capabilities is None and log_level is None):
         return meta
-    return {**meta, META_CLIENT_CAPABILITIES: dict(capabilities)}
+    stamp = meta if capabilities is None else {**meta, META_CLIENT_CAPABILITIES: dict(capabilities)}
+    return stamp if log_level is None else {**stamp, META_LOG_LEVEL: log_level}

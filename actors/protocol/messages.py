@@ -38,6 +38,20 @@ META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+"""The least severe log message a per-request-era request asks the server to send
+for it (none without it)."""
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+"""The RFC 5424 levels MCP names, least severe first."""
 
 # JSON-RPC error codes.
 PARSE_ERROR = -32700
@@ -78,6 +92,9 @@ class Notification:
 
     method: str
     params: Params = None
+    related: RequestId | Untied | None = attrs.field(default=None, eq=False, kw_only=True)
+    """A server's notification only, never on the wire: the request of ours whose
+    answer stream carried it, as the transport knows it (``Request.related``)."""
 
 
 @attrs.frozen(slots=True)

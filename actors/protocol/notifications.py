@@ -15,7 +15,7 @@ from typing import Any, TypeAlias, TypeGuard
 import attrs
 
 from actors.protocol.listen import ACKNOWLEDGED, honored_uris, subscription_of
-from actors.protocol.messages import Params, RequestId
+from actors.protocol.messages import Params, RequestId, Untied
 
 
 @attrs.frozen(slots=True)
@@ -71,11 +71,13 @@ class ResourceChanged:
 @attrs.frozen(slots=True)
 class LogMessage:
     """``notifications/message``: one of the server's log records, as sent (its
-    ``level`` is an RFC 5424 name; ``data`` is any JSON)."""
+    ``level`` is an RFC 5424 name; ``data`` is any JSON); ``related``: the request of
+    ours it came for, when the transport knows (``Notification.related``)."""
 
     level: str
     logger: str | None
     data: Any
+    related: RequestId | Untied | None = attrs.field(default=None, eq=False, kw_only=True)
 
 
 @attrs.frozen(slots=True)
@@ -115,8 +117,15 @@ _SIGNALS: dict[str, type[ListChanged]] = {
 }
 
 
-def notification_event(method: str, params: Params) -> Notified:
-    """The event for one notification from the server."""
+def notification_event(method: str, params: Params, related: RequestId | Untied | None = None) -> Notified:
+    """The event for one notification from the server (``related``: the request of ours
+    whose answer stream carried it, if the transport knows). A log message is looked for
+    first: a flooding server sends nothing else."""
+    if method == "notifications/message" and isinstance(params, dict):
+        level, logger = params.get("level"), params.get("logger")
+        if isinstance(level, str):
+            named = logger if isinstance(logger, str) else None
+            return LogMessage(level, named, params.get("data"), related=related)
     signal = _SIGNALS.get(method)
     if signal is not None:
         return signal(subscription_of(params))
@@ -128,9 +137,6 @@ def notification_event(method: str, params: Params) -> Notified:
         return Cancelled(params["requestId"])
     if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
         return ResourceChanged(params["uri"])
-    if method == "notifications/message" and isinstance(params.get("level"), str):
-        logger = params.get("logger")
-        return LogMessage(params["level"], logger if isinstance(logger, str) else None, params.get("data"))
     if method == "notifications/progress":
         token = params.get("progressToken")
         progress = params.get("progress")

@@ -42,7 +42,9 @@ from actors.protocol.messages import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    LOG_LEVELS,
     META_CLIENT_CAPABILITIES,
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     MODERN_PROTOCOL_VERSIONS,
@@ -327,8 +329,8 @@ def progress_notification(
 
 def check_meta(method: str, params: Any) -> Mapping[str, Any]:
     """``params`` (``{}`` for none) with a valid ``_meta`` of the per-request era, else
-    the spec's error: -32602 for a missing or malformed one, -32022 for a version we
-    do not speak."""
+    the spec's error: -32602 for a missing or malformed one (a log level is one of
+    ``LOG_LEVELS``, or absent), -32022 for a version we do not speak."""
     if params is None:
         params = {}
     if not isinstance(params, Mapping):
@@ -345,6 +347,9 @@ def check_meta(method: str, params: Any) -> Mapping[str, Any]:
         raise JsonRpcError(INVALID_PARAMS, f"{method}: params._meta lacks {', '.join(missing)}")
     if not isinstance(meta[META_CLIENT_CAPABILITIES], Mapping):
         raise JsonRpcError(INVALID_PARAMS, f"{method}: _meta {META_CLIENT_CAPABILITIES} must be an object")
+    if meta.get(META_LOG_LEVEL, "debug") not in LOG_LEVELS:
+        why = f"{method}: _meta {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)} (or absent: no logs)"
+        raise JsonRpcError(INVALID_PARAMS, why)
     version = meta[META_PROTOCOL_VERSION]
     if version not in MODERN_PROTOCOL_VERSIONS:
         raise unsupported_version(version)

@@ -197,17 +197,26 @@ class ClientSession:
         self.era = Era.of_version(version)
 
     def send_request(
-        self, method: str, params: Params = None, *, progress: bool = False, capabilities: Caps = None
+        self,
+        method: str,
+        params: Params = None,
+        *,
+        progress: bool = False,
+        capabilities: Caps = None,
+        log_level: str | None = None,
     ) -> RequestId:
         """Queue a request; its answer arrives as ResponseReceived or ErrorReceived.
 
         With ``progress``, the request id doubles as ``_meta.progressToken`` so progress
         notifications can be matched to the request without another table. In the
-        per-request era, ``capabilities`` (the calling session's) replace the session's own.
+        per-request era, ``capabilities`` (the calling session's) replace the session's own,
+        and ``log_level`` asks for the request's log messages at that level and above.
         """
         if self.phase is not Phase.READY and method != "ping":
             raise RuntimeError(f"cannot send {method} before the handshake completed")
-        return self._queue_request(method, params, progress=progress, capabilities=capabilities)
+        return self._queue_request(
+            method, params, progress=progress, capabilities=capabilities, log_level=log_level
+        )
 
     def send_notification(self, method: str, params: Params = None) -> None:
         """Queue a notification."""
@@ -231,11 +240,17 @@ class ClientSession:
         self._outbox.append(ErrorResponse(request_id, ErrorObject(code, message)))
 
     def _queue_request(
-        self, method: str, params: Params, *, progress: bool = False, capabilities: Caps = None
+        self,
+        method: str,
+        params: Params,
+        *,
+        progress: bool = False,
+        capabilities: Caps = None,
+        log_level: str | None = None,
     ) -> RequestId:
         request_id = self._next_id
         self._next_id += 1
-        stamp = restamp(self._meta, capabilities)
+        stamp = restamp(self._meta, capabilities, log_level)
         if (progress or stamp) and not isinstance(params, list):
             base: Mapping[str, Any] = params or {}
             meta = {**(base.get("_meta") or {}), **(stamp or {})}
@@ -384,7 +399,7 @@ class ClientSession:
         self._events.append(Adopted(result))
 
     def _handle_notification(self, message: Notification) -> None:
-        self._events.append(notification_event(message.method, message.params))
+        self._events.append(notification_event(message.method, message.params, message.related))
 
 
 def _accepted(message: Response | ErrorResponse) -> InitializeResult:

@@ -11,11 +11,10 @@ to that shape instead of teaching the actor HTTP:
   ``tools/call`` never holds up the next one.
 - What the server answers — a JSON body, or the ``message`` events of an SSE
   response stream, or of the GET stream for server-initiated messages — is decoded
-  once, here, and queued as messages in the
-  :class:`~actors.transports.http_link.Inbox` that ``receive()`` reads. A body or an
-  event that does not decode fails the connection with its ProtocolError.
-- A server's request on a POST's SSE stream belongs to that POST's request (SEP-2260)
-  and is tagged with it (``Request.related``); one on the GET stream as untied.
+  once, here, and queued as messages in the ``Inbox`` (``http_link.py``) that
+  ``receive()`` reads. A body or an event that does not decode fails the connection.
+- A server's request or notification on a POST's SSE stream belongs to that POST's
+  request (SEP-2260) and is tagged with it (``related``); one on the GET stream as untied.
 - Failures from any task land in that inbox too, so the actor's reader sees the
   first one at once and fails the calls in flight; nothing waits for a timeout.
 
@@ -29,11 +28,10 @@ server's ``retry`` delay; without ids it is simply lost, and the transport close
 
 A stream that broke off (the connection dropped mid-body, as when the server process
 dies) is not the server asking to be polled later: the first GET goes at once. If it
-gets no answer at all (refused, or reset as the dying server's sockets close), or a
-later GET is refused (:class:`~actors.transports.http_link.Unreachable`), the server
-is gone: the transport closes, so the calls in flight are answered at once. The GET
-stream for server-initiated messages is reopened by the same rules, so a server
-killed while idle is noticed at once too.
+gets no answer at all (refused, or reset as the dying server's sockets close), the
+server is gone, as it is whenever a later GET is refused (``http_link.Unreachable``).
+The transport closes, so the calls in flight are answered at once; the GET stream is
+reopened by the same rules, so a server killed while idle is noticed at once too.
 
 In the 2026-07-28 era every POST also carries ``Mcp-Method`` and ``Mcp-Name``, and a
 ``tools/call`` the ``Mcp-Param-*`` headers its tool's schema designates, learnt from
@@ -61,7 +59,7 @@ from actors.protocol.http_framing import (
     what,
 )
 from actors.protocol.listen import REOPEN_ATTEMPTS, listen_filter
-from actors.protocol.messages import UNTIED, Message, Request, Response
+from actors.protocol.messages import UNTIED, Message, Notification, Request, Response
 from actors.protocol.param_headers import Designations, listing_designations, param_headers
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
@@ -291,8 +289,10 @@ class StreamableHttpTransport:
     async def _deliver(self, messages: list[Message], answering: Request | None) -> bool:
         """Queue decoded messages for the actor; True if one answered ``answering``."""
         answered = False
-        related = UNTIED if answering is None else answering.id  # what a server's request belongs to
-        messages = [attrs.evolve(m, related=related) if isinstance(m, Request) else m for m in messages]
+        related = UNTIED if answering is None else answering.id  # what a server's message belongs to
+        messages = [
+            attrs.evolve(m, related=related) if isinstance(m, Request | Notification) else m for m in messages
+        ]
         for message in messages:
             if answering is not None and is_answer(message, answering):
                 answered = True

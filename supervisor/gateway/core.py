@@ -29,14 +29,14 @@ import orjson
 import trio
 
 from actors.connection.client_side import ClientSide
-from actors.protocol.jsonrpc import to_wire
+from actors.connection.server_log import SERVER_LOG_LEVELS
 from actors.protocol.notifications import ProgressReceived
-from actors.protocol.server_session import progress_notification
 from actors.router.catalog import Catalog, ToolEntry
 from actors.router.envelope import Envelope
 from supervisor.calls.services import answered_by
 from supervisor.calls.turns import TOOL_SEARCH, Turn
 from supervisor.gateway.outlet import Outlet
+from supervisor.gateway.related import with_related
 from supervisor.gateway.results import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -47,7 +47,7 @@ from supervisor.gateway.results import (
 from supervisor.sessions.session import Session
 
 SERVER_NAME = "mcp-supervisor"
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS = SERVER_LOG_LEVELS
 
 
 @attrs.define(slots=True, eq=False)
@@ -227,7 +227,7 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     tool_id = core.tool_id(turn, name)
     core.find_by_name(turn, tool_id)
     activated = len(core.session.activated)
-    envelope = await _with_progress(
+    envelope = await _with_related(
         ctx,
         lambda progress: turn.call(tool_id, arguments, progress=progress, request_id=ctx.cancel_key),
     )
@@ -236,28 +236,12 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     return tool_result(envelope)
 
 
-async def _with_progress(
+async def _with_related(
     ctx: RequestContext,
     call: Callable[[trio.MemorySendChannel[ProgressReceived] | None], Awaitable[Envelope]],
 ) -> Envelope:
-    """Run ``call``; the progress it reports goes to the request's outlet under the
-    client's own token, while the call runs (never after its answer)."""
-    outlet, token = ctx.outlet, ctx.progress_token
-    if outlet is None or token is None:
-        with answered_by(ctx.client):
-            return await call(None)
-    send, receive = trio.open_memory_channel[ProgressReceived](16)
-
-    async def forward() -> None:
-        async for report in receive:
-            note = progress_notification(token, report.progress, report.total, report.message)
-            await outlet.send(to_wire(note))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(forward)
-        with answered_by(ctx.client):
-            async with send:
-                return await call(send)
+    """``related.with_related`` for one client request."""
+    return await with_related(ctx.outlet, ctx.progress_token, ctx.client, call)
 
 
 def _resources_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
@@ -271,8 +255,7 @@ def _templates_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
 async def _resources_read(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     uri = _string(params, "uri", "resources/read: ")
     turn = await core.latest_turn()
-    with answered_by(ctx.client):
-        envelope = await turn.read_resource(uri, request_id=ctx.cancel_key)
+    envelope = await _with_related(ctx, lambda _: turn.read_resource(uri, request_id=ctx.cancel_key))
     return _surface_result(envelope, "contents")
 
 
@@ -295,9 +278,10 @@ def _prompts_of(core: GatewayCore, turn: Turn) -> list[dict[str, Any]]:
 async def _prompts_get(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     name = _string(params, "name", "prompts/get: ")
     turn = await core.latest_turn()
-    arguments = params.get("arguments")
-    with answered_by(ctx.client):
-        envelope = await turn.get_prompt(core.prompt_id(turn, name), arguments, request_id=ctx.cancel_key)
+    arguments, prompt_id = params.get("arguments"), core.prompt_id(turn, name)
+    envelope = await _with_related(
+        ctx, lambda _: turn.get_prompt(prompt_id, arguments, request_id=ctx.cancel_key)
+    )
     return _surface_result(envelope, "messages")
 
 
@@ -341,6 +325,7 @@ async def _set_level(core: GatewayCore, params: Params, ctx: RequestContext) -> 
     if level not in LOG_LEVELS:
         raise JsonRpcError(INVALID_PARAMS, f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
     core.log_level = str(level)
+    await core.session.want_logs(core.log_level)  # its servers are asked for it if more verbose
     return {}
 
 

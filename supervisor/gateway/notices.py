@@ -12,9 +12,12 @@ HTTP: the GET stream). It sends, once the client initialized:
   Clients whose view did not change hear nothing; a kind the client never listed, or
   the gateway does not declare, is never announced.
 - ``notifications/resources/updated`` for the session's subscriptions.
-- the servers' log messages (``notifications/message``; redacted and bounded as we
-  logged them) at or above the client's ``logging/setLevel`` level, ``logger`` naming
-  the server, from the shared servers and the session's own private ones.
+- the servers' log messages tied to no call (``notifications/message``; redacted and
+  bounded as we logged them) at or above the client's ``logging/setLevel`` level,
+  ``logger`` naming the server, from the shared servers and the session's own private
+  ones. (A message tied to one of its calls comes on that call's stream instead:
+  ``core.py``; the level it sets is also what its servers are asked for, with every
+  other client's: ``Session.want_logs``.)
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from actors.router.catalog import Catalog
 from supervisor.gateway.core import GatewayCore, view_digest
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.peer import GatewayPeer
+from supervisor.gateway.related import log_notification
 
 # A listing kind → the notification that announces its change, and the capability
 # the gateway must have declared to send it.
@@ -126,8 +130,7 @@ async def _server_logs(peer: GatewayPeer, outlet: Outlet) -> None:
     with session.server_logs.subscribe() as logs:
         async for record in logs.events:
             if _for_client(peer, record):
-                params = {"level": record.level, "logger": record.server, "data": record.data}
-                await outlet.send(_note("notifications/message", params))
+                await outlet.send(log_notification(record))
 
 
 def _for_client(peer: GatewayPeer, record: ServerLogged) -> bool:

@@ -150,6 +150,7 @@ class GatewayPeer:
     async def _initialize(self, event: InitializeReceived) -> dict[str, Any]:
         try:
             await self.core.new_turn()  # the servers it needs are up: capabilities say what is there
+            await self.session.want_logs(self.core.log_level)  # warning and above, until it says
         except BaseException as exc:
             self.mcp.fail(event, exc)  # the client may initialize again
             raise
@@ -187,7 +188,7 @@ class GatewayPeer:
             return answer.result
 
         handler: ServerRequestHandler = ask
-        return ClientSide(self.session.id, handler, dict(declared))
+        return ClientSide(self.session.id, handler, dict(declared), log_level=self.core.log_level)
 
     def close(self, reason: str) -> None:
         """The client is gone: requests waiting on it fail."""

@@ -20,7 +20,12 @@ message of one HTTP request:
   input-required result (``inputRequests`` and a ``requestState`` we mint and
   authenticate, ``request_state.py``); the client's retry resumes the same backend
   call. A request that needs a capability the client did not declare gets -32021.
-  A tampered, foreign, stale or expired state is -32602.
+  Each parked call is its own side of the backend's requests (``ClientSide.session``
+  names the call, not the tenant): over stdio, where a request says nothing of its
+  call, one that could be either of two parked calls of a tenant goes to neither.
+  A tampered, foreign, stale or expired state is -32602. With a ``_meta`` logLevel, the
+  servers' log messages tied to the call come on its own stream at that level, and
+  its servers are asked for it while it runs (``related.wanting_logs``); without, none.
 - ``subscriptions/listen`` (``listen.py``) holds the request open until the client
   hangs up.
 
@@ -42,6 +47,7 @@ from actors.connection.client_side import ClientSide
 from actors.protocol.era import Era
 from actors.protocol.jsonrpc import to_wire
 from actors.protocol.messages import (
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_PROTOCOL_VERSIONS,
@@ -64,6 +70,7 @@ from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.param_check import param_header_refusal
 from supervisor.gateway.parked import InputRound, ParkedCall
+from supervisor.gateway.related import wanting_logs
 from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
 from supervisor.gateway.results import (
     ERROR_META,
@@ -280,18 +287,21 @@ class StatelessGateway:
             state.tenant, method, target, capabilities, park_s=self.park_s, presupplied=responses
         )
         plain = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+        meta, side = params["_meta"], f"{state.session.id}/{parked.id}"
+        level = meta.get(META_LOG_LEVEL)  # its log messages, on its stream: its servers are asked
         ctx = RequestContext(
             outlet=parked.outlet,
             progress_token=request.progress_token,
             cancel_key=f"gateway-new:{parked.id}",
-            client=ClientSide(state.session.id, parked.ask, dict(capabilities)),
+            client=ClientSide(side, parked.ask, dict(capabilities), log_level=level),
         )
         state.parked[parked.id] = parked
         release = self.tenants.hold(state)
 
         async def run() -> None:
             try:
-                await parked.run(lambda: state.core.handle(method, plain, ctx))
+                async with wanting_logs(state.session, parked.id, level):
+                    await parked.run(lambda: state.core.handle(method, plain, ctx))
             finally:
                 state.parked.pop(parked.id, None)
                 release()
@@ -363,7 +373,7 @@ def header_refusal(message: Mapping[str, Any], protocol_header: str | None) -> d
     if protocol_header is not None and version is None and protocol_header not in MODERN_PROTOCOL_VERSIONS:
         return to_wire(error_response(message.get("id"), unsupported_version(protocol_header)))
     if protocol_header is not None and (version is None or protocol_header == version):
-        return None  # a missing _meta version is check_meta's to refuse (-32602)
+        return None  # a missing _meta version is the server session's to refuse (-32602)
     why = (
         "the MCP-Protocol-Version header is missing"
         if protocol_header is None

@@ -46,6 +46,7 @@ from actors.spec import Scope, ServerSpec
 from actors.transports.base import Connector
 from actors.transports.connector import TransportConnector
 from supervisor.runtime.lifetimes import SHUTDOWN_GRACE_S, lifetime
+from supervisor.runtime.log_wants import LogWants
 from supervisor.runtime.one_for_one import ChildSpec, OneForOne, Startable
 
 
@@ -61,7 +62,10 @@ class ConnectionFactory:
     known_era: Callable[[str], Era | None] = lambda _server: None
     """The era a shared server was last found to speak (``supervisor.runtime.server_memory``)."""
     server_logs: Broadcast[ServerLogged] = attrs.field(factory=Broadcast)
-    """Every server's log messages, as logged (a gateway passes them on to its clients)."""
+    """Every server's log messages its sessions' clients want, tied to no call (a
+    gateway passes them on to its clients)."""
+    log_wants: LogWants = attrs.field(factory=LogWants)
+    """The level the sessions' clients want of the shared servers (``log_wants.py``)."""
     draw: Draw = retry.draw
     """Where each retry falls within a reconnect schedule's jitter (tests seed it)."""
 
@@ -75,13 +79,14 @@ class ConnectionFactory:
         crashed: Crashed | None = None,
         client: ClientSide | None = None,
         connector: Connector | None = None,
+        wanted_logs: str | None = None,
     ) -> ConnectionActor:
         """A connection actor for ``spec`` that reads ``mailbox`` and publishes to the
         router (a private one: ``owner`` is its session, and it is never restarted;
         ``client`` is that session's side: its connection declares the session's
         capabilities, and the session's handler answers requests tied to no call
-        first; ``connector``: another than the supervisor's, e.g. one that adopts a
-        warm spare)."""
+        first; ``wanted_logs``: the log level its clients want; ``connector``: another
+        than the supervisor's, e.g. one that adopts a warm spare)."""
         capabilities, handler = self.client_capabilities, self.server_requests
         if client is not None:
             capabilities, handler = dict(client.capabilities), chain(client.handler, handler)
@@ -97,6 +102,7 @@ class ConnectionFactory:
             crashed=crashed,
             known_era=self.known_era(spec.name) if owner is None else None,
             log_sink=self._log_sink(owner),
+            wanted_logs=self.log_wants.level if owner is None else wanted_logs,
             draw=self.draw,
         )
 
@@ -160,6 +166,7 @@ class SharedConnections:
         self._specs = {spec.name: spec for spec in self._initial}  # current: a reload retunes
         self._tree = OneForOne(dynamic=True, stop_timeout_s=SHUTDOWN_GRACE_S)
         self._changing = trio.Lock()  # one add or remove at a time
+        factory.log_wants.bind(lambda: [send for send, _ in self._mailboxes.values()])
 
     def registered(self) -> list[tuple[ServerSpec, trio.MemorySendChannel[ConnectionMessage]]]:
         """The servers to start with, and their mailboxes (for the router's first catalog)."""

@@ -16,14 +16,22 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import attrs
 import trio
 
 from actors.broadcast import Broadcast
-from actors.connection.messages import CallOutcome, Command, ConnectionMessage, Control, EnsureStarted
+from actors.connection.log_levels import LogDemand
+from actors.connection.messages import (
+    CallOutcome,
+    Command,
+    ConnectionMessage,
+    Control,
+    EnsureStarted,
+    WantLogs,
+)
 from actors.connection.server_log import ServerLogged
 from actors.connection.states import is_settled, needs_start
 from actors.log_events import get_logger
@@ -86,6 +94,7 @@ async def open_session(
     async def stop() -> None:
         if session is not None:
             await session._subscriptions.close()
+            await services.connections.log_wants.want(session.id, None)
             await session._stop_private()
 
     try:
@@ -150,6 +159,8 @@ class Session:
         # (catalogs are immutable: identity is the key).
         self._starting: tuple[Catalog | None, tuple[ServerView, ...]] = (None, ())
         self._subscriptions = Subscriptions(self.id, nursery)
+        self._logs = LogDemand()  # the server log levels its clients want (``want_logs``)
+        self._telling_logs = trio.Lock()  # one change told at a time: the last told is current
         self.runs_private = True
         """Whether its turns start its ``scope: session`` servers (the MCP gateway's
         per-tenant state of new-era clients does not: they need a handshake-era session)."""
@@ -210,8 +221,23 @@ class Session:
 
     @property
     def server_logs(self) -> Broadcast[ServerLogged]:
-        """Every server's log messages (a private one's carry its session as ``owner``)."""
+        """Every server's log messages tied to no call that some session's clients want,
+        or that enter our log (a private one's carry its session as ``owner``)."""
         return self._services.connections.server_logs
+
+    async def want_logs(self, level: str | None, who: str = "client") -> None:
+        """``who`` of this session's clients wants its servers' log messages at ``level``
+        and above from now on (None: none). The most verbose level its clients want is
+        told to its private servers, and counts toward what the shared ones are asked
+        for (``supervisor/runtime/log_wants.py``). Returns once they were told."""
+        async with self._telling_logs:
+            if not self._logs.want(who, level):
+                return
+            wanted = self._logs.level
+            await self._services.connections.log_wants.want(self.id, wanted)
+            for send, _done in list(self._private.values()):
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await send.send(WantLogs(wanted))
 
     def preview_turn(self) -> Turn:
         """A turn over the current epoch, to see what a listing would show now (no
@@ -320,7 +346,13 @@ class Session:
         warm = self._services.warm
         connector = warm.connector(spec) if warm is not None else None
         actor = self._services.connections.actor(
-            spec, receive, owner=self.id, restart=False, client=self.client, connector=connector
+            spec,
+            receive,
+            owner=self.id,
+            restart=False,
+            client=self.client,
+            connector=connector,
+            wanted_logs=self._logs.level,
         )
 
         async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

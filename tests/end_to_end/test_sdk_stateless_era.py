@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trio
 
+from actors.connection.calls import server_error
+from actors.connection.messages import CallTool
+from actors.protocol.era import Era
+from actors.protocol.messages import ErrorObject
+from actors.spec import ServerSpec
 from supervisor import Supervisor
 from supervisor.settings.model import Config
 from tests.end_to_end.test_http_transport_peers import START_S, hypercorn_app, remote, sdk_server
 from tests.servers.method_log import MethodLog, read_body, replaying
+from tests.support.paths import SERVERS
 
 
 async def test_a_call_reaches_the_sdk_server_with_no_initialize_on_the_wire(tmp_path: Path) -> None:
@@ -189,3 +196,41 @@ async def test_initialize_refused_while_the_probe_is_unanswered_waits_for_the_pr
             view = sup.servers()["sdk"]
             assert view.protocol_version == "2026-07-28" and view.reconnects == 0
     assert logged.methods[:2] == ["server/discover", "initialize"]
+
+
+async def test_a_tool_that_asks_the_handshake_era_way_is_told_how_to_fix_it(tmp_path: Path) -> None:
+    """tests/servers/sdk_server.py's ``sample`` calls ``session.create_message`` mid-call,
+    which the SDK refuses in the 2026-07-28 era (-32600, no back-channel): the caller is
+    told what happened and which setting fixes it."""
+    spec = ServerSpec(name="sdk", command=(sys.executable, str(SERVERS / "sdk_server.py")), trusted=True)
+
+    async def sampling(server: str, params: Any) -> dict[str, Any]:
+        return {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+
+    async with (
+        Supervisor.open(Config(servers=(spec,)), state_dir=tmp_path) as sup,
+        sup.session(sampling=sampling) as s,
+    ):
+        with trio.fail_after(START_S):
+            refused = await (await s.begin_turn()).call("sdk_sample", {"prompt": "hello"})
+        assert sup.servers()["sdk"].protocol_version == "2026-07-28"
+    assert not refused.ok and refused.error is not None and refused.error.code == "server_error"
+    assert refused.error.message == (
+        "mcp server sdk asked for sampling/createMessage during tools/call sample the handshake-era "
+        "way (a request of its own mid-call), which protocol 2026-07-28 cannot carry; set "
+        '"protocol": "2025-11-25" for server sdk (its answer: error -32600: Cannot send '
+        "'sampling/createMessage': this transport context has no back-channel for server-initiated "
+        "requests.)"
+    )
+
+
+def test_only_the_per_request_eras_refusal_to_send_gets_the_fix() -> None:
+    call = CallTool("sample", {}, cast(Any, None))
+    refusal = ErrorObject(-32600, "Cannot send 'elicitation/create': no back-channel")
+    hinted = server_error("s", call, refusal, Era.PER_REQUEST)
+    assert hinted.rpc_error is refusal and '"protocol": "2025-11-25" for server s' in hinted.message
+    assert "asked for elicitation/create during tools/call sample" in hinted.message
+    plain = "mcp server s answered tools/call sample with error -32600: Cannot send 'elicitation/create'"
+    assert server_error("s", call, refusal, Era.HANDSHAKE).message.startswith(plain)
+    other = ErrorObject(-32602, "Cannot send 'elicitation/create': no")
+    assert "protocol" not in server_error("s", call, other, Era.PER_REQUEST).message

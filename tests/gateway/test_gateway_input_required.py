@@ -128,3 +128,30 @@ async def test_a_parked_call_nobody_resumes_is_cancelled_after_the_bound(everyth
         assert late["error"]["code"] == INVALID_PARAMS
         assert "expired" in late["error"]["message"] or "over" in late["error"]["message"]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_request_that_could_be_either_of_two_parked_calls_goes_to_neither(
+    everything: Everything,
+) -> None:
+    """A backend over stdio cannot say which call a request is for: with two calls of one
+    tenant in flight it could be either's, so neither client is asked (the untied rule);
+    each parked call keeps its own rounds."""
+    gw = await started(everything)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(gw.run)
+        first = (await call(gw, FORM_TOOL, ELICIT))["result"]
+        assert first["resultType"] == "input_required"
+        caps = {"sampling": {}, **ELICIT}
+        second = (await call(gw, SAMPLING_TOOL, caps, arguments={"prompt": "hi"}))["result"]
+        assert second["resultType"] == "complete" and second["isError"] is True, second
+        asked = [(who, method) for who, method, _ in everything.asked if method != "roots/list"]
+        assert asked == [("supervisor", "sampling/createMessage")]  # roots/list: the server's start
+        final = await call(
+            gw,
+            FORM_TOOL,
+            ELICIT,
+            inputResponses={"elicitation-1": ANSWER},
+            requestState=first["requestState"],
+        )
+        assert "name-from-the-new-era" in str(final["result"]["content"]), final
+        nursery.cancel_scope.cancel()

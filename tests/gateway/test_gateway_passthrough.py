@@ -64,9 +64,18 @@ async def test_a_backends_missing_capability_error_reaches_the_client_as_that_er
     assert refused["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
     assert "sampling" in refused["error"]["message"]
     assert http_status(refused) == 400
-    served = await call(fronted, "test_missing_capability", {"sampling": {}})
+    asked = (await call(fronted, "test_missing_capability", {"sampling": {}}))["result"]
+    assert asked["resultType"] == "input_required", asked
+    said = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+    served = await call(
+        fronted,
+        "test_missing_capability",
+        {"sampling": {}},
+        inputResponses={key: said for key in asked["inputRequests"]},
+        requestState=asked["requestState"],
+    )
     assert served["result"]["isError"] is False, served
-    assert served["result"]["content"][0]["text"] == "The client declared sampling."
+    assert served["result"]["content"][0]["text"] == "The client declared sampling; its model said: hi"
 
 
 def test_other_server_errors_stay_results_the_model_reads() -> None:

@@ -107,7 +107,7 @@ def test_the_backend_is_told_the_client_can_sample(gateway: str) -> None:
         headers = session(client, gateway, {"sampling": {}})
         _, response = call(client, gateway, headers, "test_missing_capability", {})
     assert response["result"].get("isError") is not True, response
-    assert text_of(response) == "The client declared sampling."
+    assert text_of(response) == "The client declared sampling; its model said: hi"
 
 
 def test_a_backend_sampling_request_goes_to_the_stream_of_the_call_that_caused_it(gateway: str) -> None:

@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import mcp.types as types
-from mcp import ClientSession, StdioServerParameters
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.support.paths import SERVERS
@@ -26,6 +27,12 @@ async def fixture(**callbacks: Any) -> AsyncIterator[ClientSession]:
     async with stdio_client(params) as (read, write), ClientSession(read, write, **callbacks) as session:
         await session.initialize()
         yield session
+
+
+async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="Paris"), model="stub"
+    )
 
 
 def texts(result: types.CallToolResult) -> list[str]:
@@ -60,11 +67,6 @@ async def test_logging_progress_and_the_client_requests_go_through() -> None:
 
     async def log(params: types.LoggingMessageNotificationParams) -> None:
         logged.append(params.data)
-
-    async def sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-        return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text="Paris"), model="stub"
-        )
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
@@ -106,3 +108,44 @@ async def test_resources_subscriptions_prompts_logging_and_ping() -> None:
         )
         await session.set_logging_level("info")
         await session.send_ping()
+
+
+# Each tool that asks the client asks in either era: the handshake era's requests
+# mid-call, the 2026-07-28 era's input-required results (which the SDK client answers
+# and retries), so a gateway's backend connection of either era reaches it.
+ASKING = [
+    ("test_sampling", {"prompt": "Capital of France?"}, "LLM response: Paris"),
+    ("test_elicitation", {"message": "Sure?"}, 'User response: action=accept, content={"response":"yes"}'),
+    ("test_input_required_result_sampling", {}, "Model said: Paris"),
+    ("test_input_required_result_elicitation", {}, "Hello, Ada!"),
+    ("test_input_required_result_list_roots", {}, "Client exposed 1 root(s)."),
+    ("test_input_required_result_multiple_inputs", {}, "All inputs received."),
+    ("test_input_required_result_multi_round", {}, "Ada likes blue."),
+    ("test_input_required_result_request_state", {}, "state-ok: confirmation received"),
+    ("test_missing_capability", {}, "The client declared sampling; its model said: Paris"),
+]
+
+
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+async def test_the_asking_tools_ask_in_either_era(era: str) -> None:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        fields = (
+            params.requested_schema["properties"] if isinstance(params, types.ElicitRequestFormParams) else {}
+        )
+        answer = {"response": "yes", "name": "Ada", "color": "blue", "ok": True}
+        return types.ElicitResult(action="accept", content={k: v for k, v in answer.items() if k in fields})
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///tmp")])
+
+    client = Client(
+        StdioServerParameters(command=sys.executable, args=[FIXTURE]),
+        mode=era,  # type: ignore[arg-type]
+        sampling_callback=sample,
+        elicitation_callback=elicit,
+        list_roots_callback=roots,
+    )
+    async with client:
+        for tool, arguments, expected in ASKING:
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error and texts(result) == [expected], (tool, result)

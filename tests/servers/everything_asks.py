@@ -1,25 +1,36 @@
-"""The conformance fixture's tools that ask the client mid-call (handshake era):
-sampling and elicitation, with the SEP-1034 defaults and SEP-1330 enums forms.
+"""The conformance fixture's tools that ask the client mid-call: sampling and
+elicitation, with the SEP-1034 defaults and SEP-1330 enums forms.
+
+Each asks through a resolver (the SDK's ``Annotated[T, Resolve(fn)]`` with a ``Sample``
+or ``Elicit`` marker), so it asks in either era: in the handshake era the SDK sends
+``sampling/createMessage`` or ``elicitation/create`` mid-call, in the 2026-07-28 era it
+answers the call input-required and runs the tool on the retry with the answer. A tool
+that called ``ctx.session.create_message`` or ``ctx.elicit`` itself would work only in
+the handshake era (the SDK refuses it in the other: no back-channel).
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from everything_app import server
-from mcp.server.mcpserver import Context
-from mcp.types import SamplingMessage, TextContent
+from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.types import CreateMessageResult, SamplingMessage, TextContent
 from pydantic import BaseModel, Field
 
 
+def ask_model(prompt: str) -> Sample:
+    """The tool's ``prompt`` as one user message to the client's model, 100 tokens."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    return Sample([message], max_tokens=100)
+
+
 @server.tool()
-async def test_sampling(prompt: str, ctx: Context) -> str:
+async def test_sampling(prompt: str, said: Annotated[CreateMessageResult, Resolve(ask_model)]) -> str:
     """Asks the client's model (sampling/createMessage) and answers what it said."""
-    result = await ctx.session.create_message(
-        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
-        max_tokens=100,
-        related_request_id=ctx.request_id,
-    )
-    said = result.content.text if result.content.type == "text" else "No response"
-    return f"LLM response: {said}"
+    text = said.content.text if said.content.type == "text" else "No response"
+    return f"LLM response: {text}"
 
 
 class Answer(BaseModel):
@@ -78,27 +89,44 @@ class Enums(BaseModel):
     )
 
 
-async def elicited(ctx: Context, message: str, schema: type[BaseModel]) -> str:
+def outcome(result: ElicitationResult[BaseModel]) -> str:
     """``action=…, content=…`` of one elicitation."""
-    result = await ctx.elicit(message=message, schema=schema)
     content = result.data.model_dump_json() if result.action == "accept" else "{}"
     return f"action={result.action}, content={content}"
 
 
+def ask_user(message: str) -> Elicit[Answer]:
+    """The tool's ``message``, one string asked for."""
+    return Elicit(message, Answer)
+
+
+def ask_defaults() -> Elicit[Defaults]:
+    return Elicit("Please provide user information", Defaults)
+
+
+def ask_enums() -> Elicit[Enums]:
+    return Elicit("Please select values using different enum schema types", Enums)
+
+
 @server.tool()
-async def test_elicitation(message: str, ctx: Context) -> str:
+async def test_elicitation(
+    message: str, answer: Annotated[ElicitationResult[Answer], Resolve(ask_user)]
+) -> str:
     """Asks the user (elicitation/create) for one string."""
-    return f"User response: {await elicited(ctx, message, Answer)}"
+    return f"User response: {outcome(answer)}"
 
 
 @server.tool()
-async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+async def test_elicitation_sep1034_defaults(
+    answer: Annotated[ElicitationResult[Defaults], Resolve(ask_defaults)],
+) -> str:
     """Asks with a default for every field."""
-    return f"Elicitation result: {await elicited(ctx, 'Please provide user information', Defaults)}"
+    return f"Elicitation result: {outcome(answer)}"
 
 
 @server.tool()
-async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+async def test_elicitation_sep1330_enums(
+    answer: Annotated[ElicitationResult[Enums], Resolve(ask_enums)],
+) -> str:
     """Asks with every kind of enum."""
-    message = "Please select values using different enum schema types"
-    return f"Elicitation completed: {await elicited(ctx, message, Enums)}"
+    return f"Elicitation completed: {outcome(answer)}"

@@ -13,9 +13,11 @@ checks that the tools do what the scenarios look for. The names, texts and paylo
 in its parts are the scenarios' contract: change them only with the suite.
 
 The parts, each registering on the one server of everything_app.py: everything_tools.py
-(plain tools), everything_asks.py (requests to the client, handshake era),
-everything_input.py (input-required results, 2026-07-28 era), everything_resources.py
-(resources, prompts, completion, logging level, subscriptions).
+(plain tools), everything_asks.py (sampling and elicitation through the SDK's resolvers),
+everything_input.py (requests under keys of their own: input-required results in the
+2026-07-28 era, the same requests mid-call in the handshake era), everything_resources.py
+(resources, prompts, completion, logging level, subscriptions). Every tool that asks the
+client asks in both eras, so a gateway may reach it over a connection of either era.
 """
 
 from __future__ import annotations

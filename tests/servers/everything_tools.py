@@ -1,5 +1,5 @@
 """The conformance fixture's plain tools: content of every type, an error, logging,
-progress, a reconnection, a missing client capability, schemas and ``x-mcp-header``.
+progress, a reconnection, schemas and ``x-mcp-header``.
 The names, texts and payloads are the suite's contract (see everything_server.py).
 """
 
@@ -13,9 +13,7 @@ import anyio
 from everything_app import ERROR_TEXT, PNG_1X1, SIMPLE_TEXT, STEP, WAV_EMPTY, server, text_resource
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPError
 from mcp.types import (
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
     AudioContent,
     EmbeddedResource,
     ImageContent,
@@ -104,19 +102,6 @@ async def test_reconnection(ctx: Context) -> str:
     await anyio.sleep(0.2)
     await ctx.info("After reconnect")
     return "Reconnection test completed"
-
-
-@server.tool()
-async def test_missing_capability(ctx: Context) -> str:
-    """Needs the client's sampling capability: a JSON-RPC error naming it otherwise."""
-    capabilities = ctx.session.client_capabilities
-    if capabilities is None or capabilities.sampling is None:
-        raise MCPError(
-            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-            message="test_missing_capability needs the client's sampling capability",
-            data={"requiredCapabilities": {"sampling": {}}},
-        )
-    return "The client declared sampling."
 
 
 # ------------------------------------------------------------------ schemas, headers

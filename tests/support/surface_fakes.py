@@ -33,6 +33,7 @@ from actors.spec import ServerSpec
 from supervisor.calls.requests import RequestRegistry
 from supervisor.calls.services import CallServices
 from supervisor.calls.turns import Turn
+from supervisor.runtime.log_wants import LogWants
 from supervisor.runtime.metrics import Metrics
 from supervisor.sessions.approvals import ApprovalDesk, Approver
 from supervisor.sessions.policy import Policy
@@ -169,7 +170,8 @@ def services(
     desk = ApprovalDesk(approver, 30.0, events)
     cell: Any = SimpleNamespace(current=catalog)
     router, _ = trio.open_memory_channel[Any](16)
-    connections: Any = SimpleNamespace(client_capabilities={})  # what a session declares by default
+    # What a session declares by default, and where it says which server logs it wants.
+    connections: Any = SimpleNamespace(client_capabilities={}, log_wants=LogWants())
     return SessionServices(cell, router, connections, (), policy, desk, calls), audit
 
 

@@ -90,6 +90,7 @@ async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harn
     server_requests = spec_options.pop("server_requests", None)
     known_era = spec_options.pop("known_era", None)
     draw = spec_options.pop("draw", retry.draw)
+    log_sink, wanted_logs = spec_options.pop("log_sink", None), spec_options.pop("wanted_logs", None)
     spec = ServerSpec(name="fake", command=("fake",), **spec_options)
     send, receive = trio.open_memory_channel[ConnectionMessage](256)
     publish, published = trio.open_memory_channel[Published](10_000)
@@ -102,6 +103,8 @@ async def running(server: FakeServer, **spec_options: Any) -> AsyncIterator[Harn
         server_requests=server_requests,
         client_capabilities={"elicitation": {}} if server_requests else None,
         known_era=known_era,
+        log_sink=log_sink,
+        wanted_logs=wanted_logs,
         draw=draw,
     )
     harness = Harness(actor, send)

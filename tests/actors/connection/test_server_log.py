@@ -66,11 +66,11 @@ async def test_messages_below_the_log_level_are_dropped_before_any_formatting(
 ) -> None:
     async with server_log() as (log, redactor, sink):
         for message in [*messages("debug", 1000), *messages("info", 1000), *messages("notice", 1000)]:
-            log.take(message, "warning")
+            log.take(message, "warning", "warning")
         assert redactor.calls == 0 and logged(caplog) == [] and sink == []
-        log.take(LogMessage("warning", None, "disk almost full"), "warning")
-        log.take(LogMessage("LOUD", None, "an unknown level counts as warning"), "warning")
-        log.take(LogMessage("Error", None, "levels are read in any case"), "warning")
+        log.take(LogMessage("warning", None, "disk almost full"), "warning", "warning")
+        log.take(LogMessage("LOUD", None, "an unknown level counts as warning"), "warning", "warning")
+        log.take(LogMessage("Error", None, "levels are read in any case"), "warning", "warning")
         await trio.sleep(30)
     assert [r.levelno for r in logged(caplog)] == [logging.WARNING, logging.WARNING, logging.ERROR]
     assert [m.level for m in sink] == ["warning", "warning", "error"], "clients hear what we logged"
@@ -82,7 +82,7 @@ async def test_a_flood_is_held_to_100_a_second_with_bursts_of_200_and_counted_ev
 ) -> None:
     async with server_log() as (log, redactor, sink):
         for message in messages("error", 100_000):  # at once: the burst passes, no more
-            log.take(message, "warning")
+            log.take(message, "warning", "warning")
         assert len(logged(caplog)) == LOG_BURST == 200 and len(sink) == 200
         assert redactor.calls <= 2 * LOG_BURST, "what is dropped is never formatted"
         await trio.sleep(9.9)
@@ -92,7 +92,7 @@ async def test_a_flood_is_held_to_100_a_second_with_bursts_of_200_and_counted_ev
         # Then 1,000 a second for 20 s: 100 a second get through (after the 200 the
         # quiet 10 s gave back), one count every 10 s.
         for _ in range(20_000):
-            log.take(LogMessage("warning", None, "again"), "warning")
+            log.take(LogMessage("warning", None, "again"), "warning", "warning")
             await trio.sleep(0.001)
         await trio.sleep(10)
     passed = len(logged(caplog)) - 200
@@ -109,6 +109,23 @@ async def test_a_count_still_due_is_told_when_the_connection_ends(
             log.take(message, "debug")
         await trio.sleep(1)
     assert [fields["dropped"] for fields in drops(caplog)] == [50]
+
+
+async def test_our_log_the_clients_and_a_caller_each_get_what_their_level_admits(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caller: list[ServerLogged] = []
+    async with server_log() as (log, redactor, sink):
+        log.take(LogMessage("info", None, "the clients asked for info"), "warning", "info")
+        log.take(LogMessage("error", None, "everyone's"), "warning", "info")
+        log.take(LogMessage("debug", None, "nobody's"), "warning", "info")
+        log.take(LogMessage("debug", None, "the caller's"), "warning", "debug", caller.append)
+        log.take(LogMessage("info", None, "ours: a caller that wants none"), "info", None, caller.append)
+        assert redactor.calls == 4, "what nobody wants is never formatted"
+    assert [m.data for m in sink] == ["the clients asked for info", "everyone's"]
+    assert [m.data for m in caller] == ["the caller's"]
+    ours = [record_fields(r)["data"] for r in logged(caplog)]
+    assert ours == ["everyone's", "ours: a caller that wants none"]
 
 
 def test_the_level_order_is_rfc_5424s() -> None:

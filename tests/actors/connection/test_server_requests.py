@@ -168,14 +168,14 @@ def test_a_request_tagged_with_its_call_goes_to_that_calls_session_only() -> Non
     assert tied_client(ServerRequest(9, SAMPLE, {}), inflight) is None  # untagged, three owners: ambiguous
 
 
-async def test_streamable_http_tags_requests_with_the_stream_they_came_on() -> None:
+async def test_streamable_http_tags_requests_and_notifications_with_the_stream_they_came_on() -> None:
     inbox = Inbox()
     transport = StreamableHttpTransport(cast(Any, SimpleNamespace(inbox=inbox)), may_fall_back=False)
     call = Request(5, "tools/call", {"name": "t", "arguments": {}})
     sampling, note = Request(1, SAMPLE, {}), Notification("notifications/message", {})
     assert await transport._deliver([sampling, note, Response(5, {"content": []})], call)
     on_post = await inbox.get()
-    assert [getattr(m, "related", "-") for m in on_post] == [5, "-", "-"]
+    assert [getattr(m, "related", "-") for m in on_post] == [5, 5, "-"]  # its log message too
     await transport._deliver([Request(2, "roots/list", {})], None)  # the GET stream
     (on_get,) = await inbox.get()
     assert isinstance(on_get, Request) and on_get.related is UNTIED
