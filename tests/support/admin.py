@@ -309,9 +309,13 @@ class Running:
 
 
 @asynccontextmanager
-async def admin_running(config: Config, state_dir: Path) -> AsyncIterator[Running]:
-    """The supervisor and the real Hypercorn admin server on 127.0.0.1:0."""
-    async with Supervisor.open(config, state_dir=state_dir) as sup, trio.open_nursery() as nursery:
+async def admin_running(
+    config: Config, state_dir: Path, *, client_capabilities: Mapping[str, Any] | None = None
+) -> AsyncIterator[Running]:
+    """The supervisor and the real Hypercorn admin server on 127.0.0.1:0
+    (``client_capabilities``: what its servers are told, as ``serve`` tells them)."""
+    opened = Supervisor.open(config, state_dir=state_dir, client_capabilities=client_capabilities)
+    async with opened as sup, trio.open_nursery() as nursery:
         url: str = await nursery.start(serve, sup, "127.0.0.1:0")
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), url
         yield Running(sup, url)
