@@ -30,22 +30,14 @@ import orjson
 import trio
 
 from actors.log_events import get_logger
+from actors.protocol.messages import LOG_LEVELS
 from actors.protocol.notifications import LogMessage
 from actors.redaction import Redactor
 from actors.token_bucket import TokenBucket
 
 log = get_logger("actors.server")
 
-SERVER_LOG_LEVELS: tuple[str, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
+SERVER_LOG_LEVELS: tuple[str, ...] = LOG_LEVELS
 """The RFC 5424 levels MCP names, least severe first (``log_level`` takes one)."""
 
 PYTHON_LEVELS: dict[str, int] = {

@@ -6,6 +6,8 @@
 
     Unencodable            a message of ours that JSON cannot carry (our caller's data, not the peer)
 
+    JsonRpcError           a request we answer with a JSON-RPC error (``server_session.wire_error``)
+
 Messages are meant for operators: they say what arrived and what was expected, and
 quote at most a short, printable prefix of the offending bytes.
 """
@@ -43,6 +45,17 @@ class Unencodable(ValueError):
     def __init__(self, message: Message, reason: str) -> None:
         super().__init__(reason)
         self.message = message
+
+
+class JsonRpcError(Exception):
+    """A request we answer with a JSON-RPC error instead of a result: its code, message
+    and data as the client gets them (``server_session.wire_error`` turns it into one)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
 
 
 def snippet(data: bytes | str, limit: int = 60) -> str:

@@ -41,6 +41,17 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 """The least severe log message a per-request-era request asks the server to send
 for it (none without it)."""
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+"""The RFC 5424 levels MCP names, least severe first."""
 
 # JSON-RPC error codes.
 PARSE_ERROR = -32700

@@ -8,8 +8,10 @@ validation, bounded output and one audit row per call.
 - ``core.py``: the MCP methods over one supervisor ``Session`` (either era on the
   front; backends of either era behind it, which the connection actors translate).
 - ``results.py``: our envelope as an MCP result or a JSON-RPC error (pure).
-- ``outlet.py``: where one client request's related messages go, and the requests we
-  send a client (sampling, elicitation, roots asked by a backend) awaiting answers.
+- ``peer.py``: one handshake-era client over the protocol core's server session
+  (``actors/protocol/server_session.py``), which holds every request id on either
+  side and makes every error answer; ``outlet.py``: where one client request's
+  related messages go (progress, the requests a backend asks the client).
 - ``stateless.py``: the front for per-request-era (2026-07-28) clients, with
   ``tenants.py`` (a session per tenant, idle expiry), ``parked.py`` and
   ``request_state.py`` (input-required rounds) and ``listen.py``

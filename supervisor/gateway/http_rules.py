@@ -1,6 +1,7 @@
 """The HTTP rules of ``/mcp`` that need only the request (pure).
 
-Each refusal is an ``HttpRefusal``: an HTTP status and a JSON-RPC error object that
+Each refusal is an ``HttpRefusal``: an HTTP status and a JSON-RPC error (a
+``JsonRpcError``, on the wire as the server session's ``wire_error`` makes it) that
 says why (with the message's id when it has one), so a client or its user can fix
 the request without reading our source:
 
@@ -28,15 +29,18 @@ import orjson
 
 from actors.protocol.http_framing import NAME_BEARING_METHODS, header_value
 from actors.protocol.json_depth import nested_too_deep, too_deep
-from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR
+from actors.protocol.jsonrpc import to_wire
+from actors.protocol.server_session import error_response
+from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 
 Kind = Literal["request", "notification", "response"]
 ASSUMED_VERSION = "2025-03-26"
 """What the spec tells a server to assume of a request that names no version."""
 
 
-class HttpRefusal(Exception):
-    """A POST, GET or DELETE refused: its HTTP status and JSON-RPC error."""
+class HttpRefusal(JsonRpcError):
+    """A POST, GET or DELETE refused: its HTTP status, and the JSON-RPC error the body
+    carries (``code``, ``message``, ``data``, for the message ``request_id``)."""
 
     def __init__(
         self,
@@ -48,20 +52,14 @@ class HttpRefusal(Exception):
         data: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(code, message, data)
         self.status = status
-        self.code = code
-        self.message = message
         self.request_id = request_id
-        self.data = data
         self.headers = dict(headers or {})  # sent after the body's own
 
     def body(self) -> dict[str, Any]:
         """A JSON-RPC error response (``id`` null when the message had none)."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return {"jsonrpc": "2.0", "id": self.request_id, "error": error}
+        return to_wire(error_response(self.request_id, self))
 
 
 def too_large(size: int | None, bound: int) -> HttpRefusal:

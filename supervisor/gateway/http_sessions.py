@@ -31,8 +31,10 @@ import attrs
 import trio
 
 from actors.log_events import get_logger
+from actors.protocol.jsonrpc import to_wire
+from actors.protocol.server_session import error_response
 from supervisor.gateway.peer import GatewayPeer
-from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError, error_response
+from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError
 from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
 from supervisor.web.held_sessions import HeldSessions
 
@@ -221,7 +223,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
                 if record.close_requested.is_set():
                     why = "the session ended before this request was answered"
                 failed = error_response(message.get("id"), JsonRpcError(INTERNAL_ERROR, why))
-                stream.publish(failed, response=True)
+                stream.publish(to_wire(failed), response=True)
 
     def start_background(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Run ``fn(*args)`` in the gateway's own nursery (new-era requests)."""

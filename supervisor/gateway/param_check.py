@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from actors.protocol.jsonrpc import to_wire
 from actors.protocol.param_headers import HEADER_PREFIX, annotation_problem, designations, header_mismatch
+from actors.protocol.server_session import error_response
 from supervisor.gateway.core import GatewayCore
 from supervisor.gateway.http_rules import HEADER_MISMATCH
-from supervisor.gateway.results import JsonRpcError, error_response
+from supervisor.gateway.results import JsonRpcError
 
 
 def param_headers_of(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -40,4 +42,5 @@ async def param_header_refusal(
     problem = header_mismatch(designated, params.get("arguments"), received)
     if problem is None:
         return None
-    return error_response(message.get("id"), JsonRpcError(HEADER_MISMATCH, f"header mismatch: {problem}"))
+    refusal = JsonRpcError(HEADER_MISMATCH, f"header mismatch: {problem}")
+    return to_wire(error_response(message.get("id"), refusal))

@@ -1,17 +1,21 @@
 """One handshake-era gateway client: its MCP session over a ``GatewayCore``.
 
 Both fronts feed it the client's messages (``receive``), each with the outlet its
-answer and related messages go to, and send what it returns:
+answer and related messages go to, and send what it returns. What each message is,
+and every request id on either side, is the protocol core's server session's
+(``actors/protocol/server_session.py``, ``mcp``); this class carries out its events:
 
 - a request → its response (``initialize`` included; requests before it are refused,
-  ``ping`` aside);
+  ``ping`` aside: the session answers those itself);
 - ``notifications/cancelled`` naming a request in flight → the call is cancelled
   (``Supervisor.requests``), so the backend is told, or, for a request with no call
-  behind it (a listing waiting for a server), its work is stopped; either way that
-  request gets no response (the spec: a receiver should not answer a cancelled
-  request), and ``receive`` returns None for it. A cancel of anything else (answered
-  already, unknown, ``initialize``) is ignored. Other notifications are dropped;
-- a response → handed to the request of ours it answers (``ClientRequests``).
+  behind it (a listing waiting for a server), its work is stopped (the cancel scope
+  the request was received with); either way that request gets no response (the
+  spec: a receiver should not answer a cancelled request), and ``receive`` returns
+  None for it. A cancel of anything else (answered already, unknown, ``initialize``)
+  is ignored. Other notifications are dropped;
+- a response → handed to the request of ours it answers (the session matched it to
+  the channel its asker waits on).
 
 The server requests a call causes (sampling, elicitation, roots) go to the outlet of
 the client request that caused it, and only when the client declared that capability
@@ -20,27 +24,28 @@ at ``initialize``; otherwise the supervisor-level handler, if any, answers.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import attrs
 import trio
 
 from actors.connection.client_side import ClientSide, RequestRefused, ServerRequestHandler
-from supervisor.gateway.core import GatewayCore, RequestContext
-from supervisor.gateway.outlet import ClientRefused, ClientRequests, Outlet
-from supervisor.gateway.results import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    JsonRpcError,
-    error_response,
-    result_response,
+from actors.protocol.jsonrpc import to_wire
+from actors.protocol.messages import ErrorResponse, Response
+from actors.protocol.server_session import (
+    CancelRequested,
+    ClientAnswered,
+    InitializeReceived,
+    Replied,
+    RequestReceived,
+    ServerSession,
 )
+from supervisor.gateway.core import GatewayCore, RequestContext
+from supervisor.gateway.outlet import Outlet
+from supervisor.gateway.results import JsonRpcError
 from supervisor.sessions.session import Session
 
-SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
-"""Handshake-era protocol versions we speak, newest first."""
-LATEST_VERSION = SUPPORTED_VERSIONS[0]
 PASSED_ON: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
 """What a gateway's fronts (``serve``'s ``/mcp``, ``mcp-supervisor stdio``) tell the
 handshake-era servers their client can do: the servers start before any client says
@@ -54,14 +59,6 @@ _CAPABILITY_OF = {
     "elicitation/create": "elicitation",
     "roots/list": "roots",
 }
-
-
-@attrs.define(eq=False)
-class _InFlight:
-    """One client request being answered: how to stop it, and whether the client did."""
-
-    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
-    cancelled: bool = False
 
 
 class GatewayPeer:
@@ -81,20 +78,31 @@ class GatewayPeer:
     ) -> None:
         self.core = GatewayCore(session, prefix=prefix, version=version)
         self.session = session
-        self.client_requests = ClientRequests()
+        self.mcp = ServerSession()
+        """The protocol's side of the session: handshake, requests in flight, ours."""
         self._cancel = cancel
         self._instructions = instructions
-        self.protocol_version: str | None = None
-        self.client_info: Mapping[str, Any] | None = None
-        self.client_capabilities: Mapping[str, Any] = {}
-        self.closed = False
-        """The client is gone (``close``): it can answer nothing more."""
-        self._in_flight: dict[str, _InFlight] = {}
-        """Request key → the request being answered (``initialize`` is never cancelled)."""
 
     @property
     def initialized(self) -> bool:
-        return self.protocol_version is not None
+        return self.mcp.version is not None
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self.mcp.version
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        return self.mcp.client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        return self.mcp.client_capabilities
+
+    @property
+    def closed(self) -> bool:
+        """The client is gone (``close``): it can answer nothing more."""
+        return self.mcp.closed is not None
 
     def request_key(self, request_id: Any) -> str:
         """The key a client request is cancellable by (unique per tenant)."""
@@ -103,100 +111,93 @@ class GatewayPeer:
     async def receive(self, message: Mapping[str, Any], outlet: Outlet) -> dict[str, Any] | None:
         """Take one message from the client; the response to send, if any (None for a
         notification, a response, and a request the client cancelled meanwhile)."""
-        method = message.get("method")
-        if not isinstance(method, str):
-            if "id" in message and ("result" in message or "error" in message):
-                self.client_requests.deliver(message)
-            return None
-        if "id" not in message:
-            self._notified(method, message.get("params"))
-            return None
-        request_id = message["id"]
-        key = self.request_key(request_id)
-        running = _InFlight()
-        if method != "initialize":  # the spec: a client never cancels initialize
-            self._in_flight[key] = running
-        response: dict[str, Any] | None = None
-        try:
-            with running.scope:
-                try:
-                    result = await self._answer(method, message.get("params"), request_id, outlet)
-                    response = result_response(request_id, result)
-                except JsonRpcError as error:
-                    response = error_response(request_id, error)
-        finally:
-            if self._in_flight.get(key) is running:
-                del self._in_flight[key]
-        return None if running.cancelled else response
+        event = self.mcp.receive(message, trio.CancelScope())
+        if isinstance(event, RequestReceived):
+            return await self._answer(event, outlet)
+        if isinstance(event, InitializeReceived):
+            return await self._initialize(event)
+        if isinstance(event, Replied):
+            return to_wire(event.message)
+        if isinstance(event, CancelRequested):
+            request = event.request
+            if not self._cancel(self.request_key(request.id)):  # no call behind it: stop the work here
+                request.tag.cancel()
+        elif isinstance(event, ClientAnswered):
+            _hand_over(event)
+        return None
 
-    async def _answer(self, method: str, params: Any, request_id: Any, outlet: Outlet) -> dict[str, Any]:
-        if method == "initialize":
-            return await self._initialize(params)
-        if not self.initialized and method != "ping":
-            raise JsonRpcError(INVALID_REQUEST, f"{method} before initialize: send initialize first")
-        meta = params.get("_meta") if isinstance(params, Mapping) else None
+    async def _answer(self, request: RequestReceived, outlet: Outlet) -> dict[str, Any] | None:
         ctx = RequestContext(
             outlet=outlet,
-            progress_token=meta.get("progressToken") if isinstance(meta, Mapping) else None,
-            cancel_key=self.request_key(request_id),
+            progress_token=request.progress_token,
+            cancel_key=self.request_key(request.id),
             client=self.client_side(outlet),
         )
-        return await self.core.handle(method, params, ctx)
+        scope: trio.CancelScope = request.tag
+        response: Response | ErrorResponse | None = None
+        try:
+            with scope:
+                try:
+                    result = await self.core.handle(request.method, request.params, ctx)
+                except JsonRpcError as error:
+                    response = self.mcp.fail(request, error)
+                else:
+                    response = self.mcp.respond(request, result)
+        finally:
+            self.mcp.end(request)  # stopped by its cancel, or failed: no longer in flight
+        return None if response is None else to_wire(response)
 
-    async def _initialize(self, params: Any) -> dict[str, Any]:
-        if not isinstance(params, Mapping) or not isinstance(params.get("protocolVersion"), str):
-            raise JsonRpcError(INVALID_PARAMS, "initialize: params.protocolVersion must be a string")
-        if self.initialized:
-            raise JsonRpcError(INVALID_REQUEST, "initialize: this session is initialized already")
-        asked = params["protocolVersion"]
-        capabilities = params.get("capabilities")
-        info = params.get("clientInfo")
-        self.client_capabilities = capabilities if isinstance(capabilities, Mapping) else {}
-        self.client_info = info if isinstance(info, Mapping) else None
-        await self.core.new_turn()  # the servers it needs are up: capabilities say what is there
-        await self.session.want_logs(self.core.log_level)  # warning and above, until it says
-        self.protocol_version = asked if asked in SUPPORTED_VERSIONS else LATEST_VERSION
-        result: dict[str, Any] = {
-            "protocolVersion": self.protocol_version,
-            "capabilities": self.core.capabilities(),
-            "serverInfo": self.core.server_info,
-        }
-        if self._instructions:
-            result["instructions"] = self._instructions
-        return result
-
-    def _notified(self, method: str, params: Any) -> None:
-        if method != "notifications/cancelled" or not isinstance(params, Mapping):
-            return
-        if "requestId" not in params:
-            return
-        key = self.request_key(params["requestId"])
-        running = self._in_flight.get(key)
-        if running is None:
-            return  # answered already, never sent, or initialize: nothing to cancel
-        running.cancelled = True
-        if not self._cancel(key):  # no call behind it: stop the work here
-            running.scope.cancel()
+    async def _initialize(self, event: InitializeReceived) -> dict[str, Any]:
+        try:
+            await self.core.new_turn()  # the servers it needs are up: capabilities say what is there
+            await self.session.want_logs(self.core.log_level)  # warning and above, until it says
+        except BaseException as exc:
+            self.mcp.fail(event, exc)  # the client may initialize again
+            raise
+        answer = self.mcp.accept_initialize(
+            event,
+            capabilities=self.core.capabilities(),
+            server_info=self.core.server_info,
+            instructions=self._instructions,
+        )
+        return to_wire(answer)
 
     def client_side(self, outlet: Outlet) -> ClientSide:
         """The side of one client request's calls: its server requests go to ``outlet``
         when this client declared the capability they need."""
         declared = self.client_capabilities
-        requests = self.client_requests
+        mcp = self.mcp
 
         async def ask(server: str, method: str, params: Any) -> Mapping[str, Any] | None:
             capability = _CAPABILITY_OF.get(method)
             if capability is None or not isinstance(declared.get(capability), Mapping):
                 return None  # not ours to answer: the supervisor-level handler may
+            send, receive = trio.open_memory_channel[ClientAnswered](1)
             try:
-                return await requests.ask(outlet, method, params)
-            except ClientRefused as refused:
-                raise RequestRefused(refused.code, refused.message) from None
+                request = mcp.send_request(method, params, tag=send)
+            except JsonRpcError as gone:
+                raise RequestRefused(gone.code, gone.message) from None
+            try:
+                await outlet.send(to_wire(request))
+                answer = await receive.receive()
+            finally:
+                mcp.forget(request.id)  # cancelled meanwhile: a late answer is dropped
+            if answer.error is not None:
+                raise RequestRefused(answer.error.code, answer.error.message)
+            assert answer.result is not None
+            return answer.result
 
         handler: ServerRequestHandler = ask
         return ClientSide(self.session.id, handler, dict(declared), log_level=self.core.log_level)
 
     def close(self, reason: str) -> None:
         """The client is gone: requests waiting on it fail."""
-        self.closed = True
-        self.client_requests.close(reason)
+        for answered in self.mcp.close(reason):
+            _hand_over(answered)
+
+
+def _hand_over(answered: ClientAnswered) -> None:
+    """Give the client's answer to the task waiting for it (one answer each)."""
+    send: trio.MemorySendChannel[ClientAnswered] = answered.tag
+    with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        send.send_nowait(answered)

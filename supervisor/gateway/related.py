@@ -20,10 +20,13 @@ import trio
 from actors.connection.client_side import ClientSide
 from actors.connection.server_log import ServerLogged
 from actors.mailbox import try_send
+from actors.protocol.jsonrpc import to_wire
 from actors.protocol.notifications import ProgressReceived
+from actors.protocol.server_session import progress_notification
 from actors.router.envelope import Envelope
 from supervisor.calls.services import answered_by
 from supervisor.gateway.outlet import Outlet
+from supervisor.gateway.sse_events import StreamOutlet
 from supervisor.sessions.session import Session
 
 FORGET_LOGS_S = 5.0
@@ -43,6 +46,8 @@ async def with_related(
     if outlet is None or (token is None and not wants_logs):
         with answered_by(client):
             return await call(None)
+    if token is None and isinstance(outlet, StreamOutlet):
+        return await _logs_to_stream(outlet, client, call)
     send, receive = trio.open_memory_channel[ProgressReceived | ServerLogged](64)
     idle: trio.Nursery | None = None  # where the first log message starts the forwarding
 
@@ -61,12 +66,8 @@ async def with_related(
             if isinstance(report, ServerLogged):
                 await outlet.send(log_notification(report))
                 continue
-            params: dict[str, Any] = {"progressToken": token, "progress": report.progress}
-            if report.total is not None:
-                params["total"] = report.total
-            if report.message is not None:
-                params["message"] = report.message
-            await outlet.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            note = progress_notification(token, report.progress, report.total, report.message)
+            await outlet.send(to_wire(note))
 
     try:
         async with trio.open_nursery() as nursery:
@@ -82,6 +83,28 @@ async def with_related(
                 idle = None  # a late message starts nothing
     except BaseExceptionGroup as group:
         raise _as_without_a_nursery(group) from None
+
+
+async def _logs_to_stream(
+    outlet: StreamOutlet,
+    client: ClientSide | None,
+    call: Callable[[trio.MemorySendChannel[ProgressReceived] | None], Awaitable[Envelope]],
+) -> Envelope:
+    """A call with no progress token whose client wants log messages, answered on an
+    SSE stream: publishing there never waits, so the connection actor publishes each
+    message itself, with no forwarding task and no nursery (a call's cost: every
+    handshake-era client wants warnings by default)."""
+    publish, running = outlet.stream.publish, True
+
+    def take(record: ServerLogged) -> None:
+        if running:  # never after the answer
+            publish(log_notification(record))
+
+    try:
+        with answered_by(attrs.evolve(client, logs=take) if client is not None else None):
+            return await call(None)
+    finally:
+        running = False
 
 
 def _as_without_a_nursery(group: BaseExceptionGroup[BaseException]) -> BaseException:

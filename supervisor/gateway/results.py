@@ -11,14 +11,17 @@
 - A server's JSON-RPC error is a ``server_error`` result, except the few in
   ``CLIENT_ERRORS``: errors about the client's request that only the client can act
   on, passed on as the JSON-RPC error the server sent (code, message, data).
+
+A ``JsonRpcError`` raised here reaches the wire through the protocol core's server
+session (``wire_error``), as every error answer of the gateway does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-# The JSON-RPC codes, re-exported: the gateway's modules take every code from here.
+# The JSON-RPC codes and error, re-exported: the gateway's modules take them from here.
+from actors.protocol.errors import JsonRpcError as JsonRpcError
 from actors.protocol.messages import INTERNAL_ERROR as INTERNAL_ERROR
 from actors.protocol.messages import INVALID_PARAMS as INVALID_PARAMS
 from actors.protocol.messages import INVALID_REQUEST as INVALID_REQUEST
@@ -37,33 +40,6 @@ client capability): the client must declare the capability (and the new era answ
 with HTTP 400). The rest stay ``isError`` results the model reads: -32602 is invalid
 arguments (a tool execution error since 2025-11-25), -32601/-32603 and the others say
 the server failed, and -32020/-32000 are about the gateway's own link to the server."""
-
-
-class JsonRpcError(Exception):
-    """A request answered with a JSON-RPC error instead of a result."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def error(self) -> dict[str, Any]:
-        """The ``error`` member of the response."""
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            body["data"] = self.data
-        return body
-
-
-def error_response(request_id: Any, error: JsonRpcError) -> dict[str, Any]:
-    """A JSON-RPC error response."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.error()}
-
-
-def result_response(request_id: Any, result: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON-RPC success response."""
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 def tool_result(envelope: Envelope, *, retry_after_ms: int | None = None) -> dict[str, Any]:

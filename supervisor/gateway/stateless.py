@@ -5,11 +5,12 @@ Such a client has no session and no handshake: every request carries, in
 its identity, and ``server/discover`` tells it what we serve. ``receive`` answers one
 message of one HTTP request:
 
-- ``_meta`` is checked on every request: without the version or the capabilities,
-  -32602; a version we do not speak, -32022 with ``data.supported`` and
-  ``data.requested``. Methods this era removed (``initialize``, ``ping``,
-  ``logging/setLevel``, ``resources/subscribe``, ``resources/unsubscribe``) and
-  unknown ones are -32601.
+- Each message is read by a server session of its own (the protocol core's
+  ``ServerSession`` of this era), which checks ``_meta`` on every request: without
+  the version or the capabilities, -32602; a version we do not speak, -32022 with
+  ``data.supported`` and ``data.requested``. Methods this era removed
+  (``initialize``, ``ping``, ``logging/setLevel``, ``resources/subscribe``,
+  ``resources/unsubscribe``) are -32601 from it, and unknown ones from us.
 - A tenant's requests share one supervisor session (``tenants.py``): its activations
   and "for the session" approvals, with idle expiry. Its ``scope: session`` servers
   are not run: a call to one is an ``unavailable`` result that says why, and
@@ -43,17 +44,27 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors.connection.client_side import ClientSide
+from actors.protocol.era import Era
+from actors.protocol.jsonrpc import to_wire
 from actors.protocol.messages import (
-    META_CLIENT_CAPABILITIES,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_PROTOCOL_VERSIONS,
     UNSUPPORTED_PROTOCOL_VERSION,
+    ErrorResponse,
+    Response,
+)
+from actors.protocol.server_session import (
+    Replied,
+    RequestReceived,
+    ServerSession,
+    error_response,
+    unsupported_version,
 )
 from actors.router.actor import CatalogCell
 from actors.spec import Scope
-from supervisor.gateway.core import LOG_LEVELS, METHODS, GatewayCore, RequestContext
+from supervisor.gateway.core import METHODS, GatewayCore, RequestContext
 from supervisor.gateway.http_rules import HEADER_MISMATCH
 from supervisor.gateway.listen import listen
 from supervisor.gateway.outlet import Outlet
@@ -68,8 +79,6 @@ from supervisor.gateway.results import (
     MISSING_CAPABILITY,
     RESOURCE_NOT_FOUND,
     JsonRpcError,
-    error_response,
-    result_response,
 )
 from supervisor.gateway.tenants import TenantState, TenantStates
 from supervisor.sessions.session import Session
@@ -80,9 +89,6 @@ if TYPE_CHECKING:
 PARK_S = 300.0
 """How long a call waits for a client's retry between input-required rounds."""
 UNAVAILABLE_META = "mcp-supervisor/unavailable"
-REMOVED = frozenset(
-    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-)
 RESUMABLE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """The methods that may answer input-required, and the param a retry must repeat."""
 CACHEABLE = frozenset(
@@ -150,16 +156,21 @@ class StatelessGateway:
 
     async def receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> dict[str, Any] | None:
         """The response to one message of a per-request-era client (None for a
-        notification or a response: this era sends clients no requests)."""
-        method = message.get("method")
-        if not isinstance(method, str) or "id" not in message:
+        notification or a response: this era sends clients no requests). The era has
+        no session, so each message is read by a server session of its own, which
+        checks its ``_meta`` and refuses the removed methods."""
+        exchange = ServerSession(era=Era.PER_REQUEST)
+        event = exchange.receive(message)
+        if isinstance(event, Replied):
+            return to_wire(event.message)
+        if not isinstance(event, RequestReceived):
             return None
-        request_id = message["id"]
+        answer: Response | ErrorResponse | None
         try:
-            result = await self._answer(request_id, method, message.get("params"), outlet, tenant)
+            answer = exchange.respond(event, await self._answer(event, outlet, tenant))
         except JsonRpcError as error:
-            return error_response(request_id, error)
-        return result_response(request_id, result)
+            answer = exchange.fail(event, error)
+        return None if answer is None else to_wire(answer)
 
     async def check_headers(
         self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
@@ -171,34 +182,24 @@ class StatelessGateway:
         async with self.tenants.use(tenant) as state:
             return await param_header_refusal(state.core, message, param_headers)
 
-    async def _answer(
-        self, request_id: Any, method: str, params: Any, outlet: Outlet, tenant: str
-    ) -> dict[str, Any]:
-        params = check_meta(method, params)
-        if method in REMOVED:
-            raise JsonRpcError(
-                METHOD_NOT_FOUND,
-                f"method not found: {method} is not part of protocol {MODERN_PROTOCOL_VERSIONS[-1]}"
-                + ("" if method == "initialize" else " (see subscriptions/listen and _meta)"),
-            )
+    async def _answer(self, request: RequestReceived, outlet: Outlet, tenant: str) -> dict[str, Any]:
+        method, params = request.method, request.params
         if method != "server/discover" and method != "subscriptions/listen" and method not in METHODS:
             raise JsonRpcError(METHOD_NOT_FOUND, f"method not found: {method}")
         async with self.tenants.use(tenant) as state:
-            meta = params["_meta"]
-            capabilities = meta[META_CLIENT_CAPABILITIES]
             if method == "server/discover":
                 await state.core.latest_turn()  # the servers it needs are up: capabilities say what is there
                 return self._decorate(method, self._discover(state))
             if method == "subscriptions/listen":
                 caps = state.core.capabilities()
-                await listen(request_id, params, outlet, state.session, caps, self._cell, state.fanout)
+                await listen(request.id, params, outlet, state.session, caps, self._cell, state.fanout)
                 raise AssertionError("listen returns only when cancelled")  # pragma: no cover
             if method == "tools/call" and (refusal := self._session_scoped_refusal(params)) is not None:
                 return self._decorate(method, refusal)
             if method in RESUMABLE:
-                result = await self._resumable(state, method, params, capabilities, outlet)
+                result = await self._resumable(state, request, outlet)
             else:
-                ctx = RequestContext(outlet=outlet, progress_token=meta.get("progressToken"))
+                ctx = RequestContext(outlet=outlet, progress_token=request.progress_token)
                 result = await state.core.handle(method, params, ctx)
                 if method == "tools/list" and self._session_scoped:
                     result.setdefault("_meta", {})[UNAVAILABLE_META] = {
@@ -252,13 +253,9 @@ class StatelessGateway:
     # ------------------------------------------------------ input-required rounds
 
     async def _resumable(
-        self,
-        state: TenantState,
-        method: str,
-        params: Mapping[str, Any],
-        capabilities: Mapping[str, Any],
-        outlet: Outlet,
+        self, state: TenantState, request: RequestReceived, outlet: Outlet
     ) -> dict[str, Any]:
+        method, params = request.method, request.params
         target = params.get(RESUMABLE[method])
         target = target if isinstance(target, str) else ""
         responses = params.get("inputResponses")
@@ -270,7 +267,7 @@ class StatelessGateway:
             parked = self._resume(state, method, target, params["requestState"])
             parked.answer(responses or {})
         else:
-            parked = self._park(state, method, params, capabilities, target, responses)
+            parked = self._park(state, request, target, responses)
         try:
             return await self._attend(state, parked, outlet)
         except JsonRpcError as error:
@@ -281,14 +278,9 @@ class StatelessGateway:
             raise
 
     def _park(
-        self,
-        state: TenantState,
-        method: str,
-        params: Mapping[str, Any],
-        capabilities: Mapping[str, Any],
-        target: str,
-        responses: Mapping[str, Any] | None,
+        self, state: TenantState, request: RequestReceived, target: str, responses: Mapping[str, Any] | None
     ) -> ParkedCall:
+        method, params, capabilities = request.method, request.params, request.capabilities or {}
         if self._nursery is None:
             raise JsonRpcError(-32603, "the gateway is shutting down")
         parked = ParkedCall(
@@ -299,7 +291,7 @@ class StatelessGateway:
         level = meta.get(META_LOG_LEVEL)  # its log messages, on its stream: its servers are asked
         ctx = RequestContext(
             outlet=parked.outlet,
-            progress_token=meta.get("progressToken"),
+            progress_token=request.progress_token,
             cancel_key=f"gateway-new:{parked.id}",
             client=ClientSide(side, parked.ask, dict(capabilities), log_level=level),
         )
@@ -362,44 +354,6 @@ class StatelessGateway:
         }
 
 
-def check_meta(method: str, params: Any) -> Mapping[str, Any]:
-    """``params`` with a valid ``_meta`` of this era, else the spec's error."""
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        raise JsonRpcError(INVALID_PARAMS, f"{method}: params must be an object")
-    meta = params.get("_meta")
-    if not isinstance(meta, Mapping):
-        raise JsonRpcError(
-            INVALID_PARAMS,
-            f"{method}: params._meta is missing; a 2026-07-28 request carries {META_PROTOCOL_VERSION} "
-            f"and {META_CLIENT_CAPABILITIES} in it",
-        )
-    missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
-    if missing:
-        raise JsonRpcError(INVALID_PARAMS, f"{method}: params._meta lacks {', '.join(missing)}")
-    if not isinstance(meta[META_CLIENT_CAPABILITIES], Mapping):
-        raise JsonRpcError(INVALID_PARAMS, f"{method}: _meta {META_CLIENT_CAPABILITIES} must be an object")
-    if meta.get(META_LOG_LEVEL, "debug") not in LOG_LEVELS:
-        why = f"{method}: _meta {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)} (or absent: no logs)"
-        raise JsonRpcError(INVALID_PARAMS, why)
-    version = meta[META_PROTOCOL_VERSION]
-    if version not in MODERN_PROTOCOL_VERSIONS:
-        raise unsupported_version(version)
-    return params
-
-
-def unsupported_version(version: Any) -> JsonRpcError:
-    """-32022 for a version this era does not speak, naming those it does."""
-    return JsonRpcError(
-        UNSUPPORTED_PROTOCOL_VERSION,
-        f"unsupported protocol version {version!r}: this gateway speaks "
-        f"{', '.join(MODERN_PROTOCOL_VERSIONS)} without a session "
-        "(and 2025-11-25 and earlier through initialize)",
-        {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": version},
-    )
-
-
 _STATUS_OF_ERROR = {
     INVALID_PARAMS: 400,
     UNSUPPORTED_PROTOCOL_VERSION: 400,
@@ -417,16 +371,16 @@ def header_refusal(message: Mapping[str, Any], protocol_header: str | None) -> d
     meta = params.get("_meta") if isinstance(params, Mapping) else None
     version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
     if protocol_header is not None and version is None and protocol_header not in MODERN_PROTOCOL_VERSIONS:
-        return error_response(message.get("id"), unsupported_version(protocol_header))
+        return to_wire(error_response(message.get("id"), unsupported_version(protocol_header)))
     if protocol_header is not None and (version is None or protocol_header == version):
-        return None  # a missing _meta version is check_meta's to refuse (-32602)
+        return None  # a missing _meta version is the server session's to refuse (-32602)
     why = (
         "the MCP-Protocol-Version header is missing"
         if protocol_header is None
         else f"the MCP-Protocol-Version header ({protocol_header}) differs from _meta's ({version})"
     )
     error = JsonRpcError(HEADER_MISMATCH, f"header mismatch: {why}; send the same version in both")
-    return error_response(message.get("id"), error)
+    return to_wire(error_response(message.get("id"), error))
 
 
 def http_status(response: Mapping[str, Any] | None) -> int:

@@ -42,17 +42,13 @@ import trio
 
 from actors.log_events import get_logger
 from actors.protocol.json_depth import nested_too_deep, too_deep
+from actors.protocol.jsonrpc import to_wire
+from actors.protocol.server_session import error_response
 from supervisor.gateway.core import plain_json
 from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import PASSED_ON, GatewayPeer
-from supervisor.gateway.results import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    JsonRpcError,
-    error_response,
-)
+from supervisor.gateway.results import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 from supervisor.service import Supervisor
 from supervisor.sessions.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.settings.model import Config
@@ -177,7 +173,7 @@ async def _take(
             f"message over gateway.max_message_bytes ({limit} bytes): "
             "send smaller messages or raise the limit"
         )
-        await outlet.send(error_response(_leading_id(line.head), JsonRpcError(INVALID_REQUEST, why)))
+        await _refuse(outlet, _leading_id(line.head), JsonRpcError(INVALID_REQUEST, why))
         return
     if not line.strip():
         return
@@ -186,17 +182,17 @@ async def _take(
     except orjson.JSONDecodeError as exc:
         if too_deep(exc):  # good JSON, maybe: its id, if it leads, is the client's to match
             deep = JsonRpcError(PARSE_ERROR, nested_too_deep("the message"))
-            await outlet.send(error_response(_leading_id(line), deep))
+            await _refuse(outlet, _leading_id(line), deep)
         else:
-            await outlet.send(error_response(None, JsonRpcError(PARSE_ERROR, f"parse error: {exc}")))
+            await _refuse(outlet, None, JsonRpcError(PARSE_ERROR, f"parse error: {exc}"))
         return
     if isinstance(message, list):
         why = "batch arrays are not supported: send one JSON-RPC message a line"
-        await outlet.send(error_response(None, JsonRpcError(INVALID_REQUEST, why)))
+        await _refuse(outlet, None, JsonRpcError(INVALID_REQUEST, why))
         return
     if not isinstance(message, dict):
         why = "a message must be a JSON-RPC object"
-        await outlet.send(error_response(None, JsonRpcError(INVALID_REQUEST, why)))
+        await _refuse(outlet, None, JsonRpcError(INVALID_REQUEST, why))
         return
     if message.get("method") == "initialize" and "id" in message:
         await _answer(peer, outlet, message)  # before the next line: it may need the session
@@ -206,6 +202,11 @@ async def _take(
         await peer.receive(message, outlet)
 
 
+async def _refuse(outlet: StdoutOutlet, request_id: Any, error: JsonRpcError) -> None:
+    """Answer ``request_id`` (None: a line whose id we could not read) with ``error``."""
+    await outlet.send(to_wire(error_response(request_id, error)))
+
+
 async def _answer(peer: GatewayPeer, outlet: StdoutOutlet, message: dict[str, Any]) -> None:
     try:
         response = await peer.receive(message, outlet)
@@ -213,7 +214,7 @@ async def _answer(peer: GatewayPeer, outlet: StdoutOutlet, message: dict[str, An
         if peer.closed:  # cut by the bound after stdin's end: say so, if stdout takes it
             why = "stdin was closed, and this request was still running when the time to finish ran out"
             with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await outlet.send(error_response(message["id"], JsonRpcError(INTERNAL_ERROR, why)))
+                await _refuse(outlet, message["id"], JsonRpcError(INTERNAL_ERROR, why))
         raise
     if response is not None:
         await outlet.send(response)

@@ -10,12 +10,14 @@ only when that inspector could not be installed here or the demo's port is taken
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -42,7 +44,16 @@ def inspector_block() -> list[str]:
 @contextmanager
 def demo(state: Path, config: str = "config/demo.json") -> Iterator[None]:
     """The README's first command (without its ``.ci/setup``), until the block is done
-    (``config``: the demo's, or one with more servers)."""
+    (``config``: the demo's, or one with more servers). The tests that run it take
+    turns, across xdist's processes too (a lock file): both need the demo's port."""
+    with open(Path(tempfile.gettempdir()) / "mcp-supervisor-demo-port.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _demo(state, config):
+            yield
+
+
+@contextmanager
+def _demo(state: Path, config: str) -> Iterator[None]:
     with socket.socket() as probe:
         if probe.connect_ex(DEMO) == 0:
             pytest.skip("something already listens on 127.0.0.1:8765, the demo's address")

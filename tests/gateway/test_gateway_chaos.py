@@ -131,6 +131,11 @@ async def test_200_session_cycles_with_session_servers_leave_no_process_and_flat
             before = open_fds()
             await cycles(20, CYCLES - 20)
             await settled()
+            # Sockets of the last cycles may still be closing on a loaded machine: a
+            # leak stays, so wait a little for the count to settle, then judge it.
+            with trio.move_on_after(5):
+                while open_fds() - before > 5:  # noqa: ASYNC110 (nothing announces a close)
+                    await trio.sleep(0.1)
             after = open_fds()
         assert not server_pids(marker)
         assert after - before <= 5, (before, after)

@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from actors.protocol.server_session import InitializeReceived
 from supervisor import Supervisor
 from supervisor.gateway.core import GatewayCore, RequestContext
 from supervisor.gateway.peer import GatewayPeer
@@ -155,7 +156,10 @@ async def test_a_cancelled_request_with_no_call_behind_it_is_stopped_and_not_ans
     peer stops its work itself, and later cancels of it (or of unknown ids) are
     ignored."""
     peer = GatewayPeer(_Stub(), lambda key: False)  # type: ignore[arg-type]
-    peer.protocol_version = "2025-11-25"
+    init = {"protocolVersion": "2025-11-25"}
+    handshake = peer.mcp.receive({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+    assert isinstance(handshake, InitializeReceived)  # accepted here: the stub has no turns
+    peer.mcp.accept_initialize(handshake, capabilities={}, server_info={})
     stopped = trio.Event()
 
     async def waits_for_ever(method: str, params: Any, ctx: RequestContext) -> dict[str, Any]:

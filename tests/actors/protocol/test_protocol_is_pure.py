@@ -27,6 +27,7 @@ PURE_MODULES = (
     "actors.protocol.ndjson",
     "actors.protocol.payloads",
     "actors.protocol.session",
+    "actors.protocol.server_session",
     "actors.protocol.sse",
     "actors.connection.states",
     "actors.connection.schedule",
