@@ -236,6 +236,13 @@ def extract_parent(
     return propagate.extract(carrier)
 
 
+def provider_is_set() -> bool:
+    """Whether a tracer provider that records was set as the global one (not the API's
+    default proxy or its no-op)."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def configure_from_environment(environ: Mapping[str, str] = os.environ) -> Any:
     """For ``serve``, ``stdio`` and ``bridge``: a tracer provider from the standard
     ``OTEL_*`` variables when they ask for traces (``OTEL_TRACES_EXPORTER``: ``otlp``,

@@ -93,11 +93,16 @@ TRACING = Tracer()
 def enable() -> bool:
     """Switch traces on if the OpenTelemetry API is importable (idempotent); whether
     they are on. The spans go to the global tracer provider: an embedding host's own,
-    or the one ``configure_from_environment`` sets for ``serve``, ``stdio``, ``bridge``."""
+    or the one ``configure_from_environment`` sets for ``serve``, ``stdio``, ``bridge``.
+    With no provider set by then, traces stay off: OpenTelemetry's default records
+    nothing, and a call should not pay for spans that go nowhere (set the provider
+    before ``Supervisor.open``)."""
     if TRACING.active is None:
         try:
-            from supervisor.runtime.otel import OtelTracing
+            from supervisor.runtime.otel import OtelTracing, provider_is_set
         except ImportError:
+            return False
+        if not provider_is_set():  # spans nobody records: no cost at all instead
             return False
         TRACING.active = HOOK.tracing = OtelTracing()
     return True

@@ -276,3 +276,29 @@ def test_an_unknown_exporter_is_refused() -> None:
 
     with pytest.raises(ValueError, match="unknown exporter 'zipkin'"):
         configure_from_environment({"OTEL_TRACES_EXPORTER": "zipkin"})
+
+
+def test_with_the_extra_but_no_provider_traces_stay_off(tmp_path: Path) -> None:
+    """OpenTelemetry's default provider records nothing: a call pays for no span (the
+    host sets its provider before ``Supervisor.open``, ``serve`` from ``OTEL_*``)."""
+    probe = f"""
+import sys
+import trio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from actors.spec import ServerSpec
+from supervisor import Supervisor
+from supervisor.runtime.tracing import TRACING
+from supervisor.settings.model import Config
+
+async def main():
+    spec = ServerSpec(name="mini", command=(sys.executable, {MINI!r}), trusted=True, shutdown_grace_s=0.5)
+    async with Supervisor.open(Config(servers=(spec,)), state_dir={str(tmp_path / "a")!r}):
+        print(TRACING.active is None)
+    trace.set_tracer_provider(TracerProvider())
+    async with Supervisor.open(Config(servers=(spec,)), state_dir={str(tmp_path / "b")!r}):
+        print(TRACING.active is None)
+
+trio.run(main)
+"""
+    assert run_python(probe).split() == ["True", "False"]
