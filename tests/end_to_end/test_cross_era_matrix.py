@@ -15,7 +15,6 @@ the log messages at or above its own level, and the updates of its own resources
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -38,6 +37,8 @@ from tests.support.http_processes import free_port, listening_process
 from tests.support.paths import SERVERS
 
 CROSS = str(SERVERS / "cross_era_server.py")
+# The SDK's client warns that logging and subscribe are the old era's: said, and meant.
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 BACKENDS = {"old": "2025-11-25", "new": "auto"}
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -165,7 +166,6 @@ async def three_calls(session: Client, name: str, backend: str, results: dict[st
 async def test_two_clients_of_two_eras_through_two_backends_of_two_eras_see_only_their_own(
     tmp_path: Path,
 ) -> None:
-    warnings.simplefilter("ignore")  # the SDK warns that logging and subscribe are the old era's
     a, b = Seen("a"), Seen("b")
     results: dict[str, str] = {}
     async with two_backends() as ports, gateway(ports, tmp_path) as api:
@@ -223,7 +223,6 @@ async def call_into(session: Client, tool: str, answered: list[Any]) -> None:
 async def test_an_answer_that_never_comes_ends_the_call_at_the_servers_cap(tmp_path: Path, mode: str) -> None:
     """A client that never answers the backend's question (either era, either way
     round): the call ends as a timeout at ``max_call_s``, on both backends."""
-    warnings.simplefilter("ignore")
     silent = Seen("c", silent=True)
     async with (
         two_backends() as ports,
@@ -250,7 +249,6 @@ async def test_a_client_that_hangs_up_mid_question_has_its_calls_cancelled_on_bo
     before answering: both calls end as ``cancelled`` at once, long before the cap.
     (A 2026-07-28 client has nothing open to hang up once it holds an input-required
     result; its call ends at the cap, as above.)"""
-    warnings.simplefilter("ignore")
     silent = Seen("d", silent=True)
     async with two_backends() as ports, gateway(ports, tmp_path, max_call_s=60.0) as api:
         with trio.fail_after(20):
