@@ -147,6 +147,8 @@ class GatewayCore:
         as a ``tool_search`` match would be. A client that connects, calls a tool it
         knows by name and hangs up never searches: it would otherwise always meet
         ``unknown tool``. The call then goes through trust as any other."""
+        if not turn.search_enabled or turn.shows(tool_id):
+            return  # nearly every call: nothing to activate, no trust rule to read
         entry = turn.catalog.tools.get(tool_id)
         if entry is None or self.session.denied_outright(entry):
             return  # no such tool, or hidden: the call says unknown tool, as before
