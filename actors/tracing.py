@@ -49,9 +49,13 @@ class AttemptTrace(Protocol):
         ``span_id`` (hex) for the change's log line, None once it ended."""
         ...
 
-    def end(self, failure: str | None = None) -> None:
-        """The server is ready (``failure`` None) or the attempt failed; only the first
-        call counts."""
+    def ready(self) -> None:
+        """The server is ready: the span ends; the session it opened lasts on."""
+        ...
+
+    def closed(self) -> None:
+        """The connection is gone: the span ends now if it had not (a failed attempt),
+        and a session that was ready is measured (``mcp.client.session.duration``)."""
         ...
 
 
@@ -79,7 +83,10 @@ class _NoAttempt:
     def state(self, state: str, reason: str | None) -> None:
         return None
 
-    def end(self, failure: str | None = None) -> None:
+    def ready(self) -> None:
+        pass
+
+    def closed(self) -> None:
         pass
 
 

@@ -358,7 +358,7 @@ class ConnectionActor:
             self.era = remembered_after(first, self.era, self._found)
             self._attempt_scope = None
             self._fire(TORN_DOWN)
-            self._trace.end("the attempt ended before the server was ready")
+            self._trace.closed()
 
     async def _connect(self, init: trio.CancelScope, first: Opening, *, reopened: bool) -> bool:
         """Open the transport and serve on it; True: closed under the era probe, reopen."""
@@ -423,7 +423,7 @@ class ConnectionActor:
             await self._lister.list(live, ALL_KINDS, self._fire)
             self._lister.set_level(live)
             self._subscriptions.connected(live)
-            self._trace.end()  # ready: the attempt's span ends here
+            self._trace.ready()  # the attempt's span ends here
         except (ConnectionFailed, ProtocolError) as exc:
             live.fail(str(exc))
             return False

@@ -27,6 +27,7 @@ from supervisor.runtime.logs import configure
 from supervisor.runtime.one_for_one import SupervisorGaveUp
 from supervisor.runtime.reload_plan import ReloadRefused
 from supervisor.runtime.state_dir import StateError, check_state_dir
+from supervisor.runtime.tracing import environment_problem
 from supervisor.service import Supervisor, open_service
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
 from supervisor.settings.model import Config
@@ -357,6 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json = True
     if args.command in client_commands.COMMANDS:
         return client_commands.run(args)
+    if args.command not in ("check", "auth", "bridge") and (problem := environment_problem()) is not None:
+        print(f"mcp-supervisor: {problem}", file=sys.stderr)  # before anything starts
+        return 2
     try:
         if args.command == "check":
             return cmd_check(args)

@@ -37,6 +37,7 @@ from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError
 from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
 from supervisor.gateway.traced import HTTP, Arrival
+from supervisor.runtime.tracing import TRACING
 from supervisor.web.held_sessions import HeldSessions
 
 if TYPE_CHECKING:
@@ -278,6 +279,8 @@ class GatewaySessions(HeldSessions[GatewaySession]):
     def _end(self, record: GatewaySession) -> None:
         record.close_requested.set()
         self._sessions.pop(record.id, None)
+        if (tracing := TRACING.active) is not None and record.peer.initialized:
+            tracing.session_ended(time.time() - record.opened_at, "tcp", record.peer.protocol_version)
         record.peer.close("the MCP session ended")
         record.standalone.finish()
         for stream in record.streams.values():

@@ -49,6 +49,7 @@ from supervisor.gateway.http_sessions import installed_version
 from supervisor.gateway.notices import run_notices
 from supervisor.gateway.peer import PASSED_ON, GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, JsonRpcError
+from supervisor.runtime.tracing import TRACING
 from supervisor.service import Supervisor
 from supervisor.sessions.approvals import Approval, ApprovalRequest, Verdict
 from supervisor.settings.model import Config
@@ -145,6 +146,7 @@ async def serve_stdio(
     (at most ``eof_grace_s`` more; see the module docstring)."""
     gateway = sup.config.gateway
     outlet = StdoutOutlet(stdout)
+    began = trio.current_time()
     async with sup.session() as session:
         peer = GatewayPeer(
             session,
@@ -161,6 +163,8 @@ async def serve_stdio(
                 peer.close("the client closed stdin")  # it cannot answer our requests now
                 requests.cancel_scope.deadline = trio.current_time() + eof_grace_s
             nursery.cancel_scope.cancel()
+        if (tracing := TRACING.active) is not None and peer.initialized:
+            tracing.session_ended(trio.current_time() - began, "pipe", peer.protocol_version)
 
 
 async def _take(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextvars
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, C
 from actors.protocol.messages import RequestId
 from actors.spec import ServerSpec
 from actors.tracing import TRACE_META_KEYS
+from supervisor.runtime.otel_metrics import OtelMetrics
 
 _CALL_SPAN: contextvars.ContextVar[Span | None] = contextvars.ContextVar("mcp_supervisor_call", default=None)
 """Our span of the request of a turn the current task is in (``ended`` annotates it)."""
@@ -110,34 +112,46 @@ class _RequestTrace:
 
 class _AttemptTrace:
     """A connection attempt's span: not current in any task (the attempt's tasks live
-    on after it ends), its requests' parent by ``parent`` until it ends."""
+    on after it ends), its requests' parent by ``parent`` until it ends; and the
+    session it opens, measured when it closes."""
 
-    __slots__ = ("failure", "parent", "span")
+    __slots__ = ("began", "failure", "metrics", "parent", "ready_at", "server", "span")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, metrics: OtelMetrics | None, server: str) -> None:
         self.span = span
         self.parent: otel_context.Context | None = trace.set_span_in_context(span, otel_context.Context())
         self.failure: str | None = None
+        self.metrics, self.server = metrics, server
+        self.began = time.perf_counter()
+        self.ready_at: float | None = None
 
     def state(self, state: str, reason: str | None) -> tuple[str, str] | None:
+        if reason is not None:
+            self.failure = reason
         if self.parent is None:
             return None
         fields = {"state": state} if reason is None else {"state": state, "reason": reason}
         self.span.add_event("mcp_supervisor.state", fields)
-        if reason is not None:
-            self.failure = reason
         context = self.span.get_span_context()
         return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
 
-    def end(self, failure: str | None = None) -> None:
-        if self.parent is None:
-            return
-        self.parent = None
-        failure = failure or self.failure
-        if failure is not None:
+    def ready(self) -> None:
+        if self.parent is not None:
+            self.parent, self.ready_at, self.failure = None, time.perf_counter(), None
+            self.span.end()
+
+    def closed(self) -> None:
+        if self.parent is not None:  # it never got ready
+            self.parent = None
             self.span.set_attribute("error.type", "connection_failed")
-            self.span.set_status(StatusCode.ERROR, failure)
-        self.span.end()
+            why = self.failure or "the attempt ended before the server was ready"
+            self.span.set_status(StatusCode.ERROR, why)
+            self.span.end()
+        elif self.ready_at is not None and self.metrics is not None:
+            attributes = {"mcp_supervisor.server": self.server}
+            if self.failure is not None:
+                attributes["error.type"] = "connection_failed"
+            self.metrics.client_session.record(time.perf_counter() - self.began, attributes)
 
 
 class _ServerTrace:
@@ -162,13 +176,16 @@ class OtelTracing:
     """``SupervisorTracing`` (and the machinery's ``Tracing``) over the global tracer
     provider, looked up on each span so that a host may set its provider late."""
 
-    def __init__(self, tracer: trace.Tracer | None = None) -> None:
+    def __init__(self, tracer: trace.Tracer | None = None, meters: OtelMetrics | None = None) -> None:
         self._tracer = tracer or trace.get_tracer("trio-mcp-supervisor")
+        self._metrics = meters
 
     @contextmanager
     def _span(
         self, name: str, kind: SpanKind, attributes: dict[str, Any], parent: otel_context.Context | None
     ) -> Iterator[Span]:
+        meters = None if kind is SpanKind.INTERNAL else self._metrics
+        began = time.perf_counter() if meters is not None else 0.0
         with self._tracer.start_as_current_span(
             name, context=parent, kind=kind, attributes=attributes, record_exception=False
         ) as span:
@@ -177,6 +194,16 @@ class OtelTracing:
             except BaseException as exc:
                 span.set_attribute("error.type", _failed_by(exc))
                 raise
+            finally:
+                if meters is not None:  # a request's duration: mcp.{client,server}.operation.duration
+                    meters.operation(kind is SpanKind.SERVER, time.perf_counter() - began, span)
+
+    def session_ended(self, seconds: float, transport: str, protocol_version: str | None) -> None:
+        if self._metrics is not None:
+            attributes = {"network.transport": transport}
+            if protocol_version is not None:
+                attributes["mcp.protocol.version"] = protocol_version
+            self._metrics.server_session.record(seconds, attributes)
 
     @contextmanager
     def call_span(self, kind: str, target: str, epoch: int) -> Iterator[None]:
@@ -213,7 +240,7 @@ class OtelTracing:
         span = self._tracer.start_span(
             f"mcp_supervisor connect {server}", otel_context.Context(), SpanKind.INTERNAL, attributes
         )
-        return _AttemptTrace(span)
+        return _AttemptTrace(span, self._metrics, server)
 
     @contextmanager
     def approval_span(self, tool: str) -> Iterator[None]:
@@ -289,19 +316,47 @@ def provider_is_set() -> bool:
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-def configure_from_environment(environ: Mapping[str, str] = os.environ) -> Any:
-    """For ``serve``, ``stdio`` and ``bridge``: a tracer provider from the standard
-    ``OTEL_*`` variables when they ask for traces (``OTEL_TRACES_EXPORTER``: ``otlp``,
-    ``console`` or ``none``; an ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`` alone means
-    ``otlp``), set as the global one. Returns it (``shutdown()`` flushes it at exit), or
-    None when traces are not asked for."""
+def configure_from_environment(environ: Mapping[str, str] = os.environ) -> list[Any]:
+    """For ``serve``, ``stdio`` and ``bridge``: a tracer provider and a meter provider
+    from the standard ``OTEL_*`` variables, set as the global ones, for each that is
+    asked for (``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp``,
+    ``console`` or ``none``; an ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]ENDPOINT`` alone
+    means ``otlp``). Returns them (``shutdown()`` flushes each at exit)."""
     from opentelemetry.sdk.resources import Resource
+
+    named = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "mcp-supervisor"}
+    resource = Resource.create(named)
+    made = [_tracer_provider(environ, resource), _meter_provider(environ, resource)]
+    return [provider for provider in made if provider is not None]
+
+
+def check_exporters(environ: Mapping[str, str]) -> str | None:
+    """The problem with ``OTEL_TRACES_EXPORTER`` or ``OTEL_METRICS_EXPORTER``, or None."""
+    try:
+        _exporters(environ, "traces")
+        _exporters(environ, "metrics")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _exporters(environ: Mapping[str, str], signal: str) -> list[str]:
+    """The exporters ``OTEL_{signal}_EXPORTER`` names (``otlp`` when only an endpoint is set)."""
+    upper = signal.upper()
+    endpoint = environ.get(f"OTEL_EXPORTER_OTLP_{upper}_ENDPOINT", environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    wanted = environ.get(f"OTEL_{upper}_EXPORTER") or ("otlp" if endpoint else "none")
+    names = [name.strip() for name in wanted.split(",") if name.strip() not in ("", "none")]
+    for name in names:
+        if name not in ("otlp", "console"):
+            raise ValueError(f"OTEL_{upper}_EXPORTER: unknown exporter {name!r} (otlp, console or none)")
+    return names
+
+
+def _tracer_provider(environ: Mapping[str, str], resource: Any) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    wanted = environ.get("OTEL_TRACES_EXPORTER") or ("otlp" if endpoint else "none")
-    names = [name.strip() for name in wanted.split(",") if name.strip() not in ("", "none")]
+    names = _exporters(environ, "traces")
     if not names:
         return None
     exporters: list[SpanExporter] = []
@@ -310,13 +365,35 @@ def configure_from_environment(environ: Mapping[str, str] = os.environ) -> Any:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporters.append(OTLPSpanExporter())  # reads OTEL_EXPORTER_OTLP_* itself
-        elif name == "console":
-            exporters.append(ConsoleSpanExporter(out=sys.stderr))  # stdout is stdio's protocol
         else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {name!r} (otlp, console or none)")
-    named = {} if environ.get("OTEL_SERVICE_NAME") else {"service.name": "mcp-supervisor"}
-    provider = TracerProvider(resource=Resource.create(named))
+            exporters.append(ConsoleSpanExporter(out=sys.stderr))  # stdout is stdio's protocol
+    provider = TracerProvider(resource=resource)
     for exporter in exporters:
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
+    return provider
+
+
+def _meter_provider(environ: Mapping[str, str], resource: Any) -> Any:
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        MetricReader,
+        PeriodicExportingMetricReader,
+    )
+
+    names = _exporters(environ, "metrics")
+    if not names:
+        return None
+    readers: list[MetricReader] = []
+    for name in names:
+        if name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+        else:
+            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr)))
+    provider = MeterProvider(resource=resource, metric_readers=readers)
+    metrics.set_meter_provider(provider)
     return provider

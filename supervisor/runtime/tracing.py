@@ -74,6 +74,10 @@ class SupervisorTracing(Tracing, Protocol):
         """A request of a turn ended (its audit row): our attributes on its call span."""
         ...
 
+    def session_ended(self, seconds: float, transport: str, protocol_version: str | None) -> None:
+        """A gateway client's session ended (``mcp.server.session.duration``)."""
+        ...
+
     def trace_id(self) -> str | None:
         """The current trace's id (32 hex digits), for an audit row; None untraced."""
         ...
@@ -105,7 +109,9 @@ def enable() -> bool:
             return False
         if not provider_is_set():  # spans nobody records: no cost at all instead
             return False
-        TRACING.active = HOOK.tracing = OtelTracing()
+        from supervisor.runtime.otel_metrics import otel_metrics
+
+        TRACING.active = HOOK.tracing = OtelTracing(meters=otel_metrics())
     return True
 
 
@@ -114,7 +120,25 @@ def disable() -> None:
     TRACING.active = HOOK.tracing = None
 
 
-_ASKING = ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+_ASKING = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+
+
+def environment_problem(environ: Mapping[str, str] = os.environ) -> str | None:
+    """What is wrong with the ``OTEL_*`` variables (an exporter we do not have), in
+    one line, for ``serve`` and ``stdio`` to print before they start; None if nothing."""
+    if not any(environ.get(name) for name in _ASKING):
+        return None
+    try:
+        from supervisor.runtime.otel import check_exporters
+    except ImportError:
+        return None  # traces_from_environment warns
+    return check_exporters(environ)
 
 
 @contextmanager
@@ -132,9 +156,9 @@ def traces_from_environment(environ: Mapping[str, str] = os.environ) -> Iterator
         log.warning("OTEL_* variables are set but the otel extra is not installed: no traces")
         yield
         return
-    provider = configure_from_environment(environ)
+    providers = configure_from_environment(environ)
     try:
         yield
     finally:
-        if provider is not None:
+        for provider in providers:
             provider.shutdown()

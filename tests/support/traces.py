@@ -1,20 +1,25 @@
 """Spans recorded in memory by the real OpenTelemetry SDK, for the trace tests: our
 tracer over a provider of the test's own (the global one is set once per process, so
 it is left alone), put where ``Supervisor.open`` would; and a count of spans started
-against spans ended, which must be zero after every case."""
+against spans ended, which must be zero after every case; and the metrics that go
+with them, read in memory."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from supervisor.runtime import tracing
 from supervisor.runtime.otel import OtelTracing
+from supervisor.runtime.otel_metrics import OtelMetrics
 
 
 class OpenSpans(SpanProcessor):
@@ -44,6 +49,8 @@ class Traces:
         self.provider.add_span_processor(self.counter)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("host")
+        self.reader = InMemoryMetricReader()
+        self.meters = MeterProvider(metric_readers=[self.reader])
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
@@ -56,13 +63,26 @@ class Traces:
     def clear(self) -> None:
         self.exporter.clear()
 
+    def points(self, name: str) -> list[tuple[dict[str, Any], int, float]]:
+        """Each series of histogram ``name`` so far: its attributes, count and sum."""
+        found = []
+        data = self.reader.get_metrics_data()
+        for resource in data.resource_metrics if data is not None else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        for point in metric.data.data_points:
+                            found.append((dict(point.attributes or {}), point.count, point.sum))  # type: ignore[union-attr]
+        return found
+
 
 @contextmanager
 def recording() -> Iterator[Traces]:
     """Traces on, into a fresh ``Traces``, for the block."""
     made = Traces()
     before = tracing.TRACING.active
-    tracing.TRACING.active = tracing.HOOK.tracing = OtelTracing(made.provider.get_tracer("ours"))
+    meters = OtelMetrics(made.meters.get_meter("ours"))
+    tracing.TRACING.active = tracing.HOOK.tracing = OtelTracing(made.provider.get_tracer("ours"), meters)
     try:
         yield made
     finally:
