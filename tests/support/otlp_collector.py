@@ -207,7 +207,8 @@ def otlp_collector() -> Iterator[Collector]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(collector))
     server.daemon_threads = True
     collector.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="otlp-collector", daemon=True)
+    # a short poll: shutdown() waits for the loop to notice, 0.5 s by default
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), name="otlp-collector", daemon=True)
     thread.start()
     try:
         yield collector
