@@ -29,16 +29,67 @@ class RequestTrace(Protocol):
         """The request went out under ``request_id`` (again, for a retried round)."""
         ...
 
+    def refused(self, code: int) -> None:
+        """The server answered with JSON-RPC error ``code``."""
+        ...
+
+
+class AttemptTrace(Protocol):
+    """The span of one connection attempt, from its start until the server is ready
+    (or the attempt ends): the connection's own first requests are its children, and
+    its state changes are its events and carry its ids in the log."""
+
+    @property
+    def parent(self) -> object:
+        """The context the attempt's requests are children of (None once it ended)."""
+        ...
+
+    def state(self, state: str, reason: str | None) -> tuple[str, str] | None:
+        """A state change of the attempt, an event of its span; its ``trace_id`` and
+        ``span_id`` (hex) for the change's log line, None once it ended."""
+        ...
+
+    def end(self, failure: str | None = None) -> None:
+        """The server is ready (``failure`` None) or the attempt failed; only the first
+        call counts."""
+        ...
+
 
 class Tracing(Protocol):
     """The tracer the supervisor sets: spans for the connection's own requests."""
 
     def request_span(
-        self, server: str, method: str, target: str, *, root: bool
+        self, server: str, method: str, target: str, *, root: bool, parent: object = None
     ) -> AbstractContextManager[RequestTrace | None]:
         """A CLIENT span for one request of the connection's own (``tools/list``,
-        ``ping``); None when it makes none (``root`` False and no trace is current)."""
+        ``ping``), a child of ``parent`` (an attempt's) when given, else a root span;
+        None when it makes none (``root`` False and no trace is current)."""
         ...
+
+    def attempt_span(self, server: str) -> AttemptTrace:
+        """The span of a connection attempt that begins now (``AttemptTrace``)."""
+        ...
+
+
+class _NoAttempt:
+    """The attempt of a connection while traces are off: nothing at all."""
+
+    parent = None
+
+    def state(self, state: str, reason: str | None) -> None:
+        return None
+
+    def end(self, failure: str | None = None) -> None:
+        pass
+
+
+NO_ATTEMPT: AttemptTrace = _NoAttempt()
+
+
+def attempt_trace(server: str) -> AttemptTrace:
+    """The span of an attempt beginning now, or ``NO_ATTEMPT`` with traces off."""
+    tracing = HOOK.tracing
+    return NO_ATTEMPT if tracing is None else tracing.attempt_span(server)
 
 
 class Hook:

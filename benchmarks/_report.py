@@ -17,6 +17,7 @@ from tables import Column, before_after, failures, round_log, spread, table, tim
 ROOT = Path(__file__).resolve().parent.parent  # paths in profiles are shown relative to it
 
 BEFORE = "ours-before"  # with run.py --baseline DIR: ours as the code in DIR has it
+NO_EXTRA = "no extra"  # the tracing section's row without OpenTelemetry, the others' base
 Row = dict[str, Any]
 CALL_COLUMNS: list[Column] = [
     ("seq_us.p50", "seq p50 µs", "{:.0f}"),
@@ -93,6 +94,31 @@ def _before_after(name: str, section: dict[str, Any], columns: Sequence[Column])
     """The before/after table of a run with ``--baseline`` (ours-before against ours)."""
     found = before_after(name, section, columns, BEFORE, "ours")
     return ["", *found] if found else []
+
+
+def tracing_table(section: dict[str, Any]) -> list[str]:
+    """The calls of ours in each tracing setup, ratios to the one without the extra, then
+    what each worker saw: OpenTelemetry loaded, traces on, spans per measured call."""
+    lines = calls_table("tracing", section, base=NO_EXTRA, sdk_columns=False)
+    for contender, measured in section.get("contenders", {}).items():
+        seen = [row["tracing"] for row in measured.get("rounds", []) if "tracing" in row]
+
+        def rounds_with(key: str, seen: list[dict[str, Any]] = seen) -> str:
+            return f"{sum(1 for row in seen if row.get(key))} of {len(seen)} rounds"
+
+        spans = ""
+        if interleave.metric(section, contender, "tracing.spans_per_call") is not None:
+            dropped = sum(row.get("spans_dropped", 0) for row in seen)
+            names = seen[0].get("span_names", "") if seen else ""
+            spans = (
+                f"; spans per measured call {spread(section, contender, 'tracing.spans_per_call', '{:.2f}')}"
+                f" ({names}), dropped by a full queue: {dropped}"
+            )
+        lines.append(
+            f"- {contender}: `opentelemetry` imported in {rounds_with('opentelemetry_loaded')}, "
+            f"traces on in {rounds_with('traces_on')}{spans}"
+        )
+    return lines
 
 
 def _verdict(met: bool, miss: str) -> str:
@@ -266,6 +292,12 @@ def render(results: dict[str, Any]) -> str:
             "## What-if: ours with the patches of benchmarks/what_if.py (bounds, candidates), same run",
         ]
         lines += calls_table("whatif", results["whatif"], base="ours")
+    if "tracing" in results:
+        lines += [
+            "",
+            "## Tracing: ours without the otel extra, with it and no provider, with a BatchSpanProcessor (no-op exporter)",
+        ]
+        lines += tracing_table(results["tracing"])
     if "http" in results:
         http = results["http"]
         lines += ["", "## Streamable HTTP (echo on the official SDK's own server; medians of the rounds)"]

@@ -3,6 +3,7 @@
     python benchmarks/bench_calls.py --client floor|ours|sdk-trio|sdk-asyncio
                                      [--seq N] [--tput N] [--inflight 64] [--warmup N]
                                      [--what-if linger,policy,...] [--count-io]
+                                     [--tracing none|idle|batch]
 
 Every client talks to the same minimal server (benchmarks/minimal_server.py) over a
 pipe and calls its ``echo`` tool with ``{"text": "hi"}``:
@@ -20,6 +21,10 @@ Throughput: ``--tput`` calls spread over ``--inflight`` tasks on one connection
 Both phases also report the client process's CPU time per call (all its threads,
 ``time.process_time``), which other load on the machine disturbs far less than
 wall-clock figures.
+
+``--tracing MODE`` (ours): OpenTelemetry not importable, importable with no tracer
+provider, or a ``BatchSpanProcessor`` over a no-op exporter (benchmarks/_tracing.py,
+set up before the supervisor is imported); the answer says what the worker saw.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from _common import emit, ours_config, quantiles, quiet_logging, server_argv
+from _tracing import MODES, Tracing
 
 Call = Callable[[], Awaitable[Any]]
 
@@ -96,7 +102,7 @@ async def run_floor(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
+async def run_ours(args: argparse.Namespace, tracing: Tracing | None = None) -> dict[str, Any]:
     from supervisor import Supervisor
 
     quiet_logging()
@@ -122,8 +128,12 @@ async def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 assert first.ok and first.text == "hi", first
                 if io is not None:
                     io.update(dict.fromkeys(io, 0))  # count the measured calls only
+                if tracing is not None:
+                    tracing.start()
                 result = await _measure(call, args, _trio_spawn)
                 result["audit"] = _store_stats(sup)
+                if tracing is not None:
+                    result["tracing"] = tracing.report(args.warmup + args.seq + args.tput)
                 if io is not None:
                     result["io"] = dict(io)
     return result
@@ -213,18 +223,33 @@ def main() -> None:
     parser.add_argument(
         "--count-io", action="store_true", help="ours: count pipe writes and reads while measuring"
     )
+    parser.add_argument(
+        "--tracing",
+        choices=MODES,
+        help="ours: OpenTelemetry's setup (benchmarks/_tracing.py); default: as installed",
+    )
     args = parser.parse_args()
+    if args.tracing and args.client != "ours":
+        parser.error("--tracing: ours only")
     if args.client.startswith("sdk"):
         import anyio
 
         backend = args.client.removeprefix("sdk-")
         result = anyio.run(run_sdk, args, backend=backend)
         result["backend"] = backend
-    else:
+    elif args.client == "floor":
         import trio
 
-        result = trio.run(run_floor if args.client == "floor" else run_ours, args)
+        result = trio.run(run_floor, args)
         result["backend"] = "trio"
+    else:
+        tracing = Tracing(args.tracing) if args.tracing else None  # before anything imports supervisor
+        import trio
+
+        result = trio.run(run_ours, args, tracing)
+        result["backend"] = "trio"
+        if tracing is not None:
+            tracing.close()
     result["client"] = args.client + (f"+{args.what_if}" if args.what_if else "")
     emit(result)
 

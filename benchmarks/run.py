@@ -3,12 +3,12 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME ...] [--reps N]
                                        [--minutes N] [--servers N] [--profile] [--json PATH]
 
-Sections (``--only``): calls, whatif, http, breakdown, memory, import, kill, search,
-turns, scale, soak; ``gateway`` and ``bridge`` only when named (they install their peer
+Sections (``--only``): calls, whatif, tracing, http, breakdown, memory, import, kill,
+search, turns, scale, soak; ``gateway`` and ``bridge`` only when named (they install their peer
 on first use); ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
 ``--py-spy``, or in /tmp/pyspy/bin; cProfile otherwise or with ``--cprofile``).
 
-Every section that compares (calls, whatif, http, memory, import, gateway, bridge)
+Every section that compares (calls, whatif, tracing, http, memory, import, gateway, bridge)
 runs its contenders round by round through ``interleave.py``: ``--reps`` rounds (5 at
 least), each contender a fresh worker (and, for gateway and bridge, a fresh server) in
 every round, the order rotating; it prints the median of the rounds with min-max, the
@@ -22,6 +22,10 @@ average at the start and end of the section.
   ``--baseline DIR`` adds ``ours-before``, ours from another copy of the project (a
   before/after comparison in one run; ``--code DIR`` names the copy ``ours`` runs).
 * whatif: ours with the patches of benchmarks/what_if.py applied (bounds, candidates).
+* tracing: ours (the calls section's workload) without the ``otel`` extra (OpenTelemetry
+  refused at import), with it and no tracer provider (traces off), and with a
+  ``BatchSpanProcessor`` over a no-op exporter set globally before ``Supervisor.open``
+  (every call traced; its spans per call counted): benchmarks/_tracing.py.
 * http: ours and the SDK's client against the SDK's own Streamable HTTP server
   (benchmarks/http_server.py), each in the handshake era (2025-11-25) and in the
   per-request era (2026-07-28): sequential p50/p99, throughput with 16 in flight.
@@ -72,7 +76,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
 SECTIONS = [
-    *("calls", "whatif", "http", "breakdown", "memory", "import", "kill", "search", "turns", "scale", "soak"),
+    *("calls", "whatif", "tracing", "http", "breakdown", "memory", "import", "kill", "search", "turns"),
+    *("scale", "soak"),
 ]
 AGAINST_PEERS = ["gateway", "bridge"]  # with --only: they install their peer (PyPI, npm) on first use
 HTTP_INFLIGHT = 16
@@ -85,6 +90,12 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 # could write and does not: from a worker thread, and with os.write (the section is
 # skipped while this is empty).
 WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
+# The tracing section's contenders: ours in each OpenTelemetry setup of benchmarks/_tracing.py.
+TRACINGS = {
+    _report.NO_EXTRA: "none",
+    "extra without provider": "idle",
+    "batch + no-op exporter": "batch",
+}
 
 
 def environment(argv: list[str]) -> dict[str, Any]:
@@ -132,6 +143,17 @@ def run_calls(args: argparse.Namespace, clients: list[str], section: str = "call
         return lambda _round: worker("bench_calls.py", "--client", name, *calls, timeout=300, code=code)
 
     return interleave.run(section, {client: measure(client) for client in clients}, args.reps)
+
+
+def run_tracing(args: argparse.Namespace) -> dict[str, Any]:
+    """Ours in each tracing setup (``TRACINGS``), a fresh worker per round, interleaved."""
+
+    def measure(mode: str) -> interleave.Measure:
+        calls = ("--seq", args.seq, "--tput", args.tput, "--warmup", args.warmup, "--tracing", mode)
+        code = Path(args.code)
+        return lambda _round: worker("bench_calls.py", "--client", "ours", *calls, timeout=300, code=code)
+
+    return interleave.run("tracing", {label: measure(mode) for label, mode in TRACINGS.items()}, args.reps)
 
 
 def _code_of(client: str, args: argparse.Namespace) -> tuple[str, Path]:
@@ -402,6 +424,8 @@ def main(argv: list[str]) -> None:
         results["calls"] = run_calls(args, [BEFORE, *CLIENTS] if args.baseline else CLIENTS)
     if "whatif" in sections and WHAT_IFS:
         results["whatif"] = run_calls(args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)], "whatif")
+    if "tracing" in sections:
+        results["tracing"] = run_tracing(args)
     if "http" in sections:
         results["http"] = run_http(args)
     if "gateway" in sections:

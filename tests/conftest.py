@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -29,6 +30,9 @@ from hypothesis import settings
 
 from actors.transports.pidfiles import ProcStat, read_proc_stat
 from actors.transports.process_group import spawned_process_groups
+
+if TYPE_CHECKING:
+    from tests.support.traces import Traces
 
 # Property tests check behaviour, not speed: a 200 ms per-example deadline fails them
 # whenever the machine is busy (performance is measured in benchmarks/, not asserted).
@@ -47,6 +51,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def mini_server_argv() -> list[str]:
     """Command line that starts our stdlib-only MCP test server."""
     return [sys.executable, str(MINI_SERVER)]
+
+
+@pytest.fixture
+def traces() -> Iterator[Traces]:
+    """Traces on, recorded in memory (``tests/support/traces.py``; OpenTelemetry is
+    imported only by the tests that ask for it)."""
+    from tests.support.traces import recording
+
+    with recording() as made:
+        yield made
 
 
 def _all_processes() -> list[ProcStat]:

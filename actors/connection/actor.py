@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from actors.connection import retry
-from actors.connection.calls import InFlightTable, busy, call_failure
+from actors.connection.calls import InFlightTable, busy, call_failure, close_mailbox
 from actors.connection.era_probe import settle
 from actors.connection.lister import Lister
 from actors.connection.listing import ALL_KINDS, ConnectionFailed
@@ -47,6 +47,7 @@ from actors.connection.messages import (
     unavailable,
 )
 from actors.connection.outbox import Outbox
+from actors.connection.own_requests import check_alive
 from actors.connection.retry import Draw, schedule_of
 from actors.connection.server_log import LogSink
 from actors.connection.states import (
@@ -95,6 +96,7 @@ from actors.protocol.errors import ProtocolError
 from actors.protocol.messages import ServerFeatures
 from actors.redaction import Redactor
 from actors.spec import ServerSpec, Start
+from actors.tracing import NO_ATTEMPT, attempt_trace
 from actors.transport_errors import AuthRequired, TransportError
 from actors.transports.base import Connector
 
@@ -151,6 +153,7 @@ class ConnectionActor:
         self._order: Order | None = None
         self._wake = trio.Event()
         self._attempt_scope: trio.CancelScope | None = None
+        self._trace = NO_ATTEMPT  # the current attempt's span (``actors/tracing.py``)
         self._lister = Lister(self.name, owner, self._put, LogLevels(spec.log_level, wanted_logs))
         self._subscriptions = Subscriptions(self.name)
         self._stopped = False
@@ -179,7 +182,7 @@ class ConnectionActor:
         finally:
             self._fail_calls(FailCalls(Why.UNAVAILABLE, Why.UNAVAILABLE))
             if self._stopped:
-                self._close_mailbox()
+                close_mailbox(self._mailbox, self.name)
 
     def _dispatch(self, message: ConnectionMessage) -> None:
         if isinstance(message, CallTool):
@@ -255,6 +258,8 @@ class ConnectionActor:
         fields = {"server": self.name, **log_fields(change, now)}
         if self.owner:
             fields["session"] = self.owner
+        if (ids := self._trace.state(change.state.value, change.reason)) is not None:  # its span's event
+            fields["trace_id"], fields["span_id"] = ids
         log.log(logging.WARNING if change.reason else logging.INFO, "state", extra={"fields": fields})
         self._put(StateChanged(self.name, at=now, owner=self.owner, era=self.era, **message_fields(change)))
 
@@ -286,13 +291,12 @@ class ConnectionActor:
         for call in parked:
             self._connection().send_call(call)
 
-    def _start_relist(self, _: StartRelist) -> None:
+    def _start_task(self, effect: StartRelist | CheckAlive) -> None:
         live = self._connection()
-        live.nursery.start_soon(self._lister.relist, live, self._fire)
-
-    def _check_alive(self, effect: CheckAlive) -> None:
-        live = self._connection()
-        live.nursery.start_soon(live.check_alive, effect.tool)
+        if isinstance(effect, CheckAlive):
+            live.nursery.start_soon(check_alive, live, effect.tool)
+        else:
+            live.nursery.start_soon(self._lister.relist, live, self._fire)
 
     def _connection(self) -> Live:
         live = self._live
@@ -339,7 +343,7 @@ class ConnectionActor:
         init = trio.CancelScope(deadline=trio.current_time() + self.spec.init_timeout_s)
         assert self._attempt_scope is not None, "an attempt is ordered with its scope"
         first = opening(Setting(self.spec.protocol), self.era, handshake_only=self.spec.transport == "sse")
-        self._found = None
+        self._found, self._trace = None, attempt_trace(self.name)  # no era yet; the attempt's span
         try:
             with self._attempt_scope:
                 try:
@@ -354,6 +358,7 @@ class ConnectionActor:
             self.era = remembered_after(first, self.era, self._found)
             self._attempt_scope = None
             self._fire(TORN_DOWN)
+            self._trace.end("the attempt ended before the server was ready")
 
     async def _connect(self, init: trio.CancelScope, first: Opening, *, reopened: bool) -> bool:
         """Open the transport and serve on it; True: closed under the era probe, reopen."""
@@ -380,6 +385,7 @@ class ConnectionActor:
                         levels=self._lister.levels,
                         draw=self._draw,
                     )
+                    live.attempt_span = self._trace
                     reopen = await self._serve(live, init, first)
             except TransportError as exc:  # authenticate: nothing to send it with
                 self._failed(exc)
@@ -417,6 +423,7 @@ class ConnectionActor:
             await self._lister.list(live, ALL_KINDS, self._fire)
             self._lister.set_level(live)
             self._subscriptions.connected(live)
+            self._trace.end()  # ready: the attempt's span ends here
         except (ConnectionFailed, ProtocolError) as exc:
             live.fail(str(exc))
             return False
@@ -425,13 +432,6 @@ class ConnectionActor:
         # per connection than a watcher of its own).
         await live.watch_deadlines()
         return False
-
-    def _close_mailbox(self) -> None:
-        """Final stop: refuse what is still queued, then close so senders fail fast."""
-        for message in queued(self._mailbox):
-            if isinstance(message, CallTool):
-                answer(message.reply, unavailable(self.name))
-        self._mailbox.close()
 
 
 _EFFECTS: dict[type[Effect], Callable[[ConnectionActor, Any], None]] = {
@@ -443,8 +443,8 @@ _EFFECTS: dict[type[Effect], Callable[[ConnectionActor, Any], None]] = {
     CancelAttempt: ConnectionActor._cancel_attempt,
     DropConnection: ConnectionActor._drop_connection,
     SendParked: ConnectionActor._send_parked,
-    StartRelist: ConnectionActor._start_relist,
-    CheckAlive: ConnectionActor._check_alive,
+    StartRelist: ConnectionActor._start_task,
+    CheckAlive: ConnectionActor._start_task,
     ListAgain: lambda actor, effect: None,  # read by the lister that reported ``Listed``
 }
 """How the actor carries out each effect."""

@@ -23,6 +23,7 @@ import trio
 
 from actors.connection.messages import CallFailed, CallOutcome, CallTool, unavailable
 from actors.connection.vocabulary import Why
+from actors.mailbox import answer, queued
 from actors.protocol.era import Era
 from actors.protocol.messages import (
     INVALID_REQUEST,
@@ -166,6 +167,15 @@ def call_failure(why: Why, tool: str, server: str) -> CallFailed:
     if why is Why.CANCELLED:
         return CallFailed("cancelled", f"call cancelled: mcp server {server} stopped")
     return unavailable(server)
+
+
+def close_mailbox(mailbox: trio.MemoryReceiveChannel[Any], server: str) -> None:
+    """A connection's final stop: refuse the calls still queued, then close the
+    mailbox so that senders fail fast."""
+    for message in queued(mailbox):
+        if isinstance(message, CallTool):
+            answer(message.reply, unavailable(server))
+    mailbox.close()
 
 
 def call_params(call: CallTool) -> dict[str, Any]:

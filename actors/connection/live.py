@@ -22,16 +22,18 @@ from actors.connection.listener import ChangeListener
 from actors.connection.listing import ALL_KINDS, CHANGED_KIND, Kind
 from actors.connection.log_levels import LogLevels
 from actors.connection.messages import Answered, CallFailed, CallOutcome, CallSucceeded, CallTool, Redefined
+from actors.connection.own_requests import traced_request
 from actors.connection.retry import Draw
 from actors.connection.rounds import RoundTrips
 from actors.connection.server_log import LogSink, ServerLog
 from actors.connection.server_requests import ServerRequests, answer_request, refuse
-from actors.connection.vocabulary import ALIVE, LIST_CHANGED, CallTimedOut, Effects, Event, Failed
+from actors.connection.vocabulary import LIST_CHANGED, CallTimedOut, Effects, Event, Failed
 from actors.connection.writing import WritePath
 from actors.log_events import get_logger
 from actors.mailbox import answer, try_send
 from actors.protocol.era import Era, Opening
 from actors.protocol.errors import ProtocolError, Unencodable
+from actors.protocol.listen import LISTEN
 from actors.protocol.messages import ErrorObject, Request, RequestId, ServerFeatures, Tool
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.rounds import input_required, retry_params
@@ -55,6 +57,7 @@ from actors.protocol.session import (
 from actors.redaction import Redactor
 from actors.spec import ServerSpec
 from actors.tool_definitions import Fingerprints
+from actors.tracing import HOOK, NO_ATTEMPT
 from actors.transport_errors import AuthRequired, TransportClosed, TransportError
 from actors.transports.base import Transport
 
@@ -71,11 +74,11 @@ class Live:
         "_inflight",
         "_internal",
         "_redactor",
-        "_report",
         "_server_log",
         "_server_requests",
         "_stale_timer",
         "_updated",
+        "attempt_span",
         "deadline_scope",
         "definitions",
         "features",
@@ -89,6 +92,7 @@ class Live:
         "probe_closed",
         "probe_done",
         "probing",
+        "report",
         "rounds",
         "session",
         "spec",
@@ -128,7 +132,7 @@ class Live:
         self.probe_closed: str | None = None
         self.deadline_scope = trio.CancelScope()
         self._inflight = inflight
-        self._report = report
+        self.report = report
         self._redactor = redactor
         self._server_log = ServerLog(self.name, redactor, nursery, log_sink)
         self.levels = levels or LogLevels(spec.log_level)  # the actor's: whose logs are wanted
@@ -143,6 +147,7 @@ class Live:
         # definition it was decided on (``send_call``).
         self.definitions = Fingerprints({})
         self.listener = ChangeListener(self, own=not transport.abilities.listens)
+        self.attempt_span = NO_ATTEMPT  # the attempt's span, while it lasts: our first requests' parent
 
     def listed(self, tools: Sequence[Tool]) -> None:
         """The server listed ``tools`` (the first of a name counts, as in the catalog):
@@ -168,7 +173,7 @@ class Live:
         """These kinds' lists changed: note which, and tell the machine (which decides
         when to read again; ``take_pending`` then says what)."""
         self.pending.update(kinds)
-        self._report(LIST_CHANGED)
+        self.report(LIST_CHANGED)
 
     def take_pending(self) -> frozenset[Kind]:
         """The kinds to read again (all, if none was noted), forgotten from now on."""
@@ -205,7 +210,7 @@ class Live:
         if tail:
             reason = f"{reason} (last stderr line: {tail[-1][:200]})"
         now = trio.current_time()
-        self._report(Failed(self._redactor.redact(reason), now, auth, needs_login, self._draw()))
+        self.report(Failed(self._redactor.redact(reason), now, auth, needs_login, self._draw()))
 
     def _write_failed(self, exc: TransportError) -> None:
         if isinstance(exc, AuthRequired):  # e.g. the initialize POST was refused
@@ -304,9 +309,23 @@ class Live:
         sent: Callable[[RequestId], None] | None = None,
     ) -> ResponseReceived | ErrorReceived:
         """One request of our own (``tools/list``, ``ping``), answered to this task;
-        ``sent`` is told its id before anything of the server's is read."""
+        ``sent`` is told its id before anything of the server's is read. Traced
+        (``own_requests.py``) when traces are on."""
+        tracing = HOOK.tracing
+        if tracing is None or method == LISTEN:  # a listen is a stream as long as the connection
+            return await self.send_own(method, params, sent)
+        return await traced_request(tracing, self, method, params, sent)
+
+    async def send_own(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        sent: Callable[[RequestId], None] | None,
+        meta: Mapping[str, str] | None = None,
+    ) -> ResponseReceived | ErrorReceived:
+        """``request``'s sending and waiting, ``meta`` (a trace's context) in ``_meta``."""
         reply, answers = trio.open_memory_channel[ResponseReceived | ErrorReceived](1)
-        request_id = self.session.send_request(method, params)
+        request_id = self.session.send_request(method, params, meta=meta)
         if sent is not None:
             sent(request_id)
         self._internal[request_id] = reply
@@ -422,16 +441,5 @@ class Live:
                 self.session.send_cancelled(entry.request_id, f"timed out after {limit:g} s")
                 text = f"mcp server {self.name} did not answer {describe(entry.call)} within {limit:g} s"
                 answer(entry.call.reply, CallFailed("timeout", text))
-                self._report(CallTimedOut(entry.call.tool))
+                self.report(CallTimedOut(entry.call.tool))
             self.writes.kick()
-
-    async def check_alive(self, tool: str) -> None:
-        """After a timeout, a hung server (one that answers not even ping) is restarted."""
-        with trio.move_on_after(self.spec.ping_timeout_s):
-            await self.request("ping")
-            self._report(ALIVE)
-            return
-        self.fail(
-            f"mcp server {self.name} did not answer ping within {self.spec.ping_timeout_s:g} s "
-            f"after tools/call {tool} timed out"
-        )

@@ -36,6 +36,7 @@ from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySession
 from supervisor.admin.openapi import document
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.surface_handlers import SurfaceHandlers
+from supervisor.admin.traced import arrival, traced
 from supervisor.admin.views import (
     Clock,
     approval_item,
@@ -327,6 +328,7 @@ class AdminApi(SurfaceHandlers):
             requests.close(rid, _tenant())
             tenant = _tenant()
             call = StreamedCall(turn, tool, arguments, rid, lambda: requests.cancel(rid, tenant), raw)
+            call.arrival = arrival()
             try:
                 self.hosted.start_background(self._run_streamed, call)
             except HostedClosed:
@@ -335,7 +337,9 @@ class AdminApi(SurfaceHandlers):
         key = (_tenant(), rid)
         self._in_flight.add(key)
         try:
-            envelope = await turn.call(tool, arguments, request_id=rid, raw_request=raw)
+            envelope = await traced(
+                "tools/call", tool, arrival(), turn.call(tool, arguments, request_id=rid, raw_request=raw)
+            )
         except RequestInFlight:
             raise conflict from None
         finally:

@@ -28,6 +28,7 @@ from actors.broadcast import Broadcast, Subscription
 from actors.log_events import get_logger
 from actors.protocol.session import ProgressReceived
 from actors.router.envelope import Envelope, failure
+from supervisor.admin.traced import CallArrival, traced
 from supervisor.admin.views import progress_item
 from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turns import Turn
@@ -110,6 +111,7 @@ class StreamedCall:
     raw_request: bytes | None = None  # the HTTP body, for the audit of too-deep arguments
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     envelope: Envelope | None = None
+    arrival: CallArrival | None = None  # the request's trace headers, while traces are on
     _send: trio.MemorySendChannel[ProgressReceived] = attrs.field(init=False)
     _receive: trio.MemoryReceiveChannel[ProgressReceived] = attrs.field(init=False)
 
@@ -121,13 +123,14 @@ class StreamedCall:
         progress channel closes, so the stream sees ``result`` after all progress."""
         try:
             with self.scope:
-                self.envelope = await self.turn.call(
+                call = self.turn.call(
                     self.tool,
                     self.arguments,
                     progress=self._send,
                     request_id=self.request_id,
                     raw_request=self.raw_request,
                 )
+                self.envelope = await traced("tools/call", self.tool, self.arrival, call)
         except RequestInFlight as exc:  # the request id was taken between our check and the call
             self.envelope = failure(self.tool, "invalid_arguments", str(exc))
         except Exception:

@@ -20,6 +20,7 @@ from quart_trio.wrappers import TrioResponse
 from actors.router.envelope import Envelope
 from supervisor.admin import bodies
 from supervisor.admin.caller import body
+from supervisor.admin.traced import arrival, traced
 from supervisor.calls.requests import RequestInFlight
 from supervisor.web.errors import ApiError
 
@@ -88,7 +89,8 @@ class SurfaceHandlers:
         assert uri is not None
         server = bodies.string(data, "server", required=False)
         rid = bodies.request_id(data)
-        return await _answer(self, turn.read_resource(uri, server, request_id=rid), rid)
+        pending = traced("resources/read", uri, arrival(), turn.read_resource(uri, server, request_id=rid))
+        return await _answer(self, pending, rid)
 
     async def list_prompts(self: _Api, sid: str, tid: str) -> TrioResponse:
         turn = self._turn(sid, tid)
@@ -101,7 +103,10 @@ class SurfaceHandlers:
         assert prompt_id is not None
         arguments = _object(data, "arguments", required=False)
         rid = bodies.request_id(data)
-        return await _answer(self, turn.get_prompt(prompt_id, arguments, request_id=rid), rid)
+        pending = traced(
+            "prompts/get", prompt_id, arrival(), turn.get_prompt(prompt_id, arguments, request_id=rid)
+        )
+        return await _answer(self, pending, rid)
 
     async def complete(self: _Api, sid: str, tid: str) -> TrioResponse:
         turn = self._turn(sid, tid)
@@ -110,7 +115,12 @@ class SurfaceHandlers:
         argument = _object(data, "argument", required=True)
         context = _object(data, "context", required=False)
         assert ref is not None and argument is not None
-        return await _answer(self, turn.complete(ref, argument, context), None)
+        target = str(ref.get("name") or ref.get("uri") or "")
+        return await _answer(
+            self,
+            traced("completion/complete", target, arrival(), turn.complete(ref, argument, context)),
+            None,
+        )
 
     async def subscribe(self: _Api, sid: str) -> TrioResponse:
         session = self._session(sid)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import posixpath
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -46,6 +46,7 @@ from supervisor.calls.services import calling_client
 from supervisor.calls.surface_results import surface_envelope
 from supervisor.calls.surface_targets import completion_target, prompt_problem, prompt_target, resource_target
 from supervisor.calls.turn_audit import TurnAudit, Went
+from supervisor.runtime.tracing import TRACING
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash
 
 RESOURCES = "resources"
@@ -128,7 +129,7 @@ class TurnSurface(TurnAudit):
         ``timeout``, ``cancelled``, ``server_error``); one audit row. ``request_id``
         lets it be cancelled as a call is (``Supervisor.requests.cancel``); an id in
         flight already raises RequestInFlight."""
-        with self._in_flight(request_id, uri) as request:
+        with self._span("resources/read", uri), self._in_flight(request_id, uri) as request:
             target = resource_target(self.catalog, uri, server)
             if isinstance(target, CallError):
                 return await self._refused(audited_name(uri), "", {"uri": uri}, target)
@@ -144,7 +145,7 @@ class TurnSurface(TurnAudit):
         """Get one prompt (``prompts/get``) by its id, with its arguments (strings).
         One envelope (``unknown_prompt``, ``invalid_arguments``, ``unsupported``, and
         the codes of ``read_resource``) and one audit row."""
-        with self._in_flight(request_id, prompt_id) as request:
+        with self._span("prompts/get", prompt_id), self._in_flight(request_id, prompt_id) as request:
             prompt = prompt_target(self.catalog, prompt_id)
             if isinstance(prompt, CallError):
                 return await self._refused(audited_name(prompt_id), "", arguments, prompt)
@@ -169,6 +170,12 @@ class TurnSurface(TurnAudit):
         ``text`` has the values one a line, ``structured`` the server's result;
         ``unsupported`` when the server did not declare completions. One audit row,
         its tool ``completion:<ref>``."""
+        with self._span("completion/complete", ""):
+            return await self._complete(ref, argument, context)
+
+    async def _complete(
+        self, ref: Mapping[str, Any], argument: Mapping[str, Any], context: Mapping[str, Any] | None
+    ) -> Envelope:
         shown_ref = ref.get("name", ref.get("uri")) if isinstance(ref, Mapping) else None
         label = f"completion:{shown_ref if isinstance(shown_ref, str) else ''}"
         sent: dict[str, Any] = {"ref": ref, "argument": argument}
@@ -189,6 +196,11 @@ class TurnSurface(TurnAudit):
         return await self._request(label, server, kind, "completion/complete", params, subject, None)
 
     # -------------------------------------------------------------------- the path
+
+    def _span(self, method: str, target: str) -> AbstractContextManager[None]:
+        """Our span of the request (``mcp_supervisor …``), or nothing while traces are off."""
+        tracing = TRACING.active
+        return nullcontext() if tracing is None else tracing.call_span(method, target, self.catalog.epoch)
 
     @contextmanager
     def _in_flight(self, request_id: str | None, label: str) -> Iterator[InFlightRequest | None]:

@@ -17,6 +17,7 @@ from actors.protocol.messages import (
     SUPPORTED_PROTOCOL_VERSIONS,
 )
 from supervisor.gateway.outlet import Outlet
+from supervisor.gateway.traced import Arrival
 
 
 def is_new_era(message: Mapping[str, Any], protocol_header: str | None, session_id: str | None) -> bool:
@@ -44,9 +45,12 @@ def is_new_era(message: Mapping[str, Any], protocol_header: str | None, session_
 class NewEraHandler(Protocol):
     """What the HTTP front hands a per-request-era message to (``stateless.py``)."""
 
-    async def receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> dict[str, Any] | None:
+    async def receive(
+        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, arrival: Arrival | None = None
+    ) -> dict[str, Any] | None:
         """The response to send (None for a notification); related messages go to
-        ``outlet`` (the POST's SSE stream) while it is answered."""
+        ``outlet`` (the POST's SSE stream) while it is answered. ``arrival`` says how it
+        came, for its SERVER span (None while traces are off)."""
 
     async def check_headers(
         self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str

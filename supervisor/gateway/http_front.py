@@ -55,6 +55,7 @@ from supervisor.gateway.http_sessions import (
 from supervisor.gateway.param_check import param_headers_of
 from supervisor.gateway.sse_events import EventStream, StreamOutlet, parse_event_id
 from supervisor.gateway.stateless import header_refusal, http_status
+from supervisor.gateway.traced import Arrival, http_arrival
 from supervisor.web.exchange import BodyTimeout, Request
 from supervisor.web.http import (
     Headers,
@@ -144,12 +145,13 @@ class McpFront:
     async def _post(self, request: Request, tenant: str) -> Response:
         headers = request.headers
         message = parse_message(await self._read_message(headers, request.body))
+        arrival = http_arrival(headers, request.scope.get("client"))  # None: traces are off
         check_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
         session_id = headers.get(SESSION_HEADER)
         version = headers.get("MCP-Protocol-Version")
         request_id = message.get("id")
         if is_new_era(message, version, session_id):
-            return await self._new_era(message, headers, tenant)
+            return await self._new_era(message, headers, tenant, arrival)
         if session_id is None:
             if message.get("method") != "initialize":
                 raise HttpRefusal(
@@ -158,16 +160,17 @@ class McpFront:
                     f"then send its id in the {SESSION_HEADER} header",
                     request_id=request_id,
                 )
-            return await self._initialize(message, tenant)
+            return await self._initialize(message, tenant, arrival)
         record = self._session(session_id, tenant, request_id)
         check_version(version, record.peer.protocol_version, request_id)
         record.touch()
         if kind_of(message) != "request":
-            await record.peer.receive(message, record.outlet())
+            await record.peer.receive(message, record.outlet(), arrival)
             return empty_response(202)
         sse = accepts(headers)
         stream = record.new_stream() if sse else EventStream("json")
-        self.sessions.answer(record, message, StreamOutlet(stream) if sse else record.outlet(), stream)
+        outlet = StreamOutlet(stream) if sse else record.outlet()
+        self.sessions.answer(record, message, outlet, stream, arrival)
         window = JSON_WINDOW_S if sse and message.get("method") in STREAMED_AT_ONCE else None
         return await self._reply(stream, window, sse=sse)
 
@@ -204,7 +207,7 @@ class McpFront:
             )
         return record
 
-    async def _initialize(self, message: Mapping[str, Any], tenant: str) -> Response:
+    async def _initialize(self, message: Mapping[str, Any], tenant: str, arrival: Arrival | None) -> Response:
         request_id = message.get("id")
         try:
             record = await self.sessions.open(tenant)
@@ -212,7 +215,7 @@ class McpFront:
             raise HttpRefusal(429, str(exc), request_id=request_id) from None
         except GatewayClosed as exc:
             raise HttpRefusal(503, str(exc), request_id=request_id) from None
-        response = await record.peer.receive(message, record.outlet())
+        response = await record.peer.receive(message, record.outlet(), arrival)
         if response is None or "error" in response:
             await self.sessions.close(record.id, None)
             return self._json(response, 400)
@@ -232,7 +235,9 @@ class McpFront:
             return self._sse(_no_events()) if sse else empty_response(202)
         return self._sse(stream.follow(0))
 
-    async def _new_era(self, message: Mapping[str, Any], headers: Headers, tenant: str) -> Response:
+    async def _new_era(
+        self, message: Mapping[str, Any], headers: Headers, tenant: str, arrival: Arrival | None
+    ) -> Response:
         handler = self.new_era
         if handler is None:
             raise HttpRefusal(400, NEW_ERA_UNSERVED, request_id=message.get("id"))
@@ -250,7 +255,7 @@ class McpFront:
             response: dict[str, Any] | None = None
             try:
                 with hung_up:
-                    response = await handler.receive(message, StreamOutlet(stream), tenant)
+                    response = await handler.receive(message, StreamOutlet(stream), tenant, arrival)
             finally:
                 if response is not None:
                     stream.publish(response, response=True)

@@ -36,6 +36,7 @@ from actors.protocol.server_session import error_response
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError
 from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
+from supervisor.gateway.traced import HTTP, Arrival
 from supervisor.web.held_sessions import HeldSessions
 
 if TYPE_CHECKING:
@@ -196,19 +197,29 @@ class GatewaySessions(HeldSessions[GatewaySession]):
     # ----------------------------------------------------------------- requests
 
     def answer(
-        self, record: GatewaySession, message: Mapping[str, Any], outlet: StreamOutlet, stream: EventStream
+        self,
+        record: GatewaySession,
+        message: Mapping[str, Any],
+        outlet: StreamOutlet,
+        stream: EventStream,
+        arrival: Arrival | None = None,
     ) -> None:
         """Answer one request in the session's nursery; its response ends ``stream``
         (a request the client cancelled ends it without one)."""
-        record.nursery.start_soon(self._answer, record, message, outlet, stream)
+        record.nursery.start_soon(self._answer, record, message, outlet, stream, arrival)
 
     async def _answer(
-        self, record: GatewaySession, message: Mapping[str, Any], outlet: StreamOutlet, stream: EventStream
+        self,
+        record: GatewaySession,
+        message: Mapping[str, Any],
+        outlet: StreamOutlet,
+        stream: EventStream,
+        arrival: Arrival | None,
     ) -> None:
         response: dict[str, Any] | None = None
         answered = False
         try:
-            response = await record.peer.receive(message, outlet)
+            response = await record.peer.receive(message, outlet, arrival)
             answered = True
         except Exception:
             log.exception("gateway request failed", extra={"fields": {"session": record.id}})
@@ -241,6 +252,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
                     lambda key: sup.requests.cancel(key, tenant),
                     prefix=sup.config.gateway.prefix,
                     version=self._version,
+                    arrival=HTTP,
                 )
                 try:
                     async with trio.open_nursery() as nursery:

@@ -44,6 +44,8 @@ from actors.protocol.server_session import (
 from supervisor.gateway.core import GatewayCore, RequestContext
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.results import JsonRpcError
+from supervisor.gateway.traced import PIPE, Arrival, traced
+from supervisor.runtime.tracing import TRACING
 from supervisor.sessions.session import Session
 
 PASSED_ON: dict[str, Any] = {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}
@@ -75,8 +77,11 @@ class GatewayPeer:
         prefix: bool = True,
         version: str = "0",
         instructions: str | None = None,
+        arrival: Arrival = PIPE,
     ) -> None:
         self.core = GatewayCore(session, prefix=prefix, version=version)
+        self.arrival = arrival
+        """How its messages come (the SERVER spans' way in), unless ``receive`` is told."""
         self.session = session
         self.mcp = ServerSession()
         """The protocol's side of the session: handshake, requests in flight, ours."""
@@ -108,9 +113,24 @@ class GatewayPeer:
         """The key a client request is cancellable by (unique per tenant)."""
         return f"gateway:{self.session.id}:{request_id!r}"
 
-    async def receive(self, message: Mapping[str, Any], outlet: Outlet) -> dict[str, Any] | None:
+    async def receive(
+        self, message: Mapping[str, Any], outlet: Outlet, arrival: Arrival | None = None
+    ) -> dict[str, Any] | None:
         """Take one message from the client; the response to send, if any (None for a
-        notification, a response, and a request the client cancelled meanwhile)."""
+        notification, a response, and a request the client cancelled meanwhile). A
+        request is traced (``traced.py``) when traces are on."""
+        if TRACING.active is None:
+            return await self._receive(message, outlet)
+        arrival = arrival or self.arrival
+        return await traced(
+            message,
+            arrival,
+            lambda: self._receive(message, outlet),
+            session_id=self.session.id if arrival.transport == "tcp" else None,  # stdio has none
+            protocol_version=self.mcp.version,
+        )
+
+    async def _receive(self, message: Mapping[str, Any], outlet: Outlet) -> dict[str, Any] | None:
         event = self.mcp.receive(message, trio.CancelScope())
         if isinstance(event, RequestReceived):
             return await self._answer(event, outlet)

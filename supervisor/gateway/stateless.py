@@ -81,6 +81,8 @@ from supervisor.gateway.results import (
     JsonRpcError,
 )
 from supervisor.gateway.tenants import TenantState, TenantStates
+from supervisor.gateway.traced import HTTP, Answer, Arrival, traced
+from supervisor.runtime.tracing import TRACING
 from supervisor.sessions.session import Session
 
 if TYPE_CHECKING:
@@ -154,11 +156,27 @@ class StatelessGateway:
 
     # ------------------------------------------------------------------ messages
 
-    async def receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> dict[str, Any] | None:
+    async def receive(
+        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, arrival: Arrival | None = None
+    ) -> dict[str, Any] | None:
         """The response to one message of a per-request-era client (None for a
         notification or a response: this era sends clients no requests). The era has
         no session, so each message is read by a server session of its own, which
-        checks its ``_meta`` and refuses the removed methods."""
+        checks its ``_meta`` and refuses the removed methods. A request is traced
+        (``traced.py``) when traces are on."""
+        if TRACING.active is None:
+            return await self._receive(message, outlet, tenant)
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, Mapping) else None
+        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+        return await traced(
+            message,
+            arrival or HTTP,
+            lambda: self._receive(message, outlet, tenant),
+            protocol_version=version if isinstance(version, str) else None,
+        )
+
+    async def _receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> Answer:
         exchange = ServerSession(era=Era.PER_REQUEST)
         event = exchange.receive(message)
         if isinstance(event, Replied):

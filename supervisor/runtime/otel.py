@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import trio
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from actors.connection.messages import CallFailed, CallOutcome, CallSucceeded, CallTool
 from actors.protocol.messages import RequestId
@@ -95,6 +95,10 @@ class _RequestTrace:
             if protocol_version is not None:
                 self.span.set_attribute("mcp.protocol.version", protocol_version)
 
+    def refused(self, code: int) -> None:
+        self.span.set_attribute("error.type", str(code))
+        self.span.set_attribute("rpc.response.status_code", str(code))
+
     def answered(self, outcome: CallOutcome) -> None:
         code = error_type(outcome)
         if code is not None:
@@ -104,15 +108,49 @@ class _RequestTrace:
                 self.span.set_attribute("rpc.response.status_code", str(rpc.code))
 
 
+class _AttemptTrace:
+    """A connection attempt's span: not current in any task (the attempt's tasks live
+    on after it ends), its requests' parent by ``parent`` until it ends."""
+
+    __slots__ = ("failure", "parent", "span")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.parent: otel_context.Context | None = trace.set_span_in_context(span, otel_context.Context())
+        self.failure: str | None = None
+
+    def state(self, state: str, reason: str | None) -> tuple[str, str] | None:
+        if self.parent is None:
+            return None
+        fields = {"state": state} if reason is None else {"state": state, "reason": reason}
+        self.span.add_event("mcp_supervisor.state", fields)
+        if reason is not None:
+            self.failure = reason
+        context = self.span.get_span_context()
+        return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
+
+    def end(self, failure: str | None = None) -> None:
+        if self.parent is None:
+            return
+        self.parent = None
+        failure = failure or self.failure
+        if failure is not None:
+            self.span.set_attribute("error.type", "connection_failed")
+            self.span.set_status(StatusCode.ERROR, failure)
+        self.span.end()
+
+
 class _ServerTrace:
     __slots__ = ("span",)
 
     def __init__(self, span: Span) -> None:
         self.span = span
 
-    def ended(self, code: str | None) -> None:
+    def ended(self, code: str | None, status: int | None = None) -> None:
         if code is not None:
             self.span.set_attribute("error.type", code)
+        if status is not None:
+            self.span.set_attribute("rpc.response.status_code", str(status))
 
 
 def _failed_by(exc: BaseException) -> str:
@@ -158,16 +196,24 @@ class OtelTracing:
 
     @contextmanager
     def request_span(
-        self, server: str, method: str, target: str, *, root: bool
+        self, server: str, method: str, target: str, *, root: bool, parent: object = None
     ) -> Iterator[_RequestTrace | None]:
-        if not root and not trace.get_current_span().get_span_context().is_valid:
-            yield None  # a background ping: no root span of its own
-            return
-        parent = otel_context.Context() if root else None
+        if not isinstance(parent, otel_context.Context):
+            if not root and not trace.get_current_span().get_span_context().is_valid:
+                yield None  # a background ping: no root span of its own
+                return
+            parent = otel_context.Context() if root else None
         attributes = {**request_attributes(method, target), "mcp_supervisor.server": server}
         name = f"{method} {target}" if target else method
         with self._span(name, SpanKind.CLIENT, attributes, parent) as span:
             yield _RequestTrace(span)
+
+    def attempt_span(self, server: str) -> _AttemptTrace:
+        attributes = {"mcp_supervisor.server": server}
+        span = self._tracer.start_span(
+            f"mcp_supervisor connect {server}", otel_context.Context(), SpanKind.INTERNAL, attributes
+        )
+        return _AttemptTrace(span)
 
     @contextmanager
     def approval_span(self, tool: str) -> Iterator[None]:

@@ -32,8 +32,9 @@ class ClientTrace(RequestTrace, Protocol):
 class ServerTrace(Protocol):
     """A SERVER span of a request a front received (the gateway, the admin API)."""
 
-    def ended(self, code: str | None) -> None:
-        """The request's envelope code (None: it succeeded)."""
+    def ended(self, code: str | None, status: int | None = None) -> None:
+        """How the request ended: ``error.type`` (None: it succeeded) and the JSON-RPC
+        error code of an error answer (``rpc.response.status_code``)."""
         ...
 
 

@@ -154,7 +154,9 @@ class Discoverer:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
 
-    async def receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> dict[str, Any] | None:
+    async def receive(
+        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, arrival: object = None
+    ) -> dict[str, Any] | None:
         self.seen.append((str(message.get("method")), tenant))
         if "id" not in message:
             return None

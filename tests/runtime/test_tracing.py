@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,69 +16,17 @@ import pytest
 import trio
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from actors.spec import ServerSpec
 from supervisor import Supervisor
-from supervisor.runtime import tracing
-from supervisor.runtime.otel import OtelTracing, extract_parent
+from supervisor.runtime.otel import extract_parent
 from supervisor.settings.model import Config, TrustRule, TrustSettings
 from tests.actors.transports.test_stdio_transport import eventually
 from tests.support.paths import REPO, SERVERS
+from tests.support.traces import Traces
 
 MINI = str(SERVERS / "mini_server.py")
-
-
-class OpenSpans(SpanProcessor):
-    """Counts spans started against spans ended: what is open now."""
-
-    def __init__(self) -> None:
-        self.started = self.ended = 0
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self.started += 1
-
-    def on_end(self, span: ReadableSpan) -> None:
-        self.ended += 1
-
-    @property
-    def open(self) -> int:
-        return self.started - self.ended
-
-
-class Traces:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.counter = OpenSpans()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(self.counter)
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("host")
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def named(self, name: str) -> ReadableSpan:
-        found = [span for span in self.spans() if span.name == name]
-        assert len(found) == 1, [span.name for span in self.spans()]
-        return found[0]
-
-
-@pytest.fixture
-def traces() -> Iterator[Traces]:
-    """Our tracer over a provider of the test's own (the global one is set once per
-    process, so it is left alone), put where ``Supervisor.open`` would."""
-    made = Traces()
-    before = tracing.TRACING.active
-    tracing.TRACING.active = tracing.HOOK.tracing = OtelTracing(made.provider.get_tracer("ours"))
-    try:
-        yield made
-    finally:
-        tracing.TRACING.active = tracing.HOOK.tracing = before
 
 
 @pytest.fixture(autouse=True)
