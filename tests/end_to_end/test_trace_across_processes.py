@@ -176,6 +176,13 @@ async def test_one_trace_runs_from_the_sdk_client_through_serve_to_the_sdk_serve
     assert ours.attributes["server.address"] == "127.0.0.1"
     assert ours.attributes["server.port"] == port
     assert ours.attributes["mcp_supervisor.server"] == "traced"
+    # the same endpoint took serve's metrics (flushed at exit), by the conventions' names
+    exported = {metric.name for metric in collector.metrics if metric.service == SERVICES["serve"]}
+    assert {
+        "mcp.server.operation.duration",
+        "mcp.client.operation.duration",
+        "mcp.client.session.duration",
+    } <= exported, exported
 
 
 @pytest.mark.parametrize("compression", [Compression.NoCompression, Compression.Gzip])

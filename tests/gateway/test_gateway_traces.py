@@ -7,12 +7,15 @@ The embedding API has no SERVER span: the host's own span is the parent."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -21,9 +24,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from supervisor.gateway.stdio_front import lines, serve_stdio
+from supervisor.settings.model import TrustRule, TrustSettings
 from tests.gateway.test_gateway_stateless import VERSION
 from tests.gateway.test_gateway_stateless import request as new_era_request
-from tests.support.admin import Running, admin_running, config_of, mini_spec
+from tests.support.admin import Running, admin_running, config_of, mini_spec, until
 from tests.support.gateway_http import McpHttp, initialize
 from tests.support.gateway_http import request as rpc
 from tests.support.traces import Traces
@@ -294,3 +298,68 @@ async def test_a_connection_attempt_is_a_span_with_its_first_requests_and_states
     )
     assert lists == ["prompts/list", "resources/list", "resources/templates/list", "tools/list"]
     assert traces.counter.open == 0
+
+
+CHAOS = ["sigkill", "cancelled", "hang-up", "timeout", "busy", "denied"]
+
+
+@pytest.mark.parametrize("case", CHAOS)
+async def test_every_span_through_mcp_ends_whatever_ends_the_call(
+    tmp_path: Path, traces: Traces, case: str
+) -> None:
+    """Zero open spans once a call through ``/mcp`` ended by ``case``; the SERVER
+    span says how it ended."""
+    calls = tmp_path / "calls.jsonl"
+    options: dict[str, Any] = {"call_timeout_s": 0.5} if case == "timeout" else {}
+    if case == "busy":
+        options["concurrency"] = 1
+    spec = mini_spec("mini", "--whoami", "--calls-log", str(calls), **options)
+    config = config_of(spec)
+    if case == "denied":
+        config = attrs.evolve(
+            config, trust=TrustSettings(rules=(TrustRule("mcp:mini:sleep", action="deny"),))
+        )
+    sleep = {"name": "mini_sleep", "arguments": {"seconds": 30}}
+    async with admin_running(config, tmp_path) as api:
+        mcp = McpHttp(api.http())
+        await mcp.open()
+        with trio.fail_after(30):
+            pid = json.loads(
+                (await mcp.call(1, "tools/call", {"name": "mini_whoami"}))["result"]["content"][0]["text"]
+            )["pid"]
+            if case in ("denied", "timeout"):
+                answer = await mcp.call(2, "tools/call", with_meta(sleep, traceparent(2)))
+                assert answer["result"]["_meta"]["mcp-supervisor/error"]["code"] == case
+            else:
+                async with trio.open_nursery() as nursery:
+                    hung_up = trio.CancelScope()
+
+                    async def slow() -> None:
+                        with hung_up:
+                            await mcp.post(rpc(2, "tools/call", with_meta(sleep, traceparent(2))))
+
+                    nursery.start_soon(slow)
+                    await until(lambda: calls.exists() and '"sleep"' in calls.read_text())
+                    if case == "sigkill":
+                        os.kill(pid, signal.SIGKILL)
+                    elif case == "cancelled":
+                        cancel = {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/cancelled",
+                            "params": {"requestId": 2},
+                        }
+                        await mcp.post(cancel)
+                    elif case == "hang-up":
+                        hung_up.cancel()
+                    else:
+                        echo = {"name": "mini_echo", "arguments": {"text": "x"}}
+                        answer = await mcp.call(3, "tools/call", with_meta(echo, traceparent(3)))
+                        assert answer["result"]["_meta"]["mcp-supervisor/error"]["code"] == "busy"
+                        nursery.cancel_scope.cancel()
+            if case not in ("hang-up", "busy"):  # a hang-up is no cancel: the call runs on
+                await until(lambda: traces.counter.open == 0)
+    assert traces.counter.open == 0, [span.name for span in traces.spans()]  # ended by the stop
+    n = 3 if case == "busy" else 2
+    (received,) = [span for span in spans_of(traces, n) if span.kind is SpanKind.SERVER]
+    expected = {"sigkill": "unavailable", "cancelled": "cancelled", "hang-up": "cancelled"}.get(case, case)
+    assert dict(received.attributes or {})["error.type"] == expected, case
