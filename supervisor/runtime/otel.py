@@ -218,6 +218,12 @@ class OtelTracing:
         context = trace.get_current_span().get_span_context()
         return trace.format_trace_id(context.trace_id) if context.is_valid else None
 
+    def current_ids(self) -> tuple[str, str] | None:
+        context = trace.get_current_span().get_span_context()
+        if not context.is_valid:
+            return None
+        return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
+
 
 def extract_parent(
     meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None = None

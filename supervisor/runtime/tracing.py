@@ -77,6 +77,11 @@ class SupervisorTracing(Tracing, Protocol):
         """The current trace's id (32 hex digits), for an audit row; None untraced."""
         ...
 
+    def current_ids(self) -> tuple[str, str] | None:
+        """The current span's trace and span ids (32 and 16 lowercase hex digits), for a
+        log line; None when no valid span is current."""
+        ...
+
 
 class Tracer:
     """The one slot: None while traces are off."""
