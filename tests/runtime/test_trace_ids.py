@@ -115,3 +115,30 @@ def test_with_traces_off_a_line_has_no_ids_even_inside_a_hosts_span(traces: Trac
 def test_no_ids_without_a_valid_current_span(traces: Traces) -> None:
     assert "trace_id" not in orjson.loads(format_line(json_lines=True))
     assert tracing.TRACING.active is not None and tracing.TRACING.active.current_ids() is None
+
+
+async def test_a_traced_calls_audit_row_keeps_its_trace_id(tmp_path: Path, traces: Traces) -> None:
+    config = Config(servers=(spec("mini"),))
+    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+        turn = await session.begin_turn()
+        with sup.events.subscribe() as listener:
+            with traces.tracer.start_as_current_span("host turn"):
+                assert (await turn.call("mini_echo", {"text": "traced"})).ok
+            refused = await turn.call("no_such_tool", {})  # traced too: our span is its root
+            assert refused.error is not None and refused.error.code == "unknown_tool"
+            tracing.TRACING.active = None  # traces off (the fixture puts them back)
+            assert (await turn.call("mini_echo", {"text": "untraced"})).ok
+            events = [listener.events.receive_nowait() for _ in range(3)]
+        await sup.store.flush()
+        untraced, unknown, echoed = sup.store.store.audit_rows(session=session.id)
+    echo_span = traces.named("mcp_supervisor tools/call mini_echo")
+    assert echoed.trace_id == f"{echo_span.context.trace_id:032x}"
+    assert echoed.trace_id == f"{traces.named('tools/call echo').context.trace_id:032x}"
+    assert (
+        unknown.trace_id == f"{traces.named('mcp_supervisor tools/call no_such_tool').context.trace_id:032x}"
+    )
+    assert unknown.trace_id != echoed.trace_id
+    assert untraced.trace_id is None
+    # the call events say the same: a traced call's names its trace, an untraced one's is as before
+    assert [event.get("trace_id") for event in events] == [echoed.trace_id, unknown.trace_id, None]
+    assert "trace_id" not in events[2]
