@@ -82,6 +82,11 @@ class SupervisorTracing(Tracing, Protocol):
         log line; None when no valid span is current."""
         ...
 
+    def annotate(self, attributes: Mapping[str, str]) -> None:
+        """More attributes on the current call's span (what the config's ``tracing``
+        opts in to: ``supervisor/calls/span_content.py``); nothing outside one."""
+        ...
+
 
 class Tracer:
     """The one slot: None while traces are off."""
