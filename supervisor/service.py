@@ -291,7 +291,8 @@ class Supervisor:
         )
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
         metrics, requests = Metrics(), RequestRegistry()
-        calls = CallServices(config.tool_search, requests, AuditTrail(journal, store_actor), metrics, events)
+        audit = AuditTrail(journal, store_actor)
+        calls = CallServices(config.tool_search, requests, audit, metrics, events, config.tracing)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
         running = _Running(config)
         warm = WarmPool(connector, config.servers, max_processes=lambda: running.config.bridge.max_processes)
@@ -428,6 +429,7 @@ class Supervisor:
             self.policy.retune(config.trust, {s.name for s in config.servers if s.trusted}.__contains__)
             self.approvals.timeout_s = config.trust.approval_timeout_s
             self._sessions.calls.tool_search = config.tool_search
+            self._sessions.calls.tracing = config.tracing
             self._sessions.private_servers = plan.private
             await self.warm.retune(config.servers)  # spares of changed or removed servers stop
             for name in (*plan.stop, *(spec.name for spec in plan.restart)):

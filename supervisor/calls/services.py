@@ -24,7 +24,7 @@ from actors.router.trust import Action, Decision
 from supervisor.calls.audit_trail import AuditTrail
 from supervisor.calls.requests import RequestRegistry
 from supervisor.runtime.metrics import Metrics
-from supervisor.settings.model import ToolSearchSettings
+from supervisor.settings.model import ToolSearchSettings, TracingSettings
 
 _CALLING_CLIENT: ContextVar[ClientSide | None] = ContextVar("calling_client", default=None)
 
@@ -61,6 +61,9 @@ class CallServices:
     audit: AuditTrail
     metrics: Metrics
     events: Broadcast[Mapping[str, Any]]
+    tracing: TracingSettings = attrs.field(factory=TracingSettings)
+    """What a traced call's span may carry (``supervisor/calls/span_content.py``);
+    replaced by a config reload, as ``tool_search``."""
 
 
 @attrs.frozen(slots=True)

@@ -102,7 +102,9 @@ class TurnAudit:
         result_bytes: int,
         record: str,
     ) -> AuditRow:
+        """The row of one request; traced, with its trace's id (the call span is current)."""
         session = self.session
+        tracing = TRACING.active
         return AuditRow(
             time.time(),
             session.tenant,
@@ -116,24 +118,27 @@ class TurnAudit:
             digest[1],
             result_bytes,
             record,
+            None if tracing is None else tracing.trace_id(),
         )
 
     def _observe(self, row: AuditRow, seconds: float) -> None:
-        """Metrics and the call event of one ended call."""
+        """Metrics and the call event of one ended call (a traced one's with its trace id,
+        as its row; an untraced one's as before)."""
         calls = self._calls
         calls.metrics.observe_call(row.server, row.outcome, seconds)
         tracing = TRACING.active
         if tracing is not None:
             tracing.ended(row.server, row.decision, row.outcome)
-        calls.events.publish(
-            {
-                "type": "call",
-                "tool": row.tool,
-                "server": row.server,
-                "outcome": row.outcome,
-                "decision": row.decision,
-                "duration_ms": row.duration_ms,
-                "session": row.session,
-                "tenant": row.tenant,
-            }
-        )
+        event = {
+            "type": "call",
+            "tool": row.tool,
+            "server": row.server,
+            "outcome": row.outcome,
+            "decision": row.decision,
+            "duration_ms": row.duration_ms,
+            "session": row.session,
+            "tenant": row.tenant,
+        }
+        if row.trace_id is not None:
+            event["trace_id"] = row.trace_id
+        calls.events.publish(event)

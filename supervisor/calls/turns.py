@@ -49,6 +49,7 @@ from supervisor.calls.dispatch import dispatch as _dispatch
 from supervisor.calls.dispatch import unavailable_in_turn
 from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import CallServices, TurnSession, calling_client
+from supervisor.calls.span_content import show_call, show_result
 from supervisor.calls.turn_audit import Went
 from supervisor.calls.turn_surface import TurnSurface
 from supervisor.runtime.tracing import TRACING
@@ -233,11 +234,16 @@ class Turn(TurnSurface):
         if tracing is None:
             with self._in_flight(request_id, tool_id) as request:
                 return await self._call(tool_id, arguments, progress, request, raw_request)
+        shown = self._calls.tracing  # what the config opts in to (supervisor/calls/span_content.py)
         with (
             tracing.call_span("tools/call", tool_id, self.epoch),
             self._in_flight(request_id, tool_id) as request,
         ):
-            return await self._call(tool_id, arguments, progress, request, raw_request)
+            limit = show_call(tracing, shown, self.session, self.catalog, tool_id, arguments)
+            envelope = await self._call(tool_id, arguments, progress, request, raw_request)
+            if shown.results:
+                show_result(tracing, envelope, limit)
+            return envelope
 
     async def _call(
         self,

@@ -291,6 +291,17 @@ class OtelTracing:
         context = trace.get_current_span().get_span_context()
         return trace.format_trace_id(context.trace_id) if context.is_valid else None
 
+    def current_ids(self) -> tuple[str, str] | None:
+        context = trace.get_current_span().get_span_context()
+        if not context.is_valid:
+            return None
+        return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
+
+    def annotate(self, attributes: Mapping[str, str]) -> None:
+        span = _CALL_SPAN.get()
+        if span is not None and span.is_recording():
+            span.set_attributes(attributes)
+
 
 def extract_parent(
     meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None = None

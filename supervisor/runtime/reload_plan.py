@@ -12,7 +12,8 @@ without a running supervisor:
   the running server without a restart.
 - A server no longer in the file stops; a new one starts. ``scope: session`` servers
   are started by each session: a change to them applies to sessions opened after it.
-- ``trust``, ``tool_search``, ``bridge`` and ``admin.tokens`` apply live.
+- ``trust``, ``tool_search``, ``bridge``, ``tracing`` (calls made after it) and
+  ``admin.tokens`` apply live.
 - ``admin.bind`` and ``state_dir`` cannot change while running: the reload is refused,
   naming the key (``ReloadRefused``), and nothing changes.
 """
@@ -120,7 +121,8 @@ class ReloadPlan:
     new_sessions: tuple[str, ...] = ()
     """``scope: session`` servers added, changed or removed (new sessions see it)."""
     settings: tuple[str, ...] = ()
-    """Changed settings applied live: ``trust``, ``tool_search``, ``bridge``, ``admin.tokens``."""
+    """Changed settings applied live: ``trust``, ``tool_search``, ``bridge``, ``tracing``,
+    ``admin.tokens``."""
 
     def report(self) -> dict[str, Any]:
         """The reply of a reload (admin API, CLI ``--json``): names and keys, no values."""
@@ -221,6 +223,8 @@ def _settings(old: Config, new: Config) -> tuple[str, ...]:
         changed.append("tool_search")
     if old.bridge != new.bridge:
         changed.append("bridge")
+    if old.tracing != new.tracing:
+        changed.append("tracing")
     if dict(old.admin.tokens) != dict(new.admin.tokens):
         changed.append("admin.tokens")
     return tuple(changed)

@@ -82,6 +82,16 @@ class SupervisorTracing(Tracing, Protocol):
         """The current trace's id (32 hex digits), for an audit row; None untraced."""
         ...
 
+    def current_ids(self) -> tuple[str, str] | None:
+        """The current span's trace and span ids (32 and 16 lowercase hex digits), for a
+        log line; None when no valid span is current."""
+        ...
+
+    def annotate(self, attributes: Mapping[str, str]) -> None:
+        """More attributes on the current call's span (what the config's ``tracing``
+        opts in to: ``supervisor/calls/span_content.py``); nothing outside one."""
+        ...
+
 
 class Tracer:
     """The one slot: None while traces are off."""

@@ -45,6 +45,7 @@ from .model import (
 )
 from .server_warnings import server_warnings
 from .top_level import top_level_warnings
+from .tracing import read_tracing
 from .values import (
     Invalid,
     check_keys,
@@ -216,6 +217,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         admin=_admin(root.get("admin", {}), "$.admin", exp),
         gateway=read_gateway(root.get("gateway", {}), "$.gateway", servers),
         bridge=read_bridge(root.get("bridge", {}), "$.bridge", servers, child("$", section or "servers")),
+        tracing=read_tracing(root.get("tracing", {}), "$.tracing"),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),
     )
 

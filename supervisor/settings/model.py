@@ -26,6 +26,7 @@ __all__ = [
     "ServerSpec",
     "TokenGrant",
     "ToolSearchSettings",
+    "TracingSettings",
     "TrustAction",
     "TrustRule",
     "TrustSettings",
@@ -88,6 +89,20 @@ class BridgeSettings:
     heartbeat_s: float = 20.0
     idle_s: float = 600.0
     max_message_bytes: int | None = None
+
+
+@attrs.frozen(slots=True)
+class TracingSettings:
+    """What a traced call's span may carry besides its metadata, each off by default:
+    the arguments a model sent and the result it got may hold secrets or personal data,
+    and the tenant names a customer, while a trace backend is often read more widely
+    than the audit. ``arguments`` and ``results``: ``gen_ai.tool.call.arguments`` and
+    ``.result`` (JSON text, redacted as log lines are, cut to the server's
+    ``max_output_bytes``); ``identity``: ``mcp_supervisor.tenant`` and ``.session``."""
+
+    arguments: bool = False
+    results: bool = False
+    identity: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -183,6 +198,7 @@ class Config:
     admin: AdminSettings = AdminSettings()
     gateway: GatewaySettings = GatewaySettings()
     bridge: BridgeSettings = BridgeSettings()
+    tracing: TracingSettings = TracingSettings()
     state_dir: str | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 

@@ -20,7 +20,7 @@ from .values import Invalid, child, suggest
 
 __all__ = ["HOST_KEYS", "OUR_KEYS", "top_level_warnings"]
 
-OUR_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge", "state_dir")
+OUR_KEYS = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge", "tracing", "state_dir")
 
 ANY_FILE = ("$schema",)
 """Keys any JSON file may carry (an editor's schema pointer)."""

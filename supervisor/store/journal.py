@@ -125,24 +125,24 @@ def journal_dir(state_dir: Path) -> Path:
 
 
 def encode(row: AuditRow) -> bytes:
-    """One journal line."""
-    return orjson.dumps(
-        {
-            "record": row.record,
-            "at": row.at,
-            "tenant": row.tenant,
-            "session": row.session,
-            "tool": row.tool,
-            "server": row.server,
-            "decision": row.decision,
-            "outcome": row.outcome,
-            "duration_ms": row.duration_ms,
-            "args_sha256": row.args_sha256,
-            "args_bytes": row.args_bytes,
-            "result_bytes": row.result_bytes,
-        },
-        option=orjson.OPT_APPEND_NEWLINE,
-    )
+    """One journal line (``trace_id`` only when the row has one: untraced lines stay short)."""
+    fields = {
+        "record": row.record,
+        "at": row.at,
+        "tenant": row.tenant,
+        "session": row.session,
+        "tool": row.tool,
+        "server": row.server,
+        "decision": row.decision,
+        "outcome": row.outcome,
+        "duration_ms": row.duration_ms,
+        "args_sha256": row.args_sha256,
+        "args_bytes": row.args_bytes,
+        "result_bytes": row.result_bytes,
+    }
+    if row.trace_id is not None:
+        fields["trace_id"] = row.trace_id
+    return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
 class AuditJournal:

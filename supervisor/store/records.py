@@ -27,6 +27,7 @@ class AuditRow:
     ``at`` is unix time; ``outcome`` is ``"ok"``, an envelope error code, or
     ``"interrupted"`` for a call the supervisor died during. ``record`` is the id of the
     row's journal record (unique; None for rows written without a journal).
+    ``trace_id`` is the trace the call was part of (32 hex digits; None untraced).
     """
 
     at: float
@@ -41,6 +42,7 @@ class AuditRow:
     args_bytes: int
     result_bytes: int
     record: str | None = None
+    trace_id: str | None = None
 
 
 def _plain(value: object) -> object:

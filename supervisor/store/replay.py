@@ -38,16 +38,22 @@ INTERRUPTED = "interrupted"
 
 
 _FIELDS: tuple[tuple[str, type], ...] = tuple(
-    (field.name, {"float": float, "int": int}.get(str(field.type), str)) for field in attrs.fields(AuditRow)
+    (field.name, {"float": float, "int": int}.get(str(field.type), str))
+    for field in attrs.fields(AuditRow)
+    if field.name != "trace_id"
 )
-"""``AuditRow``'s fields in order, with the type each one must have."""
+"""``AuditRow``'s fields every line has, in order, with the type each one must have
+(``trace_id`` is written only for traced calls, and lines from before have none)."""
 
 
 def _row(line: bytes) -> AuditRow | None:
     try:
         data = orjson.loads(line)
-        return AuditRow(*(kind(data[name]) for name, kind in _FIELDS))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        values = [kind(data[name]) for name, kind in _FIELDS]
+        trace_id = data.get("trace_id")
+        values.append(trace_id if isinstance(trace_id, str) else None)
+        return AuditRow(*values)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None
 
 

@@ -119,6 +119,9 @@ MIGRATIONS: tuple[Step, ...] = (
         "ALTER TABLE pins ADD COLUMN description_sha256 TEXT",
         "ALTER TABLE pins ADD COLUMN input_schema_sha256 TEXT",
     ),
+    # 8: a traced call's row keeps its trace id (32 hex digits), so a row leads to its
+    # trace and a trace to its row. Untraced rows, and rows from before, have none.
+    ("ALTER TABLE audit ADD COLUMN trace_id TEXT",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,7 +9,14 @@ import pytest
 
 from actors.spec import Scope, ServerSpec, Start
 from supervisor.runtime.reload_plan import LAUNCH_KEYS, LIVE_KEYS, UNCOMPARED, ReloadRefused, plan_reload
-from supervisor.settings.model import AdminSettings, Config, ToolSearchSettings, TrustRule, TrustSettings
+from supervisor.settings.model import (
+    AdminSettings,
+    Config,
+    ToolSearchSettings,
+    TracingSettings,
+    TrustRule,
+    TrustSettings,
+)
 
 TOKEN = "t" * 24
 
@@ -120,6 +127,7 @@ SETTINGS = [
     ("trust", {"trust": TrustSettings(rules=(TrustRule("mcp:a:*", action="deny"),))}),
     ("trust", {"trust": TrustSettings(max_description_length=50)}),
     ("tool_search", {"tool_search": ToolSearchSettings(threshold=3)}),
+    ("tracing", {"tracing": TracingSettings(arguments=True)}),
     ("admin.tokens", {"admin": AdminSettings(tokens={TOKEN: "alice"})}),
 ]
 

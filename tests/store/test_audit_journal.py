@@ -401,6 +401,22 @@ def test_a_fold_is_idempotent_and_the_last_line_of_a_call_wins(tmp_path: Path) -
     assert got == {("i.1", "ok"), ("i.2", "interrupted"), ("i.3", "denied")}
 
 
+def test_a_traced_rows_trace_id_is_journaled_and_a_line_from_before_folds_without_one(
+    tmp_path: Path,
+) -> None:
+    traced = attrs.evolve(row("i.1"), trace_id="4bf92f3577b34da6a3ce929d0e0e4736")
+    untraced = journal_module.encode(row("i.2", n=2))
+    assert b"trace_id" not in untraced  # an untraced line is as it was before
+    path = tmp_path / "j.1.jsonl"
+    path.write_bytes(journal_module.encode(traced) + untraced)
+    rows, _ = read_journal([path])
+    assert rows == {"i.1": traced, "i.2": row("i.2", n=2)}
+    with Store.open(tmp_path / "db" / "supervisor.db") as store:
+        fold_journal(store, [path], interrupted=False)
+        got = {r.record: r.trace_id for r in store.audit_rows()}
+    assert got == {"i.1": "4bf92f3577b34da6a3ce929d0e0e4736", "i.2": None}
+
+
 def test_start_folds_journals_of_dead_instances_only(tmp_path: Path) -> None:
     state = tmp_path
     directory = journal_dir(state)

@@ -164,7 +164,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 7, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 8, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -199,8 +199,12 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         store.set_pin("fs", "write", "fp2", parts)
         assert store.pins() == {("time", "now"): "fp1", ("fs", "write"): "fp2"}
         assert store.pin_parts() == {("fs", "write"): parts}
+        # 8: a traced call's row keeps its trace id; the rows from before have none.
+        assert {row.trace_id for row in store.audit_rows()} == {None}
+        store.add_audit([attrs.evolve(_row(7), trace_id="0af7651916cd43dd8448eb211c80319c")])
+        assert store.audit_rows()[0].trace_id == "0af7651916cd43dd8448eb211c80319c"
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (7,)
+        assert raw.execute("PRAGMA user_version").fetchone() == (8,)
     assert {
         "audit_by_time",
         "audit_by_tenant",
@@ -271,6 +275,7 @@ def test_a_failing_step_rolls_back_to_the_previous_version(tmp_path: Path) -> No
 
 def test_audit_round_trip_and_reopen(db_path: Path) -> None:
     rows = [_row(n) for n in range(3)]
+    rows[1] = attrs.evolve(rows[1], trace_id="4bf92f3577b34da6a3ce929d0e0e4736")
     with Store.open(db_path) as store:
         store.add_audit(rows)
     with Store.open(db_path) as store:
