@@ -21,10 +21,8 @@ from supervisor.runtime import tracing
 from supervisor.runtime.logs import StructuredFormatter
 from supervisor.sessions.approvals import ApprovalRequest
 from supervisor.settings.model import Config, TrustRule, TrustSettings
-from tests.runtime import test_tracing
-from tests.runtime.test_tracing import Traces, spec
-
-traces = test_tracing.traces  # the fixture: our tracer over an in-memory exporter
+from tests.runtime.test_tracing import spec
+from tests.support.traces import Traces
 
 
 @pytest.fixture(autouse=True)

@@ -17,10 +17,8 @@ from supervisor import Supervisor
 from supervisor.calls.span_content import ARGUMENTS, RESULT, SESSION, TENANT, TOO_DEEP, span_text
 from supervisor.settings.loader import load_config
 from supervisor.settings.model import Config, TracingSettings
-from tests.runtime import test_tracing
-from tests.runtime.test_tracing import MINI, Traces
-
-traces = test_tracing.traces  # the fixture: our tracer over an in-memory exporter
+from tests.runtime.test_tracing import MINI
+from tests.support.traces import Traces
 
 SECRET = "s3cr3t-Value-4711"
 QUOTED = 'pa"ss\\word-0042'  # JSON escapes it: masked before it is quoted, or not at all
