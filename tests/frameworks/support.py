@@ -146,6 +146,12 @@ class StdioFront:
         return [row.outcome for row in reversed(rows) if row.tool == tool]
 
 
+def launched_here(transport: Any, front: StdioFront) -> None:
+    """A recipe's FastMCP stdio transport, set for a test: the front's log to its file, and
+    its process ended with the session (FastMCP keeps it alive for the next by default)."""
+    transport.keep_alive, transport.log_file = False, front.log
+
+
 def stdio_front(tmp_path: Path, *, ask: Sequence[str] = ()) -> StdioFront:
     """Write the config of a ``mcp-supervisor stdio`` that serves the backend (eager,
     trusted; ``ask``: permissions a rule asks about)."""
