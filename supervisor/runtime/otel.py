@@ -91,9 +91,10 @@ class _RequestTrace:
         self.span = span
         self.meta: Mapping[str, str] = _injected(span)
 
-    def sent(self, request_id: RequestId, protocol_version: str | None) -> None:
+    def sent(self, request_id: RequestId | None, protocol_version: str | None) -> None:
         if self.span.is_recording():  # the caller may have given up before the actor sent it
-            self.span.set_attribute("jsonrpc.request.id", str(request_id))
+            if request_id is not None:
+                self.span.set_attribute("jsonrpc.request.id", str(request_id))
             if protocol_version is not None:
                 self.span.set_attribute("mcp.protocol.version", protocol_version)
 
