@@ -288,6 +288,11 @@ class OtelTracing:
         if outcome != "ok":
             span.set_attribute("error.type", outcome)
 
+    def decided(self, rule: int) -> None:
+        span = _CALL_SPAN.get()
+        if span is not None and span.is_recording():
+            span.set_attribute("mcp_supervisor.trust.rule", rule)
+
     def trace_id(self) -> str | None:
         context = trace.get_current_span().get_span_context()
         return trace.format_trace_id(context.trace_id) if context.is_valid else None

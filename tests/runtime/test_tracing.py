@@ -137,6 +137,8 @@ async def test_every_span_ends_whatever_ends_the_call(tmp_path: Path, traces: Tr
         }[case]
     ]
     assert failed and (failed[-1].attributes or {})["error.type"] == code, code
+    if case == "denied":  # the rule that decided: the first (and only) of the config's
+        assert (failed[-1].attributes or {})["mcp_supervisor.trust.rule"] == 0
     if case in ("sigkill", "crash", "timeout", "busy", "cancelled"):
         client = [span for span in traces.spans() if span.kind is SpanKind.CLIENT]
         assert (client[-1].attributes or {})["error.type"] in (code, "unavailable", "cancelled")
