@@ -52,6 +52,10 @@ ONE_RUN_PER_THREAD = (
     "or trio-asyncio or trio.run runs this code): open your sessions on the supervisor that is open "
     "(it takes any number), or open this one in another thread with its own event loop"
 )
+OTHER_LOOP = (
+    "this supervisor runs on the asyncio event loop that opened it, in its thread: await its "
+    "requests there (from another thread, hand them over with asyncio.run_coroutine_threadsafe)"
+)
 CLOSED = "the supervisor is closed (its async with block has ended): open a new one"
 
 
@@ -72,6 +76,13 @@ def host_loop() -> asyncio.AbstractEventLoop:
     if trio.lowlevel.in_trio_run():
         raise RuntimeError(ONE_RUN_PER_THREAD)
     return loop
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def resolve(future: asyncio.Future[T], value: T) -> bool:
@@ -211,7 +222,9 @@ class Guest:
 
         Its value or exception comes back as is. Cancelling the awaiting task cancels the
         Trio task, waits for it to end, then raises CancelledError. SupervisorClosed: the
-        run has ended, or ended while this ran."""
+        run has ended, or ended while this ran. RuntimeError: awaited on another loop."""
+        if _running_loop() is not self.loop:
+            raise RuntimeError(OTHER_LOOP)
         job: _Job[T] = _Job(self.loop.create_future())
         self.soon(self._start, job, functools.partial(fn, *args, **kwargs))
         try:

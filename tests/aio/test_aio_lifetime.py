@@ -206,6 +206,20 @@ def test_what_outlives_the_block_says_the_supervisor_is_closed(tmp_path: Path) -
     host(main)
 
 
+def test_a_request_awaited_on_another_loop_is_refused_saying_where_to_await_it(tmp_path: Path) -> None:
+    config = Config(servers=(mini("mini"),))
+
+    async def main() -> None:
+        async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session() as session:
+            turn = await session.begin_turn()
+            elsewhere = asyncio.to_thread(asyncio.run, turn.call("mini_echo", {"text": "x"}))
+            with pytest.raises(RuntimeError, match="runs on the asyncio event loop that opened it"):
+                await elsewhere
+            assert (await turn.call("mini_echo", {"text": "here"})).ok
+
+    host(main)
+
+
 def test_sessions_still_open_end_before_the_supervisor_with_their_private_servers(tmp_path: Path) -> None:
     marker = str(tmp_path / "private")
     config = Config(servers=(mini("own", "--methods-log", marker, scope=Scope.SESSION),))
