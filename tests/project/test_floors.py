@@ -2,13 +2,15 @@
 
 ``docs/architecture.md`` draws it. From the top floor down::
 
-    cli → server → (admin | gateway | bridge | aio) → service → sessions → calls → web
-        → runtime → (store | settings) → actors
+    cli → (server | adapters) → (admin | gateway | bridge | aio) → service → sessions → calls
+        → web → runtime → (store | settings) → actors
 
 A package may import any package on a floor below its own, never one above it, and
 never another on its own floor: ``admin``, ``gateway`` and ``bridge`` read each other
 only through ``web``'s interfaces, which ``server`` wires; ``aio`` (the embedding API
-for asyncio hosts, over ``service``) reads none of them. ``web`` sits above
+for asyncio hosts, over ``service``) reads none of them. ``adapters`` (the agent
+frameworks' in-process tools) stands on ``aio`` alone: of ours it imports nothing else,
+``actors`` included (``test_the_adapters_stand_on_aio_alone``). ``web`` sits above
 ``runtime`` because its interfaces name runtime's metric families. ``supervisor``'s own
 ``__init__`` (the embedding API's face) re-exports from below and is on no floor.
 ``actors/`` is below everything (and never imports ``supervisor/``: ``test_layering.py``);
@@ -26,12 +28,12 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from tests.project.test_import_graph import Graph, find_cycle, import_graph
+from tests.project.test_import_graph import Graph, find_cycle, import_graph, imported_names, modules_of
 from tests.support.paths import REPO
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),
-    ("server",),
+    ("server", "adapters"),
     ("admin", "gateway", "bridge", "aio"),
     ("service",),
     ("sessions",),
@@ -75,6 +77,23 @@ def floor_violations(graph: Graph, floors: Sequence[Sequence[str]]) -> Iterator[
 def test_supervisor_keeps_its_floors() -> None:
     broken = list(floor_violations(import_graph("supervisor"), FLOORS))
     assert not broken, "the floor plan is broken:\n" + "\n".join(broken)
+
+
+def ours_beyond_aio(package: str = "supervisor/adapters", root: Path = REPO) -> Iterator[str]:
+    """Every import of ``package``'s modules of a module of ours outside it and
+    ``supervisor.aio``, as ``module → imported``."""
+    inside = package.replace("/", ".")
+    for name, path in modules_of(package, root).items():
+        for target in imported_names(path.read_text(), name, path.name == "__init__.py", ()):
+            ours = target.split(".")[0] in ("supervisor", "actors")
+            allowed = target == "supervisor.aio" or target.startswith((f"{inside}.", "supervisor.aio."))
+            if ours and not allowed and target != inside:
+                yield f"{name} → {target}"
+
+
+def test_the_adapters_stand_on_aio_alone() -> None:
+    beyond = list(ours_beyond_aio())
+    assert not beyond, "an adapter imports more of ours than supervisor.aio:\n" + "\n".join(beyond)
 
 
 def package_graph(graph: Graph, depth: int = 1) -> Mapping[str, frozenset[str]]:
@@ -151,3 +170,18 @@ def test_a_package_cycle_is_found(tmp_path: Path) -> None:
         "pkg.a.z": frozenset(),
     }
     assert find_cycle(package_graph(graph)) == ["a", "b", "c", "a"]
+
+
+def test_an_adapter_importing_more_than_aio_is_found(tmp_path: Path) -> None:
+    adapters = tmp_path / "supervisor" / "adapters"
+    adapters.mkdir(parents=True)
+    (adapters / "__init__.py").write_text('"""Faces."""\n')
+    (adapters / "output.py").write_text("from supervisor.aio import Envelope\n")
+    (adapters / "framework.py").write_text(
+        "import json\nimport actors.router\nfrom supervisor.calls import turns\n"
+        "from supervisor.aio.turns import Turn\nfrom supervisor.adapters.output import Envelope\n"
+    )
+    assert sorted(ours_beyond_aio(root=tmp_path)) == [
+        "supervisor.adapters.framework → actors.router",
+        "supervisor.adapters.framework → supervisor.calls",
+    ]
