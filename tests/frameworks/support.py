@@ -35,7 +35,7 @@ import attrs
 import trio
 
 from actors.connection.states import State
-from supervisor.settings.model import ToolSearchSettings
+from supervisor.settings.model import ToolSearchSettings, TrustRule
 from supervisor.store import Store
 from tests.support.admin import ALICE, MINI, TOKENS, Running, admin_running, config_of, mini_spec, until
 from tests.support.paths import REPO
@@ -86,9 +86,6 @@ class Gateway:
     def url(self) -> str:
         return f"{self.api.url}/mcp"
 
-    def _state(self) -> State:
-        return self.api.sup.servers()[BACKEND].state
-
     async def kill(self, pid: int) -> None:
         """SIGKILL the backend ``pid``; return once the supervisor saw it go."""
         os.kill(pid, signal.SIGKILL)
@@ -110,12 +107,15 @@ class Gateway:
 
 
 @asynccontextmanager
-async def gateway(tmp_path: Path, *flags: str, tool_search: bool = False) -> AsyncIterator[Gateway]:
-    """``serve``'s stack with the backend (and ``flags``) steady behind ``/mcp``; with
-    ``tool_search``, search is on whatever the tool count."""
-    config = config_of(mini_spec(BACKEND, "--whoami", *flags), tokens=TOKENS)
-    if tool_search:
-        config = attrs.evolve(config, tool_search=ToolSearchSettings(enabled=True))
+async def gateway(
+    tmp_path: Path, *, tool_search: bool = False, ask: Sequence[str] = ()
+) -> AsyncIterator[Gateway]:
+    """``serve``'s stack with the backend steady behind ``/mcp``; ``tool_search``: search on
+    whatever the tool count; ``ask``: permissions a trust rule asks about."""
+    config = config_of(mini_spec(BACKEND, "--whoami"), tokens=TOKENS, approval_timeout_s=10)
+    rules = tuple(TrustRule(permission, "*", "ask") for permission in ask)
+    search = ToolSearchSettings(enabled=True) if tool_search else ToolSearchSettings()
+    config = attrs.evolve(config, tool_search=search, trust=attrs.evolve(config.trust, rules=rules))
     async with admin_running(config, tmp_path) as api:
         with trio.fail_after(RECOVERY_BOUND_S):
             await api.sup.router.cell.wait_until(lambda c: c.servers[BACKEND].state is State.STEADY)
@@ -130,14 +130,14 @@ class StdioFront:
     log: Path
     state_dir: Path
 
-    def steady_count(self) -> int:
-        """How many times the log says the backend became steady."""
+    def logged(self, state: str) -> int:
+        """How many times the front's log says the backend entered ``state``."""
         text = self.log.read_text() if self.log.exists() else ""
-        return text.count(f"state server={BACKEND} state=steady")
+        return text.count(f"state server={BACKEND} state={state} ")
 
-    async def steady(self, times: int) -> None:
-        """Return once the backend became steady ``times`` times (the log says so)."""
-        await until(lambda: self.steady_count() >= times, timeout_s=RECOVERY_BOUND_S)
+    async def until_logged(self, state: str, times: int) -> None:
+        """Return once the backend entered ``state`` ``times`` times (bounded)."""
+        await until(lambda: self.logged(state) >= times, timeout_s=RECOVERY_BOUND_S)
 
     def audit_outcomes(self, tool: str) -> list[str]:
         """The outcomes of ``tool``'s audit rows, oldest first (after the front exited)."""
@@ -146,14 +146,19 @@ class StdioFront:
         return [row.outcome for row in reversed(rows) if row.tool == tool]
 
 
+def launched_here(transport: Any, front: StdioFront) -> None:
+    """A recipe's FastMCP stdio transport, set for a test: the front's log to its file, and
+    its process ended with the session (FastMCP keeps it alive for the next by default)."""
+    transport.keep_alive, transport.log_file = False, front.log
+
+
 def stdio_front(tmp_path: Path, *, ask: Sequence[str] = ()) -> StdioFront:
     """Write the config of a ``mcp-supervisor stdio`` that serves the backend (eager,
     trusted; ``ask``: permissions a rule asks about)."""
     state_dir = tmp_path / "stdio-state"
-    rules = [{"permission": permission, "pattern": "*", "action": "ask"} for permission in ask]
     config: Mapping[str, Any] = {
         "servers": {BACKEND: {"command": list(DIRECT), "trusted": True, "start": "eager"}},
-        "trust": {"rules": rules},
+        "trust": {"rules": [{"permission": permission, "action": "ask"} for permission in ask]},
         "state_dir": str(state_dir),
     }
     path = tmp_path / "stdio-front.json"

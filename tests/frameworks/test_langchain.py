@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 from fastmcp.client.transports import StdioTransport
 from langchain_core.language_models import BaseChatModel
@@ -20,7 +19,6 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from mcp.shared.exceptions import MCPError
 
-from supervisor.settings.model import TrustRule, TrustSettings
 from tests.frameworks.scripted import (
     ADD,
     FINAL,
@@ -36,14 +34,12 @@ from tests.frameworks.support import (
     BACKEND,
     DIRECT,
     GATEWAY_URL,
-    Gateway,
     Portal,
     gateway,
     in_asyncio,
     readme_recipe,
     run_recipe,
 )
-from tests.support.admin import TOKENS, admin_running, config_of, mini_spec
 
 # The recipe's import of langchain.mcp warns once that it is in beta.
 pytestmark = pytest.mark.filterwarnings("ignore::langchain_core._api.LangChainBetaWarning")
@@ -123,8 +119,6 @@ async def test_the_agent_goes_on_across_a_backend_kill_through_the_gateway_and_n
 async def test_trust_prompts_reach_the_agents_user_through_the_clients_elicitation_handler(
     tmp_path: Path,
 ) -> None:
-    trust = TrustSettings(rules=(TrustRule(f"mcp:{BACKEND}:add", "*", "ask"),))
-    config = attrs.evolve(config_of(mini_spec(BACKEND, "--whoami"), tokens=TOKENS), trust=trust)
     asked: list[str] = []
     choices = iter(["allow_once", "deny"])
 
@@ -133,8 +127,8 @@ async def test_trust_prompts_reach_the_agents_user_through_the_clients_elicitati
         return {"decision": next(choices)}
 
     script = calls(Call(ADD, {"a": 2, "b": 3}), Call(ADD, {"a": 4, "b": 5}))
-    async with admin_running(config, tmp_path) as api:
-        gw, scripted = Gateway(api), Scripted()
+    async with gateway(tmp_path, ask=[f"mcp:{BACKEND}:add"]) as gw:
+        scripted = Scripted()
         result = await run_readme_agent(gw, RECIPE, scripted, lambda portal: script, ask_user=ask_user)
         assert result["messages"][-1].content == FINAL
         (_, allowed), (_, denied) = scripted.plan.answers

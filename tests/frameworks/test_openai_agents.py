@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import agents
-import attrs
 import trio
 from agents import Agent, Runner
 from agents.items import ModelResponse, TResponseInputItem
@@ -26,7 +25,6 @@ from agents.usage import Usage
 from mcp.shared.exceptions import MCPError
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from supervisor.settings.model import TrustRule, TrustSettings
 from tests.frameworks.scripted import (
     ADD,
     FINAL,
@@ -38,8 +36,8 @@ from tests.frameworks.scripted import (
     recovering_run,
     run_readme_agent,
 )
-from tests.frameworks.support import BACKEND, DIRECT, Gateway, Portal, gateway, in_asyncio, readme_recipe
-from tests.support.admin import TOKENS, admin_running, config_of, mini_spec, wait_for
+from tests.frameworks.support import BACKEND, DIRECT, Portal, gateway, in_asyncio, readme_recipe
+from tests.support.admin import wait_for
 
 agents.set_tracing_disabled(True)
 
@@ -126,11 +124,8 @@ async def test_the_agent_goes_on_across_a_backend_kill_through_the_gateway_and_n
 
 
 async def test_a_call_trust_asks_about_waits_for_the_admin_apis_approval(tmp_path: Path) -> None:
-    trust = TrustSettings(rules=(TrustRule(f"mcp:{BACKEND}:add", "*", "ask"),))
-    config = attrs.evolve(config_of(mini_spec(BACKEND, "--whoami"), tokens=TOKENS), trust=trust)
-    async with admin_running(config, tmp_path) as api:
-        gw = Gateway(api)
-        http = api.http(gw.token)
+    async with gateway(tmp_path, ask=[f"mcp:{BACKEND}:add"]) as gw:
+        http = gw.api.http(gw.token)
         scripted, ran = Scripted(), []
 
         async def agent() -> None:
