@@ -25,8 +25,9 @@ class RequestTrace(Protocol):
         """What goes into the request's ``params._meta`` (``TRACE_META_KEYS``)."""
         ...
 
-    def sent(self, request_id: RequestId, protocol_version: str | None) -> None:
-        """The request went out under ``request_id`` (again, for a retried round)."""
+    def sent(self, request_id: RequestId | None, protocol_version: str | None) -> None:
+        """The request went out under ``request_id`` (again, for a retried round; None:
+        not known to the caller, the era's opening)."""
         ...
 
     def refused(self, code: int) -> None:

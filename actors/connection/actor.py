@@ -411,9 +411,8 @@ class ConnectionActor:
     async def _serve(self, live: Live, init: trio.CancelScope, first: Opening) -> bool:
         """Settle the era, list, then watch call deadlines until the connection ends
         (True: the connection closed under the probe and must be opened again)."""
-        live.start(first)
         try:
-            verdict = await settle(live, init, self.spec, first)
+            verdict = await settle(live, init, self.spec, first)  # starts it, sending ``first``
             if verdict is Verdict.REOPEN_AND_FALL_BACK or verdict is Verdict.FAIL:
                 return verdict is Verdict.REOPEN_AND_FALL_BACK
             self.era = self._found = live.session.era

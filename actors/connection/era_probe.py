@@ -15,14 +15,32 @@ from actors.connection.live import Live
 from actors.log_events import get_logger
 from actors.protocol.era import Opening, ProbeOutcome, Setting, Verdict, after_probe, probe_wait
 from actors.spec import ServerSpec
+from actors.tracing import HOOK
 
 log = get_logger("actors.connection")
 
 
 async def settle(live: Live, init: trio.CancelScope, spec: ServerSpec, first: Opening) -> Verdict:
-    """Settle the era on a started connection that sent ``first``: ADOPT or FALL_BACK
-    (settled: the session is READY); REOPEN_AND_FALL_BACK (the connection closed under
-    the probe: open it again, send ``initialize``); FAIL (``live`` reported why)."""
+    """Start ``live`` with ``first`` and settle the era: ADOPT or FALL_BACK (settled: the
+    session is READY); REOPEN_AND_FALL_BACK (the connection closed under the probe: open
+    it again, send ``initialize``); FAIL (``live`` reported why). Traced, the opening is
+    a CLIENT span under the attempt's, its context in the opening's ``_meta``."""
+    live.start_reading()
+    tracing = HOOK.tracing
+    if tracing is None:
+        live.send_opening(first)
+        return await _settle(live, init, spec, first)
+    method = "server/discover" if first is Opening.PROBE else "initialize"
+    parent = live.attempt_span.parent
+    with tracing.request_span(live.name, method, "", root=True, parent=parent) as trace:
+        assert trace is not None, "a root span is always made"
+        live.send_opening(first, trace.meta)
+        verdict = await _settle(live, init, spec, first)
+        trace.sent(None, live.session.version)
+        return verdict
+
+
+async def _settle(live: Live, init: trio.CancelScope, spec: ServerSpec, first: Opening) -> Verdict:
     verdict = Verdict.FALL_BACK
     if first is Opening.PROBE:
         verdict = await probe(live, init, spec)

@@ -184,18 +184,19 @@ class Live:
         """The server's text with our secrets masked."""
         return self._redactor.redact(text)
 
-    def start(self, first: Opening) -> None:
-        """Start reading, and send ``server/discover`` or ``initialize``."""
+    def start_reading(self) -> None:
+        """Start the reader (before the opening is sent, and outside any span: its task
+        would keep a span current after it ended)."""
         self.nursery.start_soon(self._reader)
-        self.send_opening(first)
 
-    def send_opening(self, first: Opening) -> None:
-        """Send what opens the era: the probe, or ``initialize``."""
+    def send_opening(self, first: Opening, meta: Mapping[str, str] | None = None) -> None:
+        """Send what opens the era: the probe, or ``initialize`` (``meta``: the opening's
+        trace context, ``era_probe.py``)."""
         if first is Opening.PROBE:
             self.probing = True
-            self.session.start_discover()
+            self.session.start_discover(meta=meta)
         else:
-            self.session.start_initialize()
+            self.session.start_initialize(meta)
         self.writes.kick()
 
     def fail(self, reason: str, *, auth: bool = False, needs_login: bool = False) -> None:

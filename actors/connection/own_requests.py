@@ -3,9 +3,11 @@ subscriptions, ``logging/setLevel``, ``server/discover``, ``ping``).
 
 A request made while the connection attempt is open (the first lists) is a child of
 the attempt's span; a later one (a list after ``list_changed``) is a root span of its
-own, never a child of whatever context the actor's task was started in. A ``ping``
-is traced only inside a traced call: the liveness pings of a thousand servers make no
-root spans. Its context rides in the request's ``_meta`` (and over HTTP its headers).
+own, never a child of whatever context the actor's task was started in (an embedding
+host that opened the supervisor inside a span of its own). Our only ``ping`` is the
+liveness check after a timeout, inside no call: it makes no span, so the pings of a
+thousand servers make no traces. The context rides in the request's ``_meta`` (and
+over HTTP its headers).
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ async def traced_request(
     sent: Callable[[RequestId], None] | None,
 ) -> ResponseReceived | ErrorReceived:
     """``live.send_own`` inside the request's CLIENT span (see the module docstring)."""
+    if method == "ping":  # a liveness check: no trace of its own (see the module docstring)
+        return await live.send_own(method, params, sent)
     uri = params.get("uri") if params else None
     target = uri if isinstance(uri, str) else ""
     parent = live.attempt_span.parent
-    with tracing.request_span(live.name, method, target, root=method != "ping", parent=parent) as trace:
-        if trace is None:
-            return await live.send_own(method, params, sent)
+    with tracing.request_span(live.name, method, target, root=True, parent=parent) as trace:
+        assert trace is not None, "a root span is always made"
 
         def told(request_id: RequestId) -> None:
             trace.sent(request_id, live.session.version)

@@ -141,8 +141,9 @@ class ClientSession:
         """Is something queued for the server?"""
         return bool(self._outbox)
 
-    def start_initialize(self) -> RequestId:
-        """Queue ``initialize``; the answer arrives as an ``Initialized`` event."""
+    def start_initialize(self, meta: Mapping[str, str] | None = None) -> RequestId:
+        """Queue ``initialize`` (``meta``: a trace's context, into its ``_meta``); the
+        answer arrives as an ``Initialized`` event."""
         if self.phase is not Phase.NEW:
             raise RuntimeError(f"initialize already sent (phase {self.phase.value})")
         self.phase = Phase.INITIALIZING
@@ -151,17 +152,19 @@ class ClientSession:
             "capabilities": self.capabilities,
             "clientInfo": self.client_info,
         }
-        return self._queue_request("initialize", params)
+        return self._queue_request("initialize", params, meta=meta)
 
-    def start_discover(self, version: str = LATEST_MODERN_VERSION) -> RequestId:
+    def start_discover(
+        self, version: str = LATEST_MODERN_VERSION, meta: Mapping[str, str] | None = None
+    ) -> RequestId:
         """Queue ``server/discover`` (the per-request era's probe), itself carrying the
         era's ``_meta``; its end arrives as a ``DiscoverAnswered`` event (a -32022 naming
         a version we speak is probed again at it, once, as the SDK does)."""
         if self.phase is not Phase.NEW:
             raise RuntimeError(f"cannot probe server/discover in phase {self.phase.value}")
         self.phase = Phase.DISCOVERING
-        meta = request_meta(self.client_info, self.capabilities, version)
-        return self._queue_request("server/discover", {"_meta": meta})
+        era_meta = request_meta(self.client_info, self.capabilities, version)
+        return self._queue_request("server/discover", {"_meta": era_meta}, meta=meta)
 
     def adopt(self, result: DiscoverResult) -> None:
         """Speak the per-request era: every request from now on carries its ``_meta``."""

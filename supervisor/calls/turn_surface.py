@@ -244,6 +244,8 @@ class TurnSurface(TurnAudit):
             return await self._audited(label, server, digest, "none", down)
         entry = surface_permission(server, kind, label)
         first = self.session.first_word(entry, subject, trusted=view.spec.trusted)
+        if first.rule is not None and (tracing := TRACING.active) is not None:
+            tracing.decided(first.rule)  # which trust rule decided, on our span
         if first.action is Action.DENY:
             verdict = await self.session.authorize(entry, subject, first)
             return await self._audited(

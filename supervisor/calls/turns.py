@@ -290,6 +290,8 @@ class Turn(TurnSurface):
             down = failure(tool_id, "unavailable", unavailable_in_turn(view.name, view.state.value))
             return await self._audited(entry.id, entry.server, digest, "none", down)
         first = self.session.first_word(entry, arguments, trusted=view.spec.trusted)
+        if first.rule is not None and (tracing := TRACING.active) is not None:
+            tracing.decided(first.rule)  # which trust rule decided, on our span
         if first.action is Action.DENY:
             verdict = await self.session.authorize(entry, arguments, first)  # no checkpoint
             denied = failure(tool_id, "denied", verdict.reason)

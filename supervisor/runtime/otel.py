@@ -91,9 +91,10 @@ class _RequestTrace:
         self.span = span
         self.meta: Mapping[str, str] = _injected(span)
 
-    def sent(self, request_id: RequestId, protocol_version: str | None) -> None:
+    def sent(self, request_id: RequestId | None, protocol_version: str | None) -> None:
         if self.span.is_recording():  # the caller may have given up before the actor sent it
-            self.span.set_attribute("jsonrpc.request.id", str(request_id))
+            if request_id is not None:
+                self.span.set_attribute("jsonrpc.request.id", str(request_id))
             if protocol_version is not None:
                 self.span.set_attribute("mcp.protocol.version", protocol_version)
 
@@ -286,6 +287,11 @@ class OtelTracing:
             span.set_attribute("mcp_supervisor.server", server)
         if outcome != "ok":
             span.set_attribute("error.type", outcome)
+
+    def decided(self, rule: int) -> None:
+        span = _CALL_SPAN.get()
+        if span is not None and span.is_recording():
+            span.set_attribute("mcp_supervisor.trust.rule", rule)
 
     def trace_id(self) -> str | None:
         context = trace.get_current_span().get_span_context()

@@ -78,6 +78,11 @@ class SupervisorTracing(Tracing, Protocol):
         """A gateway client's session ended (``mcp.server.session.duration``)."""
         ...
 
+    def decided(self, rule: int) -> None:
+        """The trust rule (its 0-based place in the config) that decided the current
+        request of a turn: ``mcp_supervisor.trust.rule`` on its span."""
+        ...
+
     def trace_id(self) -> str | None:
         """The current trace's id (32 hex digits), for an audit row; None untraced."""
         ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -23,6 +24,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
+from actors.spec import ServerSpec, Start
+from supervisor import Supervisor
 from supervisor.gateway.stdio_front import lines, serve_stdio
 from supervisor.settings.model import TrustRule, TrustSettings
 from tests.gateway.test_gateway_stateless import VERSION
@@ -30,6 +33,7 @@ from tests.gateway.test_gateway_stateless import request as new_era_request
 from tests.support.admin import Running, admin_running, config_of, mini_spec, until
 from tests.support.gateway_http import McpHttp, initialize
 from tests.support.gateway_http import request as rpc
+from tests.support.paths import SERVERS
 from tests.support.traces import Traces
 
 Send = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
@@ -213,6 +217,14 @@ async def test_the_admin_apis_call_endpoints_are_server_spans_under_the_tracepar
                 headers={"traceparent": traceparent(9), "Accept": "text/event-stream"},
             )
             assert streamed.status == 200, streamed
+            completion = {
+                "ref": {"type": "ref/prompt", "name": "mini_greet"},
+                "argument": {"name": "who", "value": "A"},
+            }
+            unsupported = await http.request(
+                "POST", base + "/completions", json=completion, headers={"traceparent": traceparent(8)}
+            )
+            assert unsupported.status == 200 and unsupported.json()["error"]["code"] == "unsupported"
     for n, (method, target, _, _) in [
         *enumerate(requests, start=1),
         (9, ("tools/call", "mini_echo", "", "")),
@@ -296,7 +308,16 @@ async def test_a_connection_attempt_is_a_span_with_its_first_requests_and_states
         for span in traces.spans()
         if span.parent is not None and span.parent.span_id == attempt.context.span_id
     )
-    assert lists == ["prompts/list", "resources/list", "resources/templates/list", "tools/list"]
+    # the opening (mini speaks the handshake era: the probe, then initialize, in one span)
+    assert lists == [
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "server/discover",
+        "tools/list",
+    ]
+    (opening,) = [span for span in traces.spans() if span.name == "server/discover"]
+    assert dict(opening.attributes or {})["mcp.protocol.version"] == "2025-11-25"
     assert traces.counter.open == 0
 
 
@@ -363,3 +384,49 @@ async def test_every_span_through_mcp_ends_whatever_ends_the_call(
     (received,) = [span for span in spans_of(traces, n) if span.kind is SpanKind.SERVER]
     expected = {"sigkill": "unavailable", "cancelled": "cancelled", "hang-up": "cancelled"}.get(case, case)
     assert dict(received.attributes or {})["error.type"] == expected, case
+
+
+CROSS = str(SERVERS / "cross_era_server.py")
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_every_request_we_send_a_server_is_a_client_span(
+    tmp_path: Path, traces: Traces, era: str
+) -> None:
+    """The opening, the lists, a read, a subscription and a log level, to an SDK 2.x
+    server pinned to ``era``: each a CLIENT span named by the convention."""
+    spec = ServerSpec(
+        name="cross",
+        command=(sys.executable, CROSS),
+        protocol=era,
+        trusted=True,
+        start=Start.EAGER,
+        shutdown_grace_s=0.3,
+    )
+    async with Supervisor.open(config_of(spec), state_dir=tmp_path) as sup, sup.session() as session:
+        with trio.fail_after(30):
+            await sup.router.cell.wait_until(lambda catalog: "cross_touch" in catalog.tools)
+            turn = await session.begin_turn()
+            with traces.tracer.start_as_current_span("host"):
+                assert (await turn.read_resource("cross://a", "cross")).ok
+                assert (await session.subscribe("cross://a", "cross")).ok
+            await session.want_logs("debug")
+            opening = "initialize" if era == "2025-11-25" else "server/discover"
+            wanted = {opening, "tools/list", "resources/list", "resources/read cross://a"}
+            if era == "2025-11-25":  # the new era has no such requests: a listen stream, _meta
+                wanted |= {"resources/subscribe cross://a", "logging/setLevel"}
+            await until(lambda: wanted <= {s.name for s in traces.spans() if s.kind is SpanKind.CLIENT})
+    # by name, the one that was answered (a setLevel overtaken by a newer level is cancelled)
+    sent = {
+        span.name: span
+        for span in traces.spans()
+        if span.kind is SpanKind.CLIENT and "error.type" not in (span.attributes or {})
+    }
+    for name in wanted:
+        attributes = dict(sent[name].attributes or {})
+        assert attributes["mcp.method.name"] == name.split(" ")[0]
+        assert attributes["mcp_supervisor.server"] == "cross"
+    assert dict(sent[opening].attributes or {})["mcp.protocol.version"] == era
+    (attempt,) = [span for span in traces.spans() if span.name == "mcp_supervisor connect cross"]
+    assert sent[opening].parent is not None and sent[opening].parent.span_id == attempt.context.span_id
+    assert traces.counter.open == 0

@@ -120,6 +120,8 @@ async def test_every_span_ends_whatever_ends_the_call(tmp_path: Path, traces: Tr
     with traces.tracer.start_as_current_span("host"):
         code = await chaos(tmp_path, case)
     assert traces.counter.open == 0, [span.name for span in traces.spans()]
+    # the liveness ping after a timeout makes no span, though the supervisor was opened in one
+    assert "ping" not in {span.name for span in traces.spans()}
     failed = [
         span
         for span in traces.spans()
@@ -135,6 +137,8 @@ async def test_every_span_ends_whatever_ends_the_call(tmp_path: Path, traces: Tr
         }[case]
     ]
     assert failed and (failed[-1].attributes or {})["error.type"] == code, code
+    if case == "denied":  # the rule that decided: the first (and only) of the config's
+        assert (failed[-1].attributes or {})["mcp_supervisor.trust.rule"] == 0
     if case in ("sigkill", "crash", "timeout", "busy", "cancelled"):
         client = [span for span in traces.spans() if span.kind is SpanKind.CLIENT]
         assert (client[-1].attributes or {})["error.type"] in (code, "unavailable", "cancelled")
