@@ -298,6 +298,12 @@ def render(results: dict[str, Any]) -> str:
             "## Tracing: ours without the otel extra, with it and no provider, with a BatchSpanProcessor (no-op exporter)",
         ]
         lines += tracing_table(results["tracing"])
+    if "aio" in results:
+        lines += [
+            "",
+            "## supervisor.aio: ours from an asyncio host (Trio its guest) against the Trio API, the SDK beside",
+        ]
+        lines += calls_table("aio", results["aio"], base="ours")
     if "http" in results:
         http = results["http"]
         lines += ["", "## Streamable HTTP (echo on the official SDK's own server; medians of the rounds)"]

@@ -1,6 +1,6 @@
 """Worker: sequential latency and 64-in-flight throughput of one client, one repetition.
 
-    python benchmarks/bench_calls.py --client floor|ours|sdk-trio|sdk-asyncio
+    python benchmarks/bench_calls.py --client floor|ours|ours-aio|sdk-trio|sdk-asyncio
                                      [--seq N] [--tput N] [--inflight 64] [--warmup N]
                                      [--what-if linger,policy,...] [--count-io]
                                      [--tracing none|idle|batch]
@@ -12,6 +12,8 @@ pipe and calls its ``echo`` tool with ``{"text": "hi"}``:
 * ``ours``: ``turn.call`` through ``Supervisor.open`` (trusted server, so no approval;
   a fresh state dir in a temp dir): validation, trust decision, dispatch to the
   connection actor, envelope, audit row;
+* ``ours-aio``: the same through ``supervisor.aio`` under ``asyncio.run`` (Trio a guest
+  of the asyncio loop; each call awaited from an asyncio task, 64 asyncio tasks in flight);
 * ``sdk-trio`` / ``sdk-asyncio``: the official ``mcp`` SDK's ``ClientSession`` over its
   ``stdio_client``, under ``anyio.run(..., backend=...)``.
 
@@ -139,6 +141,31 @@ async def run_ours(args: argparse.Namespace, tracing: Tracing | None = None) -> 
     return result
 
 
+async def run_ours_aio(args: argparse.Namespace) -> dict[str, Any]:
+    """Ours through ``supervisor.aio``: an asyncio host, Trio its guest."""
+    import asyncio
+
+    from supervisor.aio import Supervisor
+
+    async def spawn(worker: Callable[[int], Awaitable[None]], counts: list[int]) -> None:
+        async with asyncio.TaskGroup() as group:
+            for count in counts:
+                group.create_task(worker(count))
+
+    quiet_logging()
+    config = ours_config([("bench", server_argv())])
+    with tempfile.TemporaryDirectory(prefix="bench-aio-") as state_dir:
+        async with Supervisor.open(config, state_dir=state_dir) as sup, sup.session() as session:
+            turn = await session.begin_turn()
+
+            async def call() -> Any:
+                return await turn.call("bench_echo", {"text": "hi"})
+
+            first = await call()
+            assert first.ok and first.text == "hi", first
+            return await _measure(call, args, spawn)
+
+
 def _count_io() -> dict[str, int]:
     """Count the stdio transport's writes and reads (adds a little cost)."""
     from actors.transports import stdio
@@ -212,7 +239,9 @@ async def measure_sdk_session(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--client", required=True, choices=["floor", "ours", "sdk-trio", "sdk-asyncio"])
+    parser.add_argument(
+        "--client", required=True, choices=["floor", "ours", "ours-aio", "sdk-trio", "sdk-asyncio"]
+    )
     parser.add_argument("--seq", type=int, default=2000)
     parser.add_argument("--tput", type=int, default=10000)
     parser.add_argument("--inflight", type=int, default=64)
@@ -237,6 +266,11 @@ def main() -> None:
         backend = args.client.removeprefix("sdk-")
         result = anyio.run(run_sdk, args, backend=backend)
         result["backend"] = backend
+    elif args.client == "ours-aio":
+        import asyncio
+
+        result = asyncio.run(run_ours_aio(args))
+        result["backend"] = "asyncio (trio guest)"
     elif args.client == "floor":
         import trio
 

@@ -3,12 +3,12 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME ...] [--reps N]
                                        [--minutes N] [--servers N] [--profile] [--json PATH]
 
-Sections (``--only``): calls, whatif, tracing, http, breakdown, memory, import, kill,
+Sections (``--only``): calls, whatif, tracing, aio, http, breakdown, memory, import, kill,
 search, turns, scale, soak; ``gateway`` and ``bridge`` only when named (they install their peer
 on first use); ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
 ``--py-spy``, or in /tmp/pyspy/bin; cProfile otherwise or with ``--cprofile``).
 
-Every section that compares (calls, whatif, tracing, http, memory, import, gateway, bridge)
+Every section that compares (calls, whatif, tracing, aio, http, memory, import, gateway, bridge)
 runs its contenders round by round through ``interleave.py``: ``--reps`` rounds (5 at
 least), each contender a fresh worker (and, for gateway and bridge, a fresh server) in
 every round, the order rotating; it prints the median of the rounds with min-max, the
@@ -26,6 +26,8 @@ average at the start and end of the section.
   refused at import), with it and no tracer provider (traces off), and with a
   ``BatchSpanProcessor`` over a no-op exporter set globally before ``Supervisor.open``
   (every call traced; its spans per call counted): benchmarks/_tracing.py.
+* aio: ours through the Trio API and through ``supervisor.aio`` (an asyncio host, Trio
+  its guest), with the SDK's asyncio client beside them (the calls section's workload).
 * http: ours and the SDK's client against the SDK's own Streamable HTTP server
   (benchmarks/http_server.py), each in the handshake era (2025-11-25) and in the
   per-request era (2026-07-28): sequential p50/p99, throughput with 16 in flight.
@@ -76,8 +78,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
 SECTIONS = [
-    *("calls", "whatif", "tracing", "http", "breakdown", "memory", "import", "kill", "search", "turns"),
-    *("scale", "soak"),
+    *("calls", "whatif", "tracing", "aio", "http", "breakdown", "memory", "import", "kill", "search"),
+    *("turns", "scale", "soak"),
 ]
 AGAINST_PEERS = ["gateway", "bridge"]  # with --only: they install their peer (PyPI, npm) on first use
 HTTP_INFLIGHT = 16
@@ -90,6 +92,7 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 # could write and does not: from a worker thread, and with os.write (the section is
 # skipped while this is empty).
 WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
+AIO_CLIENTS = ["ours", "ours-aio", "sdk-asyncio"]  # the aio section: Trio API, asyncio host, SDK
 # The tracing section's contenders: ours in each OpenTelemetry setup of benchmarks/_tracing.py.
 TRACINGS = {
     _report.NO_EXTRA: "none",
@@ -426,6 +429,8 @@ def main(argv: list[str]) -> None:
         results["whatif"] = run_calls(args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)], "whatif")
     if "tracing" in sections:
         results["tracing"] = run_tracing(args)
+    if "aio" in sections:
+        results["aio"] = run_calls(args, AIO_CLIENTS, "aio")
     if "http" in sections:
         results["http"] = run_http(args)
     if "gateway" in sections:

@@ -30,6 +30,7 @@ import trio
 
 from actors.connection.client_side import ClientSide
 from actors.connection.server_log import SERVER_LOG_LEVELS
+from actors.connection.states import Availability
 from actors.protocol.notifications import ProgressReceived
 from actors.router.catalog import Catalog, ToolEntry
 from actors.router.envelope import Envelope
@@ -89,6 +90,9 @@ class GatewayCore:
         self.on_activation: Callable[[], None] = lambda: None
         """Called when a call of this client activated tools (a ``tool_search``, or a
         call by exact name: ``find_by_name``)."""
+        self.announce: Callable[[], Awaitable[None]] = _no_notices
+        """Sends the list_changed notices owed now (the notices task sets it): a search
+        that activated tools awaits it before its answer goes out."""
         self.turns = 0
         """Turns begun for this client (one per listing)."""
 
@@ -140,6 +144,17 @@ class GatewayCore:
     async def latest_turn(self) -> Turn:
         """The turn calls resolve against (one is begun if the client never listed)."""
         return self.turn if self.turn is not None else await self.new_turn()
+
+    async def serving_turn(self, turn: Turn, tool_id: str) -> Turn:
+        """``turn``, or a new one when the tool's server was down as ``turn`` began and
+        is back now. A gateway client has no turns of its own (each listing begins one):
+        its next call after a reconnect must not meet the old listing's ``unavailable
+        in this turn``, however long ago it listed."""
+        if turn.availability(tool_id) is not Availability.UNAVAILABLE:
+            return turn  # nearly every call
+        entry = self.session.catalog_now().tools.get(tool_id)
+        now = None if entry is None else self.session.catalog_now().servers[entry.server].availability
+        return turn if now in (None, Availability.UNAVAILABLE) else await self.new_turn()
 
     def find_by_name(self, turn: Turn, tool_id: str) -> None:
         """Before a ``tools/call``: a tool ``turn`` does not show (search on) but this
@@ -196,6 +211,10 @@ class GatewayCore:
 # ------------------------------------------------------------------------ methods
 
 
+async def _no_notices() -> None:
+    pass
+
+
 async def _ping(core: GatewayCore, params: Params, ctx: RequestContext) -> Result:
     return {}
 
@@ -227,6 +246,7 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     arguments = params.get("arguments")
     turn = await core.latest_turn()
     tool_id = core.tool_id(turn, name)
+    turn = await core.serving_turn(turn, tool_id)
     core.find_by_name(turn, tool_id)
     activated = len(core.session.activated)
     envelope = await _with_related(
@@ -235,6 +255,7 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     )
     if len(core.session.activated) != activated:
         core.on_activation()
+        await core.announce()  # before the answer: a client reading one pipe sees the change first
     return tool_result(envelope)
 
 

@@ -99,6 +99,13 @@ async def _views(peer: GatewayPeer, outlet: Outlet, cell: CatalogCell) -> None:
 
     peer.core.on_activation = wake_up
 
+    async def announce() -> None:
+        if peer.initialized:
+            for method in watch.owed():  # each marked as sent before the first await
+                await outlet.send(_note(method))
+
+    peer.core.announce = announce
+
     async def catalog_changes() -> None:
         seen: Catalog = cell.current
 
@@ -114,9 +121,7 @@ async def _views(peer: GatewayPeer, outlet: Outlet, cell: CatalogCell) -> None:
         while True:
             await wake.wait()
             wake = trio.Event()
-            if peer.initialized:
-                for method in watch.owed():
-                    await outlet.send(_note(method))
+            await announce()
 
 
 async def _resource_updates(peer: GatewayPeer, outlet: Outlet) -> None:

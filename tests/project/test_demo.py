@@ -19,24 +19,30 @@ from tests.support.paths import REPO
 BARE_PATH = "/usr/bin:/bin"
 
 
-def readme_embedding_example() -> str:
+def readme_embedding_example(heading: str = "## Embedding") -> str:
+    """The first python block of the README from ``heading`` on."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Embedding") :]
+    section = readme[readme.index(heading) :]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "the README's Embedding section has no python example"
+    assert match is not None, f"the README's {heading.lstrip('# ')} section has no python example"
     return match.group(1)
 
 
-def test_the_readme_embedding_example_runs_without_activation(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", readme_embedding_example()],
+def run_unactivated(code: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` in the repository, from a shell with no virtualenv on its PATH."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         cwd=REPO,
-        env={"PATH": BARE_PATH, "HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")},
+        env={"PATH": BARE_PATH, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_the_readme_embedding_example_runs_without_activation(tmp_path: Path) -> None:
+    done = run_unactivated(readme_embedding_example(), tmp_path)
     assert done.returncode == 0, done.stderr
     assert "'ok': True" in done.stdout, (done.stdout, done.stderr)
     assert "'tool': 'time_get_current_time'" in done.stdout

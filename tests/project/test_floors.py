@@ -2,12 +2,13 @@
 
 ``docs/architecture.md`` draws it. From the top floor down::
 
-    cli → server → (admin | gateway | bridge) → service → sessions → calls → web
+    cli → server → (admin | gateway | bridge | aio) → service → sessions → calls → web
         → runtime → (store | settings) → actors
 
 A package may import any package on a floor below its own, never one above it, and
 never another on its own floor: ``admin``, ``gateway`` and ``bridge`` read each other
-only through ``web``'s interfaces, which ``server`` wires. ``web`` sits above
+only through ``web``'s interfaces, which ``server`` wires; ``aio`` (the embedding API
+for asyncio hosts, over ``service``) reads none of them. ``web`` sits above
 ``runtime`` because its interfaces name runtime's metric families. ``supervisor``'s own
 ``__init__`` (the embedding API's face) re-exports from below and is on no floor.
 ``actors/`` is below everything (and never imports ``supervisor/``: ``test_layering.py``);
@@ -31,7 +32,7 @@ from tests.support.paths import REPO
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("server",),
-    ("admin", "gateway", "bridge"),
+    ("admin", "gateway", "bridge", "aio"),
     ("service",),
     ("sessions",),
     ("calls",),
