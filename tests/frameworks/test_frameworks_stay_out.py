@@ -8,7 +8,7 @@ import sys
 
 from tests.support.paths import REPO
 
-FRAMEWORKS = ("pydantic_ai", "fastmcp")
+FRAMEWORKS = ("pydantic_ai", "fastmcp", "langchain", "langchain_core", "langgraph", "agents", "openai")
 
 
 def test_importing_supervisor_loads_no_framework() -> None:
