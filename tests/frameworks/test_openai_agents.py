@@ -10,21 +10,15 @@ export to OpenAI."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import agents
 import trio
 from agents import Agent, Runner
-from agents.items import ModelResponse, TResponseInputItem
 from agents.mcp import MCPServerStdio
-from agents.models.interface import Model
-from agents.usage import Usage
 from mcp.shared.exceptions import MCPError
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
+from tests.frameworks.agents_model import Scripted
 from tests.frameworks.scripted import (
     ADD,
     FINAL,
@@ -42,58 +36,6 @@ from tests.support.admin import wait_for
 agents.set_tracing_disabled(True)
 
 RECIPE = readme_recipe("MCPServerStreamableHttp(params")
-
-
-class Scripted(Model):
-    """A model that makes its plan's calls, one a step, then answers ``done``;
-    ``offered`` keeps the names of the tools each step was offered."""
-
-    def __init__(self) -> None:
-        self.plan: Plan | None = None
-        self.offered: list[list[str]] = []
-
-    async def get_response(  # the SDK passes its arguments by name
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: Any,
-        tools: list[Any],
-        output_schema: Any,
-        handoffs: Any,
-        tracing: Any,
-        **context: Any,
-    ) -> ModelResponse:
-        assert self.plan is not None
-        self.offered.append(sorted(tool.name for tool in tools))
-        last = input[-1] if isinstance(input, list) and input else None
-        answered = last is not None and last.get("type") == "function_call_output"
-        call = await self.plan.next(output_text(last["output"]) if answered else None)  # type: ignore[index]
-        if call is None:
-            text = ResponseOutputText(type="output_text", text=FINAL, annotations=[])
-            item: Any = ResponseOutputMessage(
-                id="final", type="message", role="assistant", status="completed", content=[text]
-            )
-        else:
-            number = self.plan.calls
-            item = ResponseFunctionToolCall(
-                type="function_call",
-                name=call.tool,
-                arguments=json.dumps(call.arguments),
-                call_id=f"call-{number}",
-                id=f"fc-{number}",
-            )
-        return ModelResponse(output=[item], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("the agents here run without streaming")
-
-
-def output_text(output: Any) -> str:
-    """A tool output's text (MCP tools answer with a list of ``input_text`` items)."""
-    if isinstance(output, str):
-        return output
-    items = output if isinstance(output, list) else [output]
-    return "".join(item.get("text", "") for item in items if isinstance(item, dict))
 
 
 async def test_the_agent_goes_on_across_a_backend_kill_through_the_gateway_and_not_directly(
