@@ -121,6 +121,10 @@ def tracing_table(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _agent_runs(section: dict[str, Any]) -> str:
+    return ", ".join(f"{c} {spread(section, c, 'run_us.p50')}" for c in section.get("contenders", {}))
+
+
 def _verdict(met: bool, miss: str) -> str:
     return "**met**" if met else f"**missed** ({miss})"
 
@@ -304,6 +308,17 @@ def render(results: dict[str, Any]) -> str:
             "## supervisor.aio: ours from an asyncio host (Trio its guest) against the Trio API, the SDK beside",
         ]
         lines += calls_table("aio", results["aio"], base="ours")
+    if "agent" in results:
+        lines += [
+            "",
+            "## A pydantic-ai agent's tool call: its tools in-process (supervisor.adapters) and through `/mcp`",
+        ]
+        lines += calls_table("agent", results["agent"], base="through /mcp", inflight=16, sdk_columns=False)
+        lines.append(
+            "seq: what the call adds to a run (the model's tool call to its next request); calls/s: runs "
+            "of one call each; client CPU: the agent's process (not `serve`'s); whole runs, seq p50 µs: "
+            f"{_agent_runs(results['agent'])}."
+        )
     if "http" in results:
         http = results["http"]
         lines += ["", "## Streamable HTTP (echo on the official SDK's own server; medians of the rounds)"]

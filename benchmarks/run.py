@@ -3,12 +3,12 @@
     .venv/bin/python benchmarks/run.py [--quick] [--only NAME ...] [--reps N]
                                        [--minutes N] [--servers N] [--profile] [--json PATH]
 
-Sections (``--only``): calls, whatif, tracing, aio, http, breakdown, memory, import, kill,
+Sections (``--only``): calls, whatif, tracing, aio, agent, http, breakdown, memory, import, kill,
 search, turns, scale, soak; ``gateway`` and ``bridge`` only when named (they install their peer
 on first use); ``profile`` runs only with ``--profile`` (py-spy if found on PATH, in
 ``--py-spy``, or in /tmp/pyspy/bin; cProfile otherwise or with ``--cprofile``).
 
-Every section that compares (calls, whatif, tracing, aio, http, memory, import, gateway, bridge)
+Every section that compares (calls, whatif, tracing, aio, agent, http, memory, import, gateway, bridge)
 runs its contenders round by round through ``interleave.py``: ``--reps`` rounds (5 at
 least), each contender a fresh worker (and, for gateway and bridge, a fresh server) in
 every round, the order rotating; it prints the median of the rounds with min-max, the
@@ -28,6 +28,9 @@ average at the start and end of the section.
   (every call traced; its spans per call counted): benchmarks/_tracing.py.
 * aio: ours through the Trio API and through ``supervisor.aio`` (an asyncio host, Trio
   its guest), with the SDK's asyncio client beside them (the calls section's workload).
+* agent: a pydantic-ai agent's tool call, its tools in-process (``supervisor.adapters``) or
+  pydantic-ai's ``MCPToolset`` on ``serve``'s ``/mcp`` (benchmarks/bench_agent.py): what
+  the call adds to a run (p50/p99), runs of one call each per second with 16 in flight.
 * http: ours and the SDK's client against the SDK's own Streamable HTTP server
   (benchmarks/http_server.py), each in the handshake era (2025-11-25) and in the
   per-request era (2026-07-28): sequential p50/p99, throughput with 16 in flight.
@@ -78,7 +81,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
 SECTIONS = [
-    *("calls", "whatif", "tracing", "aio", "http", "breakdown", "memory", "import", "kill", "search"),
+    *("calls", "whatif", "tracing", "aio", "agent", "http", "breakdown", "memory", "import", "kill"),
+    "search",
     *("turns", "scale", "soak"),
 ]
 AGAINST_PEERS = ["gateway", "bridge"]  # with --only: they install their peer (PyPI, npm) on first use
@@ -93,6 +97,8 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 # skipped while this is empty).
 WHAT_IFS: list[str] = ["noaudit", "nojournal", "journalthread", "oswrite", "noevents"]
 AIO_CLIENTS = ["ours", "ours-aio", "sdk-asyncio"]  # the aio section: Trio API, asyncio host, SDK
+AGENT_VIAS = {"in-process": "inproc", "through /mcp": "mcp"}  # the agent section: pydantic-ai's tools
+AGENT_INFLIGHT = 16
 # The tracing section's contenders: ours in each OpenTelemetry setup of benchmarks/_tracing.py.
 TRACINGS = {
     _report.NO_EXTRA: "none",
@@ -157,6 +163,18 @@ def run_tracing(args: argparse.Namespace) -> dict[str, Any]:
         return lambda _round: worker("bench_calls.py", "--client", "ours", *calls, timeout=300, code=code)
 
     return interleave.run("tracing", {label: measure(mode) for label, mode in TRACINGS.items()}, args.reps)
+
+
+def run_agent(args: argparse.Namespace) -> dict[str, Any]:
+    """The pydantic-ai agent with its tools in-process and through ``/mcp``, a fresh worker
+    (and for ``/mcp`` a fresh ``serve``) per round, interleaved."""
+    seq, tput, warmup = (100, 400, 20) if args.quick else (500, 2000, 50)
+    sizes = ("--seq", seq, "--tput", tput, "--warmup", warmup, "--inflight", AGENT_INFLIGHT)
+
+    def measure(via: str) -> interleave.Measure:
+        return lambda _round: worker("bench_agent.py", "--via", via, *sizes, timeout=600)
+
+    return interleave.run("agent", {name: measure(via) for name, via in AGENT_VIAS.items()}, args.reps)
 
 
 def _code_of(client: str, args: argparse.Namespace) -> tuple[str, Path]:
@@ -431,6 +449,8 @@ def main(argv: list[str]) -> None:
         results["tracing"] = run_tracing(args)
     if "aio" in sections:
         results["aio"] = run_calls(args, AIO_CLIENTS, "aio")
+    if "agent" in sections:
+        results["agent"] = run_agent(args)
     if "http" in sections:
         results["http"] = run_http(args)
     if "gateway" in sections:
