@@ -40,10 +40,11 @@ UNAVAILABLE = f"unavailable: mcp server {SERVER} is unavailable"
 FIVE = Call(ADD, {"a": 2, "b": 3})
 
 
-def config(*, tool_search: bool = False) -> Config:
-    """``mini`` (eager, trusted), search on or off, ``echo`` asked about."""
+def config(*, tool_search: bool = False, surface: bool = False) -> Config:
+    """``mini`` (eager, trusted; ``surface``: with its resource and prompt), search on or
+    off, ``echo`` asked about."""
     return Config(
-        servers=(mini(SERVER, start=Start.EAGER),),
+        servers=(mini(SERVER, *(["--surface"] if surface else []), start=Start.EAGER),),
         tool_search=ToolSearchSettings(enabled=tool_search),
         trust=TrustSettings(rules=(TrustRule(f"mcp:{SERVER}:echo", "*", "ask"),), approval_timeout_s=10),
     )
@@ -54,6 +55,7 @@ def in_session(
     run: Callable[[Supervisor, Session], Awaitable[T]],
     *,
     tool_search: bool = False,
+    surface: bool = False,
     approver: Approver | None = None,
 ) -> T:
     """``run(sup, session)`` under ``asyncio.run``: a ``supervisor.aio`` supervisor of
@@ -61,7 +63,8 @@ def in_session(
     one session; returns once the supervisor has closed (its audit rows are on disk)."""
 
     async def main() -> T:
-        async with Supervisor.open(config(tool_search=tool_search), approver, state_dir=state_dir) as sup:
+        settings = config(tool_search=tool_search, surface=surface)
+        async with Supervisor.open(settings, approver, state_dir=state_dir) as sup:
             await state_of(sup, SERVER, State.STEADY)
             async with sup.session() as session:
                 return await run(sup, session)

@@ -86,5 +86,20 @@ def test_a_call_goes_to_the_turn_its_listing_named(tmp_path: Path) -> None:
         assert latest.is_error and latest.content[0].text == refused.content[0].text
 
     in_session(tmp_path, run)
+
+
+def test_the_prompts_of_the_latest_listings_turn(tmp_path: Path) -> None:
+    async def run(sup: Supervisor, session: Session) -> None:
+        server = SupervisedServer(session)
+        (prompt,) = (await server.list_prompts()).prompts
+        assert (prompt.name, prompt.description) == (f"{SERVER}_greet", "Greet someone.")
+        (message,) = (await server.get_prompt(f"{SERVER}_greet", {"who": "Ada"})).messages
+        assert message.content.text == "Hello, Ada"
+        with pytest.raises(LookupError, match=f"unknown_prompt: unknown prompt {SERVER}_nope"):
+            await server.get_prompt(f"{SERVER}_nope")
+        with pytest.raises(RuntimeError, match=r"invalid_arguments: .* mini_greet: \$.who"):
+            await server.get_prompt(f"{SERVER}_greet")
+
+    in_session(tmp_path, run, surface=True)
     with pytest.raises(TypeError, match=r"SupervisedServer\(session\): expected a supervisor.aio Session"):
         SupervisedServer(object())  # type: ignore[arg-type]
