@@ -1,7 +1,7 @@
 """A reload of ``exposure`` and ``limits`` against a real subprocess server: the lists
 apply from the next turn, in a new epoch (a turn begun before keeps what it showed);
 a rate limit's bucket keeps its tokens when its entry is kept, and a changed rate
-or burst applies at once."""
+or burst applies at once; a gateway client whose view changed is told."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 import trio
 
 from supervisor import Supervisor
+from supervisor.gateway.core import GatewayCore, RequestContext
+from supervisor.gateway.notices import ViewWatch
 from supervisor.settings.loader import load_config
 from tests.service.test_reload import server, write
 from tests.service.test_runtime_servers import BOUND_S, steady
@@ -58,3 +60,20 @@ async def test_a_reload_applies_exposure_from_the_next_epoch_and_keeps_a_buckets
             assert refused.ok or (refused.error is not None and (refused.error.retry_after_ms or 0) <= 1)
             await trio.sleep(0.01)
             assert (await after.call(ECHO, {"text": "5"})).ok
+
+
+async def test_a_gateway_client_whose_view_a_reload_changed_is_owed_list_changed(tmp_path: Path) -> None:
+    file = write(tmp_path / "config.json", {"mini": server()})
+    async with Supervisor.open(load_config(file), state_dir=tmp_path / "s") as sup, sup.session() as session:
+        with trio.fail_after(BOUND_S):
+            await sup.router.cell.wait_until(steady("mini"))
+            core = GatewayCore(session)
+            listed = await core.handle("tools/list", {}, RequestContext())
+            assert "mini_add" in [tool["name"] for tool in listed["tools"]]
+            watch = ViewWatch(core)
+            assert watch.owed() == []
+            write(file, {"mini": server()}, exposure=[{"tenant": "default", "tools": {"deny": ["add"]}}])
+            await sup.reload()
+            assert watch.owed() == ["notifications/tools/list_changed"]
+            listed = await core.handle("tools/list", {}, RequestContext())
+            assert "mini_add" not in [tool["name"] for tool in listed["tools"]]
