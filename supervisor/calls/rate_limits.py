@@ -59,11 +59,14 @@ class RateLimits:
         if not bound:
             return None
         now = trio.current_time()
-        short = [(limit, bucket) for limit, bucket in bound if not bucket.ready(now)]
-        if not short:
+        for _limit, bucket in bound:
+            if not bucket.ready(now):
+                break
+        else:  # every bucket has a token: take one from each
             for _limit, bucket in bound:
                 bucket.take(now)
             return None
+        short = [(limit, bucket) for limit, bucket in bound if not bucket.ready(now)]
         limit, bucket = max(short, key=lambda pair: pair[1].retry_after(now))
         wait_ms = max(1, math.ceil(bucket.retry_after(now) * 1000))
         if self._metrics is not None:
