@@ -111,6 +111,7 @@ def sieved(catalog: Catalog, sieve: Sieve) -> Catalog:
             resources=_kept(view.resources, rules, "resources", lambda r: r.uri),
             templates=_kept(view.templates, rules, "resources", lambda t: t.uri_template),
             prompts=_kept(view.prompts, rules, "prompts", lambda p: p.name),
+            problems=_counted(view.problems),
         )
     prompts = {k: e for k, e in catalog.prompts.items() if sieve.shows(e.server, "prompts", e.name)}
     resources = _reshown(
@@ -127,6 +128,14 @@ def sieved(catalog: Catalog, sieve: Sieve) -> Catalog:
     )
     return Catalog(catalog.epoch, servers, tools, catalog.search_index, {}, prompts, resources, templates,
                    catalog.max_description_length, sieve)  # fmt: skip
+
+
+def _counted(problems: tuple[str, ...]) -> tuple[str, ...]:
+    """A server's problems as an audience its lists apply to sees them: counted, not
+    quoted, since a problem may name an item the lists hide (the operator sees them)."""
+    if not problems:
+        return problems
+    return (f"{len(problems)} problem(s) with what this server listed; the operator's view names them",)
 
 
 _Entry = TypeVar("_Entry", ResourceEntry, TemplateEntry)

@@ -129,3 +129,16 @@ def test_a_uri_made_from_a_visible_template_is_refused_when_its_own_glob_hides_i
     assert without.templates == {}
     with pytest.raises(SurfaceMiss):
         resolve_ref(without, {"type": "ref/resource", "uri": qualify("fs2", "file:///{+path}")})
+
+
+def test_an_audience_the_lists_apply_to_sees_a_servers_problems_counted_not_quoted() -> None:
+    """A problem may name a tool the lists hide ("tool 'write' left out: …")."""
+    before = full_catalog()
+    fs1 = attrs.evolve(before.servers["fs1"], problems=("tool 'write' left out: bad schema", "another"))
+    before = attrs.evolve(before, servers={**before.servers, "fs1": fs1})
+    after = sieved(before, HIDE_FS2_COPY)
+    assert after.servers["fs1"].problems == (
+        "2 problem(s) with what this server listed; the operator's view names them",
+    )
+    assert "write" not in str(after.servers["fs1"].problems)
+    assert before.servers["fs1"].problems == fs1.problems  # the operator's catalog keeps them
