@@ -197,8 +197,10 @@ def ours_config(
     eager: bool = False,
     search: bool | str = "auto",
     init_timeout_s: float = 60.0,
+    limited: bool = False,
 ) -> Any:
-    """A Config of trusted local servers with a 0 s reconnect schedule."""
+    """A Config of trusted local servers with a 0 s reconnect schedule; ``limited``: with
+    the exposure lists and rate limits of ``LIMITED`` too."""
     entries = {
         name: {
             "command": argv[0],
@@ -210,7 +212,25 @@ def ours_config(
         }
         for name, argv in servers
     }
-    return load_json_config({"tool_search": {"enabled": search}, "servers": entries})
+    return load_json_config(
+        {"tool_search": {"enabled": search}, "servers": entries, **(LIMITED if limited else {})}
+    )
+
+
+LIMITED: dict[str, Any] = {
+    "exposure": [
+        {"tenant": "*", "server": "*", "tools": {"allow": ["echo", "extra*"], "deny": ["secret_*"]}},
+        {"tenant": "default", "prompts": {"deny": ["admin_*"]}, "resources": {"deny": ["file:///etc/*"]}},
+    ],
+    "limits": [
+        {"tenant": "*", "per_s": 1_000_000, "burst": 1_000_000},
+        {"tenant": "*", "server": "*", "tool": "echo", "per_s": 1_000_000, "burst": 1_000_000},
+    ],
+}
+"""Issue 32's settings as a call meets them and passes: exposure lists that apply to
+every tenant and server (the echo tool allowed), and two rate limits that cover every
+call with room to spare (one per tenant, one per tenant, server and tool). Code from
+before the issue ignores both keys, with a config warning."""
 
 
 def load_json_config(data: dict[str, Any]) -> Any:

@@ -3,7 +3,7 @@
     python benchmarks/bench_calls.py --client floor|ours|ours-aio|sdk-trio|sdk-asyncio
                                      [--seq N] [--tput N] [--inflight 64] [--warmup N]
                                      [--what-if linger,policy,...] [--count-io]
-                                     [--tracing none|idle|batch]
+                                     [--tracing none|idle|batch] [--with-limits]
 
 Every client talks to the same minimal server (benchmarks/minimal_server.py) over a
 pipe and calls its ``echo`` tool with ``{"text": "hi"}``:
@@ -27,6 +27,9 @@ wall-clock figures.
 ``--tracing MODE`` (ours): OpenTelemetry not importable, importable with no tracer
 provider, or a ``BatchSpanProcessor`` over a no-op exporter (benchmarks/_tracing.py,
 set up before the supervisor is imported); the answer says what the worker saw.
+
+``--with-limits`` (ours): exposure lists and rate limits configured that every call
+passes (``_common.LIMITED``); the answer says whether the code measured read them.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ async def run_ours(args: argparse.Namespace, tracing: Tracing | None = None) -> 
     from supervisor import Supervisor
 
     quiet_logging()
-    config = ours_config([("bench", server_argv())])
+    config = ours_config([("bench", server_argv())], limited=args.with_limits)
     patches = [name for name in args.what_if.split(",") if name]
     if patches:
         import what_if
@@ -134,6 +137,8 @@ async def run_ours(args: argparse.Namespace, tracing: Tracing | None = None) -> 
                     tracing.start()
                 result = await _measure(call, args, _trio_spawn)
                 result["audit"] = _store_stats(sup)
+                if args.with_limits:  # False: code from before issue 32 ignored them
+                    result["limits_read"] = bool(getattr(sup.config, "limits", ()))
                 if tracing is not None:
                     result["tracing"] = tracing.report(args.warmup + args.seq + args.tput)
                 if io is not None:
@@ -257,9 +262,12 @@ def main() -> None:
         choices=MODES,
         help="ours: OpenTelemetry's setup (benchmarks/_tracing.py); default: as installed",
     )
+    parser.add_argument(
+        "--with-limits", action="store_true", help="ours: with exposure lists and rate limits it passes"
+    )
     args = parser.parse_args()
-    if args.tracing and args.client != "ours":
-        parser.error("--tracing: ours only")
+    if (args.tracing or args.with_limits) and args.client != "ours":
+        parser.error("--tracing, --with-limits: ours only")
     if args.client.startswith("sdk"):
         import anyio
 
@@ -285,6 +293,7 @@ def main() -> None:
         if tracing is not None:
             tracing.close()
     result["client"] = args.client + (f"+{args.what_if}" if args.what_if else "")
+    result["with_limits"] = args.with_limits
     emit(result)
 
 

@@ -21,6 +21,9 @@ average at the start and end of the section.
   in flight; ratios to the floor and to the SDK (the better of its two backends).
   ``--baseline DIR`` adds ``ours-before``, ours from another copy of the project (a
   before/after comparison in one run; ``--code DIR`` names the copy ``ours`` runs).
+  ``--with-limits``: ours (and ours-before) with the exposure lists and rate limits of
+  ``_common.LIMITED`` configured, which every call passes (code from before issue 32
+  ignores them).
 * whatif: ours with the patches of benchmarks/what_if.py applied (bounds, candidates).
 * tracing: ours (the calls section's workload) without the ``otel`` extra (OpenTelemetry
   refused at import), with it and no tracer provider (traces off), and with a
@@ -148,6 +151,8 @@ def run_calls(args: argparse.Namespace, clients: list[str], section: str = "call
         name, _, what_if = client.partition("+")
         extra = ["--what-if", what_if] if what_if else []
         name, code = _code_of(name, args)
+        if args.with_limits and name == "ours":
+            extra.append("--with-limits")
         calls = ("--seq", args.seq, "--tput", args.tput, "--warmup", args.warmup, *extra)
         return lambda _round: worker("bench_calls.py", "--client", name, *calls, timeout=300, code=code)
 
@@ -401,6 +406,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--compared", action="append", default=[], help="a line naming what was compared (compare.py)"
+    )
+    parser.add_argument(
+        "--with-limits",
+        action="store_true",
+        help="calls: ours (and ours-before) with exposure lists and rate limits every call passes",
     )
     parser.add_argument("--json", help="also write every raw result to this file")
     parser.add_argument(

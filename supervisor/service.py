@@ -32,7 +32,7 @@ from actors.connection.messages import Command, ConnectionStatus, Control, GetSt
 from actors.log_events import get_logger
 from actors.mailbox import Channels, open_mailbox
 from actors.router.actor import RetuneServers, RouterActor, RouterMessage
-from actors.router.catalog import ServerView
+from actors.router.catalog import Catalog, ServerView
 from actors.spec import Scope, ServerSpec
 from actors.transports.base import Connector
 from actors.transports.connector import TransportConnector
@@ -48,7 +48,7 @@ from supervisor.runtime.lifetimes import (
     store_opened,
     store_running,
 )
-from supervisor.runtime.logs import learn_secrets
+from supervisor.runtime.logs import learn_secrets, log_config_warnings
 from supervisor.runtime.metrics import Metrics
 from supervisor.runtime.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
 from supervisor.runtime.server_memory import EraMemory, listing_to_save, read_cached_listings
@@ -109,14 +109,6 @@ def default_connector(
     vault and their OAuth consent asked of ``asks`` (neither for a bridge peer)."""
     vault = StoreVault(store) if store is not None else None
     return TransportConnector(state, config.secrets, vault=vault, authorizer=asks, instance=instance)
-
-
-def _log_warnings(config: Config) -> None:
-    """One ``config warning`` line each (``check`` prints them; a running service logs
-    them when it starts and when a reload applies the file)."""
-    for warning in config.warnings:
-        fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
-        log.warning("config warning", extra={"fields": fields})
 
 
 @attrs.frozen(eq=False)
@@ -214,7 +206,7 @@ class Supervisor:
           killed and the lock is released.
         """
         learn_secrets(config.secrets)  # before the first line: a host's formatter may print fields
-        _log_warnings(config)
+        log_config_warnings(config)
         enable_tracing()  # traces on when the otel extra is installed (supervisor/runtime/tracing.py)
         state_path = resolve_state_dir(config, state_dir)
         async with (
@@ -292,7 +284,7 @@ class Supervisor:
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
         metrics, requests = Metrics(), RequestRegistry()
         audit = AuditTrail(journal, store_actor)
-        calls = CallServices(config.tool_search, requests, audit, metrics, events, config.tracing)
+        calls = CallServices.of(config, requests, audit, metrics, events)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
         running = _Running(config)
         warm = WarmPool(connector, config.servers, max_processes=lambda: running.config.bridge.max_processes)
@@ -365,6 +357,12 @@ class Supervisor:
         """The shared servers as the router sees them now."""
         return self.router.cell.current.servers
 
+    def catalog_for(self, tenant: str | None) -> Catalog:
+        """The current catalog as ``tenant`` may see it (its ``exposure`` lists
+        applied); None: all of it (the operator's view)."""
+        current = self.router.cell.current
+        return current if tenant is None else self._sessions.calls.exposure.view(current, tenant)
+
     async def command(self, server: str, control: Control) -> None:
         """Restart, enable, disable or stop one shared server."""
         await self._shared.mailbox(server).send(Command(control))
@@ -425,11 +423,11 @@ class Supervisor:
                 )
                 raise
             learn_secrets(config.secrets)
-            _log_warnings(config)
+            log_config_warnings(config)
             self.policy.retune(config.trust, {s.name for s in config.servers if s.trusted}.__contains__)
             self.approvals.timeout_s = config.trust.approval_timeout_s
-            self._sessions.calls.tool_search = config.tool_search
-            self._sessions.calls.tracing = config.tracing
+            epoch = self.router.cell.current.epoch + 1  # new exposure lists apply from it
+            refresh = self._sessions.calls.retune(config, epoch)
             self._sessions.private_servers = plan.private
             await self.warm.retune(config.servers)  # spares of changed or removed servers stop
             for name in (*plan.stop, *(spec.name for spec in plan.restart)):
@@ -439,8 +437,10 @@ class Supervisor:
             for spec in plan.retune:
                 await self._shared.retune(spec)
             kept = shared_specs(config)  # every running shared server takes its new spec
-            await self.router_mailbox.send(RetuneServers(kept, config.trust.max_description_length))
-            await self.router.cell.wait_until(lambda c: all(c.servers[s.name].spec is s for s in kept))
+            await self.router_mailbox.send(RetuneServers(kept, config.trust.max_description_length, refresh))
+            await self.router.cell.wait_until(
+                lambda c: all(c.servers[s.name].spec is s for s in kept) and (not refresh or c.epoch >= epoch)
+            )
             running.config = config
             log.info("config reloaded", extra={"fields": {"trigger": trigger, **plan.summary()}})
             return plan

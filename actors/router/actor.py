@@ -103,6 +103,9 @@ class RetuneServers:
 
     specs: tuple[ServerSpec, ...]
     max_description_length: int
+    refresh: bool = False
+    """What turns see changed beyond the catalog (a tenant's exposure lists): a new
+    epoch all the same."""
 
 
 @attrs.frozen(slots=True)
@@ -223,6 +226,8 @@ class RouterActor:
         """New specs for shared servers; listed descriptions redone where trust or the
         length limit changed (same ids, same search shards)."""
         wider = message.max_description_length != self._max_description
+        if message.refresh:
+            self._changed_for.add(None)
         self._max_description = message.max_description_length
         retuned = {spec.name: spec for spec in message.specs if spec.name in self._shared}
         for name, view in list(self._shared.items()):

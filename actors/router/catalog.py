@@ -15,7 +15,7 @@ and the flat listing is computed lazily, once per epoch, only when somebody asks
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import rpds
@@ -33,6 +33,9 @@ from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEn
 from actors.router.trust import fingerprint, listing_description
 from actors.router.validation import SchemaCheck
 from actors.spec import ServerSpec
+
+if TYPE_CHECKING:
+    from actors.router.exposure import Sieve
 
 
 @attrs.frozen(slots=True)
@@ -188,6 +191,8 @@ class Catalog:
     """Shown ``uriTemplate`` → entry, in config order."""
     max_description_length: int = 200
     """How long an untrusted server's listed descriptions may be (for overlays)."""
+    sieve: Sieve | None = attrs.field(default=None, eq=False, repr=False)
+    """The exposure lists this catalog was cut with (``exposure.sieved``), if any."""
     _listing: list[tuple[ToolEntry, ...]] = attrs.field(factory=list, eq=False, repr=False, alias="_listing")
     _views: dict[str, Catalog] = attrs.field(factory=dict, eq=False, repr=False, alias="_views")
 
@@ -197,6 +202,11 @@ class Catalog:
         if not self._listing:
             self._listing.append(tuple(e for view in self.servers.values() for e in view.entries))
         return self._listing[0]
+
+    def shows_uri(self, server: str, uri: str) -> bool:
+        """Whether this catalog's audience may read ``uri`` of ``server`` (its exposure
+        lists: also for a URI no server lists, such as one made from a template)."""
+        return self.sieve is None or self.sieve.shows(server, "resources", uri)
 
     def view_for(self, owner: str | None) -> Catalog:
         """This epoch as one session sees it: shared servers plus its private ones, their

@@ -32,6 +32,7 @@ ERROR_CODES = frozenset(
         "unknown_prompt",
         "unsupported",
         "busy",
+        "rate_limited",
     }
 )
 
@@ -39,7 +40,7 @@ ERROR_CODES = frozenset(
 @attrs.frozen(slots=True)
 class CallError:
     """Why a call failed: a code from ERROR_CODES and a message for the model.
-    ``retry_after_ms`` is set for ``busy``: when trying again is worth it. ``rpc_error``
+    ``retry_after_ms`` is set for ``busy`` and ``rate_limited``: when trying again is worth it. ``rpc_error``
     is the server's own JSON-RPC error behind a ``server_error`` (not in ``as_dict``:
     hosts see our code; the MCP gateway passes a few on, gateway/results.py)."""
 

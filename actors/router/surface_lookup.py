@@ -10,7 +10,9 @@ A URI is read from one server, as ``(server, server_uri)``:
 - a plain URI that several servers publish: refused, naming them and the forms to
   read instead;
 - a URI nobody lists that one server's resource template describes
-  (``uri_templates.py``): that server; several: refused, naming them.
+  (``uri_templates.py``): that server; several: refused, naming them;
+- whichever way it was reached, a URI the catalog's exposure lists hide
+  (``Catalog.shows_uri``): refused as a URI no server lists.
 
 Every refusal is a ``SurfaceMiss`` with an envelope code and a message that says
 what to do instead.
@@ -51,6 +53,21 @@ def _known(catalog: Catalog, server: str, shown: str) -> str:
 
 def resolve_uri(catalog: Catalog, uri: str, server: str | None = None) -> tuple[str, str]:
     """``(server, server_uri)`` to read ``uri`` from (see the module docstring)."""
+    where, server_uri = _route_uri(catalog, uri, server)
+    if not catalog.shows_uri(where, server_uri):
+        raise _unknown(uri)
+    return where, server_uri
+
+
+def _unknown(uri: str) -> SurfaceMiss:
+    return SurfaceMiss(
+        "unknown_resource",
+        f"unknown resource {uri}: no server in this turn lists it or has a template it matches; "
+        "list the resources, or pass server= to ask one server directly",
+    )
+
+
+def _route_uri(catalog: Catalog, uri: str, server: str | None) -> tuple[str, str]:
     entry = catalog.resources.get(uri)
     if server is not None:
         _known(catalog, server, uri)
@@ -89,11 +106,7 @@ def resolve_uri(catalog: Catalog, uri: str, server: str | None = None) -> tuple[
             f"resource {uri} is not listed and matches templates of {_names(by_template)}: "
             f"pass server=, or read {qualify(by_template[0], uri)}",
         )
-    raise SurfaceMiss(
-        "unknown_resource",
-        f"unknown resource {uri}: no server in this turn lists it or has a template it matches; "
-        "list the resources, or pass server= to ask one server directly",
-    )
+    raise _unknown(uri)
 
 
 def resolve_prompt(catalog: Catalog, prompt_id: str) -> PromptEntry:
@@ -124,7 +137,7 @@ def resolve_ref(catalog: Catalog, ref: Any) -> tuple[str, dict[str, Any]]:
         if resource is not None:
             return resource.server, {**ref, "uri": resource.server_uri}
         pair = unqualify(uri)
-        if pair is not None:
+        if pair is not None and catalog.shows_uri(pair[0], pair[1]):
             return _known(catalog, pair[0], uri), {**ref, "uri": pair[1]}
         publishers = [name for name in catalog.servers if qualify(name, uri) in catalog.templates]
         if publishers:

@@ -202,7 +202,8 @@ class AdminApi(SurfaceHandlers):
 
     async def list_servers(self) -> TrioResponse:
         clock = Clock.read()
-        servers = [server_summary(view, clock, self.redactor) for view in self.supervisor.servers().values()]
+        views = self.supervisor.catalog_for(_scope()).servers  # a tenant counts the tools it sees
+        servers = [server_summary(view, clock, self.redactor) for view in views.values()]
         servers += [
             unsupervised_summary(spec)
             for spec in self.supervisor.config.servers
@@ -211,7 +212,7 @@ class AdminApi(SurfaceHandlers):
         return self._json({"servers": servers})
 
     async def get_server(self, name: str) -> TrioResponse:
-        view = self.supervisor.servers().get(name)
+        view = self.supervisor.catalog_for(_scope()).servers.get(name)
         if view is None:
             spec = self._session_scoped(name)
             if spec is None:
@@ -220,7 +221,7 @@ class AdminApi(SurfaceHandlers):
             detail.update(transitions=[], problems=[], stderr_tail=None, in_flight=None, transport=None)
             return self._json(detail)
         status = await self.supervisor.connection_status(name, STATUS_TIMEOUT_S)
-        view = self.supervisor.servers().get(name, view)  # the freshest view, after the wait
+        view = self.supervisor.catalog_for(_scope()).servers.get(name, view)  # the freshest, after the wait
         return self._json(server_detail(view, status, Clock.read(), self.redactor))
 
     async def _command(self, name: str, control: Control) -> TrioResponse:
@@ -257,7 +258,7 @@ class AdminApi(SurfaceHandlers):
         full = bodies.flag(request.args, "full")
         if full and not authorize(_principal(), Action.FULL_DESCRIPTIONS):
             raise forbidden(_principal(), Action.FULL_DESCRIPTIONS, "list_tools with full=1")
-        catalog = self.supervisor.router.cell.current
+        catalog = self.supervisor.catalog_for(_scope())  # a tenant's view: its exposure lists
         return self._json({"epoch": catalog.epoch, "tools": tool_list(catalog, full=full)})
 
     # ----------------------------------------------------------------- sessions

@@ -268,7 +268,7 @@ SCHEMAS: dict[str, Any] = {
                     message=STR,
                     retry_after_ms={
                         "type": "integer",
-                        "description": "With code busy: when trying again is worth it.",
+                        "description": "With code busy or rate_limited: when trying again is worth it.",
                     },
                 ),
             ),

@@ -49,6 +49,14 @@ def frame(event: str, data: Any, scrub: Scrub) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(scrub(data)) + b"\n\n"
 
 
+def event_data(event: Mapping[str, Any], tenant: str | None) -> dict[str, Any]:
+    """An event's fields as ``tenant`` is sent them: an ``epoch`` event's count of every
+    server's tools is the operator's alone (a tenant's exposure lists may hide some)."""
+    if tenant is not None and event.get("type") == "epoch":
+        return {k: v for k, v in event.items() if k not in ("type", "tools")}
+    return {k: v for k, v in event.items() if k != "type"}
+
+
 def visible_to(event: Mapping[str, Any], tenant: str | None) -> bool:
     """State and epoch events are everyone's; an event naming a tenant is only that
     tenant's (``tenant`` None: every tenant's, the operator's view); anything else (an
@@ -92,7 +100,7 @@ class EventFeeds:
                         yield b": keepalive\n\n"
                     elif visible_to(event, tenant):
                         kind = str(event.get("type", "event"))
-                        yield frame(kind, {k: v for k, v in event.items() if k != "type"}, scrub)
+                        yield frame(kind, event_data(event, tenant), scrub)
             finally:
                 self._live.discard(sub)
 

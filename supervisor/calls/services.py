@@ -22,9 +22,11 @@ from actors.mailbox import Channels
 from actors.router.catalog import ToolEntry
 from actors.router.trust import Action, Decision
 from supervisor.calls.audit_trail import AuditTrail
+from supervisor.calls.exposure import Exposures
+from supervisor.calls.rate_limits import RateLimits
 from supervisor.calls.requests import RequestRegistry
 from supervisor.runtime.metrics import Metrics
-from supervisor.settings.model import ToolSearchSettings, TracingSettings
+from supervisor.settings.model import Config, ToolSearchSettings, TracingSettings
 
 _CALLING_CLIENT: ContextVar[ClientSide | None] = ContextVar("calling_client", default=None)
 
@@ -64,6 +66,34 @@ class CallServices:
     tracing: TracingSettings = attrs.field(factory=TracingSettings)
     """What a traced call's span may carry (``supervisor/calls/span_content.py``);
     replaced by a config reload, as ``tool_search``."""
+    exposure: Exposures = attrs.field(factory=Exposures)
+    """What each tenant's turns may see (``exposure.py``); replaced by a reload."""
+    limits: RateLimits = attrs.field(factory=RateLimits)
+    """The rate limits and their buckets (``rate_limits.py``); retuned by a reload."""
+
+    @classmethod
+    def of(
+        cls,
+        config: Config,
+        requests: RequestRegistry,
+        audit: AuditTrail,
+        metrics: Metrics,
+        events: Broadcast[Mapping[str, Any]],
+    ) -> CallServices:
+        """What the calls of a supervisor running ``config`` use."""
+        exposure, limits = Exposures(config.exposure), RateLimits(config.limits, metrics)
+        return cls(config.tool_search, requests, audit, metrics, events, config.tracing, exposure, limits)
+
+    def retune(self, config: Config, next_epoch: int) -> bool:
+        """Take a reloaded config's settings for the calls made from now on. True when
+        its exposure lists changed: they apply from ``next_epoch``, which the reload
+        then has the router make (``RetuneServers.refresh``)."""
+        self.tool_search, self.tracing = config.tool_search, config.tracing
+        self.limits.retune(config.limits)
+        if config.exposure == self.exposure.rules:
+            return False
+        self.exposure = self.exposure.replaced(config.exposure, next_epoch)
+        return True
 
 
 @attrs.frozen(slots=True)

@@ -13,7 +13,8 @@ the steps of a call (docs/architecture.md, "The surface's path"):
 3. trust: the permission ``mcp:<server>:resources`` (the rule's pattern matched on the
    URI the server reads, also lexically normalized) or ``mcp:<server>:prompts`` (the
    pattern matched on the server's prompt name); with no rule, allow (they are reads,
-   on any server); ask goes to the approval desk, deny ends it ``denied``;
+   on any server); ask goes to the approval desk, deny ends it ``denied``; a rate
+   limit refuses it ``rate_limited`` before anyone is asked, as a call;
 4. the request (``CallTool`` with its ``method`` and the params as sent, with the
    server's own URI or name) to the server's connection actor;
 5. one envelope (``supervisor/calls/surface_results.py``), bounded by the server's
@@ -251,6 +252,10 @@ class TurnSurface(TurnAudit):
             return await self._audited(
                 label, server, digest, verdict.decided, failure(label, "denied", verdict.reason)
             )
+        limited = self._calls.limits.refusal(self.session.tenant, server, _own_name(params))
+        if limited is not None:
+            over = failure(label, limited.code, limited.message, limited.retry_after_ms)
+            return await self._audited(label, server, digest, first.action.value, over)
         go = functools.partial(
             self._surface_go, server, label, method, params, entry, subject, first, request
         )
@@ -308,6 +313,15 @@ def _declared(view: ServerView, method: str) -> bool:
     if method == "prompts/get":
         return bool(features.prompts)
     return bool(features.resources)
+
+
+def _own_name(params: Mapping[str, Any]) -> str:
+    """What a rate limit's ``tool`` is matched on: the server's own name of what is
+    asked (the URI it reads, the prompt's name, ``completion:`` and the ref's)."""
+    ref = params.get("ref")
+    if isinstance(ref, Mapping):
+        return f"completion:{ref.get('name') or ref.get('uri')}"
+    return str(params.get("uri") or params.get("name"))
 
 
 def _digest(arguments: Any) -> tuple[str, int]:

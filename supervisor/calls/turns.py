@@ -8,10 +8,11 @@ what was activated, the trust decision). So this module imports nothing of
 
 A call goes: refuse arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` → resolve
 the id in the turn's catalog → validate the arguments against the tool's inputSchema
-(no server contact when they are wrong) → trust decision (allow / ask / deny, asking
-the host when needed) → the connection actor, which sends it only on the definition it
-was decided on (else the turn decides again on the server's current one: ``_redefined``)
-→ one result envelope → one audit row.
+(no server contact when they are wrong) → trust decision (allow / ask / deny; a deny
+ends it) → rate limits (``rate_limits.py``: over one, ``rate_limited`` at once) → asking
+the host when trust said ask → the connection actor, which sends it only on the
+definition it was decided on (else the turn decides again on the server's current
+one: ``_redefined``) → one result envelope → one audit row.
 
 A turn is frozen, availability included (docs/turns.md): it calls only the tools it
 shows, and a server unavailable when it began stays so until it ends.
@@ -205,7 +206,8 @@ class Turn(TurnSurface):
           Exactly one envelope, whatever ``tool_id`` and ``arguments`` are: the result,
           or an error code (``unknown_tool``: the turn does not show it,
           ``invalid_arguments``, ``unavailable``: also a server down when the turn
-          began, ``denied``, ``timeout``, ``cancelled``, ``server_error``, ``tool_error``).
+          began, ``denied``, ``rate_limited``, ``timeout``, ``cancelled``, ``server_error``,
+          ``tool_error``).
 
         Raises:
           RequestInFlight: ``request_id`` is in flight already for this tenant (nothing is
@@ -296,6 +298,10 @@ class Turn(TurnSurface):
             verdict = await self.session.authorize(entry, arguments, first)  # no checkpoint
             denied = failure(tool_id, "denied", verdict.reason)
             return await self._audited(entry.id, entry.server, digest, verdict.decided, denied)
+        limited = self._calls.limits.refusal(self.session.tenant, entry.server, entry.name)
+        if limited is not None:  # over a rate limit: answered at once, nobody asked
+            over = failure(tool_id, limited.code, limited.message, limited.retry_after_ms)
+            return await self._audited(entry.id, entry.server, digest, first.action.value, over)
         # From here the call may wait (an approval, the server): a row that says so first.
         go = self._go  # _journaled calls it with the arguments that follow it
         return await self._journaled(

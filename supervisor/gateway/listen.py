@@ -98,10 +98,10 @@ async def _list_changes(
     meta: Mapping[str, Any],
 ) -> None:
     seen = cell.current
-    shape = _shape(seen.view_for(session.id))
+    shape = _shape(session.view_of(seen))
     while True:
         seen = await cell.wait_until(lambda catalog, seen=seen: catalog is not seen)  # type: ignore[misc]
-        now = _shape(seen.view_for(session.id))
+        now = _shape(session.view_of(seen))
         for what, method in lists.values():
             if now[what] != shape[what]:
                 await outlet.send({"jsonrpc": "2.0", "method": method, "params": {"_meta": dict(meta)}})

@@ -4,9 +4,10 @@
   its text cut at the server's ``max_output_bytes`` (the envelope did that).
 - A tool's own error (``tool_error``) is ``isError: true`` with the tool's text.
 - Our outcomes (``unavailable``, ``timeout``, ``cancelled``, ``denied``,
-  ``invalid_arguments``, ``busy``, …) are ``isError: true`` results too, so a model
-  reads them: the envelope's message as text, its code (and ``retry_after_ms`` for
-  ``busy``) under ``_meta["mcp-supervisor/error"]``.
+  ``invalid_arguments``, ``busy``, ``rate_limited``, …) are ``isError: true`` results
+  too, so a model reads them: the envelope's message as text, its code (and
+  ``retry_after_ms`` for ``busy`` and ``rate_limited``) under
+  ``_meta["mcp-supervisor/error"]``.
 - An unknown tool is a JSON-RPC error -32602 (invalid params), as the spec says.
 - A server's JSON-RPC error is a ``server_error`` result, except the few in
   ``CLIENT_ERRORS``: errors about the client's request that only the client can act
@@ -80,4 +81,7 @@ def surface_error(envelope: Envelope) -> JsonRpcError:
         return JsonRpcError(INVALID_PARAMS, message, {"code": code})
     if code == "unsupported":
         return JsonRpcError(METHOD_NOT_FOUND, message, {"code": code})
-    return JsonRpcError(INTERNAL_ERROR, message, {"code": code})
+    detail: dict[str, Any] = {"code": code}
+    if envelope.error.retry_after_ms is not None:  # busy, rate_limited: when to try again
+        detail["retry_after_ms"] = envelope.error.retry_after_ms
+    return JsonRpcError(INTERNAL_ERROR, message, detail)

@@ -27,6 +27,7 @@ from actors import log_events
 from actors.log_events import event_name, log_value, record_fields
 from actors.redaction import Redactor
 from supervisor.runtime.tracing import TRACING
+from supervisor.settings.model import Config
 
 
 class StructuredFormatter(logging.Formatter):
@@ -102,3 +103,11 @@ def learn_secrets(secrets: Iterable[str]) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler.formatter, StructuredFormatter):
             handler.formatter.learn(secrets)
+
+
+def log_config_warnings(config: Config) -> None:
+    """One ``config warning`` line each, in the supervisor's log (``check`` prints them;
+    a running service logs them when it starts and when a reload applies the file)."""
+    for warning in config.warnings:
+        fields = {"file": warning.file, "path": warning.json_path, "problem": warning.problem}
+        log_events.get_logger("supervisor").warning("config warning", extra={"fields": fields})

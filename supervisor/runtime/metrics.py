@@ -1,6 +1,6 @@
 """Prometheus metrics: connections by state, reconnects, calls by server and outcome,
-call latency, approvals pending, catalog epoch, audit rows waiting for the disk and
-dropped. Rendered by hand in the text exposition format: a few counters and one
+call latency, calls refused by a rate limit, approvals pending, catalog epoch, audit
+rows waiting for the disk and dropped. Rendered by hand in the text exposition format: a few counters and one
 histogram do not need a client library, and the call path records into plain lists."""
 
 from __future__ import annotations
@@ -75,6 +75,12 @@ class Metrics:
         # server -> outcome -> its histogram; both are bounded: servers are configured,
         # outcomes are the envelope's codes. Never a tool, tenant or person.
         self._calls: dict[str, dict[str, _Series]] = {}
+        # (tenant, server) -> calls refused ``rate_limited``: tenants are the config's.
+        self._rate_limited: Counter[tuple[str, str]] = Counter()
+
+    def count_rate_limited(self, tenant: str, server: str) -> None:
+        """Count one call a rate limit refused (``supervisor/calls/rate_limits.py``)."""
+        self._rate_limited[(tenant, server)] += 1
 
     def observe_call(self, server: str, outcome: str, seconds: float) -> None:
         """Count one finished call (``server`` "" when it named none). The hot end of
@@ -140,6 +146,15 @@ class Metrics:
                 lines.append(f"{name}_bucket{{{pair},{le}}} {running}")
             lines.append(f"{name}_sum{{{pair}}} {sample_value(histogram.total)}")
             lines.append(f"{name}_count{{{pair}}} {running}")
+        family(
+            "mcp_supervisor_rate_limited_total",
+            "counter",
+            "Calls refused by a rate limit, by tenant and server.",
+            (
+                (f'{{tenant="{_escape(tenant)}",server="{_escape(server)}"}}', count)
+                for (tenant, server), count in sorted(self._rate_limited.items())
+            ),
+        )
         family(
             "mcp_supervisor_approvals_pending",
             "gauge",

@@ -12,8 +12,9 @@ without a running supervisor:
   the running server without a restart.
 - A server no longer in the file stops; a new one starts. ``scope: session`` servers
   are started by each session: a change to them applies to sessions opened after it.
-- ``trust``, ``tool_search``, ``bridge``, ``tracing`` (calls made after it) and
-  ``admin.tokens`` apply live.
+- ``trust``, ``tool_search``, ``bridge``, ``tracing`` and ``limits`` (calls made after
+  it: a rate limit's buckets keep their tokens), ``exposure`` (turns begun after it, in
+  a new epoch) and ``admin.tokens`` apply live.
 - ``admin.bind`` and ``state_dir`` cannot change while running: the reload is refused,
   naming the key (``ReloadRefused``), and nothing changes.
 """
@@ -122,7 +123,7 @@ class ReloadPlan:
     """``scope: session`` servers added, changed or removed (new sessions see it)."""
     settings: tuple[str, ...] = ()
     """Changed settings applied live: ``trust``, ``tool_search``, ``bridge``, ``tracing``,
-    ``admin.tokens``."""
+    ``limits``, ``exposure``, ``admin.tokens``."""
 
     def report(self) -> dict[str, Any]:
         """The reply of a reload (admin API, CLI ``--json``): names and keys, no values."""
@@ -225,6 +226,10 @@ def _settings(old: Config, new: Config) -> tuple[str, ...]:
         changed.append("bridge")
     if old.tracing != new.tracing:
         changed.append("tracing")
+    if old.limits != new.limits:
+        changed.append("limits")
+    if old.exposure != new.exposure:
+        changed.append("exposure")
     if dict(old.admin.tokens) != dict(new.admin.tokens):
         changed.append("admin.tokens")
     return tuple(changed)

@@ -3,8 +3,8 @@
 A ``Session`` owns a nursery for its private (``scope: session``) connections, which
 end with it; it remembers which tools ``tool_search`` activated and which approvals
 were given "for the session", and its resource subscriptions
-(``supervisor/sessions/subscriptions.py``). ``begin_turn`` freezes the current catalog epoch into
-a ``Turn`` (supervisor/calls/turns.py).
+(``supervisor/sessions/subscriptions.py``). ``begin_turn`` freezes the current catalog
+epoch, as its tenant may see it (``view_of``), into a ``Turn`` (supervisor/calls/turns.py).
 
 A session never sees the supervisor: it is given ``SessionServices``, what it may
 use of it, built once by ``Supervisor.open``. Imports go one way, service →
@@ -254,8 +254,13 @@ class Session:
         """The current epoch as this session sees it (no turn is begun)."""
         return self._current()
 
+    def view_of(self, catalog: Catalog) -> Catalog:
+        """``catalog`` as this session sees it: its private servers added, and what the
+        ``exposure`` lists hide from its tenant taken out (``supervisor/calls/exposure.py``)."""
+        return self._services.calls.exposure.view(catalog.view_for(self.id), self.tenant)
+
     def _current(self) -> Catalog:
-        return self._services.catalog.current.view_for(self.id)
+        return self.view_of(self._services.catalog.current)
 
     async def _start_and_wait(self, catalog: Catalog, wanted: Callable[[ServerView], bool]) -> None:
         """Start the wanted idle servers; wait (bounded) until every wanted one settled."""

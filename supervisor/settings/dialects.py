@@ -57,7 +57,7 @@ _KEYS = frozenset(
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
         "max_output_bytes", "reconnect_schedule_s", "reconnect_jitter", "protocol", "log_level",
-        "concurrency", "bridge", "warm", "tls",
+        "concurrency", "bridge", "warm", "tls", "expose",
     }
 )  # fmt: skip
 

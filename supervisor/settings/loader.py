@@ -31,6 +31,7 @@ from supervisor.settings.net import parse_bind
 from .bridge import read_bridge
 from .dialects import find_server_section, read_servers
 from .expansion import Expander
+from .exposure import read_exposure
 from .gateway import read_gateway
 from .model import (
     DEFAULT_TENANT,
@@ -43,6 +44,7 @@ from .model import (
     TrustRule,
     TrustSettings,
 )
+from .rate_limits import read_limits
 from .server_warnings import server_warnings
 from .top_level import top_level_warnings
 from .tracing import read_tracing
@@ -218,8 +220,14 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         gateway=read_gateway(root.get("gateway", {}), "$.gateway", servers),
         bridge=read_bridge(root.get("bridge", {}), "$.bridge", servers, child("$", section or "servers")),
         tracing=read_tracing(root.get("tracing", {}), "$.tracing"),
+        exposure=read_exposure(root.get("exposure", []), "$.exposure", servers, _section(root, section), exp),
+        limits=read_limits(root.get("limits", []), "$.limits", servers, exp),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),
     )
+
+
+def _section(root: Mapping[str, Any], section: str | None) -> tuple[Mapping[str, Any], str] | None:
+    return None if section is None else (root[section], child("$", section))
 
 
 def _tool_search(value: object, path: str, exp: Expander) -> ToolSearchSettings:

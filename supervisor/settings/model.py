@@ -14,6 +14,7 @@ from typing import Literal
 
 import attrs
 
+from actors.router.exposure import ServerRule
 from actors.spec import ServerSpec
 
 __all__ = [
@@ -21,7 +22,9 @@ __all__ = [
     "BridgeSettings",
     "Config",
     "ConfigWarning",
+    "ExposureRule",
     "GatewaySettings",
+    "RateLimit",
     "Role",
     "ServerSpec",
     "TokenGrant",
@@ -103,6 +106,36 @@ class TracingSettings:
     arguments: bool = False
     results: bool = False
     identity: bool = False
+
+
+@attrs.frozen(slots=True)
+class ExposureRule:
+    """One ``exposure`` entry: for the tenants ``tenant`` matches (a glob), what
+    ``rule`` lets its servers show (``actors/router/exposure.py``). A server's
+    ``expose`` is one of these with ``tenant`` ``*``."""
+
+    tenant: str = "*"
+    rule: ServerRule = attrs.field(factory=ServerRule)
+
+
+@attrs.frozen(slots=True)
+class RateLimit:
+    """One ``limits`` entry: a token bucket (``per_s``, ``burst``) for each combination
+    of the values of the fields it names among ``tenant``, ``server`` and ``tool``
+    (globs; None: not named), over the calls whose values they match
+    (``supervisor/calls/rate_limits.py``)."""
+
+    per_s: float
+    burst: int
+    tenant: str | None = None
+    server: str | None = None
+    tool: str | None = None
+
+    @property
+    def selector(self) -> tuple[str | None, str | None, str | None]:
+        """What it covers, as written: a reload keeps the buckets of an entry whose
+        selector it keeps."""
+        return (self.tenant, self.server, self.tool)
 
 
 @attrs.frozen(slots=True)
@@ -199,6 +232,8 @@ class Config:
     gateway: GatewaySettings = GatewaySettings()
     bridge: BridgeSettings = BridgeSettings()
     tracing: TracingSettings = TracingSettings()
+    exposure: tuple[ExposureRule, ...] = ()
+    limits: tuple[RateLimit, ...] = ()
     state_dir: str | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 

@@ -237,8 +237,9 @@ async def test_subscriptions_announce_updates_to_the_sessions_tenant_only(tmp_pa
             assert missing.status == 400 and "$.uri" in missing.json()["error"]["message"]
 
 
-async def run_cli(s: Surface, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = await trio.to_thread.run_sync(cli.main, [*argv, "--url", s.api.url])
+async def run_cli(url: str, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """One CLI command against the admin API at ``url``: (exit status, stdout, stderr)."""
+    status = await trio.to_thread.run_sync(cli.main, [*argv, "--url", url])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -249,7 +250,7 @@ async def test_the_cli_lists_resources_and_prompts_and_reads(
     monkeypatch.delenv("MCP_SUPERVISOR_TOKEN", raising=False)
     async with surface_running(tmp_path) as s:
         with trio.fail_after(30):
-            status, out, _err = await run_cli(s, "resources", capsys=capsys)
+            status, out, _err = await run_cli(s.api.url, "resources", capsys=capsys)
             assert status == 0
             assert out.splitlines() == [
                 "URI                                             SERVER  NAME      MIME",
@@ -259,18 +260,22 @@ async def test_the_cli_lists_resources_and_prompts_and_reads(
                 "file:///tmp/{name}                              fs1     files     template",
             ]
 
-            status, out, _err = await run_cli(s, "--json", "resources", capsys=capsys)
+            status, out, _err = await run_cli(s.api.url, "--json", "resources", capsys=capsys)
             assert status == 0 and len(json.loads(out)["resources"]) == 3
 
-            status, out, _err = await run_cli(s, "prompts", capsys=capsys)
+            status, out, _err = await run_cli(s.api.url, "prompts", capsys=capsys)
             assert status == 0
             assert out.splitlines() == ["ID          SERVER  ARGUMENTS", "fs1_review  fs1     topic*, style"]
 
-            status, out, err = await run_cli(s, "read", f"mcp-supervisor://fs2/{SHARED}", capsys=capsys)
+            status, out, err = await run_cli(
+                s.api.url, "read", f"mcp-supervisor://fs2/{SHARED}", capsys=capsys
+            )
             assert (status, out, err) == (0, f"text of {SHARED}\n", "")
-            status, out, _err = await run_cli(s, "read", SHARED, "--server", "fs1", "--json", capsys=capsys)
+            status, out, _err = await run_cli(
+                s.api.url, "read", SHARED, "--server", "fs1", "--json", capsys=capsys
+            )
             assert status == 0 and json.loads(out)["text"] == f"text of {SHARED}"
-            status, out, err = await run_cli(s, "read", SHARED, capsys=capsys)
+            status, out, err = await run_cli(s.api.url, "read", SHARED, capsys=capsys)
             assert status == 1 and out == ""
             assert err.startswith("error unknown_resource: ") and SHARED in err
 
@@ -294,6 +299,6 @@ async def test_the_cli_names_blobs_instead_of_printing_them(
     async with surface_running(tmp_path) as s:
         s.actors["fs1"].handler = blob_reader
         with trio.fail_after(30):
-            status, out, _err = await run_cli(s, "read", "file:///projects/one.md", capsys=capsys)
+            status, out, _err = await run_cli(s.api.url, "read", "file:///projects/one.md", capsys=capsys)
         assert status == 0
         assert out.splitlines() == ["[blob file:///projects/one.md (image/png)]", "caption"]

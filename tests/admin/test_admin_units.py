@@ -19,7 +19,7 @@ from actors.redaction import Redactor
 from actors.router.catalog import ServerView, Transition
 from actors.router.envelope import Envelope, success
 from actors.spec import ServerSpec
-from supervisor.admin.sse import EventFeeds, StreamedCall, visible_to
+from supervisor.admin.sse import EventFeeds, StreamedCall, event_data, visible_to
 from supervisor.admin.views import Clock, server_detail, server_summary
 from supervisor.settings.model import Role, TokenGrant
 from supervisor.web.auth import (
@@ -292,3 +292,12 @@ async def test_an_abandoned_stream_cancels_its_call(autojump_clock: trio.testing
     assert cancelled == ["rid-2"]
     assert trio.current_time() - start == pytest.approx(2.0)  # ABANDON_GRACE_S
     assert call.envelope is None
+
+
+def test_an_epoch_event_tells_only_the_operator_how_many_tools_every_server_has() -> None:
+    """A tenant's exposure lists may hide tools: the count of all of them is not its."""
+    epoch = {"type": "epoch", "epoch": 3, "tools": 12}
+    assert event_data(epoch, None) == {"epoch": 3, "tools": 12}
+    assert event_data(epoch, "alice") == {"epoch": 3}
+    call = {"type": "call", "tenant": "alice", "tools": 1}
+    assert event_data(call, "alice") == {"tenant": "alice", "tools": 1}

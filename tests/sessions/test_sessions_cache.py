@@ -14,6 +14,7 @@ from actors.connection.messages import ConnectionMessage
 from actors.connection.states import State
 from actors.router.catalog import Catalog, ServerView
 from actors.spec import Scope, ServerSpec
+from supervisor.calls.exposure import Exposures
 from supervisor.sessions import session as sessions
 from supervisor.sessions.session import Session, SessionServices
 from supervisor.settings.model import ToolSearchSettings
@@ -30,7 +31,7 @@ def _catalog(epoch: int, states: dict[str, State]) -> Catalog:
 
 def _session(catalog: Catalog, private: tuple[ServerSpec, ...] = ()) -> tuple[Session, Any]:
     cell: Any = SimpleNamespace(current=catalog)
-    calls: Any = SimpleNamespace(tool_search=ToolSearchSettings(enabled=False))
+    calls: Any = SimpleNamespace(tool_search=ToolSearchSettings(enabled=False), exposure=Exposures())
     unused: Any = None  # no private server is ever spawned, no call made, here
     connections: Any = SimpleNamespace(client_capabilities={})  # what a session declares by default
     services = SessionServices(cell, unused, connections, private, unused, unused, calls)

@@ -71,6 +71,7 @@ DOCUMENTED_CODES = {
     "unknown_prompt",
     "unsupported",
     "busy",
+    "rate_limited",
 }
 
 
