@@ -15,7 +15,7 @@ for the application, not the model). A failure is raised as pydantic-ai's ``Mode
 when the model can fix it (``invalid_arguments``, ``unknown_tool``: a retry prompt, and
 it counts against the tool's retries as pydantic-ai's own argument checks do), and as
 ``ToolFailed`` for everything else (``unavailable``, ``denied``, ``timeout``, ``busy``,
-``tool_error``…): the model reads it, no retry is spent, the run goes on.
+``rate_limited``, ``tool_error``…): the model reads it, no retry is spent, the run goes on.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """What a model reads of a call's envelope, the same through every adapter.
 
 A success is the envelope's text (a result that has only structured content: that
-content as JSON). A failure is ``<code>: <message>`` (``busy`` adds how long to wait),
-which each adapter hands to the model as its framework hands over a failed tool call,
-so the run goes on: the model reads why and may do something else. ``CORRECTABLE``
-are the codes the model caused and can fix by calling again differently; a framework
-that tells those apart (pydantic-ai's retry prompt) gets them so.
+content as JSON). A failure is ``<code>: <message>`` (``busy`` and ``rate_limited`` add
+how long to wait), which each adapter hands to the model as its framework hands over a
+failed tool call, so the run goes on: the model reads why and may do something else.
+``CORRECTABLE`` are the codes the model caused and can fix by calling again
+differently; a framework that tells those apart (pydantic-ai's retry prompt) gets them
+so.
 """
 
 from __future__ import annotations

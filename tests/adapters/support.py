@@ -5,8 +5,8 @@ that framework's scripted model (no language model, no network) following a ``Pl
 (``tests/frameworks/scripted.py``: the calls it makes, one a step, and what the answers
 it got were), against a real stdio server, ``tests/servers/mini_server.py`` named
 ``mini``. ``every_outcome`` is the script all three adapters run: a success, the
-model's own mistake, a call the approver allows and one it denies, and the server
-down and back, each answer read by the model and the run going on. The audit rows are
+model's own mistake, a call the approver allows, one it denies and one over a rate
+limit, and the server down and back, each answer read by the model and the run going on. The audit rows are
 read from the state directory once the supervisor has closed.
 
 The tests are sync functions that run their host under ``asyncio.run``
@@ -25,7 +25,7 @@ from actors.connection.messages import Control
 from actors.connection.states import State
 from actors.spec import Start
 from supervisor.aio import Approval, ApprovalRequest, Session, Supervisor
-from supervisor.settings.model import Config, ToolSearchSettings, TrustRule, TrustSettings
+from supervisor.settings.model import Config, RateLimit, ToolSearchSettings, TrustRule, TrustSettings
 from supervisor.store import Store
 from tests.frameworks.scripted import Call, Plan, Script
 from tests.frameworks.support import readme_recipe
@@ -42,11 +42,12 @@ FIVE = Call(ADD, {"a": 2, "b": 3})
 
 def config(*, tool_search: bool = False, surface: bool = False) -> Config:
     """``mini`` (eager, trusted; ``surface``: with its resource and prompt), search on or
-    off, ``echo`` asked about."""
+    off, ``echo`` asked about and limited to two calls (then one every 1,000 s)."""
     return Config(
         servers=(mini(SERVER, *(["--surface"] if surface else []), start=Start.EAGER),),
         tool_search=ToolSearchSettings(enabled=tool_search),
         trust=TrustSettings(rules=(TrustRule(f"mcp:{SERVER}:echo", "*", "ask"),), approval_timeout_s=10),
+        limits=(RateLimit(per_s=0.001, burst=2, tool="echo"),),
     )
 
 
@@ -87,15 +88,17 @@ class Approver:
 
 def every_outcome(sup: Supervisor) -> Script:
     """A success; arguments the schema refuses; ``echo`` allowed, then denied, by the
-    approver; the server disabled, so the call meets it down in a turn that began with it
-    serving; enabled again (and serving) before the next call, which is still refused,
-    as its turn began while the server was down (docs/turns.md); then a success again."""
+    approver, then over its rate limit; the server disabled, so the call meets it down in
+    a turn that began with it serving; enabled again (and serving) before the next call,
+    which is still refused, as its turn began while the server was down (docs/turns.md);
+    then a success again."""
 
     async def script() -> AsyncGenerator[Call, str]:
         yield FIVE
         yield Call(ADD, {"a": "two"})
         yield Call(ECHO, {"text": "allowed"})
         yield Call(ECHO, {"text": "denied"})
+        yield Call(ECHO, {"text": "limited"})
         await sup.command(SERVER, Control.DISABLE)
         await state_of(sup, SERVER, State.DISABLED)
         yield FIVE
@@ -111,10 +114,11 @@ def assert_every_outcome(plan: Plan, approver: Approver, state_dir: Path) -> Non
     """What ``every_outcome`` must leave: each answer as the model read it, the approver
     asked twice, and one audit row per call with the outcome the model saw."""
     answers = [text for _, text in plan.answers]
-    five, invalid, allowed, denied, down, refused, later = answers
+    five, invalid, allowed, denied, limited, down, refused, later = answers
     assert (five, allowed, later) == ("5", "allowed", "5"), answers
     assert invalid.startswith(f"invalid_arguments: invalid arguments for {ADD}: $"), invalid
     assert denied == f"denied: call to {ECHO} denied by the approver", denied
+    assert limited.startswith("rate_limited: ") and limited.endswith(" ms)"), limited
     assert down.startswith(UNAVAILABLE), down
     assert refused.startswith(f"{UNAVAILABLE} in this turn (disabled when it began)"), refused
     assert [(request.tool, request.arguments) for request in approver.asked] == [
@@ -122,7 +126,7 @@ def assert_every_outcome(plan: Plan, approver: Approver, state_dir: Path) -> Non
         (ECHO, {"text": "denied"}),
     ]
     assert audit_outcomes(state_dir, ADD) == ["ok", "invalid_arguments", "unavailable", "unavailable", "ok"]
-    assert audit_outcomes(state_dir, ECHO) == ["ok", "denied"]
+    assert audit_outcomes(state_dir, ECHO) == ["ok", "denied", "rate_limited"]
 
 
 def found_then_called() -> Script:
