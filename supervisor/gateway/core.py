@@ -151,7 +151,7 @@ class GatewayCore:
         its next call after a reconnect must not meet the old listing's ``unavailable
         in this turn``, however long ago it listed."""
         if turn.availability(tool_id) is not Availability.UNAVAILABLE:
-            return turn  # nearly every call
+            return turn
         entry = self.session.catalog_now().tools.get(tool_id)
         now = None if entry is None else self.session.catalog_now().servers[entry.server].availability
         return turn if now in (None, Availability.UNAVAILABLE) else await self.new_turn()
@@ -246,7 +246,8 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     arguments = params.get("arguments")
     turn = await core.latest_turn()
     tool_id = core.tool_id(turn, name)
-    turn = await core.serving_turn(turn, tool_id)
+    if turn.availability(tool_id) is Availability.UNAVAILABLE:  # rare: no await otherwise
+        turn = await core.serving_turn(turn, tool_id)
     core.find_by_name(turn, tool_id)
     activated = len(core.session.activated)
     envelope = await _with_related(
