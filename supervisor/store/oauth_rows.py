@@ -76,8 +76,10 @@ class OAuthRows:
         return data if isinstance(data, dict) else None
 
     def seal_with(self, sealer: Sealer) -> Resealed:
-        """Seal records from now on, and the plaintext ones from before now."""
+        """Seal records from now on, and the plaintext ones from before now (with
+        ``secure_delete``, so no old plaintext copy stays in a free page)."""
         self.sealer = sealer
+        self._connection.execute("PRAGMA secure_delete=ON")
         return self.reseal_oauth(rotate=False)
 
     def reseal_oauth(self, *, rotate: bool = True) -> Resealed:
