@@ -94,7 +94,8 @@ def test_an_unknown_key_is_shown_visibly(tmp_path: Path) -> None:
 
 def test_our_keys_are_the_sections_the_loader_reads(tmp_path: Path) -> None:
     assert set(OUR_KEYS) == {"servers", "mcpServers", "mcp", "tool_search", "trust", "admin", "gateway",
-                             "bridge", "tracing", "exposure", "limits", "state_dir", "secrets_at_rest"}  # fmt: skip
+                             "bridge", "tracing", "exposure", "limits", "state_dir",
+                             "secrets_at_rest"}  # fmt: skip
     for key in ("tool_search", "trust", "admin", "gateway", "bridge", "tracing", "secrets_at_rest"):
         assert warnings_of(tmp_path, {key: {}}) == []
     for key in ("exposure", "limits"):
