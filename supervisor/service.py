@@ -211,7 +211,7 @@ class Supervisor:
         state_path = resolve_state_dir(config, state_dir)
         async with (
             instance_claimed(state_path, instance_kind, subreaper) as lock,
-            store_opened(state_path) as store,
+            store_opened(state_path, config) as store,
         ):
             await recover_dead_instances(state_path, store)
             if connector is None:

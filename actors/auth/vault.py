@@ -1,7 +1,7 @@
 """Where an OAuth client keeps its records between runs.
 
-The service's vault is the store's ``oauth`` table (``supervisor/store/vault.py``, file
-mode 0600); :class:`MemoryVault` is for embedding without a state directory, and for
+The service's vault is the store's ``oauth`` table (``supervisor/store/vault.py``, each
+record sealed at rest); :class:`MemoryVault` is for embedding without a state directory, and for
 tests.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 
 class TokenVault(Protocol):
-    """Where records are kept (the store's ``oauth`` table, file mode 0600)."""
+    """Where records are kept (the store's ``oauth`` table, sealed at rest)."""
 
     async def load(self, server: str, url: str) -> Mapping[str, Any] | None: ...
 

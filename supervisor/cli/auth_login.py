@@ -109,7 +109,7 @@ async def login(
     assert spec.url is not None
     redactor = Redactor(config.secrets)
     state_path = resolve_state_dir(config, state_dir)
-    store = await trio.to_thread.run_sync(open_store, state_path)
+    store = await trio.to_thread.run_sync(open_store, state_path, config)
     try:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
         async with listeners[0] as listener:

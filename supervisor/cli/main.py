@@ -23,6 +23,7 @@ import trio
 from actors.log_events import get_logger
 from supervisor.cli import client
 from supervisor.cli import commands as client_commands
+from supervisor.cli.secrets_rotate import add_secrets_command, rotate
 from supervisor.runtime.logs import configure
 from supervisor.runtime.one_for_one import SupervisorGaveUp
 from supervisor.runtime.reload_plan import ReloadRefused
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the browser")
 
+    add_secrets_command(commands, config_help)
     client_commands.add_commands(commands)
     return parser
 
@@ -358,7 +360,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json = True
     if args.command in client_commands.COMMANDS:
         return client_commands.run(args)
-    if args.command not in ("check", "auth", "bridge") and (problem := environment_problem()) is not None:
+    if (
+        args.command not in ("check", "auth", "bridge", "secrets")
+        and (problem := environment_problem()) is not None
+    ):
         print(f"mcp-supervisor: {problem}", file=sys.stderr)  # before anything starts
         return 2
     try:
@@ -370,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_stdio(args)
         if args.command == "bridge":
             return cmd_bridge(args)
+        if args.command == "secrets":
+            print(rotate(_load(args.config), args.state_dir))
+            return 0
         return cmd_serve(args)
     except ConfigError as exc:
         print(exc, file=sys.stderr)

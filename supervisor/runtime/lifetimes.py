@@ -44,6 +44,7 @@ from actors.transports.instances import InstanceLock, claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
 from supervisor.runtime.memory_trim import trim_memory_periodically
 from supervisor.runtime.state_dir import lock_instance, open_store
+from supervisor.settings.model import Config
 from supervisor.store import Store, StoreActor
 from supervisor.store.journal import AuditJournal
 from supervisor.store.replay import fold_journal, recover_audit_journals
@@ -178,9 +179,9 @@ async def recover_dead_instances(state_path: Path, store: Store | None = None) -
 
 
 @asynccontextmanager
-async def store_opened(state_path: Path) -> AsyncIterator[Store]:
+async def store_opened(state_path: Path, config: Config) -> AsyncIterator[Store]:
     """The state directory's database, open for the block (closed once every writer is done)."""
-    store = await trio.to_thread.run_sync(open_store, state_path)
+    store = await trio.to_thread.run_sync(open_store, state_path, config)
     try:
         yield store
     finally:

@@ -20,9 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from actors.transports.instances import InstanceLock, instances_dir
+from supervisor.runtime.secrets_key import LOST, KeyFileError, store_keys
 from supervisor.settings.model import Config
 from supervisor.settings.values import visible
 from supervisor.store import DB_FILENAME, Store, StoreError, StoreForeignError, StoreVersionError
+from supervisor.store.sealing import Sealer
 
 __all__ = [
     "DEFAULT_STATE_DIR",
@@ -74,7 +76,7 @@ def check_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) ->
     """Open the store, read what a start reads, close it: a command calls this first so
     that a bad state directory is its one line of output (StateError), before any log."""
     path = resolve_state_dir(config, state_dir)
-    store = open_store(path)
+    store = open_store(path, config)
     try:
         with state_errors(store.path):
             for read in (store.tool_lists, store.pins, store.approvals):
@@ -95,11 +97,24 @@ def lock_instance(state_path: Path, kind: str) -> InstanceLock:
         raise StateError(instances_dir(state_path), problem, hint) from None
 
 
-def open_store(state_path: Path) -> Store:
-    """``Store.open`` on the directory's database, every failure a StateError."""
+def open_store(state_path: Path, config: Config) -> Store:
+    """``Store.open`` on the directory's database, its OAuth records sealed with the
+    config's keys (``secrets_key.py``; plaintext ones from before are sealed now),
+    every failure a StateError."""
     db_path = state_path / DB_FILENAME
     with state_errors(db_path):
-        return Store.open(db_path)
+        store = Store.open(db_path)  # first: an unusable directory is named by its database
+    try:
+        try:
+            sealer = Sealer(store_keys(config, state_path))
+        except KeyFileError as exc:
+            raise StateError(exc.path, exc.problem, LOST) from None
+        with state_errors(db_path):
+            store.seal_with(sealer)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 @contextlib.contextmanager

@@ -95,6 +95,15 @@ class BridgeSettings:
 
 
 @attrs.frozen(slots=True)
+class SecretsAtRest:
+    """The keys that seal the store's OAuth records (``supervisor/store/sealing.py``):
+    the first seals, every one opens (a rotation lists the new key first, the old
+    second). None configured: a key generated in the state directory is used."""
+
+    keys: tuple[bytes, ...] = attrs.field(default=(), repr=False)
+
+
+@attrs.frozen(slots=True)
 class TracingSettings:
     """What a traced call's span may carry besides its metadata, each off by default:
     the arguments a model sent and the result it got may hold secrets or personal data,
@@ -235,6 +244,7 @@ class Config:
     exposure: tuple[ExposureRule, ...] = ()
     limits: tuple[RateLimit, ...] = ()
     state_dir: str | None = None
+    secrets_at_rest: SecretsAtRest = SecretsAtRest()
     warnings: tuple[ConfigWarning, ...] = ()
 
     def server(self, name: str) -> ServerSpec:

@@ -21,7 +21,8 @@ from typing import Any, Self, cast
 
 from actors.tool_definitions import DefinitionParts
 from supervisor.store.errors import StoreError
-from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, canonical_json, ordered_json
+from supervisor.store.oauth_rows import OAuthRows
+from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, ordered_json
 from supervisor.store.schema import check_ours, check_version, migrate
 
 DB_FILENAME = "supervisor.db"
@@ -88,7 +89,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-class Store:
+class Store(OAuthRows):
     """The supervisor's SQLite store: audit rows, remembered approvals, tool pins,
     last-known tool lists and protocol eras. Open it with ``Store.open``.
 
@@ -106,6 +107,7 @@ class Store:
         self._connection = connection
         self._lock = threading.RLock()
         self._depth = 0  # open transaction() levels: 0 none, 1 BEGIN, more are savepoints
+        self.sealer = None  # OAuth records stay plaintext until ``seal_with`` (oauth_rows.py)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -392,30 +394,3 @@ class Store:
     def eras(self) -> dict[str, str]:
         """``{server: era}`` for every server with a remembered era."""
         return {server: era for server, era in self._read("SELECT server, era FROM eras")}
-
-    # ------------------------------------------------------------------ OAuth records
-
-    def save_oauth(self, server: str, url: str, record: Mapping[str, Any] | None, at: float) -> None:
-        """Replace (or with None delete) a remote server's OAuth record. The file is
-        0600, so tokens are readable by the supervisor's user only."""
-        with self.transaction():
-            if record is None:
-                self._connection.execute("DELETE FROM oauth WHERE server = ? AND url = ?", (server, url))
-                return
-            self._connection.execute(
-                "INSERT INTO oauth (server, url, record, updated_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (server, url) DO UPDATE SET record = excluded.record,"
-                " updated_at = excluded.updated_at",
-                (server, url, canonical_json(dict(record)), at),
-            )
-
-    def oauth_record(self, server: str, url: str) -> dict[str, Any] | None:
-        """The stored OAuth record of a server at a URL, or None."""
-        rows = self._read("SELECT record FROM oauth WHERE server = ? AND url = ?", (server, url))
-        if not rows:
-            return None
-        try:
-            data = json.loads(rows[0][0])
-        except ValueError:
-            return None
-        return data if isinstance(data, dict) else None

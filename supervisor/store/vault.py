@@ -1,7 +1,7 @@
 """The OAuth token vault on the store: remote servers' records in ``supervisor.db``.
 
 The service and ``mcp-supervisor auth login`` (another process) share the file; SQLite's
-locking and WAL make that safe, and the file is mode 0600. Calls run in worker threads
+locking and WAL make that safe. Records are sealed at rest (``oauth_rows.py``). Calls run in worker threads
 (the Store's lock serialises them), so the event loop never waits on the disk.
 """
 

@@ -16,9 +16,9 @@ import trio
 
 from actors.spec import ServerSpec, Start
 from actors.transports.instances import instances_dir
+from supervisor.runtime.state_dir import open_store
 from supervisor.service import Supervisor
 from supervisor.settings.model import Config, ToolSearchSettings
-from supervisor.store import Store
 from tests.support.paths import REPO, SERVERS
 
 sys.path.insert(0, str(SERVERS))
@@ -81,7 +81,7 @@ async def test_login_in_a_browser_stores_tokens_that_serve_then_uses(tmp_path: P
         assert "No supervisor answers at http://127.0.0.1:9" in out
         assert server.authorize_requests[0]["scope"] == "mcp:read"
         assert server.authorize_requests[0]["redirect_uri"] == server.registrations[0]["redirect_uris"][0]
-        with Store.open(state / "supervisor.db") as store:
+        with open_store(state, Config()) as store:  # sealed with the state directory's key
             record = store.oauth_record("docs", server.mcp_url)
         assert record is not None and record["tokens"]["access_token"] in server.valid_access_tokens()
         assert record["tokens"]["access_token"] not in out + errors.decode()

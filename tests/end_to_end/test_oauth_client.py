@@ -31,6 +31,7 @@ from actors.connection.states import State
 from actors.router.catalog import Catalog, ServerView
 from actors.spec import ServerSpec, Start
 from supervisor.runtime.logs import NOISY_LOGGERS
+from supervisor.runtime.state_dir import open_store
 from supervisor.service import Supervisor
 from supervisor.settings.model import Config, ToolSearchSettings
 from supervisor.store import Store
@@ -101,7 +102,7 @@ async def echo(supervisor: Supervisor, text: str = "hi") -> Any:
 
 
 def stored_record(state_dir: Path, url: str) -> dict[str, Any] | None:
-    with Store.open(state_dir / "supervisor.db") as store:
+    with open_store(state_dir, Config()) as store:  # with the key the service sealed it with
         return store.oauth_record(NAME, url)
 
 

@@ -1,0 +1,126 @@
+"""The store's ``oauth`` table: remote servers' OAuth records, sealed at rest.
+
+A record holds tokens, a refresh token, a client secret and a DPoP private key. Once
+``seal_with`` is given the configured keys (the service and every command that opens
+the state directory do so), each record is written sealed (``sealing.py``) and
+plaintext records from before are sealed in place. A record no configured key opens
+(a lost key) is dropped with one warning naming the server: its server needs a login
+again, as one never signed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from actors.log_events import get_logger
+from supervisor.store.records import canonical_json
+from supervisor.store.sealing import PREFIX, Sealer, Unopenable, bound_to
+
+log = get_logger("supervisor.store.secrets")
+
+
+@attrs.frozen
+class Resealed:
+    """What ``reseal_oauth`` did: records (re)sealed with the first key, and dropped."""
+
+    sealed: int = 0
+    dropped: int = 0
+
+
+class OAuthRows:
+    """The ``oauth`` table's methods of ``Store`` (``database.py``)."""
+
+    sealer: Sealer | None
+    _connection: sqlite3.Connection
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError  # Store's
+
+    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError  # Store's
+
+    def save_oauth(self, server: str, url: str, record: Mapping[str, Any] | None, at: float) -> None:
+        """Replace (or with None delete) a remote server's OAuth record, sealed when a
+        sealer is set."""
+        with self.transaction():
+            if record is None:
+                self._connection.execute("DELETE FROM oauth WHERE server = ? AND url = ?", (server, url))
+                return
+            text = canonical_json(dict(record))
+            if self.sealer is not None:
+                text = self.sealer.seal(text, bound_to(server, url))
+            self._connection.execute(
+                "INSERT INTO oauth (server, url, record, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (server, url) DO UPDATE SET record = excluded.record,"
+                " updated_at = excluded.updated_at",
+                (server, url, text, at),
+            )
+
+    def oauth_record(self, server: str, url: str) -> dict[str, Any] | None:
+        """The stored OAuth record of a server at a URL, or None (also when no configured
+        key opens it: then it is dropped, see ``_opened``)."""
+        rows = self._read("SELECT record FROM oauth WHERE server = ? AND url = ?", (server, url))
+        if not rows:
+            return None
+        text = self._opened(server, url, rows[0][0])
+        try:
+            data = json.loads(text) if text is not None else None
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def seal_with(self, sealer: Sealer) -> Resealed:
+        """Seal records from now on, and the plaintext ones from before now (with
+        ``secure_delete``, so no old plaintext copy stays in a free page)."""
+        self.sealer = sealer
+        self._connection.execute("PRAGMA secure_delete=ON")
+        return self.reseal_oauth(rotate=False)
+
+    def reseal_oauth(self, *, rotate: bool = True) -> Resealed:
+        """Seal plaintext records; with ``rotate`` also those sealed with an older key,
+        so the old key can then leave the config. Unopenable records are dropped."""
+        sealer = self.sealer
+        if sealer is None:
+            raise ValueError("reseal_oauth needs a sealer (seal_with)")
+        sealed = dropped = 0
+        for server, url, stored in self._read("SELECT server, url, record FROM oauth"):
+            if sealer.is_current(stored) or (not rotate and stored.startswith(PREFIX)):
+                continue
+            text = self._opened(server, url, stored)
+            if text is None:
+                dropped += 1
+                continue
+            with self.transaction():  # ``AND record = ?``: a row changed meanwhile stays
+                self._connection.execute(
+                    "UPDATE oauth SET record = ? WHERE server = ? AND url = ? AND record = ?",
+                    (sealer.seal(text, bound_to(server, url)), server, url, stored),
+                )
+                sealed += 1
+        return Resealed(sealed, dropped)
+
+    def _opened(self, server: str, url: str, stored: str) -> str | None:
+        """The record's plaintext; None, having dropped the row, when no configured key
+        opens it (the row is deleted only if it is still the one read)."""
+        if not stored.startswith(PREFIX):
+            return stored  # plaintext from before sealing
+        if self.sealer is None:
+            return None  # a store opened without its keys cannot tell a lost key: keep it
+        try:
+            return self.sealer.open(stored, bound_to(server, url))
+        except Unopenable as exc:
+            reason = str(exc)
+        with self.transaction():
+            self._connection.execute(
+                "DELETE FROM oauth WHERE server = ? AND url = ? AND record = ?", (server, url, stored)
+            )
+        log.warning(
+            "oauth record dropped: no configured key opens it; the server needs a login again",
+            extra={"fields": {"server": server, "reason": reason}},
+        )
+        return None
