@@ -30,6 +30,7 @@ declared the capability, and are refused otherwise.
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import signal
@@ -147,7 +148,8 @@ async def serve_stdio(
     gateway = sup.config.gateway
     outlet = StdoutOutlet(stdout)
     began = trio.current_time()
-    async with sup.session() as session:
+    # No sign-in on stdio: the calls are the local user's (docs/identity.md).
+    async with sup.session(person=getpass.getuser()) as session:
         peer = GatewayPeer(
             session,
             lambda key: sup.requests.cancel(key, session.tenant),

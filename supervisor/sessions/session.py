@@ -85,6 +85,7 @@ async def open_session(
     services: SessionServices,
     *,
     tenant: str = "default",
+    person: str | None = None,
     host_tools: int = 0,
     pinned: Iterable[str] = (),
     handlers: SessionHandlers | None = None,
@@ -101,7 +102,13 @@ async def open_session(
     try:
         async with lifetime(stop, transparent=False) as nursery:
             session = Session(
-                services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned, handlers=handlers
+                services,
+                nursery,
+                tenant=tenant,
+                person=person,
+                host_tools=host_tools,
+                pinned=pinned,
+                handlers=handlers,
             )
             yield session
     finally:
@@ -135,6 +142,7 @@ class Session:
         nursery: trio.Nursery,
         *,
         tenant: str = "default",
+        person: str | None = None,
         host_tools: int = 0,
         pinned: Iterable[str] = (),
         handlers: SessionHandlers | None = None,
@@ -146,6 +154,9 @@ class Session:
         )
         self._services = services
         self.tenant = tenant
+        # Who its calls are made for (its audit rows, approvals, events): the host says,
+        # else the tenant name, a static-token caller's person (docs/identity.md).
+        self.person = tenant if person is None else person
         self.host_tools = host_tools
         self.pinned = tuple(pinned)
         # tool id → its activation's number; pinned tools are activated from the start
@@ -318,6 +329,7 @@ class Session:
             decision.reason,
             self.id,
             self.tenant,
+            self.person,
         )
         client = calling_client(self) if self.prompts_client else None
         approver = approver_for(client, permission, policy.settings.operator_only)

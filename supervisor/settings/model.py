@@ -101,7 +101,7 @@ class TracingSettings:
     and the tenant names a customer, while a trace backend is often read more widely
     than the audit. ``arguments`` and ``results``: ``gen_ai.tool.call.arguments`` and
     ``.result`` (JSON text, redacted as log lines are, cut to the server's
-    ``max_output_bytes``); ``identity``: ``mcp_supervisor.tenant`` and ``.session``."""
+    ``max_output_bytes``); ``identity``: ``mcp_supervisor.tenant``, ``.session`` and ``.person``."""
 
     arguments: bool = False
     results: bool = False
