@@ -223,7 +223,7 @@ class Supervisor:
             supervisor._running.reread = reread
             try:
                 async with (
-                    store_running(supervisor.store, supervisor.journal),
+                    store_running(supervisor.store, supervisor.journal, config.audit.keep_days),
                     router_running(supervisor.router, supervisor.router_mailbox),
                     supervisor._shared.running(),
                     supervisor.warm.running(),

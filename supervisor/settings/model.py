@@ -95,6 +95,14 @@ class BridgeSettings:
 
 
 @attrs.frozen(slots=True)
+class AuditSettings:
+    """How long the audit keeps its rows: ``keep_days`` (None, the default: all of
+    them), else rows older than that are purged at start and hourly after."""
+
+    keep_days: float | None = None
+
+
+@attrs.frozen(slots=True)
 class TracingSettings:
     """What a traced call's span may carry besides its metadata, each off by default:
     the arguments a model sent and the result it got may hold secrets or personal data,
@@ -232,6 +240,7 @@ class Config:
     gateway: GatewaySettings = GatewaySettings()
     bridge: BridgeSettings = BridgeSettings()
     tracing: TracingSettings = TracingSettings()
+    audit: AuditSettings = AuditSettings()
     exposure: tuple[ExposureRule, ...] = ()
     limits: tuple[RateLimit, ...] = ()
     state_dir: str | None = None
