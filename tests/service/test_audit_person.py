@@ -15,7 +15,7 @@ from supervisor import Supervisor
 from supervisor.sessions.approvals import Approval, ApprovalRequest
 from supervisor.settings.model import TrustRule, TrustSettings
 from supervisor.store import AuditRow
-from tests.support.admin import ALICE, TOKENS, admin_running, config_of, mini_spec, wait_for
+from tests.support.admin import ALICE, TOKENS, admin_running, config_of, conforms, mini_spec, wait_for
 from tests.support.gateway_http import McpHttp
 
 
@@ -85,6 +85,7 @@ async def test_a_pending_approval_shows_a_person_who_is_not_the_tenant(tmp_path:
                 pending = await wait_for(http, "/v1/approvals", lambda body: body["approvals"])
                 [item] = pending["approvals"]
                 assert item["tenant"] == "default" and item["person"] == "ada"
+                conforms("list_approvals", await http.request("GET", "/v1/approvals"))  # as documented
                 answer = {"decision": "allow"}
                 assert (await http.request("POST", f"/v1/approvals/{item['id']}", json=answer)).status < 300
             while (event := await sub.events.receive())["type"] != "approval":
