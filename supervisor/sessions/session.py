@@ -91,6 +91,11 @@ async def open_session(
     handlers: SessionHandlers | None = None,
 ) -> AsyncIterator[Session]:
     """The lifetime of a session: see ``Session``."""
+    if person is not None and (not isinstance(person, str) or not person.strip()):
+        raise ValueError(
+            f"person must be a non-empty str (who the session's calls are for), not {person!r};"
+            " leave it out to use the tenant name"
+        )
     session: Session | None = None
 
     async def stop() -> None:

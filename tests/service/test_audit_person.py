@@ -1,17 +1,21 @@
 """Who a caller is, on its audit rows, call events and approvals, for each way in that
 has a person today (``docs/identity.md``, "Who a caller is (today)"): an embedding
 session says, else its tenant; a static-token caller of the admin API or ``/mcp`` is
-its tenant. (The stdio front, the local user, is in ``tests/cli/test_audit_cli.py``.)"""
+its tenant. (The stdio front's rows, the local user's, are in ``tests/cli/test_audit_cli.py``.)"""
 
 from __future__ import annotations
 
+import getpass
+import os
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
 
 from supervisor import Supervisor
+from supervisor.gateway.stdio_front import local_user
 from supervisor.sessions.approvals import Approval, ApprovalRequest
 from supervisor.settings.model import TrustRule, TrustSettings
 from supervisor.store import AuditRow
@@ -91,3 +95,21 @@ async def test_a_pending_approval_shows_a_person_who_is_not_the_tenant(tmp_path:
             while (event := await sub.events.receive())["type"] != "approval":
                 pass
     assert event["person"] == "ada" and event["status"] == "pending"
+
+
+async def test_an_empty_person_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    async with Supervisor.open(config_of(), state_dir=tmp_path) as sup:
+        for bad in ("", "  "):
+            with pytest.raises(ValueError, match=r"person must be a non-empty str .* leave it out"):
+                async with sup.session(person=bad):
+                    pass
+
+
+def test_the_stdio_fronts_person_is_the_local_user_or_its_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert local_user() == getpass.getuser()
+
+    def nobody() -> str:
+        raise OSError("No username set in the environment")
+
+    monkeypatch.setattr(getpass, "getuser", nobody)
+    assert local_user() == f"uid:{os.getuid()}"
