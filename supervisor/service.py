@@ -223,7 +223,7 @@ class Supervisor:
             supervisor._running.reread = reread
             try:
                 async with (
-                    store_running(supervisor.store, supervisor.journal),
+                    store_running(supervisor.store, supervisor.journal, config.audit.keep_days),
                     router_running(supervisor.router, supervisor.router_mailbox),
                     supervisor._shared.running(),
                     supervisor.warm.running(),
@@ -321,6 +321,7 @@ class Supervisor:
         self,
         *,
         tenant: str = "default",
+        person: str | None = None,
         host_tools: int = 0,
         pinned: Iterable[str] = (),
         sampling: RequestHandler | None = None,
@@ -330,15 +331,16 @@ class Supervisor:
         """One conversation (``async with sup.session() as session``); its private
         connections end with it. Open it inside the supervisor's block.
 
-        ``host_tools``: how many tools of its own the host shows the model (they count
-        toward the ``tool_search`` threshold); ``pinned``: tool ids always listed.
+        ``person``: who the session's calls are made for, in its audit rows, approvals
+        and events (default: the tenant name). ``host_tools``: how many tools of its
+        own the host shows the model (they count toward the ``tool_search``
+        threshold); ``pinned``: tool ids always listed.
         ``sampling``, ``elicitation`` (form and URL mode), ``roots``: this session's
         answers to its calls' server requests (``supervisor.sessions.handlers``).
         """
         handlers = SessionHandlers(sampling, elicitation, roots)
-        return open_session(
-            self._sessions, tenant=tenant, host_tools=host_tools, pinned=pinned, handlers=handlers
-        )
+        return open_session(self._sessions, tenant=tenant, person=person, host_tools=host_tools,
+                            pinned=pinned, handlers=handlers)  # fmt: skip
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What the server's connection actor alone knows (stderr tail, calls in flight);

@@ -302,6 +302,10 @@ SCHEMAS: dict[str, Any] = {
         reason=STR,
         session=STR,
         tenant=STR,
+        person={
+            "type": "string",
+            "description": "Who the call is for, when not the tenant's name (docs/identity.md).",
+        },
     ),
     "ApprovalList": _obj(("approvals",), approvals={"type": "array", "items": ref("Approval")}),
     "ApprovalAnswer": {

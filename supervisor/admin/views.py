@@ -28,6 +28,7 @@ from actors.router.catalog import Catalog, ServerView
 from actors.spec import ServerSpec
 from supervisor.sessions.approvals import ApprovalRequest
 from supervisor.sessions.session import Session
+from supervisor.store.records import person_field
 
 
 @attrs.frozen(slots=True)
@@ -170,6 +171,7 @@ def approval_item(request: ApprovalRequest) -> dict[str, Any]:
         "reason": request.reason,
         "session": request.session,
         "tenant": request.tenant,
+        **person_field(request.person, request.tenant),
     }
 
 

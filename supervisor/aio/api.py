@@ -130,6 +130,7 @@ class Supervisor:
         self,
         *,
         tenant: str = "default",
+        person: str | None = None,
         host_tools: int = 0,
         pinned: Iterable[str] = (),
         sampling: RequestHandler | None = None,
@@ -144,6 +145,7 @@ class Supervisor:
         opener = functools.partial(
             self._running.session,
             tenant=tenant,
+            person=person,
             host_tools=host_tools,
             pinned=tuple(pinned),
             sampling=_hosted(guest, sampling, "the sampling handler"),

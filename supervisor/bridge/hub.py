@@ -348,7 +348,7 @@ class BridgeHub:
     ) -> None:
         at, record = time.time(), self._audit.new_id()
         row = (tenant, session, tool, server, decision, outcome, duration_ms, "", messages_in, messages_out)
-        self._audit.finished_now(AuditRow(at, *row, record))
+        self._audit.finished_now(AuditRow(at, *row, record, None, tenant))  # person: the tenant
 
     def _publish(self, session: Counted, peer: str, kind: str, fields: Mapping[str, Any]) -> None:
         event = {"type": kind, "tenant": session.tenant, "session": session.id, "server": session.server}

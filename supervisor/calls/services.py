@@ -118,6 +118,10 @@ class TurnSession(Protocol):
     @property
     def tenant(self) -> str: ...
     @property
+    def person(self) -> str:
+        """Who its calls are made for (``docs/identity.md``)."""
+
+    @property
     def pinned(self) -> tuple[str, ...]: ...
     @property
     def activated(self) -> Mapping[str, int]:

@@ -7,7 +7,7 @@ they go on the call's span (ours, ``mcp_supervisor tools/call <tool id>``) under
 names of OpenTelemetry's GenAI conventions, ``gen_ai.tool.call.arguments`` and
 ``gen_ai.tool.call.result`` (JSON text: the arguments as the caller gave them, the
 envelope as the caller got it), and as ``mcp_supervisor.tenant`` and
-``mcp_supervisor.session``.
+``mcp_supervisor.session``, ``mcp_supervisor.person``.
 
 Content is masked exactly as a log line is (``actors.log_events.redact``: every secret
 the config expanded, and credential-shaped text), each string before it is quoted, as
@@ -36,6 +36,7 @@ ARGUMENTS = "gen_ai.tool.call.arguments"
 RESULT = "gen_ai.tool.call.result"
 TENANT = "mcp_supervisor.tenant"
 SESSION = "mcp_supervisor.session"
+PERSON = "mcp_supervisor.person"
 TOO_DEEP = f"<nested deeper than {MAX_ARGUMENT_DEPTH} levels: not shown>"
 
 
@@ -57,6 +58,7 @@ def show_call(
     attributes: dict[str, str] = {}
     if shown.identity:
         attributes[TENANT], attributes[SESSION] = session.tenant, session.id
+        attributes[PERSON] = session.person
     if shown.arguments:
         attributes[ARGUMENTS] = span_text({} if arguments is None else arguments, limit)
     if attributes:

@@ -20,6 +20,7 @@ from actors.router.envelope import Envelope
 from supervisor.calls.services import CallServices, TurnSession
 from supervisor.runtime.tracing import TRACING
 from supervisor.store import AuditRow
+from supervisor.store.records import person_field
 from supervisor.store.replay import INTERRUPTED
 
 Ts = TypeVarTuple("Ts")
@@ -119,6 +120,7 @@ class TurnAudit:
             result_bytes,
             record,
             None if tracing is None else tracing.trace_id(),
+            session.person,
         )
 
     def _observe(self, row: AuditRow, seconds: float) -> None:
@@ -141,4 +143,5 @@ class TurnAudit:
         }
         if row.trace_id is not None:
             event["trace_id"] = row.trace_id
+        event.update(person_field(row.person, row.tenant))
         calls.events.publish(event)

@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from actors.log_events import get_logger
-from supervisor.cli import client
+from supervisor.cli import audit_trail, client
 from supervisor.cli import commands as client_commands
 from supervisor.cli.secrets_rotate import add_secrets_command, rotate
 from supervisor.runtime.logs import configure
@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the browser")
 
     add_secrets_command(commands, config_help)
+    audit_trail.add_commands(commands, config_help)
     client_commands.add_commands(commands)
     return parser
 
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in client_commands.COMMANDS:
         return client_commands.run(args)
     if (
-        args.command not in ("check", "auth", "bridge", "secrets")
+        args.command not in ("check", "auth", "bridge", "secrets", "audit")
         and (problem := environment_problem()) is not None
     ):
         print(f"mcp-supervisor: {problem}", file=sys.stderr)  # before anything starts
@@ -371,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(args)
         if args.command == "auth":
             return cmd_auth_login(args)
+        if args.command == "audit":
+            return audit_trail.run(args)
         if args.command == "stdio":
             return cmd_stdio(args)
         if args.command == "bridge":

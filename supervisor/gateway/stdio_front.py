@@ -30,6 +30,7 @@ declared the capability, and are refused otherwise.
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import signal
@@ -135,6 +136,15 @@ def _leading_id(head: bytes) -> Any:
     return None if match is None else orjson.loads(match.group(1))
 
 
+def local_user() -> str:
+    """Who the stdio front's calls are for: no sign-in, so the OS user it runs as
+    (docs/identity.md); ``uid:N`` where the system knows no name for it."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+        return f"uid:{os.getuid()}"
+
+
 async def serve_stdio(
     sup: Supervisor,
     stdin: trio.abc.ReceiveStream,
@@ -147,7 +157,7 @@ async def serve_stdio(
     gateway = sup.config.gateway
     outlet = StdoutOutlet(stdout)
     began = trio.current_time()
-    async with sup.session() as session:
+    async with sup.session(person=local_user()) as session:
         peer = GatewayPeer(
             session,
             lambda key: sup.requests.cancel(key, session.tenant),

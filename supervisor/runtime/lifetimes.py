@@ -43,6 +43,7 @@ from actors.transports.escapees import acquire_subreaper, kill_marked, release_s
 from actors.transports.instances import InstanceLock, claim_dead_instances
 from actors.transports.pidfiles import reap_orphans
 from supervisor.runtime.memory_trim import trim_memory_periodically
+from supervisor.runtime.retention import keep_audit
 from supervisor.runtime.state_dir import lock_instance, open_store
 from supervisor.settings.model import Config
 from supervisor.store import Store, StoreActor
@@ -189,8 +190,11 @@ async def store_opened(state_path: Path, config: Config) -> AsyncIterator[Store]
 
 
 @asynccontextmanager
-async def store_running(store: StoreActor, journal: AuditJournal) -> AsyncIterator[None]:
-    """The store actor, the audit journal and the memory trim, for the block. At its end
+async def store_running(
+    store: StoreActor, journal: AuditJournal, keep_days: float | None = None
+) -> AsyncIterator[None]:
+    """The store actor, the audit journal, the memory trim and, with ``keep_days``, the
+    audit's retention (``supervisor.runtime.retention``), for the block. At its end
     (within the grace): what is queued is written to SQLite, then the journal is folded
     in where SQLite may miss rows, and deleted."""
 
@@ -208,6 +212,8 @@ async def store_running(store: StoreActor, journal: AuditJournal) -> AsyncIterat
         await nursery.start(trim_memory_periodically)
         await nursery.start(store.run)
         await nursery.start(journal.run, fold)
+        if keep_days is not None:
+            await nursery.start(keep_audit, store, keep_days)
         yield
 
 

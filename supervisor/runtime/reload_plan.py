@@ -15,8 +15,9 @@ without a running supervisor:
 - ``trust``, ``tool_search``, ``bridge``, ``tracing`` and ``limits`` (calls made after
   it: a rate limit's buckets keep their tokens), ``exposure`` (turns begun after it, in
   a new epoch) and ``admin.tokens`` apply live.
-- ``admin.bind`` and ``state_dir`` cannot change while running: the reload is refused,
-  naming the key (``ReloadRefused``), and nothing changes.
+- ``admin.bind``, ``state_dir`` and ``audit.keep_days`` (the retention task is started
+  with the supervisor) cannot change while running: the reload is refused, naming the
+  key (``ReloadRefused``), and nothing changes.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class ReloadPlan:
 def plan_reload(old: Config, new: Config) -> ReloadPlan:
     """The plan that turns a supervisor running ``old`` into one running ``new``.
 
-    Raises ReloadRefused: ``admin.bind`` or ``state_dir`` changed (a restart is
+    Raises ReloadRefused: ``admin.bind``, ``state_dir`` or ``audit`` changed (a restart is
     needed), or the tokens were all removed while the admin API listens beyond loopback.
     """
     file = new.source or old.source or "(no config file)"
@@ -191,6 +192,9 @@ def _refuse_fixed(old: Config, new: Config, file: str) -> None:
         )
     if old.state_dir != new.state_dir:
         raise ReloadRefused(file, "$.state_dir", f"changed ({old.state_dir} -> {new.state_dir}); {restart}")
+    if old.audit != new.audit:
+        was, now = old.audit.keep_days, new.audit.keep_days
+        raise ReloadRefused(file, "$.audit.keep_days", f"changed ({was} -> {now}); {restart}")
     if old.admin.tokens and not new.admin.tokens and not bind_is_loopback(new.admin.bind):
         raise ReloadRefused(
             file,

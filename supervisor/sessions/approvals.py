@@ -20,6 +20,7 @@ import trio
 
 from actors.broadcast import Broadcast
 from actors.log_events import get_logger
+from supervisor.store.records import person_field
 
 log = get_logger("supervisor.approvals")
 
@@ -52,6 +53,8 @@ class ApprovalRequest:
     reason: str
     session: str
     tenant: str
+    person: str = ""
+    """Who the call is made for ("": the tenant's own name, as a static-token caller's)."""
 
 
 Approver = Callable[[ApprovalRequest], Awaitable["Approval | Verdict | str"]]
@@ -179,5 +182,6 @@ class ApprovalDesk:
                     "reason": request.reason,
                     "session": request.session,
                     "tenant": request.tenant,
+                    **person_field(request.person, request.tenant),
                 }
             )

@@ -85,11 +85,17 @@ async def open_session(
     services: SessionServices,
     *,
     tenant: str = "default",
+    person: str | None = None,
     host_tools: int = 0,
     pinned: Iterable[str] = (),
     handlers: SessionHandlers | None = None,
 ) -> AsyncIterator[Session]:
     """The lifetime of a session: see ``Session``."""
+    if person is not None and (not isinstance(person, str) or not person.strip()):
+        raise ValueError(
+            f"person must be a non-empty str (who the session's calls are for), not {person!r};"
+            " leave it out to use the tenant name"
+        )
     session: Session | None = None
 
     async def stop() -> None:
@@ -101,7 +107,13 @@ async def open_session(
     try:
         async with lifetime(stop, transparent=False) as nursery:
             session = Session(
-                services, nursery, tenant=tenant, host_tools=host_tools, pinned=pinned, handlers=handlers
+                services,
+                nursery,
+                tenant=tenant,
+                person=person,
+                host_tools=host_tools,
+                pinned=pinned,
+                handlers=handlers,
             )
             yield session
     finally:
@@ -135,6 +147,7 @@ class Session:
         nursery: trio.Nursery,
         *,
         tenant: str = "default",
+        person: str | None = None,
         host_tools: int = 0,
         pinned: Iterable[str] = (),
         handlers: SessionHandlers | None = None,
@@ -146,6 +159,9 @@ class Session:
         )
         self._services = services
         self.tenant = tenant
+        # Who its calls are made for (its audit rows, approvals, events): the host says,
+        # else the tenant name, a static-token caller's person (docs/identity.md).
+        self.person = tenant if person is None else person
         self.host_tools = host_tools
         self.pinned = tuple(pinned)
         # tool id → its activation's number; pinned tools are activated from the start
@@ -318,6 +334,7 @@ class Session:
             decision.reason,
             self.id,
             self.tenant,
+            self.person,
         )
         client = calling_client(self) if self.prompts_client else None
         approver = approver_for(client, permission, policy.settings.operator_only)

@@ -48,7 +48,7 @@ from .rate_limits import read_limits
 from .secrets_at_rest import read_secrets_at_rest
 from .server_warnings import server_warnings
 from .top_level import top_level_warnings
-from .tracing import read_tracing
+from .tracing import read_audit, read_tracing
 from .values import (
     Invalid,
     check_keys,
@@ -221,6 +221,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         gateway=read_gateway(root.get("gateway", {}), "$.gateway", servers),
         bridge=read_bridge(root.get("bridge", {}), "$.bridge", servers, child("$", section or "servers")),
         tracing=read_tracing(root.get("tracing", {}), "$.tracing"),
+        audit=read_audit(root.get("audit", {}), "$.audit"),
         exposure=read_exposure(root.get("exposure", []), "$.exposure", servers, _section(root, section), exp),
         limits=read_limits(root.get("limits", []), "$.limits", servers, exp),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),

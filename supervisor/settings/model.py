@@ -104,13 +104,21 @@ class SecretsAtRest:
 
 
 @attrs.frozen(slots=True)
+class AuditSettings:
+    """How long the audit keeps its rows: ``keep_days`` (None, the default: all of
+    them), else rows older than that are purged at start and hourly after."""
+
+    keep_days: float | None = None
+
+
+@attrs.frozen(slots=True)
 class TracingSettings:
     """What a traced call's span may carry besides its metadata, each off by default:
     the arguments a model sent and the result it got may hold secrets or personal data,
     and the tenant names a customer, while a trace backend is often read more widely
     than the audit. ``arguments`` and ``results``: ``gen_ai.tool.call.arguments`` and
     ``.result`` (JSON text, redacted as log lines are, cut to the server's
-    ``max_output_bytes``); ``identity``: ``mcp_supervisor.tenant`` and ``.session``."""
+    ``max_output_bytes``); ``identity``: ``mcp_supervisor.tenant``, ``.session`` and ``.person``."""
 
     arguments: bool = False
     results: bool = False
@@ -241,6 +249,7 @@ class Config:
     gateway: GatewaySettings = GatewaySettings()
     bridge: BridgeSettings = BridgeSettings()
     tracing: TracingSettings = TracingSettings()
+    audit: AuditSettings = AuditSettings()
     exposure: tuple[ExposureRule, ...] = ()
     limits: tuple[RateLimit, ...] = ()
     state_dir: str | None = None

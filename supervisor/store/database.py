@@ -32,7 +32,7 @@ DEFAULT_BUSY_TIMEOUT_MS = 5_000
 
 _AUDIT_COLUMNS = (
     "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes,"
-    " result_bytes, record, trace_id"
+    " result_bytes, record, trace_id, person"
 )
 
 
@@ -252,12 +252,13 @@ class Store(OAuthRows):
             (
                 r.at, r.tenant, r.session, r.tool, r.server, r.decision, r.outcome,
                 r.duration_ms, r.args_sha256, r.args_bytes, r.result_bytes, r.record, r.trace_id,
+                r.person,
             )
             for r in rows
         ]  # fmt: skip
         with self.transaction():
             self._connection.executemany(
-                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (record) DO NOTHING",
                 values,
             )
@@ -281,6 +282,23 @@ class Store(OAuthRows):
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY at DESC, id DESC LIMIT ?"
         return [AuditRow(*row) for row in self._read(sql, [*params, limit])]
+
+    def audit_between(self, since: float, until: float, person: str | None = None) -> list[AuditRow]:
+        """Rows with ``since <= at < until`` (of one person), oldest first: an export."""
+        sql = f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE at >= ? AND at < ?"
+        params: list[object] = [since, until]
+        if person is not None:
+            sql, params = sql + " AND person = ?", [*params, person]
+        return [AuditRow(*row) for row in self._read(sql + " ORDER BY at, id", params)]
+
+    def purge_audit(self, *, before: float | None = None, person: str | None = None) -> int:
+        """Delete the rows older than ``before`` or of ``person`` (retention, or a person
+        asking to be forgotten); how many went."""
+        if (before is None) == (person is None):
+            raise ValueError("purge_audit takes exactly one of before= and person=")
+        where, value = ("at < ?", before) if person is None else ("person = ?", person)
+        with self.transaction():
+            return self._connection.execute(f"DELETE FROM audit WHERE {where}", (value,)).rowcount
 
     # ------------------------------------------------------------------ approvals
 

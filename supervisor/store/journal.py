@@ -125,7 +125,8 @@ def journal_dir(state_dir: Path) -> Path:
 
 
 def encode(row: AuditRow) -> bytes:
-    """One journal line (``trace_id`` only when the row has one: untraced lines stay short)."""
+    """One journal line (``trace_id`` and ``person`` only when the row has them: lines
+    without stay as short as before, and old lines read the same)."""
     fields = {
         "record": row.record,
         "at": row.at,
@@ -142,6 +143,8 @@ def encode(row: AuditRow) -> bytes:
     }
     if row.trace_id is not None:
         fields["trace_id"] = row.trace_id
+    if row.person is not None:
+        fields["person"] = row.person
     return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 

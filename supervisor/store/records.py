@@ -28,6 +28,8 @@ class AuditRow:
     ``"interrupted"`` for a call the supervisor died during. ``record`` is the id of the
     row's journal record (unique; None for rows written without a journal).
     ``trace_id`` is the trace the call was part of (32 hex digits; None untraced).
+    ``person`` is who the call was made for (see "Who a caller is" in
+    ``docs/identity.md``; None in rows from before people were recorded).
     """
 
     at: float
@@ -43,6 +45,14 @@ class AuditRow:
     result_bytes: int
     record: str | None = None
     trace_id: str | None = None
+    person: str | None = None
+
+
+def person_field(person: str | None, tenant: str) -> dict[str, str]:
+    """``{"person": …}`` for an event or listing, only when it says something new: a
+    caller whose person is its tenant's name (every static-token caller) leaves it out,
+    so what such callers saw before stays byte for byte the same."""
+    return {} if person in (None, "", tenant) else {"person": str(person)}
 
 
 def _plain(value: object) -> object:

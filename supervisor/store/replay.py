@@ -37,21 +37,26 @@ INTERRUPTED = "interrupted"
 """The outcome of a call's start line: the row it leaves if it never ends."""
 
 
+_OPTIONAL = ("trace_id", "person")
+"""Fields a line may lack, in ``AuditRow``'s order after the rest."""
+
 _FIELDS: tuple[tuple[str, type], ...] = tuple(
     (field.name, {"float": float, "int": int}.get(str(field.type), str))
     for field in attrs.fields(AuditRow)
-    if field.name != "trace_id"
+    if field.name not in _OPTIONAL
 )
 """``AuditRow``'s fields every line has, in order, with the type each one must have
-(``trace_id`` is written only for traced calls, and lines from before have none)."""
+(``trace_id`` is written only for traced calls, ``person`` only when known, and lines
+from before have neither)."""
 
 
 def _row(line: bytes) -> AuditRow | None:
     try:
         data = orjson.loads(line)
         values = [kind(data[name]) for name, kind in _FIELDS]
-        trace_id = data.get("trace_id")
-        values.append(trace_id if isinstance(trace_id, str) else None)
+        for name in _OPTIONAL:
+            value = data.get(name)
+            values.append(value if isinstance(value, str) else None)
         return AuditRow(*values)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None

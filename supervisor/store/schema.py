@@ -122,6 +122,13 @@ MIGRATIONS: tuple[Step, ...] = (
     # 8: a traced call's row keeps its trace id (32 hex digits), so a row leads to its
     # trace and a trace to its row. Untraced rows, and rows from before, have none.
     ("ALTER TABLE audit ADD COLUMN trace_id TEXT",),
+    # 9: who the call was made for (the caller's person: a static-token caller's is its
+    # tenant name), so an operator can export or purge one person's rows. Rows from
+    # before have none. (Appended, not numbered: a merge may put it after another step.)
+    (
+        "ALTER TABLE audit ADD COLUMN person TEXT",
+        "CREATE INDEX audit_by_person ON audit (person, at)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

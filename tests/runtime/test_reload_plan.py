@@ -11,6 +11,7 @@ from actors.spec import Scope, ServerSpec, Start
 from supervisor.runtime.reload_plan import LAUNCH_KEYS, LIVE_KEYS, UNCOMPARED, ReloadRefused, plan_reload
 from supervisor.settings.model import (
     AdminSettings,
+    AuditSettings,
     Config,
     ToolSearchSettings,
     TracingSettings,
@@ -144,6 +145,7 @@ def test_settings_are_applied_live(name: str, changes: dict[str, Any]) -> None:
     [
         ("$.admin.bind", {"admin": AdminSettings(bind="127.0.0.1:9999")}),
         ("$.state_dir", {"state_dir": "/var/lib/elsewhere"}),
+        ("$.audit.keep_days", {"audit": AuditSettings(keep_days=30)}),
     ],
 )
 def test_bind_and_state_dir_cannot_change_while_running(key: str, changes: dict[str, Any]) -> None:

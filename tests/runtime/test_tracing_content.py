@@ -14,7 +14,7 @@ import pytest
 
 from actors.router.envelope import TRUNCATION_MARKER
 from supervisor import Supervisor
-from supervisor.calls.span_content import ARGUMENTS, RESULT, SESSION, TENANT, TOO_DEEP, span_text
+from supervisor.calls.span_content import ARGUMENTS, PERSON, RESULT, SESSION, TENANT, TOO_DEEP, span_text
 from supervisor.settings.loader import load_config
 from supervisor.settings.model import Config, TracingSettings
 from tests.runtime.test_tracing import MINI
@@ -22,7 +22,7 @@ from tests.support.traces import Traces
 
 SECRET = "s3cr3t-Value-4711"
 QUOTED = 'pa"ss\\word-0042'  # JSON escapes it: masked before it is quoted, or not at all
-CONTENT = (ARGUMENTS, RESULT, TENANT, SESSION)
+CONTENT = (ARGUMENTS, RESULT, TENANT, SESSION, PERSON)
 
 
 @pytest.fixture(autouse=True)
@@ -61,12 +61,15 @@ def shown(traces: Traces) -> dict[str, Any]:
 
 async def test_by_default_a_span_shows_no_arguments_results_or_tenant(tmp_path: Path, traces: Traces) -> None:
     config = configured(tmp_path, {})
-    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session(tenant="acme") as session:
+    async with (
+        Supervisor.open(config, state_dir=tmp_path) as sup,
+        sup.session(tenant="acme", person="ada") as session,
+    ):
         turn = await session.begin_turn()
         assert (await turn.call("mini_echo", {"text": f"hello {SECRET}"})).ok
     assert shown(traces) == {}
     assert not any(
-        "acme" in str(span.attributes) or "hello" in str(span.attributes) for span in traces.spans()
+        word in str(span.attributes) for span in traces.spans() for word in ("acme", "ada", "hello")
     )
     assert traces.named("mcp_supervisor tools/call mini_echo")  # traced all the same
 
@@ -75,7 +78,10 @@ async def test_opted_in_the_call_span_shows_them_masked_and_cut(tmp_path: Path, 
     everything = {"arguments": True, "results": True, "identity": True}
     config = configured(tmp_path, everything, max_output_bytes=200)
     text = f"{SECRET} and {QUOTED} then " + "x" * 500
-    async with Supervisor.open(config, state_dir=tmp_path) as sup, sup.session(tenant="acme") as session:
+    async with (
+        Supervisor.open(config, state_dir=tmp_path) as sup,
+        sup.session(tenant="acme", person="ada") as session,
+    ):
         turn = await session.begin_turn()
         envelope = await turn.call("mini_echo", {"text": text})
         assert envelope.ok and envelope.truncated
@@ -83,6 +89,7 @@ async def test_opted_in_the_call_span_shows_them_masked_and_cut(tmp_path: Path, 
     ours = "mcp_supervisor tools/call mini_echo"
     assert {name for name, _ in found.values()} == {ours}  # all on the call's span
     assert found[TENANT][1] == "acme" and found[SESSION][1] == session.id
+    assert found[PERSON][1] == "ada"  # who, only because identity is on
     for key in (ARGUMENTS, RESULT):
         value = found[key][1]
         assert SECRET not in value and 'pa\\"ss' not in value and "word-0042" not in value

@@ -164,7 +164,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 8, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 9, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -203,8 +203,14 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert {row.trace_id for row in store.audit_rows()} == {None}
         store.add_audit([attrs.evolve(_row(7), trace_id="0af7651916cd43dd8448eb211c80319c")])
         assert store.audit_rows()[0].trace_id == "0af7651916cd43dd8448eb211c80319c"
+        # 9 (the audit's person): the rows from before have none; a purge by person
+        # leaves them.
+        assert {row.person for row in store.audit_rows()} == {None}
+        store.add_audit([attrs.evolve(_row(8), person="ada")])
+        assert store.audit_rows()[0].person == "ada"
+        assert store.purge_audit(person="ada") == 1 and len(store.audit_rows()) == 5
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (8,)
+        assert raw.execute("PRAGMA user_version").fetchone() == (9,)
     assert {
         "audit_by_time",
         "audit_by_tenant",
