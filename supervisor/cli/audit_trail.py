@@ -101,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
         except WhenError as exc:
             print(f"mcp-supervisor audit export: {exc}", file=sys.stderr)
             return 2
-        with open_store(path) as store, state_errors(store.path):
+        with open_store(path, config) as store, state_errors(store.path):
             _write(store.audit_between(since, until, args.person))
         return 0
     if problem := _busy(path):
         raise StateError(path, problem[0], problem[1])
-    with open_store(path) as store, state_errors(store.path):
+    with open_store(path, config) as store, state_errors(store.path):
         purged = store.purge_audit(person=args.person)
     print(f"mcp-supervisor: purged {purged} audit rows of person {args.person!r}", file=sys.stderr)
     return 0
