@@ -64,11 +64,11 @@ class Tracing(Protocol):
     """The tracer the supervisor sets: spans for the connection's own requests."""
 
     def request_span(
-        self, server: str, method: str, target: str, *, root: bool, parent: object = None
-    ) -> AbstractContextManager[RequestTrace | None]:
+        self, server: str, method: str, target: str, *, parent: object = None
+    ) -> AbstractContextManager[RequestTrace]:
         """A CLIENT span for one request of the connection's own (``tools/list``,
-        ``ping``), a child of ``parent`` (an attempt's) when given, else a root span;
-        None when it makes none (``root`` False and no trace is current)."""
+        ``initialize``), a child of ``parent`` (an attempt's) when given, else a root
+        span: never a child of whatever context the calling task carries."""
         ...
 
     def attempt_span(self, server: str) -> AttemptTrace:

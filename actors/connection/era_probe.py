@@ -32,8 +32,7 @@ async def settle(live: Live, init: trio.CancelScope, spec: ServerSpec, first: Op
         return await _settle(live, init, spec, first)
     method = "server/discover" if first is Opening.PROBE else "initialize"
     parent = live.attempt_span.parent
-    with tracing.request_span(live.name, method, "", root=True, parent=parent) as trace:
-        assert trace is not None, "a root span is always made"
+    with tracing.request_span(live.name, method, "", parent=parent) as trace:
         live.send_opening(first, trace.meta)
         verdict = await _settle(live, init, spec, first)
         trace.sent(None, live.session.version)

@@ -39,8 +39,7 @@ async def traced_request(
     uri = params.get("uri") if params else None
     target = uri if isinstance(uri, str) else ""
     parent = live.attempt_span.parent
-    with tracing.request_span(live.name, method, target, root=True, parent=parent) as trace:
-        assert trace is not None, "a root span is always made"
+    with tracing.request_span(live.name, method, target, parent=parent) as trace:
 
         def told(request_id: RequestId) -> None:
             trace.sent(request_id, live.session.version)

@@ -152,8 +152,9 @@ class GatewayCore:
         in this turn``, however long ago it listed."""
         if turn.availability(tool_id) is not Availability.UNAVAILABLE:
             return turn
-        entry = self.session.catalog_now().tools.get(tool_id)
-        now = None if entry is None else self.session.catalog_now().servers[entry.server].availability
+        catalog = self.session.catalog_now()
+        entry = catalog.tools.get(tool_id)
+        now = None if entry is None else catalog.servers[entry.server].availability
         return turn if now in (None, Availability.UNAVAILABLE) else await self.new_turn()
 
     def find_by_name(self, turn: Turn, tool_id: str) -> None:

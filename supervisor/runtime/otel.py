@@ -224,13 +224,10 @@ class OtelTracing:
 
     @contextmanager
     def request_span(
-        self, server: str, method: str, target: str, *, root: bool, parent: object = None
-    ) -> Iterator[_RequestTrace | None]:
+        self, server: str, method: str, target: str, *, parent: object = None
+    ) -> Iterator[_RequestTrace]:
         if not isinstance(parent, otel_context.Context):
-            if not root and not trace.get_current_span().get_span_context().is_valid:
-                yield None  # a background ping: no root span of its own
-                return
-            parent = otel_context.Context() if root else None
+            parent = otel_context.Context()  # a root span of its own
         attributes = {**request_attributes(method, target), "mcp_supervisor.server": server}
         name = f"{method} {target}" if target else method
         with self._span(name, SpanKind.CLIENT, attributes, parent) as span:
