@@ -8,6 +8,7 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import IO
 
 import pytest
 import trio
@@ -26,18 +27,23 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def listening_process(
-    command: Sequence[str], port: int, what: str, env: Mapping[str, str] | None = None
+    command: Sequence[str],
+    port: int,
+    what: str,
+    env: Mapping[str, str] | None = None,
+    stderr: IO[bytes] | int = subprocess.DEVNULL,
 ) -> AsyncIterator[trio.Process]:
     """Run ``command`` for the block, from the moment it accepts connections on
     ``port``; fails the test (naming ``what``) if it exits first. Leaving the block
-    terminates (then kills) and reaps it, unless the test already killed it."""
+    terminates (then kills) and reaps it, unless the test already killed it. Its stderr
+    goes to ``stderr`` (a file, for a test that reads its log)."""
     run = functools.partial(
         trio.run_process,
         list(command),
         env=env,
         check=False,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
     )
     async with trio.open_nursery() as nursery:
         process: trio.Process = await nursery.start(run)

@@ -8,7 +8,9 @@ and its discovery document, and kills and reaps the group when the block ends. T
 provider it yields signs people in as a browser would (``browser_sign_in``: its login and
 consent pages are HTML forms, posted back with the cookies it set) and mints real access
 tokens through its own PKCE code flow (``access_token``), for tests that need a token but
-not the MCP SDK's client. Tests that cannot have it skip, saying why.
+not the MCP SDK's client; ``sdk_auth`` is the official MCP SDK's OAuth client (an
+``httpx2.Auth``) for one person, whose consent it drives the same way. Tests that cannot
+have the provider skip, saying why.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ import httpx2
 import pytest
 import trio
 from joserfc.jwk import KeySet
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 
 from tests.support.paths import REPO, SERVERS
 
@@ -161,6 +170,52 @@ class OidcProvider:
         assert tokens.status_code == 200, tokens.text
         token: str = tokens.json()["access_token"]
         return token
+
+
+@attrs.define
+class _Kept:
+    """The SDK client's token storage: in memory, for one test."""
+
+    tokens: OAuthToken | None = None
+    client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def sdk_auth(provider: OidcProvider, server_url: str, person: str) -> OAuthClientProvider:
+    """The official MCP SDK's OAuth client for ``server_url`` (an ``httpx2.Auth``): on a 401
+    it finds the provider from the resource's metadata, registers itself, and signs
+    ``person`` in with PKCE; the redirect it is sent to is followed here by
+    ``browser_sign_in`` (its redirect URI is read, never contacted)."""
+    redirected: list[str] = []
+
+    async def redirect(authorization_url: str) -> None:
+        redirected.append(await provider.browser_sign_in(authorization_url, person))
+
+    async def callback() -> AuthorizationCodeResult:
+        answered = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(redirected.pop()).query))
+        assert "code" in answered, f"the provider did not give {person} a code: {answered}"
+        return AuthorizationCodeResult(
+            code=answered["code"], state=answered.get("state"), iss=answered.get("iss")
+        )
+
+    metadata = OAuthClientMetadata(
+        client_name=f"sdk client of {person}",
+        redirect_uris=[HARNESS_REDIRECT],  # type: ignore[list-item]  # pydantic parses the str
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+    )
+    return OAuthClientProvider(server_url, metadata, _Kept(), redirect, callback)
 
 
 async def _stop_group(process: trio.Process) -> None:
