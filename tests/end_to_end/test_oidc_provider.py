@@ -25,7 +25,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 from joserfc import jwt
-from joserfc.errors import BadSignatureError
+from joserfc.errors import BadSignatureError, ExpiredTokenError
 
 from tests.support.oidc_provider import OidcProvider, oidc_provider, sdk_auth
 
@@ -67,6 +67,16 @@ async def test_a_pkce_code_flow_gets_a_jwt_for_the_resource_and_person_signed_by
     flipped = ("B" if signature[0] == "A" else "A") + signature[1:]
     with pytest.raises(BadSignatureError):
         jwt.decode(f"{head}.{body}.{flipped}", keys, algorithms=["RS256"])
+
+
+async def test_a_backdated_provider_issues_tokens_already_expired(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with oidc_provider(tmp_path, access_token_ttl_s=60, backdate_s=3600) as provider:
+            token = jwt.decode(await provider.access_token("dora", RESOURCE), await provider.keys())
+    assert token.claims["exp"] - token.claims["iat"] == 60
+    assert token.claims["exp"] < time.time() - 3000
+    with pytest.raises(ExpiredTokenError):
+        jwt.JWTClaimsRegistry(exp={"essential": True}).validate(token.claims)
 
 
 async def test_the_provider_process_group_is_gone_after_its_block(tmp_path: Path) -> None:

@@ -3,14 +3,17 @@
 //   node oidc_provider.mjs SETTINGS NODE_MODULES
 // NODE_MODULES is the folder oidc-provider is installed in (.ci/setup: .venv/node/node_modules,
 // which Node's own lookup from this file would not find); SETTINGS a JSON file the test writes:
-//   {"scopes": ["mcp:admin", ...], "access_token_ttl_s": 600,
+//   {"scopes": ["mcp:admin", ...], "access_token_ttl_s": 600, "backdate_s": 0,
 //    "clients": [{"client_id": ..., "redirect_uris": [...], "token_endpoint_auth_method": "none"}]}
+// backdate_s moves every access token's iat and exp that far into the past (a token that
+// expired before it was issued, for the tests of expired tokens, with no wait).
 // Once it listens it prints one line on stdout, "listening <issuer>", and runs until killed.
 //
 // What the tests need of it: dynamic client registration (the MCP SDK client registers
 // itself), PKCE (S256, required of every client), resource indicators (RFC 8707) so that an
 // authorization for resource R gets a JWT access token (RS256, a key made at start) whose
-// `aud` is R, `sub` the person and `scope` the resource's granted scopes; and a login and a
+// `aud` is R, `sub` the person and `scope` the resource's granted scopes (its `kid` new at each
+// start, so two providers never share one); and a login and a
 // consent page the test drives as a browser would (an HTML form each, posted back here).
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -29,7 +32,7 @@ await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'harness-rs256', use: 'sig', alg: 'RS256' };
+const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: randomBytes(8).toString('hex'), use: 'sig', alg: 'RS256' };
 
 const provider = new Provider(issuer, {
   clients: settings.clients ?? [],
@@ -41,6 +44,14 @@ const provider = new Provider(issuer, {
   findAccount: (ctx, accountId) => ({ accountId, claims: () => ({ sub: accountId }) }),
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   ttl: { AccessToken: settings.access_token_ttl_s ?? 600 },
+  formats: {
+    customizers: {
+      jwt: (ctx, token, jwt) => {
+        jwt.payload.iat -= settings.backdate_s ?? 0;
+        jwt.payload.exp -= settings.backdate_s ?? 0;
+      },
+    },
+  },
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },

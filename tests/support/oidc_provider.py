@@ -246,10 +246,11 @@ async def _issuer_line(stream: trio.abc.ReceiveStream, log: Path) -> str:
 
 @asynccontextmanager
 async def oidc_provider(
-    folder: Path, *, scopes: Sequence[str] = SCOPES, access_token_ttl_s: int = 600
+    folder: Path, *, scopes: Sequence[str] = SCOPES, access_token_ttl_s: int = 600, backdate_s: int = 0
 ) -> AsyncIterator[OidcProvider]:
     """oidc-provider running for the block, offering ``scopes`` for every resource and
-    access tokens that last ``access_token_ttl_s``; its settings and log in ``folder``."""
+    access tokens that last ``access_token_ttl_s``, issued as if ``backdate_s`` ago (so
+    expired at once when that is longer); its settings and log in ``folder``."""
     command = node()
     settings = folder / "oidc-provider.json"
     harness = {
@@ -260,7 +261,14 @@ async def oidc_provider(
         "response_types": ["code"],
     }
     settings.write_text(
-        json.dumps({"scopes": list(scopes), "access_token_ttl_s": access_token_ttl_s, "clients": [harness]})
+        json.dumps(
+            {
+                "scopes": list(scopes),
+                "access_token_ttl_s": access_token_ttl_s,
+                "backdate_s": backdate_s,
+                "clients": [harness],
+            }
+        )
     )
     log = folder / "oidc-provider.log"
     with log.open("wb") as stderr:
