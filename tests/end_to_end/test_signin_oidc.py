@@ -144,13 +144,13 @@ def _segment(value: Mapping[str, Any]) -> str:
 def forgeries(token: str) -> dict[str, str]:
     """From a good token: ``alg: none`` (no signature), tampered (``sub`` changed under
     its signature), and an unknown ``kid`` (signed by a key nobody published)."""
-    head, body, _signature = token.split(".")
+    head, body, signature = token.split(".")
     header = orjson.loads(base64.urlsafe_b64decode(head + "=="))
     claims = orjson.loads(base64.urlsafe_b64decode(body + "=="))
     unknown = RSAKey.generate_key(2048, parameters={"kid": "nobody-published-this"})
     return {
         "alg none": f"{_segment({**header, 'alg': 'none'})}.{body}.",
-        "tampered": f"{head}.{_segment({**claims, 'sub': 'mallory'})}.{_signature}",
+        "tampered": f"{head}.{_segment({**claims, 'sub': 'mallory'})}.{signature}",
         "unknown kid": jwt.encode(
             {"alg": "RS256", "kid": "nobody-published-this", "typ": "at+jwt"}, claims, unknown
         ),
