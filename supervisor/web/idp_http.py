@@ -44,7 +44,7 @@ async def request_json(issuer: str, what: str, method: str, url: str, **kwargs: 
     except httpx2.TimeoutException:
         raise IdpUnavailable(f"{where}: timed out after {TIMEOUT_S:g} s") from None
     except httpx2.ConnectError as exc:
-        reason = "connection refused" if "refused" in str(exc).lower() else f"could not connect ({exc})"
+        reason = "connection refused" if _refused(exc) else f"could not connect ({exc})"
         raise IdpUnavailable(f"{where}: {reason}") from None
     except httpx2.HTTPError as exc:
         raise IdpUnavailable(f"{where}: failed ({type(exc).__name__})") from None
@@ -54,3 +54,15 @@ async def request_json(issuer: str, what: str, method: str, url: str, **kwargs: 
         return orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError:
         raise IdpUnavailable(f"{where}: the answer is not JSON") from None
+
+
+def _refused(exc: BaseException | None) -> bool:
+    """Whether a connect failure was a refusal (trio's connect puts it in a group, in
+    the causes of httpx's error)."""
+    while exc is not None:
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        if isinstance(exc, BaseExceptionGroup) and any(_refused(inner) for inner in exc.exceptions):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
