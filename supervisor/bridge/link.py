@@ -317,13 +317,15 @@ class BridgeLink:
             try:
                 self.hub.check_open(self.principal.tenant)
             except Refused as refused:
-                self.hub.refused(self.principal.tenant, server, refused)
+                self.hub.refused(self.principal.tenant, server, refused, self.principal.person)
                 await self.send(env.open_failed(refused.code, str(refused), frame.id))
                 return
-            self.hub.peers.open(self, self.principal.tenant, server, frame.id)
+            self.hub.peers.open(self, self.principal.tenant, server, frame.id, self.principal.person)
             return
         try:
-            session, spec = self.hub.reserve(self.principal.tenant, server, self.client)
+            session, spec = self.hub.reserve(
+                self.principal.tenant, server, self.client, self.principal.person
+            )
         except Refused as refused:
             await self.send(env.open_failed(refused.code, str(refused), frame.id))
             return

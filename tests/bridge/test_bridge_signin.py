@@ -63,3 +63,7 @@ async def test_a_signed_in_client_and_peer_use_the_bridge(tmp_path: Path) -> Non
                 assert challenge.endswith(
                     f'resource_metadata="{RESOURCE}/.well-known/oauth-protected-resource/v1"'
                 )
+                await running.sup.store.flush()
+                rows = await running.sup.store.read(lambda s: s.audit_rows(limit=100))
+                opened = {(row.tenant, row.person) for row in rows if row.tool == "bridge:open"}
+                assert opened == {("acme", "ada")}  # the signed-in client's sessions are the person's
