@@ -32,6 +32,7 @@ from supervisor.cli import main as cli
 from supervisor.cli.main import check_bind
 from supervisor.settings.loader import CONFIG_ENV_VAR
 from supervisor.settings.model import AdminSettings, Config
+from supervisor.settings.signin import IssuerSettings, SigninSettings
 from tests.support.paths import REPO
 
 MINI = REPO / "tests" / "servers" / "mini_server.py"
@@ -422,6 +423,8 @@ def test_non_loopback_bind_needs_the_flag_and_tokens(bind: str) -> None:
     refusal = check_bind(bind, NO_TOKENS, allow_non_loopback=True)
     assert refusal is not None and "tokens" in refusal
     assert check_bind(bind, WITH_TOKENS, allow_non_loopback=True) is None
+    signin = SigninSettings("https://mcp.example.com", (IssuerSettings("https://idp.example/", tenant="a"),))
+    assert check_bind(bind, Config(signin=signin), allow_non_loopback=True) is None  # sign-in alone will do
 
 
 @pytest.mark.parametrize(
