@@ -16,7 +16,10 @@ from typing import Any
 from supervisor.settings.signin import SigninSettings
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
-_UNQUOTABLE = re.compile(r'[^\x20-\x7e]|["\\]')
+_UNQUOTABLE = re.compile(r'[^\x20-\x7e]|["\\=]')
+"""What a reason may not carry into the header: what breaks a quoted string, and ``=``,
+so no text in it reads as an auth-param to a client that searches the header for one
+(claims it quotes are the token's, not ours)."""
 
 
 def metadata_document(settings: SigninSettings) -> dict[str, Any]:
@@ -35,10 +38,10 @@ def metadata_url(settings: SigninSettings, operation: str | None) -> str:
 
 
 def challenge(settings: SigninSettings, operation: str | None, reason: str | None) -> str:
-    """A 401's ``WWW-Authenticate``: the metadata's URL, and why a presented token was
-    refused (``reason``; None: no token was presented)."""
-    pointer = f'resource_metadata="{metadata_url(settings, operation)}"'
+    """A 401's ``WWW-Authenticate``: the metadata's URL first, and why a presented token
+    was refused (``reason``; None: no token was presented)."""
+    pointer = f'Bearer resource_metadata="{metadata_url(settings, operation)}"'
     if reason is None:
-        return f"Bearer {pointer}"
+        return pointer
     description = _UNQUOTABLE.sub("?", reason)
-    return f'Bearer error="invalid_token", error_description="{description}", {pointer}'
+    return f'{pointer}, error="invalid_token", error_description="{description}"'

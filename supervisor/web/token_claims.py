@@ -38,7 +38,7 @@ def check_audience(aud: object, resource: str) -> None:
     shown = "missing" if aud is None else _shown(aud)
     raise SigninRefused(
         f"the token's audience is {shown}, not this service's resource {resource} "
-        f"(ask the identity provider for a token with resource={resource})"
+        "(ask the identity provider for a token for this resource, RFC 8707)"
     )
 
 

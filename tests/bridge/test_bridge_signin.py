@@ -60,8 +60,8 @@ async def test_a_signed_in_client_and_peer_use_the_bridge(tmp_path: Path) -> Non
                 refused = caught.value
                 assert refused.status_code == 401 and b"the token expired at" in (refused.body or b"")
                 challenge = dict(refused.headers)[b"www-authenticate"].decode()
-                assert challenge.endswith(
-                    f'resource_metadata="{RESOURCE}/.well-known/oauth-protected-resource/v1"'
+                assert challenge.startswith(
+                    f'Bearer resource_metadata="{RESOURCE}/.well-known/oauth-protected-resource/v1", '
                 )
                 await running.sup.store.flush()
                 rows = await running.sup.store.read(lambda s: s.audit_rows(limit=100))

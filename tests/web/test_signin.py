@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx2
 import trio
 from joserfc.jwk import OctKey, RSAKey
+from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
+from mcp.shared.auth import ProtectedResourceMetadata
 
 from supervisor.settings.loader import load_config
 from supervisor.settings.signin import IssuerSettings, RoleMapping, SigninSettings
@@ -47,6 +50,11 @@ async def signed_in_server(tmp_path: Path, *issuers: IssuerSettings) -> AsyncIte
         yield api
 
 
+def as_response(reply: Reply) -> httpx2.Response:
+    """Our reply as the MCP SDK's client sees an answer (an httpx2 response)."""
+    return httpx2.Response(reply.status, headers=dict(reply.headers), content=reply.body)
+
+
 def calls(tmp_path: Path) -> int:
     log = tmp_path / "calls.log"
     return len(log.read_text().splitlines()) if log.exists() else 0
@@ -58,8 +66,10 @@ def refused_because(reply: Reply, reason: str) -> None:
     message = reply.json()["error"]["message"]
     assert reason in message, message
     challenge = reply.headers["www-authenticate"]
-    assert challenge.startswith('Bearer error="invalid_token", error_description="'), challenge
-    assert challenge.endswith(f'resource_metadata="{MCP_METADATA}"'), challenge
+    start = f'Bearer resource_metadata="{MCP_METADATA}", error="invalid_token", error_description="'
+    assert challenge.startswith(start) and challenge.endswith('"'), challenge
+    # a client finds the metadata as the MCP SDK's does, whatever the reason quotes
+    assert extract_resource_metadata_from_www_auth(as_response(reply)) == MCP_METADATA
 
 
 async def test_each_bad_token_is_refused_naming_why_and_never_reaches_the_server(tmp_path: Path) -> None:
@@ -130,6 +140,7 @@ async def test_the_metadata_and_the_401_lead_a_client_to_the_issuer(tmp_path: Pa
                 reply.status == 401
                 and reply.headers["www-authenticate"] == f'Bearer resource_metadata="{MCP_METADATA}"'
             )
+            assert extract_resource_metadata_from_www_auth(as_response(reply)) == MCP_METADATA  # the SDK's
             admin = await anonymous.request("GET", "/v1/servers")
             assert admin.status == 401
             assert admin.headers["www-authenticate"].endswith('/.well-known/oauth-protected-resource/v1"')
@@ -140,6 +151,8 @@ async def test_the_metadata_and_the_401_lead_a_client_to_the_issuer(tmp_path: Pa
             }
             for path in ("", "/mcp", "/v1"):
                 document = await anonymous.request("GET", f"/.well-known/oauth-protected-resource{path}")
+                metadata = ProtectedResourceMetadata.model_validate_json(document.body)  # as the SDK reads it
+                assert [str(url).rstrip("/") for url in metadata.authorization_servers] == [idp.issuer]
                 assert document.status == 200 and document.json() == expected, path
             assert calls(tmp_path) == 0
 
