@@ -59,7 +59,6 @@ class IssuerKeys:
         self._failing = False
         self._last_error: IdpUnavailable | None = None
         self._lock = trio.Lock()
-        self.fetches = 0
 
     async def key_set(self, kid: str | None) -> KeySet:
         """The set to check a token of ``kid`` with (fetched again if it lacks ``kid`` or
@@ -74,14 +73,15 @@ class IssuerKeys:
             raise self._last_error  # down a moment ago: no fetch per request while it stays down
         if stale and (keys is None or now - self._tried_at >= REFETCH_INTERVAL_S):
             async with self._lock:
-                if self._keys is keys:  # nobody fetched while we waited
+                if self._tried_at < now:  # nobody tried while we waited: one fetch for all
                     await self._refresh(must=keys is None)
-        assert self._keys is not None
+        if self._keys is None:
+            assert self._last_error is not None
+            raise self._last_error
         return self._keys
 
     async def _refresh(self, *, must: bool) -> None:
         self._tried_at = self._clock()
-        self.fetches += 1
         try:
             self._keys = await self._fetch()
         except IdpUnavailable as exc:

@@ -107,6 +107,9 @@ class SignIn:
         try:
             jws.deserialize_compact(token, key_set, algorithms=[alg])
         except InvalidKeyIdError:
+            if kid is None:
+                problem = f"the token names no key id (kid), and issuer {issuer.issuer}'s key set has several"
+                raise SigninRefused(problem) from None
             raise SigninRefused(
                 f"the token's key id {show(kid)} is not in issuer {issuer.issuer}'s key set "
                 f"(fetched again at most every {REFETCH_INTERVAL_S:g} s)"

@@ -40,20 +40,28 @@ async def test_an_unknown_kid_refetches_at_most_once_per_interval(caplog: pytest
         assert "k3" in [k.kid for k in (await keys.key_set("k3")).keys] and idp.hits["/jwks"] == 2
         await keys.key_set("k3")  # held now: no fetch
         assert idp.hits["/jwks"] == 2
+        now[0] += REFETCH_INTERVAL_S
+        async with trio.open_nursery() as nursery:  # at once, after the interval: one fetch for all
+            for n in range(20):
+                nursery.start_soon(keys.key_set, f"random{n}")
+        assert idp.hits["/jwks"] == 3
 
         idp.down = True  # away: the kept keys go on, one warning per episode
         with caplog.at_level(logging.WARNING, logger="supervisor.signin"):
-            for _ in range(3):
+            for _ in range(3):  # each round: five at once, one failed fetch, the kept keys
                 now[0] += REFETCH_INTERVAL_S
+                async with trio.open_nursery() as nursery:
+                    for n in range(5):
+                        nursery.start_soon(keys.key_set, f"other{n}")
                 assert "k3" in [k.kid for k in (await keys.key_set("other")).keys]
         warned = [r for r in caplog.records if "identity provider unreachable" in r.getMessage()]
-        assert len(warned) == 1 and idp.hits["/jwks"] == 5
+        assert len(warned) == 1 and idp.hits["/jwks"] == 6
         idp.down = False
         many = range(MAX_KEYS + 1)
         idp.published = [ECKey.generate_key("P-256", parameters={"kid": f"k{i}"}) for i in many]
         now[0] += REFETCH_INTERVAL_S
         kept = [k.kid for k in (await keys.key_set("k40")).keys]  # too many keys: not taken
-        assert idp.hits["/jwks"] == 6 and "k40" not in kept and "k3" in kept
+        assert idp.hits["/jwks"] == 7 and "k40" not in kept and "k3" in kept
 
 
 def closed_port() -> int:
