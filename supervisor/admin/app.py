@@ -89,7 +89,7 @@ def create_app(
     @app.before_request
     async def guard_request() -> TrioResponse | None:
         api.notice_reload()
-        verdict = api.guard.verdict(request.headers, request.scope, request.endpoint)
+        verdict = await api.guard.verdict(request.headers, request.scope, request.endpoint)
         if isinstance(verdict, ApiError):
             return _refusal(verdict)
         g.principal = verdict

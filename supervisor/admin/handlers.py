@@ -55,6 +55,7 @@ from supervisor.settings.loader import ConfigError
 from supervisor.web.errors import ApiError, forbidden, not_found
 from supervisor.web.guard import Guard
 from supervisor.web.listings import NOTHING, BridgeListing, SessionListing
+from supervisor.web.resource_metadata import metadata_document
 from supervisor.web.roles import Action, authorize
 from supervisor.web.routes import JSON, METRICS, SSE
 from supervisor.web.scrubber import SecretScrubber
@@ -170,6 +171,17 @@ class AdminApi(SurfaceHandlers):
             {"status": status, "servers": len(self.supervisor.config.servers), "epoch": self._epoch()}
         )
 
+    async def protected_resource(self) -> TrioResponse:
+        """RFC 9728's document, at each of its paths (``resource_metadata.py``)."""
+        signin = self.guard.config.signin
+        if signin is None:
+            raise ApiError(
+                404, "not_found", "no protected-resource metadata: sign-in is off (no signin section)"
+            )
+        return self._json(metadata_document(signin))
+
+    protected_resource_mcp = protected_resource_v1 = protected_resource
+
     async def metrics(self) -> TrioResponse:
         sup = self.supervisor
         text = sup.metrics.render(
@@ -277,7 +289,10 @@ class AdminApi(SurfaceHandlers):
         host_tools = bodies.natural(body, "host_tools", 0)
         pinned = bodies.strings(body, "pinned")
         try:
-            session = await self.hosted.create(_tenant(), host_tools=host_tools, pinned=pinned)
+            who = _principal()
+            session = await self.hosted.create(
+                who.tenant, host_tools=host_tools, pinned=pinned, person=who.person
+            )
         except HostedClosed:
             raise ApiError(503, "unavailable", "the admin API is shutting down") from None
         except TooManySessions as exc:

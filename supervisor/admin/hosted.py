@@ -84,12 +84,15 @@ class HostedSessions(HeldSessions[_Hosted]):
 
     # ------------------------------------------------------------------ sessions
 
-    async def create(self, tenant: str, *, host_tools: int = 0, pinned: Iterable[str] = ()) -> Session:
-        """Open a session for ``tenant``; it stays open until ``close`` or shutdown."""
+    async def create(
+        self, tenant: str, *, host_tools: int = 0, pinned: Iterable[str] = (), person: str | None = None
+    ) -> Session:
+        """Open a session for ``tenant`` (made for ``person``: a signed-in caller's; None,
+        the tenant's name); it stays open until ``close`` or shutdown."""
         nursery = self._running()
         if sum(1 for h in self._sessions.values() if h.session.tenant == tenant) >= self._max_sessions:
             raise TooManySessions(f"tenant already holds {self._max_sessions} sessions; delete some first")
-        session: Session = await nursery.start(self._hold, tenant, host_tools, tuple(pinned))
+        session: Session = await nursery.start(self._hold, tenant, host_tools, tuple(pinned), person)
         return session
 
     def listing(self, tenant: str | None) -> list[Session]:
@@ -115,13 +118,14 @@ class HostedSessions(HeldSessions[_Hosted]):
         tenant: str,
         host_tools: int,
         pinned: tuple[str, ...],
+        person: str | None,
         *,
         task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         hosted: _Hosted | None = None
         try:
             async with self._supervisor.session(
-                tenant=tenant, host_tools=host_tools, pinned=pinned
+                tenant=tenant, host_tools=host_tools, pinned=pinned, person=person
             ) as session:
                 hosted = _Hosted(session)
                 self._sessions[session.id] = hosted

@@ -106,6 +106,12 @@ SCHEMAS: dict[str, Any] = {
         ),
     ),
     "Role": {"enum": ["operator", "tenant", "peer"]},
+    "ProtectedResource": _obj(
+        ("resource", "authorization_servers", "bearer_methods_supported"),
+        resource=STR,
+        authorization_servers={"type": "array", "items": STR},
+        bearer_methods_supported={"type": "array", "items": {"const": "header"}},
+    ),
     "Health": _obj(
         ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
     ),

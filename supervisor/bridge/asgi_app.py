@@ -24,18 +24,20 @@ import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope, WebsocketScope
 
 from actors.log_events import get_logger
-from supervisor.bridge.gate import admit_scope, client_address
+from supervisor.bridge.gate import Admit, admit_scope, choose_subprotocol, client_address, role_denial
 from supervisor.bridge.hub import BridgeHub
 from supervisor.bridge.link import BridgeLink
-from supervisor.web.auth import Denial
+from supervisor.web.auth import Denial, Presented
 from supervisor.web.errors import METHOD_NOT_ALLOWED, ApiError
 from supervisor.web.exchange import RESPONSE_TIMEOUT_S
 from supervisor.web.guard import Guard
 from supervisor.web.http import Headers, Response, json_response, send_refusal, send_response
+from supervisor.web.roles import Principal
 
 log = get_logger("supervisor.bridge")
 
 BRIDGE_PATH = "/v1/bridge"
+BRIDGE_OPERATION = "bridge"
 UPGRADE_REQUIRED = ApiError(
     426, "upgrade_required", "this endpoint is a WebSocket; connect with ws://", {"Upgrade": "websocket"}
 )
@@ -83,7 +85,7 @@ class BridgeApp:
         if scope["type"] == "websocket":
             await self._serve_socket(scope, receive, send)
         elif scope["type"] == "http":
-            verdict = self.guard.verdict(Headers(scope["headers"]), scope, None)
+            verdict = await self.guard.verdict(Headers(scope["headers"]), scope, None)
             if not isinstance(verdict, ApiError):
                 allowed = scope["method"] in ("GET", "HEAD")
                 verdict = (
@@ -92,6 +94,22 @@ class BridgeApp:
                     else ApiError(405, "method_not_allowed", METHOD_NOT_ALLOWED, {"Allow": "GET"})
                 )
             await send_response(send, self._error(verdict), RESPONSE_TIMEOUT_S)
+
+    async def _signed_in(self, token: str, scope: WebsocketScope) -> Admit | Denial | ApiError:
+        """A presented token (no static one) through sign-in, then the role check."""
+        principal = await self.guard.signed_in(token, BRIDGE_OPERATION)
+        if isinstance(principal, ApiError):
+            return principal
+        return role_denial(principal) or Admit(
+            principal, choose_subprotocol(list(scope.get("subprotocols", ())))
+        )
+
+    async def _auth_frame_signin(self, token: str) -> Principal | str:
+        """An ``auth`` frame's token that is no static one: who it signs in, or why not."""
+        if self.guard.signin is None:
+            return "the token is not valid"
+        principal = await self.guard.signed_in(token, BRIDGE_OPERATION)
+        return principal.message if isinstance(principal, ApiError) else principal
 
     def _error(self, error: ApiError) -> Response:
         """The admin API's JSON error (its headers first, as the admin app sends them)."""
@@ -103,21 +121,28 @@ class BridgeApp:
         if (await receive())["type"] != "websocket.connect":
             return  # gone before it was handled
         tokens = self.guard.tokens()
-        verdict = admit_scope(
+        admitted = admit_scope(
             scope,
             tokens=tokens,
             allowed_origins=self.guard.config.bridge.allowed_origins,
             bind_is_loopback=self.guard.bind_is_loopback,
+            signin=self.guard.signin is not None,
+        )
+        verdict = (
+            await self._signed_in(admitted.token, scope) if isinstance(admitted, Presented) else admitted
         )
         if isinstance(verdict, Denial):
-            error = ApiError(verdict.status, verdict.code, verdict.message, verdict.headers)
-            await send_refusal(send, self._error(error))
+            verdict = self.guard.denial(verdict, BRIDGE_OPERATION)
+        if isinstance(verdict, ApiError):
+            await send_refusal(send, self._error(verdict))
             return
         await send({"type": "websocket.accept", "subprotocol": verdict.subprotocol, "headers": []})
         socket = AsgiSocket(receive, send)
         try:
             with socket.gone:
-                await BridgeLink(self.hub, socket, verdict.principal, client_address(scope), tokens).run()
+                link = BridgeLink(self.hub, socket, verdict.principal, client_address(scope), tokens)
+                link.signin = self._auth_frame_signin
+                await link.run()
         except Exception:
             log.exception("bridge socket failed", extra={"fields": {"client": client_address(scope)}})
         if not socket.closed:

@@ -12,7 +12,8 @@ with two differences a browser needs:
   accepted and must authenticate within ``AUTH_TIMEOUT_S``.
 
 A token that was presented and is wrong is refused before the upgrade (401), like a
-request to the admin API.
+request to the admin API. With sign-in on, a token that is no static one is
+``Presented``: the app has sign-in check it (I/O), then ``role_denial``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from supervisor.web.auth import Denial, TokenBook, check_request, origin_is_loopback
+from supervisor.web.auth import Denial, Presented, TokenBook, check_request, origin_is_loopback
 from supervisor.web.guard import client_is_loopback, request_target
 from supervisor.web.roles import Action, Principal, authorize, denial_message
 
@@ -72,7 +73,8 @@ def admit(
     bind_is_loopback: bool,
     target: str = "/v1/bridge",
     client_is_loopback: bool = False,
-) -> Admit | Denial:
+    signin: bool = False,
+) -> Admit | Presented | Denial:
     """Origin, then Host and the token (header or subprotocol), then the role."""
     if origins and (len(origins) != 1 or not origin_allowed(origins[0], allowed_origins)):
         shown = origins[0] if len(origins) == 1 else f"{len(origins)} Origin headers"
@@ -95,7 +97,10 @@ def admit(
         bind_is_loopback=bind_is_loopback,
         target=target,
         client_is_loopback=client_is_loopback,
+        signin=signin,
     )
+    if isinstance(verdict, Presented):
+        return verdict
     if isinstance(verdict, Denial):
         if verdict.status == 401 and not authorizations:
             return Admit(None, choose_subprotocol(subprotocols))
@@ -105,8 +110,13 @@ def admit(
 
 
 def admit_scope(
-    scope: Mapping[str, Any], *, tokens: TokenBook, allowed_origins: Sequence[str], bind_is_loopback: bool
-) -> Admit | Denial:
+    scope: Mapping[str, Any],
+    *,
+    tokens: TokenBook,
+    allowed_origins: Sequence[str],
+    bind_is_loopback: bool,
+    signin: bool = False,
+) -> Admit | Presented | Denial:
     """``admit`` on a WebSocket's ASGI scope (its raw headers, as Hypercorn gives them)."""
     headers: Sequence[tuple[bytes, bytes]] = scope.get("headers", ())
 
@@ -123,6 +133,7 @@ def admit_scope(
         bind_is_loopback=bind_is_loopback,
         target=request_target(scope),
         client_is_loopback=client_is_loopback(scope),
+        signin=signin,
     )
 
 

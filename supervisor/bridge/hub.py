@@ -68,6 +68,7 @@ class Counted(Protocol):
     born: float
     messages_in: int
     messages_out: int
+    person: str | None
 
 
 class Shuttable(Protocol):
@@ -93,6 +94,7 @@ class BridgeSession:
     messages_out: int = 0
     close_reason: str | None = None
     close_id: FrameId | None = None  # the id of the client's close, echoed in the answer
+    person: str | None = None  # who signed in (None: the tenant's name)
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     spare: Spawned | None = None  # its server's warm spare, taken at the open, not yet adopted
     evicted: Spawned | None = None  # another server's spare whose place under the cap it took
@@ -157,9 +159,11 @@ class BridgeHub:
 
     # ----------------------------------------------------------------- sessions
 
-    def reserve(self, tenant: str, server: str, client: str) -> tuple[BridgeSession, ServerSpec]:
-        """A new session of ``server`` for ``tenant``, counted at once; Refused (and
-        audited) when the hub will not open it."""
+    def reserve(
+        self, tenant: str, server: str, client: str, person: str | None = None
+    ) -> tuple[BridgeSession, ServerSpec]:
+        """A new session of ``server`` for ``tenant`` (made for ``person``), counted at
+        once; Refused (and audited) when the hub will not open it."""
         warm = self._supervisor.warm
         try:
             spec = self._check(tenant, server)
@@ -174,7 +178,7 @@ class BridgeHub:
                         "(bridge.max_processes); retry when a session has closed",
                     )
         except Refused as refused:
-            self.refused(tenant, server, refused)
+            self.refused(tenant, server, refused, person)
             raise
         session = BridgeSession(
             id=secrets.token_urlsafe(12),
@@ -185,6 +189,7 @@ class BridgeHub:
             opened_at=time.time(),
             spare=spare,
             evicted=evicted,
+            person=person,
         )
         self._sessions[session.id] = session
         self._cap.session_started()
@@ -224,9 +229,9 @@ class BridgeHub:
                 f"(bridge.max_sessions_per_tenant); close one first",
             )
 
-    def refused(self, tenant: str, server: str, refused: Refused) -> None:
+    def refused(self, tenant: str, server: str, refused: Refused, person: str | None = None) -> None:
         """An open the hub would not serve (audited ``deny``, counted by its code)."""
-        self._audit_row("bridge:open", tenant, "", server, "deny", refused.code, 0, 0, 0)
+        self._audit_row("bridge:open", tenant, "", server, "deny", refused.code, 0, 0, 0, person)
         self.counts[f"refused:{refused.code}"] += 1
 
     @asynccontextmanager
@@ -270,7 +275,9 @@ class BridgeHub:
     def record_opened(self, session: Counted, peer: str, **fields: Any) -> None:
         spent = _ms(trio.current_time() - session.born)
         server = _served(session.server, peer)
-        self._audit_row("bridge:open", session.tenant, session.id, server, "allow", "ok", spent, 0, 0)
+        self._audit_row(
+            "bridge:open", session.tenant, session.id, server, "allow", "ok", spent, 0, 0, session.person
+        )
         self.counts["opened"] += 1
         self._publish(session, peer, "bridge_session_opened", fields)
 
@@ -279,12 +286,14 @@ class BridgeHub:
         opened, the open's row with ``reason`` as its error code."""
         tenant, server = session.tenant, _served(session.server, peer)
         if not opened:
-            self._audit_row("bridge:open", tenant, session.id, server, "allow", reason, 0, 0, 0)
+            self._audit_row(
+                "bridge:open", tenant, session.id, server, "allow", reason, 0, 0, 0, session.person
+            )
             self.counts[f"refused:{reason}"] += 1
             return
         life = _ms(trio.current_time() - session.born)
         row = (tenant, session.id, server, "none", reason, life, session.messages_in, session.messages_out)
-        self._audit_row("bridge:close", *row)
+        self._audit_row("bridge:close", *row, session.person)
         self.counts[f"closed:{reason}"] += 1
         fields = {"reason": reason, "duration_ms": life}
         fields |= {"messages_in": session.messages_in, "messages_out": session.messages_out}
@@ -345,10 +354,11 @@ class BridgeHub:
         duration_ms: int,
         messages_in: int,
         messages_out: int,
+        person: str | None,
     ) -> None:
         at, record = time.time(), self._audit.new_id()
         row = (tenant, session, tool, server, decision, outcome, duration_ms, "", messages_in, messages_out)
-        self._audit.finished_now(AuditRow(at, *row, record, None, tenant))  # person: the tenant
+        self._audit.finished_now(AuditRow(at, *row, record, None, person or tenant))  # None: the tenant
 
     def _publish(self, session: Counted, peer: str, kind: str, fields: Mapping[str, Any]) -> None:
         event = {"type": kind, "tenant": session.tenant, "session": session.id, "server": session.server}

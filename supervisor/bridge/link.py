@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import attrs
@@ -84,6 +85,9 @@ class BridgeLink:
         self.principal = principal
         self.client = client
         self._tokens = tokens
+        self.signin: Callable[[str], Awaitable[Principal | str]] | None = None
+        """Sign-in for an ``auth`` frame's token that is no static one (the app's): who
+        it signs in, or why not."""
         # One queue keeps every frame in order; the bounds are counted beside it.
         self._out, self._pending = trio.open_memory_channel[str | _Relayed | _Shut](math.inf)
         self._room = trio.Semaphore(OUTBOX)  # a str in the queue holds one
@@ -234,10 +238,14 @@ class BridgeLink:
         with trio.move_on_after(AUTH_TIMEOUT_S):
             frame = await self._receive()
             if isinstance(frame, Frame) and frame.type == env.AUTH:
-                principal = self._tokens.principal_of(frame.data["token"])
-                if principal is None:
+                token = frame.data["token"]
+                principal = self._tokens.principal_of(token)
+                if principal is None and self.signin is not None:
+                    checked = await self.signin(token)
+                    principal, problem = (None, checked) if isinstance(checked, str) else (checked, problem)
+                elif principal is None:
                     problem = "the token is not valid"
-                else:
+                if principal is not None:
                     denial = role_denial(principal)
                     if denial is None:
                         self.principal = principal
@@ -309,13 +317,15 @@ class BridgeLink:
             try:
                 self.hub.check_open(self.principal.tenant)
             except Refused as refused:
-                self.hub.refused(self.principal.tenant, server, refused)
+                self.hub.refused(self.principal.tenant, server, refused, self.principal.person)
                 await self.send(env.open_failed(refused.code, str(refused), frame.id))
                 return
-            self.hub.peers.open(self, self.principal.tenant, server, frame.id)
+            self.hub.peers.open(self, self.principal.tenant, server, frame.id, self.principal.person)
             return
         try:
-            session, spec = self.hub.reserve(self.principal.tenant, server, self.client)
+            session, spec = self.hub.reserve(
+                self.principal.tenant, server, self.client, self.principal.person
+            )
         except Refused as refused:
             await self.send(env.open_failed(refused.code, str(refused), frame.id))
             return

@@ -99,6 +99,7 @@ class Relayed:
     state: str = "starting"
     messages_in: int = 0
     messages_out: int = 0
+    person: str | None = None  # who signed in (None: the tenant's name)
 
 
 class Refused(Exception):
@@ -158,14 +159,23 @@ class PeerRegistry:
     def held(self, tenant: str) -> int:
         return sum(1 for s in self.sessions.values() if s.tenant == tenant)
 
-    def open(self, client: PeerSocket, tenant: str, server: str, open_id: FrameId | None) -> Relayed:
+    def open(
+        self, client: PeerSocket, tenant: str, server: str, open_id: FrameId | None, person: str | None = None
+    ) -> Relayed:
         """A session of ``server`` on its least busy peer; the peer is asked to open it."""
         offering = [p for p in self._peers.values() if server in p.servers]
         if not offering:
             raise Refused("not_exported", f"no server {server!r} is exported through the bridge")
         peer = min(offering, key=lambda p: len(p.sessions))
         session = Relayed(
-            secrets.token_urlsafe(12), server, tenant, client, peer, open_id, trio.current_time()
+            secrets.token_urlsafe(12),
+            server,
+            tenant,
+            client,
+            peer,
+            open_id,
+            trio.current_time(),
+            person=person,
         )
         self.sessions[session.id] = session
         peer.sessions.add(session.id)

@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def check_bind(bind: str, config: Config, allow_non_loopback: bool) -> str | None:
     """Why ``bind`` is refused, or None. Loopback by default; anything else needs both
-    ``--allow-non-loopback`` and admin tokens."""
+    ``--allow-non-loopback`` and admin tokens or sign-in (every request then needs a token)."""
     parsed = parse_bind(bind)
     if parsed is None:
         return f"--bind {bind!r}: expected HOST:PORT, e.g. 127.0.0.1:8765 ([::1]:8765 for IPv6)"
@@ -113,8 +113,9 @@ def check_bind(bind: str, config: Config, allow_non_loopback: bool) -> str | Non
             f"refusing to bind {bind}: not a loopback address; "
             "pass --allow-non-loopback (and configure admin tokens)"
         )
-    if not config.admin.tokens:
-        return f"refusing to bind {bind}: a non-loopback bind requires admin tokens in the config"
+    if not config.admin.tokens and config.signin is None:
+        problem = "a non-loopback bind requires admin tokens (or a signin section) in the config"
+        return f"refusing to bind {bind}: {problem}"
     return None
 
 

@@ -46,14 +46,24 @@ class NewEraHandler(Protocol):
     """What the HTTP front hands a per-request-era message to (``stateless.py``)."""
 
     async def receive(
-        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, arrival: Arrival | None = None
+        self,
+        message: Mapping[str, Any],
+        outlet: Outlet,
+        tenant: str,
+        arrival: Arrival | None = None,
+        person: str | None = None,
     ) -> dict[str, Any] | None:
         """The response to send (None for a notification); related messages go to
         ``outlet`` (the POST's SSE stream) while it is answered. ``arrival`` says how it
-        came, for its SERVER span (None while traces are off)."""
+        came, for its SERVER span (None while traces are off); ``person``, who signed
+        in (None: the tenant's name)."""
 
     async def check_headers(
-        self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
+        self,
+        message: Mapping[str, Any],
+        param_headers: Mapping[str, str],
+        tenant: str,
+        person: str | None = None,
     ) -> dict[str, Any] | None:
         """The error response when a request's ``Mcp-Param-*`` headers (names
         lowercased) do not repeat its body, else None."""

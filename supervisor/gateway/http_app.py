@@ -50,28 +50,30 @@ class McpApp:
         self.body_timeout_s = body_timeout_s
         self.response_timeout_s = response_timeout_s
         self._handlers = {"mcp_post": front.post, "mcp_get": front.get, "mcp_delete": front.delete}
+        """Each takes the request, the tenant and the person (``get`` and ``delete``
+        find a session by its id, among the tenant's)."""
 
     async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] == "http":
             await self._http(scope, receive, send)
         elif scope["type"] == "websocket" and (await receive())["type"] == "websocket.connect":
-            verdict = self.guard.verdict(Headers(scope["headers"]), scope, None)
+            verdict = await self.guard.verdict(Headers(scope["headers"]), scope, None)
             await send_refusal(send, self.refusal(verdict if isinstance(verdict, ApiError) else NOT_ALLOWED))
 
     async def _http(self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         headers = Headers(scope["headers"])
         operation = OPERATIONS.get(scope["method"])
-        verdict = self.guard.verdict(headers, scope, operation)
+        verdict = await self.guard.verdict(headers, scope, operation)
         if operation is None and not isinstance(verdict, ApiError):
             verdict = NOT_ALLOWED
         if isinstance(verdict, ApiError):
             await send_response(send, self.refusal(verdict), self.response_timeout_s)
             return
         assert verdict is not None and operation is not None  # no /mcp operation is public
-        handler, tenant = self._handlers[operation], verdict.tenant
+        handler, tenant, person = self._handlers[operation], verdict.tenant, verdict.person
 
         async def answer(request: Request) -> Response:
-            return await handler(request, tenant)
+            return await handler(request, tenant, person)
 
         await exchange(
             scope,

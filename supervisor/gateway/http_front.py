@@ -135,14 +135,15 @@ class McpFront:
 
     # --------------------------------------------------------------------- POST
 
-    async def post(self, request: Request, tenant: str) -> Response:
-        """The answer to one ``POST /mcp`` the guard has admitted."""
+    async def post(self, request: Request, tenant: str, person: str | None = None) -> Response:
+        """The answer to one ``POST /mcp`` the guard has admitted (``person``: who signed
+        in; None, the tenant's name)."""
         try:
-            return await self._post(request, tenant)
+            return await self._post(request, tenant, person)
         except HttpRefusal as refusal:
             return self.refuse(refusal)
 
-    async def _post(self, request: Request, tenant: str) -> Response:
+    async def _post(self, request: Request, tenant: str, person: str | None) -> Response:
         headers = request.headers
         message = parse_message(await self._read_message(headers, request.body))
         arrival = http_arrival(headers, request.scope.get("client"))  # None: traces are off
@@ -151,7 +152,7 @@ class McpFront:
         version = headers.get("MCP-Protocol-Version")
         request_id = message.get("id")
         if is_new_era(message, version, session_id):
-            return await self._new_era(message, headers, tenant, arrival)
+            return await self._new_era(message, headers, (tenant, person), arrival)
         if session_id is None:
             if message.get("method") != "initialize":
                 raise HttpRefusal(
@@ -160,7 +161,7 @@ class McpFront:
                     f"then send its id in the {SESSION_HEADER} header",
                     request_id=request_id,
                 )
-            return await self._initialize(message, tenant, arrival)
+            return await self._initialize(message, tenant, arrival, person)
         record = self._session(session_id, tenant, request_id)
         check_version(version, record.peer.protocol_version, request_id)
         record.touch()
@@ -207,10 +208,12 @@ class McpFront:
             )
         return record
 
-    async def _initialize(self, message: Mapping[str, Any], tenant: str, arrival: Arrival | None) -> Response:
+    async def _initialize(
+        self, message: Mapping[str, Any], tenant: str, arrival: Arrival | None, person: str | None
+    ) -> Response:
         request_id = message.get("id")
         try:
-            record = await self.sessions.open(tenant)
+            record = await self.sessions.open(tenant, person)
         except TooManyGatewaySessions as exc:
             raise HttpRefusal(429, str(exc), request_id=request_id) from None
         except GatewayClosed as exc:
@@ -236,16 +239,20 @@ class McpFront:
         return self._sse(stream.follow(0))
 
     async def _new_era(
-        self, message: Mapping[str, Any], headers: Headers, tenant: str, arrival: Arrival | None
+        self,
+        message: Mapping[str, Any],
+        headers: Headers,
+        who: tuple[str, str | None],
+        arrival: Arrival | None,
     ) -> Response:
-        handler = self.new_era
+        handler, (tenant, person) = self.new_era, who
         if handler is None:
             raise HttpRefusal(400, NEW_ERA_UNSERVED, request_id=message.get("id"))
         refused = header_refusal(message, headers.get("MCP-Protocol-Version"))
         if refused is not None:
             return self._json(refused, http_status(refused))
         require_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
-        refused = await handler.check_headers(message, param_headers_of(headers.items()), tenant)
+        refused = await handler.check_headers(message, param_headers_of(headers.items()), tenant, person)
         if refused is not None:
             return self._json(refused, http_status(refused))
         stream = EventStream("n" if accepts(headers) else "json", scrub=self.scrub)
@@ -255,7 +262,7 @@ class McpFront:
             response: dict[str, Any] | None = None
             try:
                 with hung_up:
-                    response = await handler.receive(message, StreamOutlet(stream), tenant, arrival)
+                    response = await handler.receive(message, StreamOutlet(stream), tenant, arrival, person)
             finally:
                 if response is not None:
                     stream.publish(response, response=True)
@@ -276,7 +283,7 @@ class McpFront:
 
     # ---------------------------------------------------------------------- GET
 
-    async def get(self, request: Request, tenant: str) -> Response:
+    async def get(self, request: Request, tenant: str, person: str | None = None) -> Response:
         """The standalone stream, or the rest of a stream after ``Last-Event-ID``."""
         try:
             return self._get(request.headers, tenant)
@@ -314,7 +321,7 @@ class McpFront:
 
     # ------------------------------------------------------------------- DELETE
 
-    async def delete(self, request: Request, tenant: str) -> Response:
+    async def delete(self, request: Request, tenant: str, person: str | None = None) -> Response:
         """The session ends (204), or the refusal."""
         try:
             record = self._session(self._session_header(request.headers), tenant)

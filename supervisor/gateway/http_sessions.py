@@ -146,8 +146,9 @@ class GatewaySessions(HeldSessions[GatewaySession]):
 
     # ------------------------------------------------------------------ sessions
 
-    async def open(self, tenant: str) -> GatewaySession:
-        """A new session of ``tenant``; it lives until ``close``, idle expiry or shutdown."""
+    async def open(self, tenant: str, person: str | None = None) -> GatewaySession:
+        """A new session of ``tenant`` made for ``person`` (None: the tenant's name); it
+        lives until ``close``, idle expiry or shutdown."""
         nursery = self._running()
         bound = self._supervisor.config.gateway.max_sessions_per_tenant
         if len(self.listing(tenant)) >= bound:
@@ -156,7 +157,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
                 f"tenant {tenant!r} already holds {bound} MCP sessions, the bound "
                 "(gateway.max_sessions_per_tenant); end one with DELETE /mcp or raise the bound"
             )
-        record: GatewaySession = await nursery.start(self._hold, tenant)
+        record: GatewaySession = await nursery.start(self._hold, tenant, person)
         return record
 
     def get(self, session_id: str, tenant: str | None) -> GatewaySession | None:
@@ -243,11 +244,13 @@ class GatewaySessions(HeldSessions[GatewaySession]):
 
     # ------------------------------------------------------------------ holders
 
-    async def _hold(self, tenant: str, *, task_status: trio.TaskStatus[GatewaySession]) -> None:
+    async def _hold(
+        self, tenant: str, person: str | None, *, task_status: trio.TaskStatus[GatewaySession]
+    ) -> None:
         sup = self._supervisor
         record: GatewaySession | None = None
         try:
-            async with sup.session(tenant=tenant) as session:
+            async with sup.session(tenant=tenant, person=person) as session:
                 peer = GatewayPeer(
                     session,
                     lambda key: sup.requests.cancel(key, tenant),

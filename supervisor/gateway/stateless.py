@@ -105,7 +105,7 @@ class StatelessGateway:
 
     def __init__(
         self,
-        open_session: Callable[[str], AbstractAsyncContextManager[Session]],
+        open_session: Callable[[str, str | None], AbstractAsyncContextManager[Session]],
         cell: CatalogCell,
         *,
         prefix: bool = True,
@@ -130,7 +130,7 @@ class StatelessGateway:
         """The handler for ``sup``'s config (``config.gateway``)."""
         config = sup.config
         return cls(
-            lambda tenant: sup.session(tenant=tenant),
+            lambda tenant, person: sup.session(tenant=tenant, person=person),
             sup.router.cell,
             prefix=config.gateway.prefix,
             version=version,
@@ -157,7 +157,12 @@ class StatelessGateway:
     # ------------------------------------------------------------------ messages
 
     async def receive(
-        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, arrival: Arrival | None = None
+        self,
+        message: Mapping[str, Any],
+        outlet: Outlet,
+        tenant: str,
+        arrival: Arrival | None = None,
+        person: str | None = None,
     ) -> dict[str, Any] | None:
         """The response to one message of a per-request-era client (None for a
         notification or a response: this era sends clients no requests). The era has
@@ -165,18 +170,20 @@ class StatelessGateway:
         checks its ``_meta`` and refuses the removed methods. A request is traced
         (``traced.py``) when traces are on."""
         if TRACING.active is None:
-            return await self._receive(message, outlet, tenant)
+            return await self._receive(message, outlet, tenant, person)
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, Mapping) else None
         version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
         return await traced(
             message,
             arrival or HTTP,
-            lambda: self._receive(message, outlet, tenant),
+            lambda: self._receive(message, outlet, tenant, person),
             protocol_version=version if isinstance(version, str) else None,
         )
 
-    async def _receive(self, message: Mapping[str, Any], outlet: Outlet, tenant: str) -> Answer:
+    async def _receive(
+        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, person: str | None
+    ) -> Answer:
         exchange = ServerSession(era=Era.PER_REQUEST)
         event = exchange.receive(message)
         if isinstance(event, Replied):
@@ -185,26 +192,32 @@ class StatelessGateway:
             return None
         answer: Response | ErrorResponse | None
         try:
-            answer = exchange.respond(event, await self._answer(event, outlet, tenant))
+            answer = exchange.respond(event, await self._answer(event, outlet, tenant, person))
         except JsonRpcError as error:
             answer = exchange.fail(event, error)
         return None if answer is None else to_wire(answer)
 
     async def check_headers(
-        self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
+        self,
+        message: Mapping[str, Any],
+        param_headers: Mapping[str, str],
+        tenant: str,
+        person: str | None = None,
     ) -> dict[str, Any] | None:
         """The -32020 response when a ``tools/call``'s ``Mcp-Param-*`` headers do not
         repeat its arguments (``param_check.py``), else None."""
         if message.get("method") != "tools/call":
             return None
-        async with self.tenants.use(tenant) as state:
+        async with self.tenants.use(tenant, person) as state:
             return await param_header_refusal(state.core, message, param_headers)
 
-    async def _answer(self, request: RequestReceived, outlet: Outlet, tenant: str) -> dict[str, Any]:
+    async def _answer(
+        self, request: RequestReceived, outlet: Outlet, tenant: str, person: str | None
+    ) -> dict[str, Any]:
         method, params = request.method, request.params
         if method != "server/discover" and method != "subscriptions/listen" and method not in METHODS:
             raise JsonRpcError(METHOD_NOT_FOUND, f"method not found: {method}")
-        async with self.tenants.use(tenant) as state:
+        async with self.tenants.use(tenant, person) as state:
             if method == "server/discover":
                 await state.core.latest_turn()  # the servers it needs are up: capabilities say what is there
                 return self._decorate(method, self._discover(state))

@@ -31,8 +31,10 @@ from supervisor.sessions.session import Session
 
 log = get_logger("supervisor.gateway")
 
-OpenSession = Callable[[str], AbstractAsyncContextManager[Session]]
-"""``tenant -> async with … as session`` (``lambda t: sup.session(tenant=t)``)."""
+OpenSession = Callable[[str, str | None], AbstractAsyncContextManager[Session]]
+"""``tenant, person -> async with … as session`` (``lambda t, p: sup.session(tenant=t, person=p)``)."""
+Key = tuple[str, str | None]
+"""A state's tenant and person (None: the tenant's name, as for a static token)."""
 
 
 @attrs.define(eq=False)
@@ -40,6 +42,7 @@ class TenantState:
     """One tenant's session, its core, and what of it is in use."""
 
     tenant: str
+    person: str | None
     session: Session
     core: GatewayCore
     fanout: ResourceFanout
@@ -65,7 +68,7 @@ class TenantStates:
         self._open_session = open_session
         self._core_of = core_of
         self.idle_s = idle_s
-        self._states: dict[str, TenantState] = {}
+        self._states: dict[Key, TenantState] = {}
         self._opening = trio.Lock()
         self._nursery: trio.Nursery | None = None
 
@@ -76,23 +79,26 @@ class TenantStates:
         """Requests every tenant's core is answering (for the metrics)."""
         return sum(state.core.in_flight for state in self._states.values())
 
-    def get(self, tenant: str) -> TenantState | None:
-        """The tenant's open state, if any (nothing is opened)."""
-        return self._states.get(tenant)
+    def get(self, tenant: str, person: str | None = None) -> TenantState | None:
+        """The open state of the tenant's ``person``, if any (nothing is opened)."""
+        return self._states.get((tenant, person))
 
     def bind(self, nursery: trio.Nursery | None) -> None:
         """Hold states in ``nursery`` (the front's) from now on (None: open no more)."""
         self._nursery = nursery
 
     @asynccontextmanager
-    async def use(self, tenant: str) -> AsyncIterator[TenantState]:
-        """The tenant's state (opened if need be), kept from expiring in the block."""
-        state = self._states.get(tenant)
+    async def use(self, tenant: str, person: str | None = None) -> AsyncIterator[TenantState]:
+        """The state of the tenant's ``person`` (opened if need be), kept from expiring
+        in the block. Signed-in people of one tenant each have their own: their calls
+        are audited, and their approvals remembered, as theirs."""
+        key = (tenant, person)
+        state = self._states.get(key)
         if state is None:
             async with self._opening:
-                state = self._states.get(tenant)
+                state = self._states.get(key)
                 if state is None:
-                    state = await self._open(tenant)
+                    state = await self._open(key)
         state._bump(+1)
         try:
             yield state
@@ -112,21 +118,22 @@ class TenantStates:
 
         return release
 
-    async def _open(self, tenant: str) -> TenantState:
+    async def _open(self, key: Key) -> TenantState:
         if self._nursery is None:
             raise RuntimeError("the new-era gateway is not running")
-        state: TenantState = await self._nursery.start(self._hold, tenant)
+        state: TenantState = await self._nursery.start(self._hold, key)
         return state
 
-    async def _hold(self, tenant: str, *, task_status: trio.TaskStatus[TenantState]) -> None:
+    async def _hold(self, key: Key, *, task_status: trio.TaskStatus[TenantState]) -> None:
         started = False
+        tenant, person = key
         try:
-            async with self._open_session(tenant) as session:
+            async with self._open_session(tenant, person) as session:
                 session.runs_private = False
                 session.prompts_client = False
                 core, fanout = self._core_of(session), ResourceFanout(session)
-                state = TenantState(tenant, session, core, fanout, touched=trio.current_time())
-                self._states[tenant] = state
+                state = TenantState(tenant, person, session, core, fanout, touched=trio.current_time())
+                self._states[key] = state
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(fanout.run)
@@ -135,8 +142,8 @@ class TenantStates:
                         await self._until_idle(state)
                         nursery.cancel_scope.cancel()
                 finally:
-                    if self._states.get(tenant) is state:
-                        del self._states[tenant]
+                    if self._states.get(key) is state:
+                        del self._states[key]
                     for parked in list(state.parked.values()):
                         parked.cancel()
         except Exception:
@@ -148,7 +155,7 @@ class TenantStates:
         """Return once the state was unused for ``idle_s`` (never while in use)."""
         while True:
             if state.users == 0 and trio.current_time() >= state.touched + self.idle_s:
-                del self._states[state.tenant]  # no await since the check: nobody took it
+                del self._states[state.tenant, state.person]  # no await since the check: nobody took it
                 return
             deadline = state.touched + self.idle_s if state.users == 0 else math.inf
             with trio.move_on_at(deadline):

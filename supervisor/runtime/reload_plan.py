@@ -14,7 +14,8 @@ without a running supervisor:
   are started by each session: a change to them applies to sessions opened after it.
 - ``trust``, ``tool_search``, ``bridge``, ``tracing`` and ``limits`` (calls made after
   it: a rate limit's buckets keep their tokens), ``exposure`` (turns begun after it, in
-  a new epoch) and ``admin.tokens`` apply live.
+  a new epoch), ``admin.tokens`` and ``signin`` (the guard's next request; its kept
+  key sets are dropped only when the section changed) apply live.
 - ``admin.bind``, ``state_dir`` and ``audit.keep_days`` (the retention task is started
   with the supervisor) cannot change while running: the reload is refused, naming the
   key (``ReloadRefused``), and nothing changes.
@@ -124,7 +125,7 @@ class ReloadPlan:
     """``scope: session`` servers added, changed or removed (new sessions see it)."""
     settings: tuple[str, ...] = ()
     """Changed settings applied live: ``trust``, ``tool_search``, ``bridge``, ``tracing``,
-    ``limits``, ``exposure``, ``admin.tokens``."""
+    ``limits``, ``exposure``, ``admin.tokens``, ``signin``."""
 
     def report(self) -> dict[str, Any]:
         """The reply of a reload (admin API, CLI ``--json``): names and keys, no values."""
@@ -236,6 +237,8 @@ def _settings(old: Config, new: Config) -> tuple[str, ...]:
         changed.append("exposure")
     if dict(old.admin.tokens) != dict(new.admin.tokens):
         changed.append("admin.tokens")
+    if old.signin != new.signin:
+        changed.append("signin")
     return tuple(changed)
 
 

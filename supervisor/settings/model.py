@@ -17,6 +17,8 @@ import attrs
 from actors.router.exposure import ServerRule
 from actors.spec import ServerSpec
 
+from .signin import SigninSettings
+
 __all__ = [
     "AdminSettings",
     "BridgeSettings",
@@ -254,6 +256,7 @@ class Config:
     limits: tuple[RateLimit, ...] = ()
     state_dir: str | None = None
     secrets_at_rest: SecretsAtRest = SecretsAtRest()
+    signin: SigninSettings | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 
     def server(self, name: str) -> ServerSpec:
@@ -271,4 +274,6 @@ class Config:
         for spec in self.servers:
             found.update(dict.fromkeys(spec.secrets))
         found.update(dict.fromkeys(self.admin.tokens))
+        if self.signin is not None:
+            found.update(dict.fromkeys(self.signin.secrets))
         return tuple(found)

@@ -137,6 +137,13 @@ class Denial:
 
 
 @attrs.frozen(slots=True)
+class Presented:
+    """A bearer token that is no static token, for sign-in to check (``signin.py``)."""
+
+    token: str = attrs.field(repr=False)
+
+
+@attrs.frozen(slots=True)
 class Admitted:
     """A request that may proceed, as ``principal`` (None: anonymous, on a public route)."""
 
@@ -153,9 +160,12 @@ def check_request(
     bind_is_loopback: bool,
     target: str = "/",
     client_is_loopback: bool = False,
-) -> Admitted | Denial:
+    signin: bool = False,
+) -> Admitted | Presented | Denial:
     """Host and target, then Origin, then the bearer token (see the module docstring).
-    ``target`` is the request target as sent (before any query string)."""
+    ``target`` is the request target as sent (before any query string). With ``signin``
+    on, a bearer token that is no static one is ``Presented`` for sign-in to check (on
+    a non-public route), and a missing one is a 401 even without static tokens."""
     try:
         authority = target_authority(target)
     except ValueError:
@@ -168,7 +178,7 @@ def check_request(
         )
     if origins and (len(origins) != 1 or not origin_is_loopback(origins[0])):
         return Denial(403, "forbidden", "cross-origin requests are refused (Origin must be loopback)")
-    if not tokens.enabled:
+    if not tokens.enabled and not signin:
         if bind_is_loopback or client_is_loopback:
             return Admitted(LOOPBACK_OPERATOR)
         return Denial(403, "forbidden", "no admin tokens are configured, so only loopback clients are served")
@@ -183,6 +193,8 @@ def check_request(
                 return Admitted(principal)
             if public:
                 return Admitted(None)
+            if signin:
+                return Presented(match["token"])
             return Denial(
                 401,
                 "unauthorized",

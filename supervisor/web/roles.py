@@ -72,10 +72,14 @@ GRANTS: Mapping[Role, frozenset[Action]] = {
 
 @attrs.frozen(slots=True)
 class Principal:
-    """Who a request speaks for."""
+    """Who a request speaks for. A signed-in caller also has ``person`` (its token's
+    person claim) and ``token`` (the raw access token, never shown or compared); a
+    static-token caller has neither: its person is its tenant's name."""
 
     tenant: str
     role: Role
+    person: str | None = None
+    token: str | None = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def scope(self) -> str | None:

@@ -405,4 +405,17 @@ ROUTES: tuple[Route, ...] = (
         response="BridgePeerList",
         action=Action.READ_STATE,
     ),
+    *(
+        Route(
+            "GET",
+            f"/.well-known/oauth-protected-resource{suffix}",
+            f"protected_resource{suffix.replace('/', '_')}",
+            f"Protected-resource metadata (RFC 9728) of {what}: the resource (signin.resource) and "
+            "the authorization servers whose tokens sign in, for MCP clients to find them from a 401.",
+            response="ProtectedResource",
+            errors=(("404", "Sign-in is off: the config has no signin section."),),
+            action=Action.PUBLIC,
+        )
+        for suffix, what in (("", "this service"), ("/mcp", "/mcp"), ("/v1", "the admin API"))
+    ),
 )

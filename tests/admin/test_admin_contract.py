@@ -53,7 +53,10 @@ def test_route_table_has_no_duplicates_and_documents_every_route() -> None:
         assert [p["name"] for p in parameters if p["in"] == "path"] == list(route.parameters)
         assert [p["name"] for p in parameters if p["in"] == "query"] == list(route.query)
         assert str(route.status) in operation["responses"]
-    assert all(route.path.startswith("/v1/") or route.path in ("/metrics", "/mcp") for route in ROUTES)
+    assert all(
+        route.path.startswith(("/v1/", "/.well-known/")) or route.path in ("/metrics", "/mcp")
+        for route in ROUTES
+    )
 
 
 async def test_every_served_route_is_documented_and_every_documented_one_served(tmp_path: Path) -> None:

@@ -58,6 +58,9 @@ EVERYONE = {OPERATOR, TENANT, PEER_ROLE}
 CLIENTS = {OPERATOR, TENANT}
 EXPECTED: dict[str, set[Role]] = {
     "health": EVERYONE,
+    "protected_resource": EVERYONE,
+    "protected_resource_mcp": EVERYONE,
+    "protected_resource_v1": EVERYONE,
     "metrics": {OPERATOR},
     "openapi": CLIENTS,
     "events": CLIENTS,

@@ -32,6 +32,7 @@ from supervisor.cli import main as cli
 from supervisor.cli.main import check_bind
 from supervisor.settings.loader import CONFIG_ENV_VAR
 from supervisor.settings.model import AdminSettings, Config
+from supervisor.settings.signin import IssuerSettings, SigninSettings
 from tests.support.paths import REPO
 
 MINI = REPO / "tests" / "servers" / "mini_server.py"
@@ -289,7 +290,7 @@ def test_check_and_serve_name_unknown_keys_and_servers_alike(tmp_path: Path) -> 
             "$.telemetry",
             "unknown key 'telemetry', ignored: it is no setting of this version of mcp-supervisor (the "
             "known keys are admin, audit, bridge, exposure, gateway, limits, mcp, mcpServers, "
-            "secrets_at_rest, servers, state_dir, tool_search, tracing, trust); correct its name, "
+            "secrets_at_rest, servers, signin, state_dir, tool_search, tracing, trust); correct its name, "
             "or remove it",
         ),
         (
@@ -422,6 +423,8 @@ def test_non_loopback_bind_needs_the_flag_and_tokens(bind: str) -> None:
     refusal = check_bind(bind, NO_TOKENS, allow_non_loopback=True)
     assert refusal is not None and "tokens" in refusal
     assert check_bind(bind, WITH_TOKENS, allow_non_loopback=True) is None
+    signin = SigninSettings("https://mcp.example.com", (IssuerSettings("https://idp.example/", tenant="a"),))
+    assert check_bind(bind, Config(signin=signin), allow_non_loopback=True) is None  # sign-in alone will do
 
 
 @pytest.mark.parametrize(

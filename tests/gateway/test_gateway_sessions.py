@@ -155,7 +155,12 @@ class Discoverer:
         self.seen: list[tuple[str, str]] = []
 
     async def receive(
-        self, message: Mapping[str, Any], outlet: Outlet, tenant: str, arrival: object = None
+        self,
+        message: Mapping[str, Any],
+        outlet: Outlet,
+        tenant: str,
+        arrival: object = None,
+        person: str | None = None,
     ) -> dict[str, Any] | None:
         self.seen.append((str(message.get("method")), tenant))
         if "id" not in message:
@@ -164,7 +169,11 @@ class Discoverer:
         return {"jsonrpc": "2.0", "id": message["id"], "result": {"supportedVersions": ["2026-07-28"]}}
 
     async def check_headers(
-        self, message: Mapping[str, Any], param_headers: Mapping[str, str], tenant: str
+        self,
+        message: Mapping[str, Any],
+        param_headers: Mapping[str, str],
+        tenant: str,
+        person: str | None = None,
     ) -> dict[str, Any] | None:
         return None
 

@@ -26,7 +26,7 @@ class FakeSession:
 
 
 def fake_sessions(opened: list[FakeSession], closed: list[FakeSession]) -> Any:
-    def open_session(tenant: str) -> AbstractAsyncContextManager[FakeSession]:
+    def open_session(tenant: str, person: str | None) -> AbstractAsyncContextManager[FakeSession]:
         @asynccontextmanager
         async def block() -> AsyncIterator[FakeSession]:
             session = FakeSession(tenant)
