@@ -25,8 +25,9 @@ import orjson
 
 from actors.transports.instances import instance_is_live, instances_dir
 from supervisor.runtime.state_dir import (
-    DEFAULT_STATE_DIR,
+    STATE_DIR_HELP,
     StateError,
+    default_state_dir,
     open_store,
     resolve_state_dir,
     state_errors,
@@ -82,13 +83,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser], 
     )
     for action in (export, purge):
         action.add_argument("--config", help=config_help)
-        action.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+        action.add_argument(
+            "--state-dir",
+            help=STATE_DIR_HELP,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     """The chosen action; 2 for a bad option, 3 for a state directory it cannot use."""
     config = load_config(args.config)
-    chosen = Path(args.state_dir or config.state_dir or DEFAULT_STATE_DIR).expanduser()
+    chosen = Path(args.state_dir or config.state_dir or default_state_dir()).expanduser()
     if not (chosen / DB_FILENAME).is_file():  # never a new, empty store for a mistyped path
         hint = "name the state directory a supervisor ran with (--state-dir, or the config's state_dir)"
         raise StateError(chosen, f"no audit here (no {DB_FILENAME})", hint)

@@ -27,7 +27,7 @@ from supervisor.cli.secrets_rotate import add_secrets_command, rotate
 from supervisor.runtime.logs import configure
 from supervisor.runtime.one_for_one import SupervisorGaveUp
 from supervisor.runtime.reload_plan import ReloadRefused
-from supervisor.runtime.state_dir import StateError, check_state_dir
+from supervisor.runtime.state_dir import STATE_DIR_HELP, StateError, check_state_dir
 from supervisor.runtime.tracing import environment_problem
 from supervisor.service import Supervisor, open_service
 from supervisor.settings.loader import CONFIG_ENV_VAR, ConfigError, describe_config, load_config
@@ -56,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the supervisor until SIGINT/SIGTERM")
     serve.add_argument("--config", help=config_help)
     serve.add_argument("--bind", help="admin API address HOST:PORT (default: from config, 127.0.0.1:8765)")
-    serve.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+    serve.add_argument(
+        "--state-dir",
+        help=STATE_DIR_HELP,
+    )
     serve.add_argument(
         "--allow-non-loopback",
         action="store_true",
@@ -67,7 +70,10 @@ def _parser() -> argparse.ArgumentParser:
 
     stdio = commands.add_parser("stdio", help="serve the gateway to one MCP client on stdin/stdout")
     stdio.add_argument("--config", help=config_help)
-    stdio.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+    stdio.add_argument(
+        "--state-dir",
+        help=STATE_DIR_HELP,
+    )
     stdio.add_argument("--verbose", "-v", action="store_true", help="debug logging (on stderr)")
 
     peer = commands.add_parser("bridge", help="offer this machine's bridge: true servers to a hub (dial out)")
@@ -83,7 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     login.add_argument("server", metavar="SERVER", help="the remote server's name in the config")
     login.add_argument("--config", help=config_help)
-    login.add_argument("--state-dir", help="state directory (default: ~/.local/state/mcp-supervisor)")
+    login.add_argument(
+        "--state-dir",
+        help=STATE_DIR_HELP,
+    )
     login.add_argument(
         "--url",
         help=f"a running service to restart SERVER in afterwards (default: ${client.URL_ENV_VAR}, "

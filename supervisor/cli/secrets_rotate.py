@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from supervisor.runtime.state_dir import open_store, resolve_state_dir, state_errors
+from supervisor.runtime.state_dir import STATE_DIR_HELP, open_store, resolve_state_dir, state_errors
 from supervisor.settings.model import Config
-
-STATE_DIR_HELP = "state directory (default: ~/.local/state/mcp-supervisor)"
 
 
 def add_secrets_command(

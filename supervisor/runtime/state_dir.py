@@ -28,8 +28,10 @@ from supervisor.store.sealing import Sealer
 
 __all__ = [
     "DEFAULT_STATE_DIR",
+    "STATE_DIR_HELP",
     "StateError",
     "check_state_dir",
+    "default_state_dir",
     "lock_instance",
     "open_store",
     "resolve_state_dir",
@@ -37,6 +39,22 @@ __all__ = [
 ]
 
 DEFAULT_STATE_DIR = "~/.local/state/mcp-supervisor"
+"""Without ``$XDG_STATE_HOME``; with it, ``$XDG_STATE_HOME/mcp-supervisor`` (``default_state_dir``)."""
+
+STATE_DIR_HELP = (
+    "state directory (default: $XDG_STATE_HOME/mcp-supervisor, else ~/.local/state/mcp-supervisor)"
+)
+
+
+def default_state_dir() -> Path:
+    """The XDG Base Directory place for state: ``$XDG_STATE_HOME/mcp-supervisor`` when that
+    variable holds an absolute path (the spec ignores a relative one), else
+    ``~/.local/state/mcp-supervisor``."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "mcp-supervisor"
+    return Path(DEFAULT_STATE_DIR).expanduser()
+
 
 MOVE_AWAY = "move the file away (nothing in it was changed) to start with an empty store"
 ELSEWHERE = "choose another state directory (--state-dir)"
@@ -56,7 +74,7 @@ class StateError(Exception):
 def resolve_state_dir(config: Config, state_dir: str | os.PathLike[str] | None) -> Path:
     """The state directory (the argument, else the config's, else the default), created
     0700 if missing. Raises StateError when it cannot be."""
-    chosen = state_dir or config.state_dir or DEFAULT_STATE_DIR
+    chosen = state_dir or config.state_dir or default_state_dir()
     path = Path(chosen).expanduser()
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -26,6 +26,7 @@ import attrs
 import pytest
 
 from supervisor import StateError, Supervisor
+from supervisor.runtime.state_dir import resolve_state_dir
 from supervisor.settings.model import Config
 from supervisor.store import SCHEMA_VERSION, AuditRow, Store
 
@@ -269,7 +270,6 @@ def test_a_new_and_a_good_state_directory_still_open(tmp_path: Path) -> None:
 
 
 def test_a_file_in_the_way_of_the_path_is_a_state_error(tmp_path: Path) -> None:
-    from supervisor.runtime.state_dir import resolve_state_dir
 
     (tmp_path / "notes").write_text("x")
     with pytest.raises(StateError) as caught:
