@@ -208,16 +208,20 @@ class Catalog:
         lists: also for a URI no server lists, such as one made from a template)."""
         return self.sieve is None or self.sieve.shows(server, "resources", uri)
 
-    def view_for(self, owner: str | None) -> Catalog:
-        """This epoch as one session sees it: shared servers plus its private ones, their
-        surface included (``surface.overlay_maps``); built on first use, then kept with
-        this epoch (the same object every time)."""
-        overlay = self.overlays.get(owner) if owner is not None else None
-        if not overlay:
+    def view_for(self, *owners: str | None) -> Catalog:
+        """This epoch as one session sees it: shared servers plus the overlays of
+        ``owners`` (its person's connections of ``per_user`` servers, then its private
+        ones), their surface included (``surface.overlay_maps``); built on first use,
+        then kept with this epoch (the same object every time)."""
+        present = tuple(owner for owner in owners if owner is not None and self.overlays.get(owner))
+        if not present:
             return self
-        assert owner is not None
-        mine = self._views.get(owner)
+        key = present[0] if len(present) == 1 else "\x00".join(present)
+        mine = self._views.get(key)
         if mine is None:
+            overlay: dict[str, ServerView] = {}
+            for owner in present:
+                overlay.update(self.overlays[owner])
             servers = {**self.servers, **overlay}
             tools: Any = self.tools
             index = self.search_index
@@ -229,7 +233,7 @@ class Catalog:
             )
             mine = Catalog(self.epoch, servers, tools, index, {}, prompts, resources, templates,
                            self.max_description_length)  # fmt: skip
-            self._views[owner] = mine
+            self._views[key] = mine
         return mine
 
 
