@@ -221,7 +221,7 @@ class Catalog:
         if mine is None:
             overlay: dict[str, ServerView] = {}
             for owner in present:
-                overlay.update(self.overlays[owner])
+                overlay.update({name: self._over(view) for name, view in self.overlays[owner].items()})
             servers = {**self.servers, **overlay}
             tools: Any = self.tools
             index = self.search_index
@@ -235,6 +235,18 @@ class Catalog:
                            self.max_description_length)  # fmt: skip
             self._views[key] = mine
         return mine
+
+    def _over(self, view: ServerView) -> ServerView:
+        """An overlay's view over the shared one of its name: a connection that has not
+        listed yet (a person's own, of a ``per_user`` server) shows the server's last
+        listing, marked stale, until it lists its own."""
+        shared = self.servers.get(view.name)
+        if view.known or shared is None or not shared.known:
+            return view
+        listed = attrs.evolve(view, entries=shared.entries, features=shared.features, stale=True)
+        return attrs.evolve(
+            listed, resources=shared.resources, templates=shared.templates, prompts=shared.prompts
+        )
 
 
 def shard_of(view: ServerView) -> Any:

@@ -24,7 +24,17 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from actors.connection.messages import CallTool, Command, ConnectionMessage, Control, Subscribe, unavailable
+from actors.connection.messages import (
+    CallTool,
+    Command,
+    ConnectionMessage,
+    ConnectionStatus,
+    Control,
+    EnsureStarted,
+    GetStatus,
+    Subscribe,
+    unavailable,
+)
 from actors.mailbox import Channels, answer, open_mailbox, try_send
 from actors.redaction import Redactor
 from actors.router.actor import CatalogCell, DropOwner, RegisterServer
@@ -168,6 +178,7 @@ class PersonConnections:
         done = trio.Event()
         held.done.append(done)
         await run_actor(self._nursery, actor, done)
+        await send.send(EnsureStarted())  # needed now: its sign-in, if any, is filed at once
         if len(held.done) == 1:  # the person's first: their idle end is watched from now
             self._nursery.start_soon(self._end_when_idle, person, held)
 
@@ -223,6 +234,8 @@ class PersonConnections:
             if isinstance(message, CallTool | Subscribe):
                 why = "each person signs in for themselves: call it in a session, on its person's connection"
                 answer(message.reply, unavailable(name, why))
+            elif isinstance(message, GetStatus):  # no connection of its own: nothing in flight
+                answer(message.reply, ConnectionStatus((), 0, None))
 
     def people(self, name: str) -> Mapping[str, int] | None:
         """How many people's connections to ``name`` are in each state (None: not a

@@ -14,7 +14,8 @@ restart the person just starts again.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
@@ -57,8 +58,16 @@ class SignIns:
         self._by_state: dict[str, SignIn] = {}
         self._by_key: dict[tuple[str, str], SignIn] = {}
         self._changed = trio.Event()
-        self.listeners: list[Callable[[SignIn], object]] = []
-        """Told of each sign-in that finished (the gateway tells the clients that got it)."""
+        self._listeners: list[Callable[[SignIn], object]] = []  # ``listening``
+
+    @contextmanager
+    def listening(self, finished: Callable[[SignIn], object]) -> Iterator[None]:
+        """Tell ``finished`` of each sign-in that finishes while the block runs."""
+        self._listeners.append(finished)
+        try:
+            yield
+        finally:
+            self._listeners.remove(finished)
 
     def callback_url(self) -> str:
         """The redirect URI of people's sign-ins: the service's callback route."""
@@ -121,7 +130,7 @@ class SignIns:
             )
         sign_in.back.send_nowait(f"{self.callback_url()}?{query}")
         sign_in.finished.set()
-        for listener in list(self.listeners):
+        for listener in list(self._listeners):
             listener(sign_in)
         return sign_in
 

@@ -46,7 +46,7 @@ from supervisor.calls.turns import Turn
 from supervisor.runtime.connections import ConnectionFactory, run_actor
 from supervisor.runtime.lifetimes import lifetime
 from supervisor.runtime.person_connections import PersonConnections, person_owner
-from supervisor.runtime.sign_ins import SignIn
+from supervisor.runtime.sign_ins import SignIn, SignIns
 from supervisor.runtime.tracing import TRACING
 from supervisor.runtime.warm_pool import WarmPool
 from supervisor.sessions.approvals import ApprovalDesk, ApprovalRequest
@@ -227,7 +227,9 @@ class Session:
         if self._services.people is not None:
             await self._services.people.ensure(self.person)
         catalog = self._current()
-        await self._start_and_wait(catalog, lambda view: not view.known)
+        # A per_user server's connection of this person is waited for too: until it serves
+        # or waits for its person's sign-in (then a call of it is needs_auth at once).
+        await self._start_and_wait(catalog, lambda view: not view.known or view.spec.credentials is PER_USER)
         catalog = self._current()
         search = self.search_enabled(catalog)
         if not search:
@@ -319,6 +321,11 @@ class Session:
             while not all(_settled(self._current().servers[n]) or people.sign_ins.pending(n, self.person)
                           for n in waiting):  # fmt: skip
                 await people.sign_ins.until_change(self._services.catalog)
+
+    @property
+    def sign_ins(self) -> SignIns | None:
+        """People's pending sign-ins to ``per_user`` servers (None: none configured)."""
+        return self._services.people.sign_ins if self._services.people is not None else None
 
     def sign_in_needed(self, view: ServerView) -> SignIn | None:
         """This session's person's sign-in to ``view``'s server that waits for them, if any."""

@@ -19,6 +19,7 @@ from supervisor.web.roles import Action
 JSON = "application/json"
 SSE = "text/event-stream"
 METRICS = "text/plain; version=0.0.4"
+HTML = "text/html"
 
 ADMIN, GATEWAY, BRIDGE = "admin", "gateway", "bridge"
 """The apps of ``serve`` (``Route.app``): the mount table gives ``/mcp`` to the
@@ -73,6 +74,17 @@ ROUTES: tuple[Route, ...] = (
         "memory because the disk refuses them (how many: mcp_supervisor_audit_rows_pending "
         "and mcp_supervisor_audit_rows_dropped_total in /metrics).",
         response="Health",
+        action=Action.PUBLIC,
+    ),
+    Route(
+        "GET",
+        "/v1/oauth/callback",
+        "oauth_callback",
+        "Where a person's browser comes back after signing in to a per_user server: the "
+        "one-time state of their sign-in is the authentication (no bearer token); an HTML page "
+        "says whether it worked.",
+        media=HTML,
+        errors=(("400", "The state is unknown, used already or expired: call the tool again."),),
         action=Action.PUBLIC,
     ),
     Route(

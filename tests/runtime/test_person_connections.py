@@ -99,6 +99,7 @@ async def test_two_people_each_call_with_their_own_token_and_only_the_second_is_
             async with sup.session(tenant="acme", person="bob") as bob:
                 with trio.fail_after(5):
                     bobs_turn = await bob.begin_turn()
+                assert ECHO in [tool.id for tool in bobs_turn.tools]  # alice's listing, till his own
                 asked = await bobs_turn.call(ECHO, {"text": "b1"})
                 assert not asked.ok and asked.error is not None and asked.error.code == "needs_auth"
                 assert "bob has not signed in" in asked.error.message
