@@ -213,6 +213,8 @@ class Catalog:
         ``owners`` (its person's connections of ``per_user`` servers, then its private
         ones), their surface included (``surface.overlay_maps``); built on first use,
         then kept with this epoch (the same object every time)."""
+        if not self.overlays:  # nearly every turn: no session has a server of its own
+            return self
         present = tuple(owner for owner in owners if owner is not None and self.overlays.get(owner))
         if not present:
             return self

@@ -247,8 +247,12 @@ class AdminApi(SurfaceHandlers):
 
     async def _command(self, name: str, control: Control) -> TrioResponse:
         if name in self.supervisor.people.specs:
-            why = "each person's connection is their own (mcp-supervisor auth login --user restarts one)"
-            raise ApiError(409, "conflict", f"server {name!r} is per_user: {why}")
+            person = request.args.get("person")
+            if control is not Control.RESTART or not person:
+                why = "each person's connection is their own: restart one with ?person=<person>"
+                raise ApiError(409, "conflict", f"server {name!r} is per_user: {why}")
+            self.supervisor.people.restart(name, person)  # not running: their next call starts it
+            return self._json({"server": name, "command": control.value}, 202)
         if name not in self.supervisor.servers():
             if self._session_scoped(name) is not None:
                 raise ApiError(

@@ -193,6 +193,13 @@ class PersonConnections:
             authorizer=PersonAuthorizer(self.sign_ins, person),
         )
 
+    def restart(self, name: str, person: str) -> None:
+        """Restart ``person``'s connection to ``name`` (``auth login --user`` stored their
+        tokens): it reads them anew, and a sign-in it waited for is dropped."""
+        held = self._people.get(person)
+        if held is not None and name in held.mailboxes:
+            try_send(held.mailboxes[name], Command(Control.RESTART))
+
     async def _end_when_idle(self, person: str, held: _Person) -> None:
         """End ``person``'s connections once no session of theirs has been open for
         ``idle_s`` (checked when that time is up, so a returning person keeps them)."""

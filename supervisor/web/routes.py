@@ -126,7 +126,9 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         "/v1/servers/{name}/restart",
         "restart_server",
-        "Restart a shared server.",
+        "Restart a shared server; a per_user one's connection of one person with ?person= "
+        "(after their `auth login --user`: it reads their tokens anew).",
+        query=("person",),
         status=202,
         response="Command",
         action=_CONTROL,
