@@ -352,7 +352,7 @@ class Supervisor:
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What its connection actor alone knows (stderr tail, calls in flight); None
         when it does not answer within ``timeout_s``."""
-        mailbox = self.router.cell.current.servers[server].mailbox  # a per_user one's answers at once
+        mailbox = self.people.placeholder(server) or self._shared.mailbox(server)  # KeyError naming them
         reply, answers = trio.open_memory_channel[ConnectionStatus](1)
         with trio.move_on_after(timeout_s):
             try:

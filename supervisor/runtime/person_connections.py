@@ -113,6 +113,11 @@ class PersonConnections:
         """``specs`` without the ``per_user`` servers: what the shared connections run."""
         return [spec for spec in specs if spec.name not in self.specs]
 
+    def placeholder(self, name: str) -> trio.MemorySendChannel[ConnectionMessage] | None:
+        """The shared mailbox of a ``per_user`` server (it answers a status at once), else None."""
+        pair = self._placeholders.get(name)
+        return None if pair is None else pair[0]
+
     def registered(self) -> list[tuple[ServerSpec, trio.MemorySendChannel[ConnectionMessage]]]:
         """The ``per_user`` servers and their placeholder mailboxes (the router's first catalog)."""
         return [(spec, self._placeholders[name][0]) for name, spec in self.specs.items()]
