@@ -3,7 +3,9 @@
 loopback OAuth test server, a real HTTP transport): each call carries that person's
 token, proven at the server; the second person's first call is ``needs_auth`` with their
 own authorization URL while the first person's calls go on; their browser finishes it
-and their next call carries their token. People's connections end after the idle time."""
+and their next call carries their token. People's connections end after the idle time.
+Refreshes are per person: one's rotating refresh leaves the other's good, and two calls
+of one person that meet a refused token make one refresh request (counted at the server)."""
 
 from __future__ import annotations
 
@@ -165,3 +167,32 @@ async def test_a_persons_connections_end_after_the_idle_time_with_no_session_ope
         async with sup.session(tenant="acme", person="alice") as alice:
             await alice.begin_turn()  # a new session starts a new one
             assert alices in sup.router.cell.current.overlays
+
+
+async def test_refreshes_are_per_person_and_one_persons_concurrent_calls_make_one(tmp_path: Path) -> None:
+    async with (
+        supervising(tmp_path) as (server, sup),
+        sup.session(tenant="acme", person="alice") as alice,
+        sup.session(tenant="acme", person="bob") as bob,
+    ):
+        sessions = {"alice": alice, "bob": bob}
+        for person, session in sessions.items():
+            await session.begin_turn()
+            signing = sup.people.sign_ins.pending(NAME, person)
+            assert signing is not None
+            await browser(sup, signing.url, person)
+            await ready(sup, person)
+        turns = {person: await session.begin_turn() for person, session in sessions.items()}
+        server.revoke_all()  # every access token refused from now: each person's is renewed
+        answers: list[bool] = []
+
+        async def call(person: str) -> None:
+            answers.append((await turns[person].call(ECHO, {"text": person})).ok)
+
+        async with trio.open_nursery() as nursery:  # alice twice at once, bob once
+            for person in ("alice", "alice", "bob"):
+                nursery.start_soon(call, person)
+        assert answers == [True, True, True]
+        refreshes = [r for r in server.token_requests if r.get("grant_type") == "refresh_token"]
+        assert sorted(server.refreshes) == ["alice", "bob"] and len(refreshes) == 2  # rotating: both good
+        assert sorted(server.mcp_users[-3:]) == ["alice", "alice", "bob"]
