@@ -36,6 +36,14 @@ class Scope(enum.Enum):
     SESSION = "session"
 
 
+class Credentials(enum.Enum):
+    """Whose upstream identity a remote server's calls carry: one for everyone, or
+    each person's own (one connection and one OAuth record per server and person)."""
+
+    SHARED = "shared"
+    PER_USER = "per_user"
+
+
 def redact(text: str, secrets: Iterable[str], mask: str = "***") -> str:
     """Mask every secret in ``text``, longest first, also in its repr()-escaped form.
 
@@ -75,6 +83,7 @@ class ServerSpec:
     enabled: bool = True
     trusted: bool = False
     scope: Scope = Scope.SHARED
+    credentials: Credentials = Credentials.SHARED
     start: Start = Start.LAZY
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S

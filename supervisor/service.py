@@ -50,6 +50,7 @@ from supervisor.runtime.lifetimes import (
 )
 from supervisor.runtime.logs import learn_secrets, log_config_warnings
 from supervisor.runtime.metrics import Metrics
+from supervisor.runtime.person_connections import PersonConnections
 from supervisor.runtime.reload_plan import NO_FILE, ReloadPlan, ReloadRefused, plan_reload, shared_specs
 from supervisor.runtime.server_memory import EraMemory, listing_to_save, read_cached_listings
 from supervisor.runtime.state_dir import resolve_state_dir, state_errors
@@ -173,37 +174,33 @@ class Supervisor:
             ``needs_auth`` until ``mcp-supervisor auth login`` stored its tokens.
           instance_kind: what runs, for a person reading the state directory
             (``serve``, ``stdio``, ``bridge``; an embedding host keeps ``embedded``).
-          subreaper: (Linux) make this process a child subreaper while the supervisor
-            runs, so processes a server leaves outside its process group are killed
-            and reaped at that server's teardown. The setting is process-wide (every
-            orphan below this process comes to it), so an embedding host opts in; the
-            command line (:func:`open_service`) always does. Without it, they are
-            killed when the supervisor closes.
+          subreaper: (Linux) make this process a child subreaper while it runs, so what
+            a server leaves outside its process group is killed and reaped at its
+            teardown. Process-wide (every orphan below this process comes to it): an
+            embedding host opts in; the command line (:func:`open_service`) always does.
+            Without it, they are killed when the supervisor closes.
 
         Raises:
           StateError: the state directory or its database cannot be used (before the
             block runs).
 
         Error handling:
-          An error of the block comes out of the ``async with`` in one
-          ``ExceptionGroup``, as from a nursery, after everything has stopped. A part
-          of the supervisor that fails (a bug: the router, the store actor) stops the
-          whole supervisor the same way, and the block is cancelled; one connection
-          actor that crashes does not (it is restarted, then parked: see
-          ``supervisor.runtime.one_for_one``). Errors that stopping itself causes (a channel
-          closed under a task) are expected and removed.
+          An error of the block comes out in one ``ExceptionGroup``, as from a nursery,
+          after everything has stopped. A part that fails (a bug: the router, the store
+          actor) stops the whole supervisor the same way; one connection actor that
+          crashes does not (restarted, then parked: ``supervisor.runtime.one_for_one``).
+          Errors that stopping itself causes (a channel closed under a task) are removed.
 
         Resource handling:
           While it runs the supervisor holds an instance lock in the state directory
           (``instance_id``), the store (SQLite), the audit journal, and one connection
-          (usually a process) per started server. Leaving the block, also when the host
-          is cancelled, stops its lifetimes from the inside out, each shielded and
-          bounded: the host's sessions first (they are inside the block), then every
-          connection (its server torn down: stdin closed, SIGTERM, SIGKILL, reaped)
-          within twice ``SHUTDOWN_GRACE_S``, then the router (after folding their last
-          messages), then the store (queued writes written) and the journal (folded and
-          deleted) within ``SHUTDOWN_GRACE_S``; last the escapees of this instance are
-          killed and the lock is released.
+          (usually a process) per started server (per person for ``per_user`` ones).
+          Leaving the block, also when the host is cancelled, stops its lifetimes from
+          the inside out, each shielded and bounded: the host's sessions, then every
+          connection (its server torn down) within twice ``SHUTDOWN_GRACE_S``, then the
+          router (after folding their last messages), then the store and the journal
+          (folded and deleted) within ``SHUTDOWN_GRACE_S``; last the escapees of this
+          instance are killed and the lock is released.
         """
         learn_secrets(config.secrets)  # before the first line: a host's formatter may print fields
         log_config_warnings(config)
@@ -226,6 +223,7 @@ class Supervisor:
                     store_running(supervisor.store, supervisor.journal, config.audit.keep_days),
                     router_running(supervisor.router, supervisor.router_mailbox),
                     supervisor._shared.running(),
+                    supervisor.people.running(),
                     supervisor.warm.running(),
                 ):
                     log.info("supervisor started", extra={"fields": {"servers": len(config.servers)}})
@@ -250,6 +248,7 @@ class Supervisor:
         router_pair: Channels[RouterMessage] = open_mailbox(4096)
         router_send, router_receive = router_pair
         events: Broadcast[Mapping[str, Any]] = Broadcast()
+        running = _Running(config)
         shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         with state_errors(store.path):  # the first reads find damage the open did not
             cached = read_cached_listings(store, (spec.name for spec in shared_specs))
@@ -262,9 +261,10 @@ class Supervisor:
         def save_listing(listed: ServerListed) -> None:
             store_actor.submit(listing_to_save(listed))
 
-        shared = SharedConnections(shared_specs, connections)
+        people = PersonConnections.of(connections, store, lambda: running.config)
+        shared = SharedConnections(people.others(shared_specs), connections)
         router = RouterActor(
-            shared.registered(),
+            shared.registered() + people.registered(),
             router_receive,
             cached=cached,
             max_description_length=config.trust.max_description_length,
@@ -286,9 +286,10 @@ class Supervisor:
         audit = AuditTrail(journal, store_actor)
         calls = CallServices.of(config, requests, audit, metrics, events)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
-        running = _Running(config)
         warm = WarmPool(connector, config.servers, max_processes=lambda: running.config.bridge.max_processes)
+        people.cell = router.cell
         sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls, warm)
+        sessions.people = people
         return cls(
             running,
             journal.instance_id,
@@ -311,6 +312,12 @@ class Supervisor:
     def config(self) -> Config:
         """The config it runs now (the one it was opened with, until a ``reload``)."""
         return self._running.config
+
+    @property
+    def people(self) -> PersonConnections:
+        """Each person's own connections to ``per_user`` servers, and their sign-ins."""
+        assert self._sessions.people is not None
+        return self._sessions.people
 
     @property
     def connector(self) -> Connector:
@@ -343,9 +350,9 @@ class Supervisor:
                             pinned=pinned, handlers=handlers)  # fmt: skip
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
-        """What the server's connection actor alone knows (stderr tail, calls in flight);
-        None when it does not answer within ``timeout_s``."""
-        mailbox = self._shared.mailbox(server)
+        """What its connection actor alone knows (stderr tail, calls in flight); None
+        when it does not answer within ``timeout_s``."""
+        mailbox = self.people.placeholder(server) or self._shared.mailbox(server)  # KeyError naming them
         reply, answers = trio.open_memory_channel[ConnectionStatus](1)
         with trio.move_on_after(timeout_s):
             try:
@@ -360,8 +367,7 @@ class Supervisor:
         return self.router.cell.current.servers
 
     def catalog_for(self, tenant: str | None) -> Catalog:
-        """The current catalog as ``tenant`` may see it (its ``exposure`` lists
-        applied); None: all of it (the operator's view)."""
+        """The current catalog as ``tenant`` may see it (None: the operator's view)."""
         current = self.router.cell.current
         return current if tenant is None else self._sessions.calls.exposure.view(current, tenant)
 
@@ -373,11 +379,9 @@ class Supervisor:
         """Supervise one more shared server while running.
 
         The server joins the catalog (with the tools the store last knew for its name,
-        if any: searchable, listed stale until it lists its own) and its connection
-        actor starts under the one-for-one supervisor, as a configured server's
-        would: an eager one connects at once, a lazy one when a turn needs it. Returns
-        once the catalog holds it, so a turn begun after this sees it; turns begun
-        before keep their epoch.
+        if any, listed stale until it lists its own) and its connection actor starts
+        under the one-for-one supervisor, as a configured server's would. Returns once
+        the catalog holds it: a turn begun after this sees it.
 
         Raises:
           ValueError: ``spec`` is session-scoped, or its name is supervised already.
@@ -392,11 +396,9 @@ class Supervisor:
         """Stop supervising a shared server while running.
 
         Its connection actor stops as at shutdown: calls in flight are answered
-        ``unavailable`` at once, and its server is torn down (stdin closed, SIGTERM,
-        SIGKILL, reaped). Then it and its tools leave the catalog; returns once they
-        have, so a turn begun after this does not see it. A turn begun before still
-        lists its tools; a call of one is answered ``unavailable``. The other servers
-        are untouched.
+        ``unavailable``, its server torn down. Then it and its tools leave the catalog;
+        returns once they have. A turn begun before still lists its tools; a call of
+        one is answered ``unavailable``. The other servers are untouched.
 
         Raises:
           KeyError: no shared server has that name (the message names those that do).

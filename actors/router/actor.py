@@ -17,7 +17,9 @@ persistent map, and the search index is sharded by server.
 
 Shared servers can join (``AddServer``) and leave (``RemoveServer``) while the router
 runs; a server that left takes its tools out of the catalog, and a late message of
-its actor is dropped; a config reload changes their specs (``RetuneServers``). The
+its actor is dropped; a config reload changes their specs (``RetuneServers``). A
+``per_user`` server is shared with no connection of its own: each person's connection
+is an overlay of theirs, and the last listing any of them made is the server's. The
 router ends when its mailbox closes, or at ``StopRouter``,
 after folding everything that was sent before it.
 """
@@ -50,7 +52,7 @@ from actors.router.naming import IdBook, assign_ids
 from actors.router.surface import Listed, SurfaceBook, same_items
 from actors.router.tool_entries import entries_for, unique_tools
 from actors.router.trust import listing_description
-from actors.spec import ServerSpec
+from actors.spec import Credentials, ServerSpec
 
 log = get_logger("actors.router")
 
@@ -277,7 +279,10 @@ class RouterActor:
             if message.owner:
                 view = self._private_view(previous, message.generation, tools, problems)
                 self._put(views, surface.onto(view), message.owner)
-                return False
+                shared = self._shared.get(message.server)
+                if shared is None or shared.spec.credentials is not Credentials.PER_USER:
+                    return False
+                previous = shared  # a person's listing is the server's too: the last one shows
             self._set_tools(previous, tools, problems, generation=message.generation)
             self._set_surface(self._shared[message.server], surface)
             if self._sink is not None:

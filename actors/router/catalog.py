@@ -208,16 +208,22 @@ class Catalog:
         lists: also for a URI no server lists, such as one made from a template)."""
         return self.sieve is None or self.sieve.shows(server, "resources", uri)
 
-    def view_for(self, owner: str | None) -> Catalog:
-        """This epoch as one session sees it: shared servers plus its private ones, their
-        surface included (``surface.overlay_maps``); built on first use, then kept with
-        this epoch (the same object every time)."""
-        overlay = self.overlays.get(owner) if owner is not None else None
-        if not overlay:
+    def view_for(self, *owners: str | None) -> Catalog:
+        """This epoch as one session sees it: shared servers plus the overlays of
+        ``owners`` (its person's connections of ``per_user`` servers, then its private
+        ones), their surface included (``surface.overlay_maps``); built on first use,
+        then kept with this epoch (the same object every time)."""
+        if not self.overlays:  # nearly every turn: no session has a server of its own
             return self
-        assert owner is not None
-        mine = self._views.get(owner)
+        present = tuple(owner for owner in owners if owner is not None and self.overlays.get(owner))
+        if not present:
+            return self
+        key = present[0] if len(present) == 1 else "\x00".join(present)
+        mine = self._views.get(key)
         if mine is None:
+            overlay: dict[str, ServerView] = {}
+            for owner in present:
+                overlay.update({name: self._over(view) for name, view in self.overlays[owner].items()})
             servers = {**self.servers, **overlay}
             tools: Any = self.tools
             index = self.search_index
@@ -229,8 +235,20 @@ class Catalog:
             )
             mine = Catalog(self.epoch, servers, tools, index, {}, prompts, resources, templates,
                            self.max_description_length)  # fmt: skip
-            self._views[owner] = mine
+            self._views[key] = mine
         return mine
+
+    def _over(self, view: ServerView) -> ServerView:
+        """An overlay's view over the shared one of its name: a connection that has not
+        listed yet (a person's own, of a ``per_user`` server) shows the server's last
+        listing, marked stale, until it lists its own."""
+        shared = self.servers.get(view.name)
+        if view.known or shared is None or not shared.known:
+            return view
+        listed = attrs.evolve(view, entries=shared.entries, features=shared.features, stale=True)
+        return attrs.evolve(
+            listed, resources=shared.resources, templates=shared.templates, prompts=shared.prompts
+        )
 
 
 def shard_of(view: ServerView) -> Any:

@@ -33,6 +33,7 @@ ERROR_CODES = frozenset(
         "unsupported",
         "busy",
         "rate_limited",
+        "needs_auth",
     }
 )
 
@@ -48,11 +49,17 @@ class CallError:
     message: str
     retry_after_ms: int | None = None
     rpc_error: ErrorObject | None = None
+    authorization_url: str | None = None
+    """With ``needs_auth``: where the caller's person signs in (theirs alone)."""
+    elicitation_id: str | None = None
+    """With ``needs_auth``: the sign-in's id (an MCP URL elicitation's ``elicitationId``)."""
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.retry_after_ms is not None:
             body["retry_after_ms"] = self.retry_after_ms
+        if self.authorization_url is not None:
+            body["authorization_url"] = self.authorization_url
         return body
 
 

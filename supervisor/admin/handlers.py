@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import secrets
 from collections.abc import AsyncGenerator, Mapping
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -49,6 +50,7 @@ from supervisor.admin.views import (
 from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turns import Turn
 from supervisor.runtime.reload_plan import ReloadRefused
+from supervisor.runtime.sign_ins import SignInRefused
 from supervisor.sessions.approvals import Approval
 from supervisor.sessions.session import Session
 from supervisor.settings.loader import ConfigError
@@ -75,6 +77,13 @@ def json_response(
     return TrioResponse(
         orjson.dumps(scrubber.scrub(data)), status=status, headers=dict(headers or {}), content_type=JSON
     )
+
+
+def page(status: int, title: str, text: str) -> TrioResponse:
+    """A small HTML page, for a person's browser."""
+    body = f"<!doctype html><title>{escape(title)}</title><p>{escape(text)}</p>"
+    headers = {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
+    return TrioResponse(body, status, headers)
 
 
 def empty(status: int, headers: Mapping[str, str] | None = None) -> TrioResponse:
@@ -182,6 +191,15 @@ class AdminApi(SurfaceHandlers):
 
     protected_resource_mcp = protected_resource_v1 = protected_resource
 
+    async def oauth_callback(self) -> TrioResponse:
+        # Public: the one-time state of a pending sign-in is the authentication.
+        try:
+            done = self.supervisor.people.sign_ins.finish(request.query_string.decode("latin-1"))
+        except SignInRefused as exc:
+            return page(400, "Sign-in not finished", str(exc))
+        text = f"{done.person} is signed in to {done.server}. You can close this window and call again."
+        return page(200, "Signed in", text)
+
     async def metrics(self) -> TrioResponse:
         sup = self.supervisor
         text = sup.metrics.render(
@@ -234,9 +252,19 @@ class AdminApi(SurfaceHandlers):
             return self._json(detail)
         status = await self.supervisor.connection_status(name, STATUS_TIMEOUT_S)
         view = self.supervisor.catalog_for(_scope()).servers.get(name, view)  # the freshest, after the wait
-        return self._json(server_detail(view, status, Clock.read(), self.redactor))
+        detail = server_detail(view, status, Clock.read(), self.redactor)
+        if (people := self.supervisor.people.people(name)) is not None:
+            detail["people"] = people  # counts only, for a tenant too: never whose
+        return self._json(detail)
 
     async def _command(self, name: str, control: Control) -> TrioResponse:
+        if name in self.supervisor.people.specs:
+            person = request.args.get("person")
+            if control is not Control.RESTART or not person:
+                why = "each person's connection is their own: restart one with ?person=<person>"
+                raise ApiError(409, "conflict", f"server {name!r} is per_user: {why}")
+            self.supervisor.people.restart(name, person)  # not running: their next call starts it
+            return self._json({"server": name, "command": control.value}, 202)
         if name not in self.supervisor.servers():
             if self._session_scoped(name) is not None:
                 raise ApiError(

@@ -14,7 +14,7 @@ from typing import Any
 
 from supervisor.admin.schemas import BRIDGE_SCHEMAS, SCHEMAS, STR, ref
 from supervisor.web.roles import allowed_roles
-from supervisor.web.routes import JSON, ROUTES, SSE, Route
+from supervisor.web.routes import HTML, JSON, ROUTES, SSE, Route
 
 OPTIONAL_BODIES = frozenset({"NewSession"})  # and a DELETE's body (its query may say the same)
 
@@ -69,8 +69,10 @@ def _operation(route: Route) -> dict[str, Any]:
     for status, description in (*_ERRORS.items(), *route.errors):
         if status == "401" and route.public:
             continue
-        schema = ref(route.error_schema)
-        responses[status] = {"description": description, "content": {JSON: {"schema": schema}}}
+        content = (
+            {HTML: {"schema": STR}} if route.media == HTML else {JSON: {"schema": ref(route.error_schema)}}
+        )
+        responses[status] = {"description": description, "content": content}
     operation["responses"] = responses
     operation["security"] = [] if route.public else [{"bearer": []}]
     operation["x-roles"] = [role.value for role in allowed_roles(route.action)]

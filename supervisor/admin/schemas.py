@@ -177,6 +177,12 @@ SCHEMAS: dict[str, Any] = {
                 in_flight={"type": ["integer", "null"]},
                 transport=_NULL_STR,
                 problems={"type": "array", "items": STR},
+                people={
+                    "type": "object",
+                    "additionalProperties": _INT,
+                    "description": "A per_user server only: how many people's own connections are "
+                    "in each state (needs_auth: their sign-in waits for them); counts, never names.",
+                },
             ),
         ]
     },

@@ -19,13 +19,14 @@ from actors.broadcast import Broadcast
 from actors.connection.client_side import ClientSide
 from actors.connection.messages import CallOutcome
 from actors.mailbox import Channels
-from actors.router.catalog import ToolEntry
+from actors.router.catalog import ServerView, ToolEntry
 from actors.router.trust import Action, Decision
 from supervisor.calls.audit_trail import AuditTrail
 from supervisor.calls.exposure import Exposures
 from supervisor.calls.rate_limits import RateLimits
 from supervisor.calls.requests import RequestRegistry
 from supervisor.runtime.metrics import Metrics
+from supervisor.runtime.sign_ins import SignIn
 from supervisor.settings.model import Config, ToolSearchSettings, TracingSettings
 
 _CALLING_CLIENT: ContextVar[ClientSide | None] = ContextVar("calling_client", default=None)
@@ -137,6 +138,9 @@ class TurnSession(Protocol):
     def first_word(self, entry: ToolEntry, arguments: Any, *, trusted: bool | None = None) -> Decision:
         """What policy says of one call before anyone is asked (``trusted``: as the
         call's turn saw its server)."""
+
+    def sign_in_needed(self, view: ServerView) -> SignIn | None:
+        """Its person's own sign-in to a ``per_user`` server that waits for them, if any."""
 
     async def authorize(
         self, entry: ToolEntry, arguments: Any, decision: Decision | None = None

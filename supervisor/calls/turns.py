@@ -53,6 +53,7 @@ from supervisor.calls.services import CallServices, TurnSession, calling_client
 from supervisor.calls.span_content import show_call, show_result
 from supervisor.calls.turn_audit import Went
 from supervisor.calls.turn_surface import TurnSurface
+from supervisor.runtime.sign_ins import needs_auth
 from supervisor.runtime.tracing import TRACING
 from supervisor.store.records import arguments_digest, audited_name, bounded_hash, bytes_hash
 
@@ -288,6 +289,8 @@ class Turn(TurnSurface):
             refused = failure(tool_id, code, problem)
             return await self._audited(entry.id, entry.server, digest, "none", refused)
         view = self.catalog.servers[entry.server]
+        if (signing := self.session.sign_in_needed(view)) is not None:  # theirs alone: nobody waits
+            return await self._audited(entry.id, entry.server, digest, "none", needs_auth(tool_id, signing))
         if view.availability is Availability.UNAVAILABLE:  # for the whole turn: nobody is asked
             down = failure(tool_id, "unavailable", unavailable_in_turn(view.name, view.state.value))
             return await self._audited(entry.id, entry.server, digest, "none", down)

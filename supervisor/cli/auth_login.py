@@ -11,7 +11,12 @@ role (file access there is the gate); the restart is server control, so it needs
 operator token, and with any other the service's 403 is shown with the advice to
 restart the server there.
 
-Exit status: 0 authorized, 1 the flow failed, 2 bad usage (unknown server, no ``oauth``).
+A ``per_user`` server is signed in to per person: ``--user PERSON`` stores that person's
+own tokens (their row alone), and a running service restarts that person's connection
+only (``POST /v1/servers/{name}/restart?person=…``), which reads them anew.
+
+Exit status: 0 authorized, 1 the flow failed, 2 bad usage (unknown server, no ``oauth``,
+``--user`` missing for a ``per_user`` server or given for a shared one).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 import httpx2
 import orjson
@@ -29,7 +35,7 @@ from actors.auth.http import tls_transport
 from actors.auth.provider import OAuthProvider, OAuthSettings
 from actors.protocol.messages import LATEST_PROTOCOL_VERSION
 from actors.redaction import Redactor
-from actors.spec import ServerSpec
+from actors.spec import Credentials, ServerSpec
 from actors.tls import tls_refusal
 from actors.transport_errors import TransportError
 from supervisor.cli.client import TOKEN_ENV_VAR, AdminClient, ClientError, Unreachable
@@ -103,10 +109,13 @@ async def login(
     timeout_s: float = 300.0,
     admin_url: str | None = None,
     admin_token: str | None = None,
+    user: str | None = None,
 ) -> None:
-    """Run the flow for server ``name`` and store its tokens; raises LoginError."""
+    """Run the flow for server ``name`` (``user``'s own, for a ``per_user`` one) and store
+    its tokens; raises LoginError."""
     spec = remote_spec(config, name)
     assert spec.url is not None
+    check_user(spec, user)
     redactor = Redactor(config.secrets)
     state_path = resolve_state_dir(config, state_dir)
     store = await trio.to_thread.run_sync(open_store, state_path, config)
@@ -120,10 +129,10 @@ async def login(
 
             authorizer = LoopbackAuthorizer(listener, show_url, timeout_s=timeout_s)
             settings = OAuthSettings.from_mapping(spec.oauth)
+            vault = StoreVault(store) if user is None else StoreVault(store).for_person(user)
             provider = OAuthProvider(
-                name, spec.url, settings, StoreVault(store), authorizer,
-                transport=tls_transport(name, spec.tls),
-            )  # fmt: skip
+                name, spec.url, settings, vault, authorizer, transport=tls_transport(name, spec.tls)
+            )
             challenge = await probe(spec)
             try:
                 await provider.login(challenge)
@@ -131,17 +140,39 @@ async def login(
                 raise LoginError(redactor.redact(str(exc))) from None
     finally:
         store.close()
-    show(f"Authorized mcp server {name}; its tokens are stored in {state_path / 'supervisor.db'}.")
-    await trio.to_thread.run_sync(_tell_service, name, admin_url, admin_token, show)
+    whose = "its tokens are" if user is None else f"{user}'s own tokens are"
+    show(f"Authorized mcp server {name}; {whose} stored in {state_path / 'supervisor.db'}.")
+    await trio.to_thread.run_sync(_tell_service, name, admin_url, admin_token, show, user)
 
 
-def _tell_service(name: str, url: str | None, token: str | None, show: Callable[[str], None]) -> None:
-    """Ask a running service to restart the server, so it leaves ``needs_auth`` now."""
+def check_user(spec: ServerSpec, user: str | None) -> None:
+    """``--user`` names whose sign-in it is: needed for a ``per_user`` server, and only there."""
+    per_user = spec.credentials is Credentials.PER_USER
+    if per_user and not user:
+        raise LoginError(
+            f"mcp server {spec.name} is per_user (each person signs in for themselves): say whose "
+            "sign-in this is with --user PERSON",
+            2,
+        )
+    if user is not None and not per_user:
+        raise LoginError(
+            f"mcp server {spec.name} is shared (one sign-in for everyone): drop --user, or set its "
+            '"credentials": "per_user" in the config',
+            2,
+        )
+
+
+def _tell_service(
+    name: str, url: str | None, token: str | None, show: Callable[[str], None], user: str | None = None
+) -> None:
+    """Ask a running service to restart the server (a person's connection of it), so it
+    leaves ``needs_auth`` now."""
     if url is None:
         return
     token = token if token is not None else os.environ.get(TOKEN_ENV_VAR)
+    path = f"/v1/servers/{name}/restart" + ("" if user is None else f"?{urlencode({'person': user})}")
     try:
-        AdminClient(url, token, 5.0).request("POST", f"/v1/servers/{name}/restart")
+        AdminClient(url, token, 5.0).request("POST", path)
     except Unreachable:
         show(f"No supervisor answers at {url}; the next `serve` uses the tokens.")
     except ClientError as exc:
@@ -151,13 +182,13 @@ def _tell_service(name: str, url: str | None, token: str | None, show: Callable[
 
 
 def run(config: Config, args_server: str, state_dir: str | None, url: str | None, token: str | None,
-        timeout_s: float) -> int:  # fmt: skip
+        timeout_s: float, user: str | None = None) -> int:  # fmt: skip
     """The CLI command; returns the exit status."""
     try:
         trio.run(
             lambda: login(
                 config, args_server, state_dir=state_dir, timeout_s=timeout_s,
-                admin_url=url, admin_token=token, show=lambda s: print(s, flush=True),
+                admin_url=url, admin_token=token, show=lambda s: print(s, flush=True), user=user,
             )
         )  # fmt: skip
     except LoginError as exc:

@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
         "--token", help=f"its admin token, of the operator role (default: ${client.TOKEN_ENV_VAR})"
     )
     login.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the browser")
+    login.add_argument(
+        "--user", metavar="PERSON", help='a "per_user" server: whose own sign-in this is (their tokens alone)'
+    )
 
     add_secrets_command(commands, config_help)
     audit_trail.add_commands(commands, config_help)
@@ -346,7 +349,7 @@ def cmd_auth_login(args: argparse.Namespace) -> int:
     config = _load(args.config)
     _print_warnings(config)
     url = args.url or os.environ.get(client.URL_ENV_VAR) or client.DEFAULT_URL
-    return auth_login.run(config, args.server, args.state_dir, url, args.token, args.timeout)
+    return auth_login.run(config, args.server, args.state_dir, url, args.token, args.timeout, args.user)
 
 
 def _find(exc: BaseException, kind: type[E]) -> E | None:

@@ -95,6 +95,9 @@ class GatewayCore:
         that activated tools awaits it before its answer goes out."""
         self.turns = 0
         """Turns begun for this client (one per listing)."""
+        self.elicitations: set[str] = set()
+        """The ids of the URL elicitations (sign-ins) this client was sent and that are not
+        done yet: it hears ``notifications/elicitation/complete`` for each."""
 
     # ------------------------------------------------------------------ dispatch
 
@@ -258,6 +261,8 @@ async def _tools_call(core: GatewayCore, params: Params, ctx: RequestContext) ->
     if len(core.session.activated) != activated:
         core.on_activation()
         await core.announce()  # before the answer: a client reading one pipe sees the change first
+    if envelope.error is not None and envelope.error.elicitation_id is not None:
+        core.elicitations.add(envelope.error.elicitation_id)  # its person's sign-in: -32042 below
     return tool_result(envelope)
 
 

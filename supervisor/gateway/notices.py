@@ -12,6 +12,8 @@ HTTP: the GET stream). It sends, once the client initialized:
   Clients whose view did not change hear nothing; a kind the client never listed, or
   the gateway does not declare, is never announced.
 - ``notifications/resources/updated`` for the session's subscriptions.
+- ``notifications/elicitation/complete`` for each sign-in to a ``per_user`` server it was
+  sent as a URL elicitation (-32042), once its person's browser came back.
 - the servers' log messages tied to no call (``notifications/message``; redacted and
   bounded as we logged them) at or above the client's ``logging/setLevel`` level,
   ``logger`` naming the server, from the shared servers and the session's own private
@@ -22,6 +24,7 @@ HTTP: the GET stream). It sends, once the client initialized:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +37,7 @@ from supervisor.gateway.core import GatewayCore, view_digest
 from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.related import log_notification
+from supervisor.runtime.sign_ins import SignIn
 
 # A listing kind → the notification that announces its change, and the capability
 # the gateway must have declared to send it.
@@ -88,6 +92,7 @@ async def run_notices(peer: GatewayPeer, outlet: Outlet, cell: CatalogCell) -> N
         nursery.start_soon(_views, peer, outlet, cell)
         nursery.start_soon(_resource_updates, peer, outlet)
         nursery.start_soon(_server_logs, peer, outlet)
+        nursery.start_soon(_sign_ins_done, peer, outlet)
 
 
 async def _views(peer: GatewayPeer, outlet: Outlet, cell: CatalogCell) -> None:
@@ -136,6 +141,24 @@ async def _server_logs(peer: GatewayPeer, outlet: Outlet) -> None:
         async for record in logs.events:
             if _for_client(peer, record):
                 await outlet.send(log_notification(record))
+
+
+async def _sign_ins_done(peer: GatewayPeer, outlet: Outlet) -> None:
+    """``notifications/elicitation/complete`` for each sign-in this client was sent (as a
+    URL elicitation) once its person's browser came back."""
+    sign_ins = peer.session.sign_ins
+    if sign_ins is None:
+        return
+    send, receive = trio.open_memory_channel[str](math.inf)
+
+    def finished(sign_in: SignIn) -> None:
+        if sign_in.id in peer.core.elicitations:
+            peer.core.elicitations.discard(sign_in.id)
+            send.send_nowait(sign_in.id)
+
+    with sign_ins.listening(finished):
+        async for elicitation in receive:
+            await outlet.send(_note("notifications/elicitation/complete", {"elicitationId": elicitation}))
 
 
 def _for_client(peer: GatewayPeer, record: ServerLogged) -> bool:

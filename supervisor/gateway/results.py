@@ -9,6 +9,9 @@
   ``retry_after_ms`` for ``busy`` and ``rate_limited``) under
   ``_meta["mcp-supervisor/error"]``.
 - An unknown tool is a JSON-RPC error -32602 (invalid params), as the spec says.
+- A ``needs_auth`` (the caller's person has not signed in to a ``per_user`` server) is
+  -32042, URLElicitationRequiredError, with their authorization URL as a URL-mode
+  elicitation in ``data.elicitations``.
 - A server's JSON-RPC error is a ``server_error`` result, except the few in
   ``CLIENT_ERRORS``: errors about the client's request that only the client can act
   on, passed on as the JSON-RPC error the server sent (code, message, data).
@@ -34,6 +37,8 @@ ERROR_META = "mcp-supervisor/error"
 
 RESOURCE_NOT_FOUND = -32002
 MISSING_CAPABILITY = -32021
+URL_ELICITATION_REQUIRED = -32042
+"""URLElicitationRequiredError: the request needs the user to visit a URL first (MCP 2025-11-25)."""
 
 CLIENT_ERRORS = frozenset({MISSING_CAPABILITY})
 """A server's JSON-RPC errors that reach the client as JSON-RPC errors. -32021 (missing
@@ -41,6 +46,15 @@ client capability): the client must declare the capability (and the new era answ
 with HTTP 400). The rest stay ``isError`` results the model reads: -32602 is invalid
 arguments (a tool execution error since 2025-11-25), -32601/-32603 and the others say
 the server failed, and -32020/-32000 are about the gateway's own link to the server."""
+
+
+def sign_in_elicitation(envelope: Envelope) -> dict[str, Any]:
+    """A ``needs_auth`` envelope as the URL-mode elicitation (MCP 2025-11-25) that sends
+    its person to their own authorization URL."""
+    error = envelope.error
+    assert error is not None and error.authorization_url is not None
+    return {"mode": "url", "elicitationId": error.elicitation_id or "", "url": error.authorization_url,
+            "message": error.message}  # fmt: skip
 
 
 def tool_result(envelope: Envelope, *, retry_after_ms: int | None = None) -> dict[str, Any]:
@@ -57,6 +71,10 @@ def tool_result(envelope: Envelope, *, retry_after_ms: int | None = None) -> dic
         retry_after_ms = envelope.error.retry_after_ms
     if code == "unknown_tool":
         raise JsonRpcError(INVALID_PARAMS, message)
+    if code == "needs_auth":  # the caller's person signs in first: the MCP way, to this client only
+        raise JsonRpcError(
+            URL_ELICITATION_REQUIRED, message, {"elicitations": [sign_in_elicitation(envelope)]}
+        )
     rpc = envelope.error.rpc_error
     if code == "server_error" and rpc is not None and rpc.code in CLIENT_ERRORS:
         raise JsonRpcError(rpc.code, rpc.message, rpc.data)

@@ -42,7 +42,7 @@ from actors.connection.server_requests import chain
 from actors.mailbox import Channels, answer, open_mailbox, queued, try_send
 from actors.protocol.era import Era
 from actors.router.actor import AddServer, RemoveServer, RouterMessage
-from actors.spec import Scope, ServerSpec
+from actors.spec import Credentials, Scope, ServerSpec
 from actors.transports.base import Connector
 from actors.transports.connector import TransportConnector
 from supervisor.runtime.lifetimes import SHUTDOWN_GRACE_S, lifetime
@@ -111,6 +111,19 @@ class ConnectionFactory:
         if owner is None:
             return publish
         return lambda record: publish(attrs.evolve(record, owner=owner))
+
+
+async def run_actor(nursery: trio.Nursery, actor: ConnectionActor, done: trio.Event) -> None:
+    """Start a private (or a person's) actor in ``nursery``, returning once it runs;
+    ``done`` is set when it ends."""
+
+    async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await actor.run(task_status=task_status)
+        finally:
+            done.set()
+
+    await nursery.start(run)
 
 
 def shared_child(
@@ -197,6 +210,8 @@ class SharedConnections:
         it runs: an eager server starts connecting, a lazy one waits to be needed)."""
         if spec.scope is not Scope.SHARED:
             raise ValueError(f"server {spec.name!r} is session-scoped: each session runs its own")
+        if spec.credentials is Credentials.PER_USER:
+            raise ValueError(f"server {spec.name!r} is per_user: put it in the config and restart")
         async with self._changing:
             if spec.name in self._mailboxes:
                 raise ValueError(f"a server named {spec.name!r} is supervised already")

@@ -10,6 +10,7 @@ A running supervisor is a stack of lifetimes, each inside the one that outlives 
            └ router                        folds what came before its stop, then ends
               └ stdio hub                  one task for every local server's exits
                  └ connections             one-for-one; servers added/removed at runtime
+                    └ people's connections ``per_user`` servers: one per (server, person)
                     └ warm pool            spare processes of ``warm: N`` servers
                        └ sessions          the host's ``async with sup.session()``
                                            (each with its private connections)

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from actors.spec import Scope, ServerSpec
+from actors.spec import Credentials, Scope, ServerSpec
 from supervisor.settings.model import Config
 from supervisor.settings.net import bind_is_loopback
 
@@ -48,6 +48,7 @@ LAUNCH_KEYS: Mapping[str, str] = {
     "transport": "transport",
     "protocol": "protocol",  # the era is settled when a connection starts
     "scope": "scope",
+    "credentials": "credentials",  # whose identity: a per_user change is refused (a restart)
     "server_name": "server_name",  # a websocket bridge's server: where it connects
 }
 """A change to one of these restarts the server (a new process or connection)."""
@@ -155,8 +156,8 @@ def plan_reload(old: Config, new: Config) -> ReloadPlan:
     """
     file = new.source or old.source or "(no config file)"
     _refuse_fixed(old, new, file)
-    old_shared = {s.name: s for s in old.servers if s.scope is Scope.SHARED}
-    new_shared = {s.name: s for s in new.servers if s.scope is Scope.SHARED}
+    old_shared = {s.name: s for s in old.servers if s.scope is Scope.SHARED and s.name not in _per_user(old)}
+    new_shared = {s.name: s for s in new.servers if s.scope is Scope.SHARED and s.name not in _per_user(new)}
     restart, retune, changes = [], [], []
     for name, spec in new_shared.items():
         before = old_shared.get(name)
@@ -196,6 +197,12 @@ def _refuse_fixed(old: Config, new: Config, file: str) -> None:
     if old.audit != new.audit:
         was, now = old.audit.keep_days, new.audit.keep_days
         raise ReloadRefused(file, "$.audit.keep_days", f"changed ({was} -> {now}); {restart}")
+    old_own, new_own = _per_user(old), _per_user(new)
+    for name in sorted(old_own.keys() | new_own.keys()):
+        if old_own.get(name) != new_own.get(name):  # people's connections and sign-ins are not moved
+            before, after = {s.name for s in old.servers}, {s.name for s in new.servers}
+            what = "added" if name not in before else "removed" if name not in after else "changed"
+            raise ReloadRefused(file, f"$.servers.{name}", f'a "per_user" server {what}; {restart}')
     if old.admin.tokens and not new.admin.tokens and not bind_is_loopback(new.admin.bind):
         raise ReloadRefused(
             file,
@@ -203,6 +210,11 @@ def _refuse_fixed(old: Config, new: Config, file: str) -> None:
             f"the admin API listens on a non-loopback address ({new.admin.bind}), which needs "
             "admin tokens; keep at least one (the running config is unchanged)",
         )
+
+
+def _per_user(config: Config) -> dict[str, ServerSpec]:
+    """The ``per_user`` servers (a server that becomes one, or stops being one, counts)."""
+    return {spec.name: spec for spec in config.servers if spec.credentials is Credentials.PER_USER}
 
 
 def _diff(old: ServerSpec, new: ServerSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:

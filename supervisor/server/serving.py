@@ -153,6 +153,13 @@ class Server:
         api.cut_streams()
 
 
+def sign_in_base(url: str) -> str:
+    """Where people's browsers come back to after signing in to a ``per_user`` server
+    (``GET /v1/oauth/callback`` under it): the bound address, for now the only public
+    base the service knows."""
+    return url
+
+
 async def serve(
     supervisor: Supervisor,
     bind: str,
@@ -179,6 +186,7 @@ async def serve(
             async with trio.open_nursery() as nursery:
                 try:
                     url: str = await nursery.start(server.run)
+                    supervisor.people.sign_ins.base_url = sign_in_base(url)
                     task_status.started(url)
                     started = True
                     await trio.sleep_forever()

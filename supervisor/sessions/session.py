@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager, nullcontext, suppress
 from typing import Any
 
 import attrs
@@ -40,11 +40,13 @@ from actors.router.actor import CatalogCell, DropOwner, RegisterServer, RouterMe
 from actors.router.catalog import Catalog, ServerView, ToolEntry
 from actors.router.envelope import Envelope
 from actors.router.trust import Action, Decision, permission_of
-from actors.spec import ServerSpec
+from actors.spec import Credentials, ServerSpec
 from supervisor.calls.services import Authorization, CallServices, calling_client
 from supervisor.calls.turns import Turn
-from supervisor.runtime.connections import ConnectionFactory
+from supervisor.runtime.connections import ConnectionFactory, run_actor
 from supervisor.runtime.lifetimes import lifetime
+from supervisor.runtime.person_connections import PersonConnections, person_owner
+from supervisor.runtime.sign_ins import SignIn, SignIns
 from supervisor.runtime.tracing import TRACING
 from supervisor.runtime.warm_pool import WarmPool
 from supervisor.sessions.approvals import ApprovalDesk, ApprovalRequest
@@ -54,6 +56,7 @@ from supervisor.sessions.subscriptions import ResourceUpdate, Subscriptions
 from supervisor.sessions.trust_prompts import approver_for
 
 log = get_logger("supervisor.sessions")
+PER_USER = Credentials.PER_USER
 
 
 def _settled(view: ServerView) -> bool:
@@ -78,6 +81,8 @@ class SessionServices:
     calls: CallServices
     warm: WarmPool | None = None
     """Spare processes of ``warm: N`` servers: a private connection adopts one."""
+    people: PersonConnections | None = None
+    """Each person's own connections to ``per_user`` servers."""
 
 
 @asynccontextmanager
@@ -104,8 +109,10 @@ async def open_session(
             await services.connections.log_wants.want(session.id, None)
             await session._stop_private()
 
+    people = services.people
+    held = people.held(tenant if person is None else person) if people is not None else nullcontext()
     try:
-        async with lifetime(stop, transparent=False) as nursery:
+        async with held, lifetime(stop, transparent=False) as nursery:
             session = Session(
                 services,
                 nursery,
@@ -162,6 +169,7 @@ class Session:
         # Who its calls are made for (its audit rows, approvals, events): the host says,
         # else the tenant name, a static-token caller's person (docs/identity.md).
         self.person = tenant if person is None else person
+        self._person_key = person_owner(self.person)  # its person's connections' overlay
         self.host_tools = host_tools
         self.pinned = tuple(pinned)
         # tool id → its activation's number; pinned tools are activated from the start
@@ -216,8 +224,12 @@ class Session:
         ``init_timeout``; one that is not up by then is unavailable in this turn.
         """
         await self._spawn_private_servers()
+        if self._services.people is not None:
+            await self._services.people.ensure(self.person)
         catalog = self._current()
-        await self._start_and_wait(catalog, lambda view: not view.known)
+        # A per_user server's connection of this person is waited for too: until it serves
+        # or waits for its person's sign-in (then a call of it is needs_auth at once).
+        await self._start_and_wait(catalog, lambda view: not view.known or view.spec.credentials is PER_USER)
         catalog = self._current()
         search = self.search_enabled(catalog)
         if not search:
@@ -273,7 +285,7 @@ class Session:
     def view_of(self, catalog: Catalog) -> Catalog:
         """``catalog`` as this session sees it: its private servers added, and what the
         ``exposure`` lists hide from its tenant taken out (``supervisor/calls/exposure.py``)."""
-        return self._services.calls.exposure.view(catalog.view_for(self.id), self.tenant)
+        return self._services.calls.exposure.view(catalog.view_for(self._person_key, self.id), self.tenant)
 
     def _current(self) -> Catalog:
         return self.view_of(self._services.catalog.current)
@@ -297,10 +309,29 @@ class Session:
         if not waiting:
             return
         limit = max(catalog.servers[name].spec.init_timeout_s for name in waiting)
+        people = self._services.people
         with trio.move_on_after(limit):
-            await self._services.catalog.wait_until(
-                lambda c: all(_settled(c.view_for(self.id).servers[name]) for name in waiting)
-            )
+            if people is None or not any(catalog.servers[n].spec.credentials is PER_USER for n in waiting):
+                await self._services.catalog.wait_until(
+                    lambda c: all(_settled(c.view_for(self._person_key, self.id).servers[n]) for n in waiting)
+                )
+                return
+            # A per_user server waiting for its person to sign in is done starting for
+            # this turn: it goes on without it, and a call of it is ``needs_auth``.
+            while not all(_settled(self._current().servers[n]) or people.sign_ins.pending(n, self.person)
+                          for n in waiting):  # fmt: skip
+                await people.sign_ins.until_change(self._services.catalog)
+
+    @property
+    def sign_ins(self) -> SignIns | None:
+        """People's pending sign-ins to ``per_user`` servers (None: none configured)."""
+        return self._services.people.sign_ins if self._services.people is not None else None
+
+    def sign_in_needed(self, view: ServerView) -> SignIn | None:
+        """This session's person's sign-in to ``view``'s server that waits for them, if any."""
+        if view.spec.credentials is not PER_USER or self._services.people is None:
+            return None
+        return self._services.people.sign_ins.pending(view.name, self.person)
 
     # --------------------------------------------------------------- approvals
 
@@ -383,14 +414,7 @@ class Session:
             connector=connector,
             wanted_logs=self._logs.level,
         )
-
-        async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            try:
-                await actor.run(task_status=task_status)
-            finally:
-                done.set()
-
-        await self._nursery.start(run)
+        await run_actor(self._nursery, actor, done)
         await send.send(EnsureStarted())
 
     async def _stop_private(self) -> None:

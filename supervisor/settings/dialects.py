@@ -29,6 +29,7 @@ from actors.spec import (
     Start,
 )
 
+from .credentials import read_credentials
 from .expansion import Expander
 from .limits import INIT_TIMEOUT_LIMIT, call_timeouts, check_server_name, millis
 from .oauth import read_oauth
@@ -57,7 +58,7 @@ _KEYS = frozenset(
         "token", "server_name", "serverName", "enabled", "disabled", "trusted", "scope",
         "start", "init_timeout_ms", "call_timeout_ms", "timeout_ms", "max_call_ms",
         "max_output_bytes", "reconnect_schedule_s", "reconnect_jitter", "protocol", "log_level",
-        "concurrency", "bridge", "warm", "tls", "expose",
+        "concurrency", "bridge", "warm", "tls", "expose", "credentials",
     }
 )  # fmt: skip
 
@@ -171,6 +172,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
     tls = read_tls(entry, url, path, exp)
     bridge = expect_bool(entry.get("bridge", False), child(path, "bridge"))
     warm = read_warm(entry, scope == Scope.SESSION.value or bridge, path)
+    credentials = read_credentials(entry, oauth is not None, scope == Scope.SESSION.value, path, exp)
     # Last: every reader above may have expanded (and so recorded) a secret.
     secrets = [*exp.secrets, *_literal_secrets(headers, env), *_url_secrets(url)]
     return ServerSpec(
@@ -186,6 +188,7 @@ def read_server(name: str, value: object, path: str, exp: Expander) -> ServerSpe
         enabled=enabled,
         trusted=trusted,
         scope=Scope(scope) if scope is not None else Scope.SHARED,
+        credentials=credentials,
         start=Start(start) if start is not None else Start.LAZY,
         init_timeout_s=init_s if init_s is not None else DEFAULT_INIT_TIMEOUT_S,
         call_timeout_s=call_s,

@@ -6,6 +6,9 @@ the state directory do so), each record is written sealed (``sealing.py``) and
 plaintext records from before are sealed in place. A record no configured key opens
 (a lost key) is dropped with one warning naming the server: its server needs a login
 again, as one never signed in.
+
+Rows are keyed by server, URL and person: a shared server's record has person "", a
+``per_user`` server's each person's own (store migration 10).
 """
 
 from __future__ import annotations
@@ -45,30 +48,37 @@ class OAuthRows:
     def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError  # Store's
 
-    def save_oauth(self, server: str, url: str, record: Mapping[str, Any] | None, at: float) -> None:
-        """Replace (or with None delete) a remote server's OAuth record, sealed when a
-        sealer is set."""
+    def save_oauth(
+        self, server: str, url: str, record: Mapping[str, Any] | None, at: float, *, person: str = ""
+    ) -> None:
+        """Replace (or with None delete) a remote server's OAuth record (``person``: whose,
+        "" for a shared server's), sealed when a sealer is set."""
         with self.transaction():
             if record is None:
-                self._connection.execute("DELETE FROM oauth WHERE server = ? AND url = ?", (server, url))
+                self._connection.execute(
+                    "DELETE FROM oauth WHERE server = ? AND url = ? AND person = ?", (server, url, person)
+                )
                 return
             text = canonical_json(dict(record))
             if self.sealer is not None:
-                text = self.sealer.seal(text, bound_to(server, url))
+                text = self.sealer.seal(text, bound_to(server, url, person))
             self._connection.execute(
-                "INSERT INTO oauth (server, url, record, updated_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (server, url) DO UPDATE SET record = excluded.record,"
+                "INSERT INTO oauth (server, url, person, record, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (server, url, person) DO UPDATE SET record = excluded.record,"
                 " updated_at = excluded.updated_at",
-                (server, url, text, at),
+                (server, url, person, text, at),
             )
 
-    def oauth_record(self, server: str, url: str) -> dict[str, Any] | None:
-        """The stored OAuth record of a server at a URL, or None (also when no configured
-        key opens it: then it is dropped, see ``_opened``)."""
-        rows = self._read("SELECT record FROM oauth WHERE server = ? AND url = ?", (server, url))
+    def oauth_record(self, server: str, url: str, *, person: str = "") -> dict[str, Any] | None:
+        """The stored OAuth record of a server at a URL (``person``'s own, or with ""
+        the shared one), or None (also when no configured key opens it: then it is
+        dropped, see ``_opened``)."""
+        rows = self._read(
+            "SELECT record FROM oauth WHERE server = ? AND url = ? AND person = ?", (server, url, person)
+        )
         if not rows:
             return None
-        text = self._opened(server, url, rows[0][0])
+        text = self._opened(server, url, person, rows[0][0])
         try:
             data = json.loads(text) if text is not None else None
         except ValueError:
@@ -89,22 +99,22 @@ class OAuthRows:
         if sealer is None:
             raise ValueError("reseal_oauth needs a sealer (seal_with)")
         sealed = dropped = 0
-        for server, url, stored in self._read("SELECT server, url, record FROM oauth"):
+        for server, url, person, stored in self._read("SELECT server, url, person, record FROM oauth"):
             if sealer.is_current(stored) or (not rotate and stored.startswith(PREFIX)):
                 continue
-            text = self._opened(server, url, stored)
+            text = self._opened(server, url, person, stored)
             if text is None:
                 dropped += 1
                 continue
             with self.transaction():  # ``AND record = ?``: a row changed meanwhile stays
                 self._connection.execute(
-                    "UPDATE oauth SET record = ? WHERE server = ? AND url = ? AND record = ?",
-                    (sealer.seal(text, bound_to(server, url)), server, url, stored),
+                    "UPDATE oauth SET record = ? WHERE server = ? AND url = ? AND person = ? AND record = ?",
+                    (sealer.seal(text, bound_to(server, url, person)), server, url, person, stored),
                 )
                 sealed += 1
         return Resealed(sealed, dropped)
 
-    def _opened(self, server: str, url: str, stored: str) -> str | None:
+    def _opened(self, server: str, url: str, person: str, stored: str) -> str | None:
         """The record's plaintext; None, having dropped the row, when no configured key
         opens it (the row is deleted only if it is still the one read)."""
         if not stored.startswith(PREFIX):
@@ -112,15 +122,16 @@ class OAuthRows:
         if self.sealer is None:
             return None  # a store opened without its keys cannot tell a lost key: keep it
         try:
-            return self.sealer.open(stored, bound_to(server, url))
+            return self.sealer.open(stored, bound_to(server, url, person))
         except Unopenable as exc:
             reason = str(exc)
         with self.transaction():
             self._connection.execute(
-                "DELETE FROM oauth WHERE server = ? AND url = ? AND record = ?", (server, url, stored)
+                "DELETE FROM oauth WHERE server = ? AND url = ? AND person = ? AND record = ?",
+                (server, url, person, stored),
             )
         log.warning(
             "oauth record dropped: no configured key opens it; the server needs a login again",
-            extra={"fields": {"server": server, "reason": reason}},
+            extra={"fields": {"server": server, "reason": reason} | ({"person": person} if person else {})},
         )
         return None

@@ -129,7 +129,29 @@ MIGRATIONS: tuple[Step, ...] = (
         "ALTER TABLE audit ADD COLUMN person TEXT",
         "CREATE INDEX audit_by_person ON audit (person, at)",
     ),
+    # 10: OAuth records are kept per person too (a ``per_user`` server's tokens are each
+    # person's own); a shared server's record has person "", so every row from before
+    # stays what it was. SQLite cannot change a primary key in place: the table is
+    # rebuilt, its rows copied as they are (sealed ones still open: their associated
+    # data for person "" is unchanged, ``sealing.bound_to``).
+    (
+        "ALTER TABLE oauth RENAME TO oauth_before_person",
+        """
+        CREATE TABLE oauth (
+            server     TEXT NOT NULL,
+            url        TEXT NOT NULL,
+            person     TEXT NOT NULL DEFAULT '',  -- '' for a shared server's record
+            record     TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (server, url, person)
+        )
+        """,
+        "INSERT INTO oauth (server, url, person, record, updated_at)"
+        " SELECT server, url, '', record, updated_at FROM oauth_before_person",
+        "DROP TABLE oauth_before_person",
+    ),
 )
+
 
 SCHEMA_VERSION = len(MIGRATIONS)
 """The version a freshly migrated file has."""

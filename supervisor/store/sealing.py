@@ -3,9 +3,10 @@
 A record holds access and refresh tokens, a client secret and a DPoP private key, so
 the file's mode (0600) is not the only guard: each record is sealed as a whole with
 the first configured key and opened with whichever configured key sealed it (the key
-id in front says which). The associated data is the row's server and URL, so a
-ciphertext copied into another row does not open. AES-GCM (not Fernet): Fernet's
-AES-128-CBC with HMAC has no associated data to bind a record to its row.
+id in front says which). The associated data is the row's server and URL (and its
+person, for a person's own record), so a ciphertext copied into another row does not
+open. AES-GCM (not Fernet): Fernet's AES-128-CBC with HMAC has no associated data to
+bind a record to its row.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:16]
 
 
-def bound_to(server: str, url: str) -> bytes:
-    """The associated data of a record: the row it belongs in."""
-    return json.dumps([server, url]).encode()
+def bound_to(server: str, url: str, person: str = "") -> bytes:
+    """The associated data of a record: the row it belongs in. A person's own record
+    (a ``per_user`` server's) is bound to that person too, so it does not open in
+    another person's row; a shared record (person "") is bound as before migration 10,
+    so the records sealed then still open."""
+    return json.dumps([server, url, person] if person else [server, url]).encode()
 
 
 class Sealer:

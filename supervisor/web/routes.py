@@ -19,6 +19,7 @@ from supervisor.web.roles import Action
 JSON = "application/json"
 SSE = "text/event-stream"
 METRICS = "text/plain; version=0.0.4"
+HTML = "text/html"
 
 ADMIN, GATEWAY, BRIDGE = "admin", "gateway", "bridge"
 """The apps of ``serve`` (``Route.app``): the mount table gives ``/mcp`` to the
@@ -77,6 +78,17 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET",
+        "/v1/oauth/callback",
+        "oauth_callback",
+        "Where a person's browser comes back after signing in to a per_user server: the "
+        "one-time state of their sign-in is the authentication (no bearer token); an HTML page "
+        "says whether it worked.",
+        media=HTML,
+        errors=(("400", "The state is unknown, used already or expired: call the tool again."),),
+        action=Action.PUBLIC,
+    ),
+    Route(
+        "GET",
         "/metrics",
         "metrics",
         "Prometheus metrics (text exposition format 0.0.4); counters across every tenant.",
@@ -114,7 +126,9 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         "/v1/servers/{name}/restart",
         "restart_server",
-        "Restart a shared server.",
+        "Restart a shared server; a per_user one's connection of one person with ?person= "
+        "(after their `auth login --user`: it reads their tokens anew).",
+        query=("person",),
         status=202,
         response="Command",
         action=_CONTROL,

@@ -85,6 +85,8 @@ async def test_every_documented_operation_answers_on_the_wire(tmp_path: Path) ->
                     assert reply.json()["error"]["message"].startswith("no "), (route, reply)
                 elif route.operation == "reload_config":  # its config was built here, not read
                     assert reply.json()["error"]["code"] == "no_config_file", reply
+                elif route.operation == "oauth_callback":  # no sign-in waits for this state: a page says so
+                    assert reply.status == 400 and "unknown, used already" in reply.body.decode(), reply
                 elif route.websocket:  # plain HTTP to a WebSocket: 426, saying so
                     assert reply.status == 426 and reply.json()["error"]["code"] == "upgrade_required", reply
                 else:
@@ -236,6 +238,8 @@ def _check(
     elif media == "text/event-stream":  # a streamed call: its order holds whatever happened
         names = re.findall(rb"^event: (\S+)$", data, re.MULTILINE)
         assert names[0] == b"request_received" and names[-2:] == [b"result", b"done"], names
+    elif path.split("?")[0] == "/v1/oauth/callback":  # the sign-in callback's page, for a browser
+        assert media == "text/html" and data.startswith(b"<!doctype html>"), (status, media, data)
     elif status >= 400:
         raise AssertionError(f"a non-JSON error: {status} {media} {data[:200]!r}")
     return status

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import pytest
 
-from actors.spec import Scope, ServerSpec, Start
+from actors.spec import Credentials, Scope, ServerSpec, Start
 from supervisor.runtime.reload_plan import LAUNCH_KEYS, LIVE_KEYS, UNCOMPARED, ReloadRefused, plan_reload
 from supervisor.settings.model import (
     AdminSettings,
@@ -178,3 +178,19 @@ def test_the_log_summary_names_what_changed_and_no_value() -> None:
         "live": "b",
     }
     assert "hunter2" not in repr(summary)
+
+
+def test_a_per_user_server_added_removed_or_changed_is_refused_naming_it() -> None:
+    """People's connections and pending sign-ins are not carried over: a restart applies it."""
+    mine = spec("gh", type="remote", command=(), url="https://gh.example/mcp", oauth={},
+                credentials=Credentials.PER_USER)  # fmt: skip
+    for old, new, what in [
+        (config(spec()), config(spec(), mine), "added"),
+        (config(spec(), mine), config(spec()), "removed"),
+        (config(mine), config(attrs.evolve(mine, trusted=True)), "changed"),
+        (config(mine), config(attrs.evolve(mine, credentials=Credentials.SHARED)), "changed"),
+    ]:
+        with pytest.raises(ReloadRefused) as refused:
+            plan_reload(old, new)
+        assert refused.value.key == "$.servers.gh" and f'a "per_user" server {what}' in str(refused.value)
+    assert plan_reload(config(mine, spec()), config(mine, spec(trusted=True))).retune == (spec(trusted=True),)

@@ -11,7 +11,10 @@ otherwise 401 with a ``WWW-Authenticate`` challenge naming the protected resourc
 (RFC 9728) at ``prm_path``. The authorization server (issuer = base + ``as_prefix``) has
 RFC 8414 metadata, dynamic client registration (RFC 7591), ``/authorize`` (PKCE S256 only,
 answers at once with a 302, no login page) and ``/token`` (authorization_code,
-refresh_token, client_credentials). Everything asked of it is recorded for the tests, and
+refresh_token, client_credentials). ``/authorize`` learns who signs in from a ``user`` query
+parameter (the test's "browser" adds it, standing in for a login page); every grant keeps
+that user, and ``mcp_users`` records whose token each MCP request carried, so a test proves
+at the server whose identity a call used. Everything asked of it is recorded for the tests, and
 faults are on request: rotating refresh tokens, tokens good for N requests, a 401 for
 everything, a tampered ``state``, a 403 ``insufficient_scope`` for one tool.
 """
@@ -81,6 +84,7 @@ class _Grant:
     challenge: str = ""
     expires_at: float = float("inf")
     uses: int = 0
+    user: str | None = None  # who signed in at /authorize (its ``user`` parameter)
 
 
 class OAuthError(Exception):
@@ -103,6 +107,8 @@ class OAuthServer:
         self.authorize_requests: list[dict[str, str]] = []
         self.metadata_requests: list[str] = []
         self.mcp_statuses: list[int] = []
+        self.mcp_users: list[str | None] = []  # whose token each authorized MCP request carried
+        self.refreshes: list[str | None] = []  # whose refresh token each good refresh used
         self._clients = {cid: _Client(cid, secret, "" if secret else "none", None)
                          for cid, secret in options.preregistered.items()}  # fmt: skip
         self._codes: dict[str, _Grant] = {}
@@ -175,6 +181,7 @@ class OAuthServer:
             challenge = {"www-authenticate": self._challenge("invalid_token", self.options.challenge_scope)}
             return await _json(send, 401, {"error": "invalid_token"}, challenge)
         grant.uses += 1
+        self.mcp_users.append(grant.user)
         tool = self.options.insufficient_scope_for
         if tool is not None and scope["method"] == "POST":
             body = await _read_body(receive)
@@ -272,7 +279,7 @@ class OAuthServer:
         assert client is not None
         code = f"code-{secrets.token_urlsafe(16)}"
         self._codes[code] = _Grant(client.id, query.get("scope", ""), query.get("resource"), redirect_uri,
-                                   query["code_challenge"])  # fmt: skip
+                                   query["code_challenge"], user=query.get("user"))  # fmt: skip
         back = {"code": code}
         if "state" in query or self.options.tamper_state:
             tampered = f"tampered-{secrets.token_hex(4)}"
@@ -340,7 +347,7 @@ class OAuthServer:
                 raise OAuthError(400, "invalid_grant", "redirect_uri differs from the authorization request")
             if _s256(form.get("code_verifier", "")) != code.challenge:
                 raise OAuthError(400, "invalid_grant", "PKCE verification failed")
-            grant = _Grant(client.id, code.scope, code.resource)
+            grant = _Grant(client.id, code.scope, code.resource, user=code.user)
         elif grant_type == "refresh_token":
             old = self._refresh.get(form.get("refresh_token", ""))
             if old is None or old.client_id != client.id:
@@ -348,7 +355,8 @@ class OAuthServer:
             asked = form.get("scope")
             if asked and not set(asked.split()) <= set(old.scope.split()):
                 raise OAuthError(400, "invalid_scope", "more scope than first granted")
-            grant = _Grant(client.id, asked or old.scope, old.resource)
+            grant = _Grant(client.id, asked or old.scope, old.resource, user=old.user)
+            self.refreshes.append(old.user)
             if self.options.rotate_refresh:
                 del self._refresh[form["refresh_token"]]
             else:

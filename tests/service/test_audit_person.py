@@ -1,5 +1,5 @@
 """Who a caller is, on its audit rows, call events and approvals, for each way in that
-has a person today (``docs/identity.md``, "Who a caller is (today)"): an embedding
+has a person today (``docs/identity.md``, "Who a caller is"): an embedding
 session says, else its tenant; a static-token caller of the admin API or ``/mcp`` is
 its tenant. (The stdio front's rows, the local user's, are in ``tests/cli/test_audit_cli.py``.)"""
 

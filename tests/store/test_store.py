@@ -164,7 +164,7 @@ PRAGMA user_version = 1;
 
 
 def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 9, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 10, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -209,8 +209,13 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         store.add_audit([attrs.evolve(_row(8), person="ada")])
         assert store.audit_rows()[0].person == "ada"
         assert store.purge_audit(person="ada") == 1 and len(store.audit_rows()) == 5
+        # 10: OAuth records per person beside the shared one (person "").
+        store.save_oauth("docs", "https://d.example/mcp", {"t": "shared"}, 1.0)
+        store.save_oauth("docs", "https://d.example/mcp", {"t": "ada's"}, 1.0, person="ada")
+        assert store.oauth_record("docs", "https://d.example/mcp") == {"t": "shared"}
+        assert store.oauth_record("docs", "https://d.example/mcp", person="ada") == {"t": "ada's"}
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (9,)
+        assert raw.execute("PRAGMA user_version").fetchone() == (10,)
     assert {
         "audit_by_time",
         "audit_by_tenant",

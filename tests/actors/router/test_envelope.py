@@ -72,6 +72,7 @@ DOCUMENTED_CODES = {
     "unsupported",
     "busy",
     "rate_limited",
+    "needs_auth",
 }
 
 
