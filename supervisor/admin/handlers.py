@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import secrets
 from collections.abc import AsyncGenerator, Mapping
-from html import escape
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -35,6 +34,7 @@ from supervisor.admin.caller import scope as _scope
 from supervisor.admin.caller import tenant as _tenant
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import document
+from supervisor.admin.public_handlers import PublicHandlers
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.surface_handlers import SurfaceHandlers
 from supervisor.admin.traced import arrival, traced
@@ -50,14 +50,12 @@ from supervisor.admin.views import (
 from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turns import Turn
 from supervisor.runtime.reload_plan import ReloadRefused
-from supervisor.runtime.sign_ins import SignInRefused
 from supervisor.sessions.approvals import Approval
 from supervisor.sessions.session import Session
 from supervisor.settings.loader import ConfigError
 from supervisor.web.errors import ApiError, forbidden, not_found
 from supervisor.web.guard import Guard
 from supervisor.web.listings import NOTHING, BridgeListing, SessionListing
-from supervisor.web.resource_metadata import metadata_document
 from supervisor.web.roles import Action, authorize
 from supervisor.web.routes import JSON, METRICS, SSE
 from supervisor.web.scrubber import SecretScrubber
@@ -77,13 +75,6 @@ def json_response(
     return TrioResponse(
         orjson.dumps(scrubber.scrub(data)), status=status, headers=dict(headers or {}), content_type=JSON
     )
-
-
-def page(status: int, title: str, text: str) -> TrioResponse:
-    """A small HTML page, for a person's browser."""
-    body = f"<!doctype html><title>{escape(title)}</title><p>{escape(text)}</p>"
-    headers = {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
-    return TrioResponse(body, status, headers)
 
 
 def empty(status: int, headers: Mapping[str, str] | None = None) -> TrioResponse:
@@ -127,7 +118,7 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(SurfaceHandlers):
+class AdminApi(PublicHandlers, SurfaceHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
     beyond tools: ``surface_handlers.py``), and what the apps mounted beside the admin
     API let it list (``web/listings.py``)."""
@@ -179,26 +170,6 @@ class AdminApi(SurfaceHandlers):
         return self._json(
             {"status": status, "servers": len(self.supervisor.config.servers), "epoch": self._epoch()}
         )
-
-    async def protected_resource(self) -> TrioResponse:
-        """RFC 9728's document, at each of its paths (``resource_metadata.py``)."""
-        signin = self.guard.config.signin
-        if signin is None:
-            raise ApiError(
-                404, "not_found", "no protected-resource metadata: sign-in is off (no signin section)"
-            )
-        return self._json(metadata_document(signin))
-
-    protected_resource_mcp = protected_resource_v1 = protected_resource
-
-    async def oauth_callback(self) -> TrioResponse:
-        # Public: the one-time state of a pending sign-in is the authentication.
-        try:
-            done = self.supervisor.people.sign_ins.finish(request.query_string.decode("latin-1"))
-        except SignInRefused as exc:
-            return page(400, "Sign-in not finished", str(exc))
-        text = f"{done.person} is signed in to {done.server}. You can close this window and call again."
-        return page(200, "Signed in", text)
 
     async def metrics(self) -> TrioResponse:
         sup = self.supervisor
