@@ -9,10 +9,10 @@ FLOWS = ("authorization_code", "client_credentials", "cross_app_access", "jwt_be
 DPOP_MODES = ("auto", "required", "off")
 
 # The keys of a server's ``oauth`` block (read by settings.OAuthSettings.from_mapping),
-# every value a string.
+# every value a string but ``token_exchange`` (true or false).
 SETTING_KEYS = (
     "client_id", "client_secret", "scope", "flow", "client_metadata_url", "private_key",
     "signing_algorithm", "token_endpoint_auth_method",
     "idp_token_endpoint", "idp_client_id", "idp_client_secret", "id_token",
-    "dpop", "assertion", "assertion_file",
+    "dpop", "assertion", "assertion_file", "token_exchange", "subject_token_type",
 )  # fmt: skip

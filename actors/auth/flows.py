@@ -7,9 +7,11 @@ decides when (and holds the lock). The steps:
   2025-03-26 server without the former: its own origin, or the default endpoints);
 - a client: configured, a client ID metadata document, the stored registration, or
   dynamic client registration;
-- a grant: authorization code with PKCE (through the host's authorizer), client
-  credentials, cross-app access (SEP-990: an ID-JAG from the identity provider), or a
-  workload's JWT-bearer assertion (RFC 7523, :mod:`actors.auth.jwt_bearer`);
+- a grant: authorization code with PKCE (through the host's authorizer), or first, for
+  a person signed in through an identity provider the server trusts, token exchange
+  (RFC 8693); client credentials, cross-app access (SEP-990: an ID-JAG from the
+  identity provider), or a workload's JWT-bearer assertion (RFC 7523); the forms of
+  those without a browser are :mod:`actors.auth.grants`;
 - the token request, with the client authentication the server supports (basic,
   post or a signed ``private_key_jwt`` assertion), and the refresh grant; with DPoP
   (:mod:`actors.auth.dpop`) each carries a proof of the server's key pair.
@@ -52,8 +54,8 @@ from actors.auth.discovery import (
     server_metadata_urls,
 )
 from actors.auth.errors import auth_failed, needs_login
+from actors.auth.grants import TOKEN_EXCHANGE, exchange_form, headless_form
 from actors.auth.http import AuthServerHttp
-from actors.auth.jwt_bearer import workload_assertion
 from actors.auth.records import AuthRecord, Client, Tokens
 from actors.auth.settings import HEADLESS_FLOWS, OAuthSettings
 from actors.auth.vault import TokenVault
@@ -64,10 +66,6 @@ from actors.transport_errors import AuthRequired
 
 _log = get_logger("actors.auth")
 
-TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
-JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
-ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
@@ -85,8 +83,11 @@ class OAuthFlows:
         timeout_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         transport: httpx2.AsyncBaseTransport | None = None,
+        subject_token: Callable[[], str | None] | None = None,
     ) -> None:
         self.server = server
+        self.subject_token = subject_token
+        """The person's inbound access token now, for token exchange (None: no person)."""
         self.url = url
         self.settings = settings
         self.authorizer = authorizer
@@ -130,6 +131,12 @@ class OAuthFlows:
         headless flow's grant again."""
         if tokens is not None and tokens.refresh_token and await self.refresh():
             return
+        if self.settings.token_exchange and self.record.token_endpoint:
+            async with self._http.client() as http:
+                if await self.exchange(
+                    http, (tokens.scope if tokens is not None else None) or self.settings.scope
+                ):
+                    return
         if self.settings.flow in HEADLESS_FLOWS and self.record.token_endpoint:
             scope = (tokens.scope if tokens is not None else None) or self.settings.scope
             async with self._http.client() as http:
@@ -162,6 +169,8 @@ class OAuthFlows:
             self.record = attrs.evolve(self.record, client=client)
             if self.settings.flow in HEADLESS_FLOWS:
                 await self._headless_grant(http, scope)
+                return
+            if await self.exchange(http, scope):
                 return
             await self._authorization_code(http, metadata, client, scope)
 
@@ -250,7 +259,7 @@ class OAuthFlows:
         if (
             stored is not None
             and stored.registered
-            and (settings.flow == "client_credentials" or redirect in stored.redirect_uris)
+            and (settings.flow == "client_credentials" or redirect in (*stored.redirect_uris, None))
         ):
             return stored
         if metadata.registration_endpoint is None:
@@ -259,17 +268,20 @@ class OAuthFlows:
                 "the authorization server offers no dynamic client registration; "
                 'configure "oauth": {"client_id": ..., "client_secret": ...}',
             )
-        if settings.flow == "authorization_code" and redirect is None:
+        if settings.flow == "authorization_code" and redirect is None and not self._subject():
             raise needs_login(self.server)
         return await self._register(http, metadata.registration_endpoint, redirect)
 
     async def _register(self, http: httpx2.AsyncClient, endpoint: str, redirect: str | None) -> Client:
         code_flow = self.settings.flow == "authorization_code"
+        grants = ["authorization_code", "refresh_token"] if code_flow and redirect else []
+        grants += [] if code_flow else ["client_credentials"]
+        grants += [TOKEN_EXCHANGE] if self.settings.token_exchange else []  # no redirect: exchange only
         body: dict[str, Any] = {
             "client_name": USER_AGENT,
             "redirect_uris": [redirect] if redirect else [],
-            "grant_types": ["authorization_code", "refresh_token"] if code_flow else ["client_credentials"],
-            "response_types": ["code"] if code_flow else [],
+            "grant_types": grants,
+            "response_types": ["code"] if code_flow and redirect else [],
             "token_endpoint_auth_method": "none" if code_flow else "client_secret_basic",
             "application_type": application_type(redirect),
         }
@@ -341,43 +353,34 @@ class OAuthFlows:
             raise auth_failed(
                 self.server, f'the {self.settings.flow} flow needs "client_id" (and a secret or key)'
             )
-        if self.settings.flow == "cross_app_access":
-            form = {"grant_type": JWT_BEARER_GRANT, "assertion": await self._id_jag(http, scope)}
-        elif self.settings.flow == "jwt_bearer":
-            assertion = await workload_assertion(self.server, self.settings)
-            form = {"grant_type": JWT_BEARER_GRANT, "assertion": assertion}
-        else:
-            form = {"grant_type": "client_credentials"}
-        if scope:
-            form["scope"] = scope
+        form = await headless_form(self.server, self.url, self.settings, self.record, self._http, http, scope)
         await self._token_request(http, form, None)
 
-    async def _id_jag(self, http: httpx2.AsyncClient, scope: str | None) -> str:
-        """SEP-990: exchange the user's ID token at the identity provider (RFC 8693) for
-        an identity assertion grant (ID-JAG) addressed to this authorization server."""
-        settings = self.settings
-        if not settings.idp_token_endpoint or not settings.id_token:
-            raise auth_failed(self.server, 'cross_app_access needs "idp_token_endpoint" and "id_token"')
-        form = {
-            "grant_type": TOKEN_EXCHANGE,
-            "requested_token_type": ID_JAG_TYPE,
-            "subject_token": settings.id_token,
-            "subject_token_type": ID_TOKEN_TYPE,
-            "audience": self.record.issuer or self.record.token_endpoint,
-            "resource": self.record.resource or canonical_resource(self.url),
-        }
-        if scope:
-            form["scope"] = scope
-        if settings.idp_client_id:
-            form["client_id"] = settings.idp_client_id
-        if settings.idp_client_secret:
-            form["client_secret"] = settings.idp_client_secret
-        doing = "the token exchange at the identity provider"
-        answer = await self._http.post(http, settings.idp_token_endpoint, doing, data=form)
-        assertion = answer.get("access_token")
-        if not isinstance(assertion, str) or not assertion:
-            raise auth_failed(self.server, "the identity provider's token exchange answered without a token")
-        return assertion
+    def _subject(self) -> str | None:
+        """The token to exchange now, with exchange on and a person who has one."""
+        if not self.settings.token_exchange or self.subject_token is None:
+            return None
+        return self.subject_token()
+
+    async def exchange(self, http: httpx2.AsyncClient, scope: str | None) -> bool:
+        """RFC 8693: the person's own token from the identity provider they signed in
+        with, exchanged for one of this server's, so they need no second sign-in. False
+        (nothing changed) when exchange is off, there is no such token, or the
+        authorization server refuses it: then the person signs in as usual."""
+        subject = self.subject_token() if self.subject_token is not None else None
+        if not (
+            self.settings.token_exchange and subject and self.record.client and self.record.token_endpoint
+        ):
+            return False
+        try:
+            await self._token_request(
+                http, exchange_form(subject, self.settings.subject_token_type, scope), None
+            )
+        except AuthRequired as exc:
+            fields = {"server": self.server, "reason": str(exc)}
+            _log.warning("token exchange refused: the person signs in instead", extra={"fields": fields})
+            return False
+        return True
 
     async def refresh(self) -> bool:
         """Use the refresh token; False (tokens dropped) when the server refuses it."""

@@ -61,14 +61,16 @@ class OAuthProvider:
         timeout_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         transport: httpx2.AsyncBaseTransport | None = None,
+        subject_token: Callable[[], str | None] | None = None,
     ) -> None:
         self.server = server
         self.url = url
         self.settings = settings
         self._clock = clock
         self._flows = OAuthFlows(
-            server, url, settings, vault, authorizer, timeout_s=timeout_s, clock=clock, transport=transport
-        )
+            server, url, settings, vault, authorizer, timeout_s=timeout_s, clock=clock, transport=transport,
+            subject_token=subject_token,
+        )  # fmt: skip
         self._lock = trio.Lock()
         self._step_ups = 0
         self._refused = False  # a fresh token was refused: renewing again is pointless

@@ -38,6 +38,11 @@ class OAuthSettings:
     # value or as a file read again for every grant (actors/auth/jwt_bearer.py).
     assertion: str | None = None
     assertion_file: str | None = None
+    # token_exchange (RFC 8693): a ``per_user`` server's authorization server accepts the
+    # token a person signed in to us with as ``subject_token``; it is exchanged for one of
+    # this server's before any browser sign-in is asked of them (actors/auth/grants.py).
+    token_exchange: bool = False
+    subject_token_type: str = "urn:ietf:params:oauth:token-type:access_token"
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> OAuthSettings:
@@ -58,4 +63,7 @@ class OAuthSettings:
             dpop=data.get("dpop") or "auto",
             assertion=data.get("assertion") or None,
             assertion_file=data.get("assertion_file") or None,
+            token_exchange=data.get("token_exchange") is True,
+            subject_token_type=data.get("subject_token_type")
+            or "urn:ietf:params:oauth:token-type:access_token",
         )

@@ -169,7 +169,9 @@ class RemoteConnector:
     Servers with an ``oauth`` block get one :class:`OAuthProvider` each, kept across
     reconnects (its tokens live in ``vault``: the store, or memory when embedding
     without a state directory); ``authorizer`` gets a person's consent when the
-    authorization-code flow needs one (none: the server waits in ``needs_auth``).
+    authorization-code flow needs one (none: the server waits in ``needs_auth``);
+    ``subject_token``, for one person's connections, gives the token they signed in to
+    us with, for token exchange.
     """
 
     def __init__(
@@ -178,10 +180,12 @@ class RemoteConnector:
         *,
         vault: TokenVault | None = None,
         authorizer: Authorizer | None = None,
+        subject_token: Callable[[], str | None] | None = None,
     ) -> None:
         self._redactor_factory = redactor_factory
         self._vault = vault
         self._authorizer = authorizer
+        self._subject_token = subject_token
         self._providers: dict[tuple[str, str, ClientTls | None], OAuthProvider] = {}
 
     def provider(self, spec: ServerSpec) -> OAuthProvider | None:
@@ -204,6 +208,7 @@ class RemoteConnector:
                 self._authorizer,
                 timeout_s=min(spec.init_timeout_s, 30.0),
                 transport=tls_transport(spec.name, spec.tls),
+                subject_token=self._subject_token,
             )
             self._providers[key] = provider
         return provider

@@ -13,6 +13,8 @@ from actors.auth import DPOP_MODES, FLOWS, SETTING_KEYS
 from .expansion import Expander
 from .values import SENSITIVE_NAME, Invalid, child, expect_object, show
 
+BOOLEAN_KEYS = ("token_exchange",)
+
 
 def read_oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[str, Any] | None:
     """A remote server's ``oauth`` block, checked and expanded (None when absent or false)."""
@@ -24,7 +26,10 @@ def read_oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[st
         if key not in SETTING_KEYS:
             known = ", ".join(SETTING_KEYS)
             raise Invalid(child(where, key), f"unknown OAuth setting; expected one of {known}")
-        if not isinstance(value, str):
+        if key in BOOLEAN_KEYS:
+            if not isinstance(value, bool):
+                raise Invalid(child(where, key), f"expected true or false, got {show(value)}")
+        elif not isinstance(value, str):
             raise Invalid(child(where, key), f"expected a string, got {show(value)}")
     frozen: Mapping[str, Any] = exp.deep(settings, where)
     flow = frozen.get("flow", "authorization_code")
@@ -38,6 +43,12 @@ def read_oauth(entry: Mapping[str, Any], path: str, exp: Expander) -> Mapping[st
         for needed in ("client_id", "idp_token_endpoint", "id_token"):
             if not frozen.get(needed):
                 raise Invalid(where, f'the cross_app_access flow needs "{needed}"')
+    if frozen.get("token_exchange") and flow != "authorization_code":
+        raise Invalid(
+            child(where, "token_exchange"),
+            f"token exchange stands in for a person's sign-in (flow authorization_code), not the {flow} flow;"
+            " remove it or the flow",
+        )
     dpop = frozen.get("dpop", "auto")
     if dpop not in DPOP_MODES:
         raise Invalid(child(where, "dpop"), f"expected one of {', '.join(DPOP_MODES)}, got {show(dpop)}")

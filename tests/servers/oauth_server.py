@@ -39,6 +39,7 @@ from hypercorn.config import Config
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 
 
 @attrs.define
@@ -63,6 +64,9 @@ class OAuthOptions:
     reject_all: bool = False  # every MCP request gets 401, whatever the token
     tamper_state: bool = False  # /authorize redirects back with a wrong state
     insufficient_scope_for: str | None = None  # tools/call of this tool: 403 unless scope mcp:write
+    # token exchange (RFC 8693, when TOKEN_EXCHANGE is in grant_types): the person a
+    # subject_token stands for (as an identity provider's token would), None: refused
+    exchange_subject: Callable[[str], str | None] | None = None
 
 
 @attrs.define
@@ -103,6 +107,7 @@ class OAuthServer:
         self.mcp = FaultServer(options.mcp)
         self.base = ""  # set once it listens
         self.token_requests: list[dict[str, str]] = []
+        self.exchanged: list[str] = []  # whom each accepted token exchange stood for
         self.registrations: list[dict[str, Any]] = []
         self.authorize_requests: list[dict[str, str]] = []
         self.metadata_requests: list[str] = []
@@ -245,7 +250,8 @@ class OAuthServer:
             return await _json(send, 400, {"error": "invalid_client_metadata"})
         self.registrations.append(body)
         uris = body.get("redirect_uris")
-        if not uris or not isinstance(uris, list):
+        exchange_only = body.get("grant_types") == [TOKEN_EXCHANGE] and uris == []  # no browser: no redirect
+        if not exchange_only and (not uris or not isinstance(uris, list)):
             return await _json(send, 400, {"error": "invalid_redirect_uri"})
         method = self.options.dcr_auth_method
         client = _Client(f"client-{next(self._ids)}", "" if method == "none" else secrets.token_urlsafe(16),
@@ -365,6 +371,13 @@ class OAuthServer:
             if not client.secret:
                 raise OAuthError(400, "unauthorized_client", "client_credentials needs a confidential client")
             grant, refresh = _Grant(client.id, form.get("scope", ""), form.get("resource")), False
+        elif grant_type == TOKEN_EXCHANGE:
+            subject = self.options.exchange_subject
+            person = subject(form.get("subject_token", "")) if subject is not None else None
+            if person is None:
+                raise OAuthError(400, "invalid_grant", "the subject_token is not one this server accepts")
+            grant = _Grant(client.id, form.get("scope", ""), form.get("resource"))
+            self.exchanged.append(person)
         else:
             raise OAuthError(400, "unsupported_grant_type", grant_type)
         access = f"at-{secrets.token_urlsafe(16)}"

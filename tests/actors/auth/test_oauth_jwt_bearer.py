@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 import httpx2
 import pytest
 
-from actors.auth.flows import JWT_BEARER_GRANT
+from actors.auth.grants import JWT_BEARER_GRANT
 from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
 from actors.transport_errors import AuthRequired
 from supervisor.cli.conformance_client import CLIENT_METADATA_URL, oauth_settings

@@ -11,7 +11,7 @@ import httpx2
 import pytest
 import trio
 
-from actors.auth.flows import ID_JAG_TYPE, ID_TOKEN_TYPE, JWT_BEARER_GRANT, TOKEN_EXCHANGE
+from actors.auth.grants import ID_JAG_TYPE, ID_TOKEN_TYPE, JWT_BEARER_GRANT, TOKEN_EXCHANGE
 from actors.auth.http import MAX_METADATA_BYTES
 from actors.auth.provider import MemoryVault, OAuthProvider, OAuthSettings
 from actors.log_events import event_name
