@@ -3,11 +3,13 @@
 A ``per_user`` server (``credentials: "per_user"``) is in the shared catalog with no
 connection of its own: its mailbox is read here and refuses what reaches it. Each
 person P who needs it gets one connection actor of their own, with a connector whose
-vault is P's (``StoreVault.for_person``: P's tokens, refresh token and DPoP key) and
+vault is P's (``StoreVault.for_person``: P's tokens, refresh token and DPoP key),
 whose authorizer files P's authorization URL in ``SignIns`` instead of opening a
-browser. Its views are the router's overlay of the owner ``person:<P>``, which every
-session of P sees over the shared catalog (``Catalog.view_for``). Never one shared
-session with swapped headers: one connection per (server, person).
+browser, and which, for a server with ``oauth.token_exchange``, first exchanges the
+token P signed in to us with (``signed_in``) for one of the server's. Its views are
+the router's overlay of the owner ``person:<P>``, which every session of P sees over
+the shared catalog (``Catalog.view_for``). Never one shared session with swapped
+headers: one connection per (server, person).
 
 Started lazily, at the first turn of a session of P (``ensure``), and ended, with
 the overlay, once P has had no open session for ``idle_s`` (the gateway's
@@ -24,6 +26,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from actors.auth.settings import OAuthSettings
 from actors.connection.messages import (
     CallTool,
     Command,
@@ -95,6 +98,9 @@ class PersonConnections:
         self._people: dict[str, _Person] = {}
         self._stopping: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
+        exchanging = (OAuthSettings.from_mapping(spec.oauth).token_exchange for spec in self.specs.values())
+        self._exchanging = any(exchanging)
+        self._inbound: dict[str, str] = {}  # person → the access token they last signed in to us with
         self.cell: CatalogCell | None = None
         """The router's catalog cell (the supervisor sets it once the router is built)."""
 
@@ -108,6 +114,14 @@ class PersonConnections:
         now = config()
         idle_s = lambda: config().gateway.session_idle_s  # noqa: E731
         return cls(now.servers, factory, vault, SignIns(), idle_s=idle_s, extra_secrets=now.secrets)
+
+    def signed_in(self, person: str, token: str) -> None:
+        """A request of ``person`` came with ``token`` from the identity provider (the
+        guard's sign-in): the latest is what token exchange sends for them
+        (``oauth.token_exchange``). Kept in memory only, and only while a server
+        exchanges; dropped when the person's connections end."""
+        if self._exchanging:
+            self._inbound[person] = token
 
     def others(self, specs: Iterable[ServerSpec]) -> list[ServerSpec]:
         """``specs`` without the ``per_user`` servers: what the shared connections run."""
@@ -196,6 +210,7 @@ class PersonConnections:
             lambda spec: Redactor((*spec.secrets, *extra)),
             vault=vault,
             authorizer=PersonAuthorizer(self.sign_ins, person),
+            subject_token=lambda: self._inbound.get(person),
         )
 
     def restart(self, name: str, person: str) -> None:
@@ -218,6 +233,7 @@ class PersonConnections:
                 continue
             break
         del self._people[person]
+        self._inbound.pop(person, None)
         self._stopping[person] = stopped = trio.Event()
         try:
             await self._stop([held])

@@ -51,6 +51,7 @@ def compose(supervisor: Supervisor, *, bind_is_loopback: bool) -> Apps:
     """Every app of ``serve`` for ``supervisor``, wired."""
     scrubber = SecretScrubber(supervisor.config.secrets)
     guard = Guard(lambda: supervisor.config, bind_is_loopback=bind_is_loopback, scrubber=scrubber)
+    guard.seen = supervisor.people.signed_in  # a person's token, for token exchange
     hosted = HostedSessions(supervisor)
     gateway = GatewaySessions(supervisor, scrub=scrubber.scrub)
     cell = supervisor.router.cell

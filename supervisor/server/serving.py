@@ -41,6 +41,7 @@ from supervisor.admin.app import admin_api
 from supervisor.server.apps import compose
 from supervisor.server.hypercorn_patches import ServeConfig, install_all
 from supervisor.settings.net import bind_is_loopback
+from supervisor.settings.signin import SigninSettings
 
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
@@ -153,11 +154,12 @@ class Server:
         api.cut_streams()
 
 
-def sign_in_base(url: str) -> str:
+def sign_in_base(url: str, signin: SigninSettings | None) -> str:
     """Where people's browsers come back to after signing in to a ``per_user`` server
-    (``GET /v1/oauth/callback`` under it): the bound address, for now the only public
-    base the service knows."""
-    return url
+    (``GET /v1/oauth/callback`` under it): the public ``signin.resource`` when sign-in
+    is on (behind a TLS proxy the bound address is not what a browser reaches), else
+    the bound address."""
+    return url if signin is None else signin.resource.rstrip("/")
 
 
 async def serve(
@@ -186,7 +188,7 @@ async def serve(
             async with trio.open_nursery() as nursery:
                 try:
                     url: str = await nursery.start(server.run)
-                    supervisor.people.sign_ins.base_url = sign_in_base(url)
+                    supervisor.people.sign_ins.base_url = sign_in_base(url, supervisor.config.signin)
                     task_status.started(url)
                     started = True
                     await trio.sleep_forever()

@@ -17,14 +17,16 @@ def read_credentials(
     """``shared`` (the default: one OAuth identity for everyone) or ``per_user`` (each
     person signs in for themselves), which needs what makes a person's sign-in: a
     remote server with an ``oauth`` block, run shared (one connection per person)."""
-    if "credentials" not in entry:
-        return Credentials.SHARED
-    where = child(path, "credentials")
-    raw = entry["credentials"]
-    value = expect_choice(exp.text(raw, where), raw, where, [c.value for c in Credentials])
-    credentials = Credentials(value)
+    credentials = _chosen(entry, path, exp)
     if credentials is Credentials.SHARED:
+        if isinstance(entry.get("oauth"), Mapping) and entry["oauth"].get("token_exchange") is True:
+            raise Invalid(
+                child(child(path, "oauth"), "token_exchange"),
+                "token exchange sends each person's own sign-in token, so it needs "
+                '"credentials": "per_user"; add that, or remove token_exchange',
+            )
         return credentials
+    where = child(path, "credentials")
     if not oauth:
         raise Invalid(
             where,
@@ -38,3 +40,11 @@ def read_credentials(
             'remove "scope": "session" (or "bridge": true), or \'credentials\'',
         )
     return credentials
+
+
+def _chosen(entry: Mapping[str, Any], path: str, exp: Expander) -> Credentials:
+    if "credentials" not in entry:
+        return Credentials.SHARED
+    where = child(path, "credentials")
+    raw = entry["credentials"]
+    return Credentials(expect_choice(exp.text(raw, where), raw, where, [c.value for c in Credentials]))

@@ -91,6 +91,9 @@ class Guard:
         self._config = config()
         self._tokens = TokenBook(self._config.admin.tokens)
         self._signin = None if self._config.signin is None else SignIn(self._config.signin)
+        self.seen: Callable[[str, str], None] | None = None
+        """Told (person, access token) of every signed-in request: what token exchange
+        sends upstream for that person (``server/apps.py`` wires it)."""
 
     @property
     def config(self) -> Config:
@@ -122,7 +125,7 @@ class Guard:
         signin = self.signin
         assert signin is not None  # only Presented with sign-in on
         try:
-            return await signin.principal_of(token)
+            principal = await signin.principal_of(token)
         except SigninRefused as refused:
             reason = str(refused)
             header = challenge(signin.settings, operation, reason)
@@ -130,6 +133,9 @@ class Guard:
         except IdpUnavailable as down:
             message = f"sign-in cannot check the token now: {down}; try again later"
             return ApiError(503, "unavailable", message, {"Retry-After": str(IDP_RETRY_AFTER_S)})
+        if self.seen is not None and principal.person is not None:
+            self.seen(principal.person, token)
+        return principal
 
     async def verdict(
         self, headers: HeaderLookup, scope: Mapping[str, Any], operation: str | None

@@ -46,3 +46,15 @@ def test_what_cannot_be_per_user_is_refused_naming_the_key_and_the_fix(
     message = str(caught.value)
     assert "$.servers.gh.credentials" in message and says in message
     assert "remove" in message or "did you mean 'per_user'" in message
+
+
+@pytest.mark.parametrize("credentials", [{}, {"credentials": "shared"}])
+def test_token_exchange_on_a_shared_server_is_refused(tmp_path: Path, credentials: dict[str, str]) -> None:
+    """Token exchange sends a person's own token: a shared server has no person."""
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, {"url": URL, "oauth": {"token_exchange": True}, **credentials})
+    message = str(caught.value)
+    assert "$.servers.gh.oauth.token_exchange" in message and 'needs "credentials": "per_user"' in message
+    assert load(tmp_path, {"url": URL, "oauth": {"token_exchange": True}, "credentials": "per_user"}) is (
+        Credentials.PER_USER
+    )

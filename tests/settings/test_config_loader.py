@@ -424,13 +424,13 @@ ERRORS: list[tuple[object, str, str]] = [
      "client_metadata_url, private_key, signing_algorithm, token_endpoint_auth_method, "
      "idp_token_endpoint, idp_client_id, idp_client_secret, id_token, dpop, assertion, "
      "assertion_file, token_exchange, subject_token_type"),
-    ({"servers": {"s": {"url": "https://h/", "oauth": {"token_exchange": "yes"}}}}, f"{S}.oauth.token_exchange",
-     'expected true or false, got "yes"'),
+    ({"servers": {"s": {"url": "https://h/", "oauth": {"token_exchange": "yes"}}}},
+     f"{S}.oauth.token_exchange", 'expected true or false, got "yes"'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"token_exchange": True, "flow": "client_credentials",
                                                         "client_id": "c"}}}},
      f"{S}.oauth.token_exchange",
-     "token exchange stands in for a person's sign-in (flow authorization_code), not the client_credentials flow;"
-     " remove it or the flow"),
+     "token exchange stands in for a person's sign-in (flow authorization_code), not the "
+     "client_credentials flow; remove it or the flow"),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"scope": ["a"]}}}}, f"{S}.oauth.scope",
      'expected a string, got ["a"]'),
     ({"servers": {"s": {"url": "https://h/", "oauth": {"flow": "implicit"}}}}, f"{S}.oauth.flow",
