@@ -376,7 +376,7 @@ class OAuthServer:
             person = subject(form.get("subject_token", "")) if subject is not None else None
             if person is None:
                 raise OAuthError(400, "invalid_grant", "the subject_token is not one this server accepts")
-            grant = _Grant(client.id, form.get("scope", ""), form.get("resource"))
+            grant = _Grant(client.id, form.get("scope", ""), form.get("resource"), user=person)
             self.exchanged.append(person)
         else:
             raise OAuthError(400, "unsupported_grant_type", grant_type)
