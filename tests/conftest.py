@@ -30,6 +30,7 @@ from hypothesis import settings
 
 from actors.transports.pidfiles import ProcStat, read_proc_stat
 from actors.transports.process_group import spawned_process_groups
+from tests.support.postgres import pg_cluster, postgres_url  # noqa: F401 (fixtures for every test)
 
 if TYPE_CHECKING:
     from tests.support.traces import Traces
