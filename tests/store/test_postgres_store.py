@@ -1,7 +1,7 @@
 """The store on PostgreSQL, beyond the contract tests both backends run (conftest.py):
 ``store.url`` in the config, a database that cannot be used as one ``state error`` line
-(exit status 3) naming the store without its password, and migrations that two
-processes may run at once."""
+(exit status 3) naming the store without its password, migrations that two
+processes may run at once, and a database that goes away mid-run and comes back."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
+import orjson
 import psycopg
 import pytest
+import trio
 
 from supervisor.runtime.state_dir import StateError, open_store
 from supervisor.settings.model import Config, StoreSettings
@@ -22,6 +25,9 @@ from supervisor.store import SCHEMA_VERSION, Store
 from supervisor.store.postgres import display_url, open_postgres
 from supervisor.store.sealing import PREFIX
 from tests.settings.test_config_loader import fail, load
+from tests.support.admin import until
+from tests.support.inprocess import Running, running
+from tests.support.postgres import Cluster
 
 CLI = [sys.executable, "-m", "supervisor.cli"]
 PASSWORD = "hunter2-planted"
@@ -156,3 +162,46 @@ def test_processes_migrating_one_database_at_once_each_find_it_done(postgres_url
         store.close()
     with psycopg.connect(postgres_url) as connection:
         assert connection.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+
+
+def _admin(cluster: Cluster, statement: str) -> None:
+    with psycopg.connect(cluster.admin_url, autocommit=True) as admin:
+        admin.execute(statement)
+
+
+async def _health(run: Running) -> dict[str, Any]:
+    status, body = await run.get("/v1/health")
+    assert status == 200
+    data: dict[str, Any] = orjson.loads(body)
+    return data
+
+
+async def test_a_postgresql_that_goes_away_degrades_health_calls_go_on_and_rows_catch_up(
+    tmp_path: Path, postgres_url: str, pg_cluster: Cluster
+) -> None:
+    database = postgres_url.rsplit("/", 1)[1]
+    async with running(tmp_path, store=StoreSettings(url=postgres_url)) as run:
+        assert (await run.turn.call("fake_echo", {"n": 0})).ok
+        assert len(await run.rows()) == 1
+        assert await _health(run) == {
+            **await _health(run),
+            "status": "ok",
+            "store": display_url(postgres_url),
+        }
+        # Gone: no new connection is let in, and the store's own is ended.
+        _admin(pg_cluster, f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        _admin(
+            pg_cluster, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+        )
+        with trio.fail_after(20):
+            for n in range(1, 6):
+                assert (await run.turn.call("fake_echo", {"n": n})).ok, "answered all the same"
+            await run.sup.store.flush()  # the store's writes failed behind the answers
+        assert (await _health(run))["status"] == "degraded"
+        assert run.sup.journal.waiting == 5, "the rows the database refused wait in the journal"
+        # Back: the journal folds the rows in on its next retry, and the store reconnects.
+        _admin(pg_cluster, f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        await until(lambda: not run.sup.store.store.unavailable and not run.sup.journal.waiting, 20)
+        assert (await _health(run))["status"] == "ok"
+        rows = await run.rows()
+    assert len(rows) == 6 and len({row.record for row in rows}) == 6
