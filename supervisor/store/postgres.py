@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from supervisor.store.errors import DatabaseError
 
@@ -32,16 +33,15 @@ CONNECT_TIMEOUT_S = 5
 
 
 def display_url(url: str) -> str:
-    """``postgresql://host:port/db``: the store named without its user or password."""
-    from psycopg.conninfo import conninfo_to_dict
-
+    """``postgresql://host:port/db``: the store named without its user or password
+    (read without psycopg, so that naming the store never needs the driver)."""
     try:
-        parts = conninfo_to_dict(url)
-    except Exception:  # a URL psycopg cannot parse: name it without anything after the scheme
+        parts = urlsplit(url)
+        host, port = parts.hostname or "localhost", parts.port or 5432
+    except ValueError:  # a bad port: name it without anything after the scheme
         return "postgresql://?"
-    host = str(parts.get("host") or "localhost")
     host = f"[{host}]" if ":" in host else host
-    return f"postgresql://{host}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
+    return f"postgresql://{host}:{port}{parts.path or '/'}"
 
 
 def _diagnosis(message: str) -> tuple[str, str]:
@@ -97,7 +97,7 @@ class PgConnection:
         word = sql.lstrip().split(None, 1)[0].upper()
         if word == "PRAGMA":
             return _Nothing()
-        if word == "BEGIN":
+        if sql == "BEGIN IMMEDIATE":  # SQLite's write lock at once; a PostgreSQL row locks when written
             sql = "BEGIN"
         if self._closed:
             raise DatabaseError("cannot operate on a closed store", failed=False)

@@ -41,11 +41,13 @@ which read ``user_version``, refuse the file instead of migrating it from a stal
 @attrs.frozen
 class Dialect:
     """What differs between the backends' SQL: ``words`` fill the steps' fields,
-    ``begin_write`` starts a migration's transaction and takes its lock."""
+    ``begin_write`` starts a migration's transaction and takes its lock, ``begin_read``
+    a transaction whose statements all read one snapshot."""
 
     name: str
     words: Mapping[str, str]
     begin_write: tuple[str, ...]
+    begin_read: str
     list_tables: str
 
 
@@ -57,6 +59,7 @@ SQLITE = Dialect(
         "keep_oauth_key": "",
     },
     ("BEGIN IMMEDIATE",),
+    "BEGIN",  # a read transaction reads one snapshot of the file
     "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'",
 )
 POSTGRES = Dialect(
@@ -68,6 +71,7 @@ POSTGRES = Dialect(
         "keep_oauth_key": "ALTER INDEX oauth_pkey RENAME TO oauth_before_person_pkey",
     },
     ("BEGIN", "SELECT pg_advisory_xact_lock(7306214851)"),  # any constant of ours: the schema lock
+    "BEGIN ISOLATION LEVEL REPEATABLE READ",  # read committed takes a snapshot per statement
     "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
 )
 
@@ -287,7 +291,7 @@ def prepare(connection: Any, path: Path | str, dialect: Dialect = SQLITE) -> Non
     process may commit its first migration, and its tables without their version would
     look like another program's database.
     """
-    connection.execute("BEGIN")
+    connection.execute(dialect.begin_read)
     try:
         check_ours(connection, path, check_version(connection, path, dialect=dialect), dialect=dialect)
     finally:
