@@ -30,9 +30,9 @@ from hypothesis import settings
 
 from actors.transports.pidfiles import ProcStat, read_proc_stat
 from actors.transports.process_group import spawned_process_groups
-from tests.support.postgres import pg_cluster, postgres_url  # noqa: F401 (fixtures for every test)
 
 if TYPE_CHECKING:
+    from tests.support.postgres import Cluster
     from tests.support.traces import Traces
 
 # Property tests check behaviour, not speed: a 200 ms per-example deadline fails them
@@ -62,6 +62,29 @@ def traces() -> Iterator[Traces]:
 
     with recording() as made:
         yield made
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster per test process (``tests/support/postgres.py``; imported
+    here, not above, as ``traces`` is: this file also runs where ``tests`` is no package)."""
+    from tests.support.postgres import start_cluster
+
+    running = start_cluster()
+    try:
+        yield running.cluster
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def postgres_url(pg_cluster: Cluster) -> Iterator[str]:
+    """``postgresql://mcp:<password>@127.0.0.1:<port>/<db>``: a fresh empty database for this
+    test, dropped after it; skips with the reason when PostgreSQL or psycopg is missing."""
+    from tests.support.postgres import fresh_database
+
+    with fresh_database(pg_cluster) as url:
+        yield url
 
 
 def _all_processes() -> list[ProcStat]:

@@ -8,9 +8,10 @@ folder; ``fsync`` is off (nothing here must survive a crash of the machine). Eve
 needs a password (scram-sha-256): the superuser's is in ``admin_url``, and the role ``mcp``
 owns the databases ``fresh_database`` makes.
 
-Fixtures (registered in ``tests/conftest.py``): ``pg_cluster``, one cluster per session
-(per xdist worker), and ``postgres_url``, a fresh empty database for one test, dropped
-after it. Both skip, saying why, when PostgreSQL or psycopg is missing (``needs_postgres``).
+The fixtures ``pg_cluster`` (one cluster per session, so per xdist worker) and
+``postgres_url`` (a fresh empty database for one test, dropped after it) are in
+``tests/conftest.py`` and use ``start_cluster`` and ``fresh_database``. Both skip, saying
+why, when PostgreSQL or psycopg is missing (``needs_postgres``).
 """
 
 from __future__ import annotations
@@ -243,20 +244,3 @@ def fresh_database(cluster: Cluster) -> Iterator[str]:
     finally:
         with psycopg.connect(cluster.admin_url, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[Cluster]:
-    """One throwaway cluster per test process (xdist worker), stopped and removed at its end."""
-    running = start_cluster()
-    try:
-        yield running.cluster
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-def postgres_url(pg_cluster: Cluster) -> Iterator[str]:
-    """``postgresql://mcp:<password>@127.0.0.1:<port>/<db>``: an empty database for this test."""
-    with fresh_database(pg_cluster) as url:
-        yield url
