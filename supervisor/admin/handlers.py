@@ -164,11 +164,18 @@ class AdminApi(PublicHandlers, SurfaceHandlers):
     # ------------------------------------------------------------------ service
 
     async def health(self) -> TrioResponse:
-        # degraded: audit rows wait in memory for the disk (supervisor.store.journal); how
-        # many is in the metrics, which are the operator's.
-        status = "degraded" if self.supervisor.journal.degraded else "ok"
+        # degraded: audit rows wait in memory for the disk (supervisor.store.journal), or
+        # in the journal for a PostgreSQL that went away; how many is in the metrics,
+        # which are the operator's. ``store`` names the database, never its credentials.
+        store = self.supervisor.store.store
+        degraded = self.supervisor.journal.degraded or store.unavailable
         return self._json(
-            {"status": status, "servers": len(self.supervisor.config.servers), "epoch": self._epoch()}
+            {
+                "status": "degraded" if degraded else "ok",
+                "servers": len(self.supervisor.config.servers),
+                "epoch": self._epoch(),
+                "store": store.name,
+            }
         )
 
     async def metrics(self) -> TrioResponse:

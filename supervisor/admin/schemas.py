@@ -113,7 +113,15 @@ SCHEMAS: dict[str, Any] = {
         bearer_methods_supported={"type": "array", "items": {"const": "header"}},
     ),
     "Health": _obj(
-        ("status", "servers", "epoch"), status={"enum": ["ok", "degraded"]}, servers=_INT, epoch=_INT
+        ("status", "servers", "epoch", "store"),
+        status={"enum": ["ok", "degraded"]},
+        servers=_INT,
+        epoch=_INT,
+        store={
+            "type": "string",
+            "description": "The store: 'sqlite' (in the state directory), or the PostgreSQL "
+            "database as postgresql://host:port/db (never its credentials).",
+        },
     ),
     "Transition": _obj(
         ("at", "state", "previous", "reason", "phase"),

@@ -158,8 +158,11 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
         _raw(reply.text)
         return EXIT_OK
     servers = _items(reply, "servers", "servers", client.url)
+    store = _store_name(client)
     if not servers:
         _out("no servers configured")
+        if store:
+            _out(f"store: {store}")
         return EXIT_OK
     headers = ["SERVER", "STATE", "PROTOCOL", "AVAILABLE", "TOOLS", "RETRY", "ATTEMPT", "LAST ERROR"]
     rows = [
@@ -183,7 +186,20 @@ def cmd_status(client: AdminClient, args: argparse.Namespace) -> int:
     ]
     for line in render_table(headers, rows, table_width(sys.stdout, args.wide)):
         _out(line)
+    if store:
+        _out(f"store: {store}")
     return EXIT_OK
+
+
+def _store_name(client: AdminClient) -> str | None:
+    """The service's store as ``/v1/health`` names it (``sqlite``, or the PostgreSQL
+    URL without credentials); None from a service too old to say."""
+    try:
+        data = client.request("GET", "/v1/health").data
+    except ClientError:
+        return None
+    store = data.get("store") if isinstance(data, dict) else None
+    return store if isinstance(store, str) else None
 
 
 def cmd_tools(client: AdminClient, args: argparse.Namespace) -> int:

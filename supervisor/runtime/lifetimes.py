@@ -5,7 +5,7 @@ A running supervisor is a stack of lifetimes, each inside the one that outlives 
 "Lifetimes" in ``docs/architecture.md``)::
 
     instance lock (+ child subreaper)      released last; escapees swept before
-     └ store: SQLite open                  dead instances recovered into it first
+     └ store: SQLite (or PostgreSQL) open  dead instances recovered into it first
         └ store actor, audit journal, memory trim
            └ router                        folds what came before its stop, then ends
               └ stdio hub                  one task for every local server's exits

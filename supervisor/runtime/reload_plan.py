@@ -16,8 +16,9 @@ without a running supervisor:
   it: a rate limit's buckets keep their tokens), ``exposure`` (turns begun after it, in
   a new epoch), ``admin.tokens`` and ``signin`` (the guard's next request; its kept
   key sets are dropped only when the section changed) apply live.
-- ``admin.bind``, ``state_dir`` and ``audit.keep_days`` (the retention task is started
-  with the supervisor) cannot change while running: the reload is refused, naming the
+- ``admin.bind``, ``state_dir``, ``store.url`` (the store is opened once) and
+  ``audit.keep_days`` (the retention task is started with the supervisor) cannot change
+  while running: the reload is refused, naming the
   key (``ReloadRefused``), and nothing changes.
 """
 
@@ -31,6 +32,7 @@ import attrs
 from actors.spec import Credentials, Scope, ServerSpec
 from supervisor.settings.model import Config
 from supervisor.settings.net import bind_is_loopback
+from supervisor.store.postgres import display_url
 
 __all__ = ["LAUNCH_KEYS", "LIVE_KEYS", "ReloadPlan", "ReloadRefused", "ServerChange", "plan_reload"]
 __all__ += ["NO_FILE", "shared_specs"]
@@ -148,10 +150,14 @@ class ReloadPlan:
         return {key: value or "-" for key, value in fields.items()}
 
 
+def _store_named(config: Config) -> str:
+    return "sqlite" if config.store.url is None else display_url(config.store.url)
+
+
 def plan_reload(old: Config, new: Config) -> ReloadPlan:
     """The plan that turns a supervisor running ``old`` into one running ``new``.
 
-    Raises ReloadRefused: ``admin.bind``, ``state_dir`` or ``audit`` changed (a restart is
+    Raises ReloadRefused: ``admin.bind``, ``state_dir``, ``store.url`` or ``audit`` changed (a restart is
     needed), or the tokens were all removed while the admin API listens beyond loopback.
     """
     file = new.source or old.source or "(no config file)"
@@ -194,6 +200,9 @@ def _refuse_fixed(old: Config, new: Config, file: str) -> None:
         )
     if old.state_dir != new.state_dir:
         raise ReloadRefused(file, "$.state_dir", f"changed ({old.state_dir} -> {new.state_dir}); {restart}")
+    if old.store.url != new.store.url:  # the URL holds a password: named, never shown
+        moved = f"changed ({_store_named(old)} -> {_store_named(new)}); {restart}"
+        raise ReloadRefused(file, "$.store.url", moved)
     if old.audit != new.audit:
         was, now = old.audit.keep_days, new.audit.keep_days
         raise ReloadRefused(file, "$.audit.keep_days", f"changed ({was} -> {now}); {restart}")

@@ -24,6 +24,7 @@ from supervisor.runtime.secrets_key import LOST, KeyFileError, store_keys
 from supervisor.settings.model import Config
 from supervisor.settings.values import visible
 from supervisor.store import DB_FILENAME, Store, StoreError, StoreForeignError, StoreVersionError
+from supervisor.store.errors import DatabaseError
 from supervisor.store.sealing import Sealer
 
 __all__ = [
@@ -58,6 +59,8 @@ def default_state_dir() -> Path:
 
 MOVE_AWAY = "move the file away (nothing in it was changed) to start with an empty store"
 ELSEWHERE = "choose another state directory (--state-dir)"
+MOVE_AWAY_AFRESH = "move the file away to start afresh"
+NEW_DATABASE = "point store.url at an empty database to start afresh"
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
@@ -116,12 +119,20 @@ def lock_instance(state_path: Path, kind: str) -> InstanceLock:
 
 
 def open_store(state_path: Path, config: Config) -> Store:
-    """``Store.open`` on the directory's database, its OAuth records sealed with the
-    config's keys (``secrets_key.py``; plaintext ones from before are sealed now),
-    every failure a StateError."""
-    db_path = state_path / DB_FILENAME
-    with state_errors(db_path):
-        store = Store.open(db_path)  # first: an unusable directory is named by its database
+    """``Store.open`` on the directory's database, or with ``store.url`` the PostgreSQL
+    database there (the directory keeps the lock, journals, pidfiles and key), its
+    OAuth records sealed with the config's keys (``secrets_key.py``; plaintext ones from
+    before are sealed now), every failure a StateError."""
+    db_path: Path | str = state_path / DB_FILENAME
+    if config.store.url is not None:
+        from supervisor.store.postgres import display_url, open_postgres
+
+        db_path = display_url(config.store.url)
+        with state_errors(db_path):
+            store = open_postgres(config.store.url)
+    else:
+        with state_errors(db_path):
+            store = Store.open(db_path)  # first: an unusable directory is named by its database
     try:
         try:
             sealer = Sealer(store_keys(config, state_path))
@@ -136,7 +147,7 @@ def open_store(state_path: Path, config: Config) -> Store:
 
 
 @contextlib.contextmanager
-def state_errors(db_path: Path) -> Iterator[None]:
+def state_errors(db_path: Path | str) -> Iterator[None]:
     """Turn a StoreError inside into the StateError that says what to do about it."""
     try:
         yield
@@ -144,17 +155,24 @@ def state_errors(db_path: Path) -> Iterator[None]:
         raise _classify(db_path, exc) from exc
 
 
-def _classify(db_path: Path, exc: StoreError) -> StateError:
+def _classify(db_path: Path | str, exc: StoreError) -> StateError:
+    remote = isinstance(db_path, str)
     if isinstance(exc, StoreVersionError):
         return StateError(
             db_path,
             f"the store's schema version {exc.found} is newer than this supervisor supports "
             f"(up to {exc.supported})",
-            "run a newer mcp-supervisor, or move the file away to start afresh",
+            f"run a newer mcp-supervisor, or {NEW_DATABASE if remote else MOVE_AWAY_AFRESH}",
         )
     if isinstance(exc, StoreForeignError):
-        return StateError(db_path, f"not a supervisor database ({exc.reason})", MOVE_AWAY)
+        return StateError(
+            db_path, f"not a supervisor database ({exc.reason})", NEW_DATABASE if remote else MOVE_AWAY
+        )
     cause = exc.__cause__
+    if isinstance(cause, DatabaseError):
+        return StateError(db_path, str(cause), cause.fix or "check that PostgreSQL at store.url is usable")
+    if remote:
+        return StateError(db_path, str(exc).removeprefix(f"{db_path}: "), "check store.url")
     if isinstance(cause, IsADirectoryError):
         return StateError(db_path, "a directory, not the database file", f"move it away, or {ELSEWHERE}")
     if isinstance(cause, OSError):
@@ -168,7 +186,7 @@ def _classify(db_path: Path, exc: StoreError) -> StateError:
     return StateError(db_path, str(exc).removeprefix(f"{db_path}: "), ELSEWHERE)
 
 
-def _classify_sqlite(db_path: Path, cause: sqlite3.Error) -> StateError:
+def _classify_sqlite(db_path: Path | str, cause: sqlite3.Error) -> StateError:
     name = getattr(cause, "sqlite_errorname", "") or ""
     if name.startswith("SQLITE_NOTADB"):
         return StateError(db_path, f"not an SQLite database ({cause})", MOVE_AWAY)

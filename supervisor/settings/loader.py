@@ -48,6 +48,7 @@ from .rate_limits import read_limits
 from .secrets_at_rest import read_secrets_at_rest
 from .server_warnings import server_warnings
 from .signin import read_signin
+from .store_section import read_store
 from .top_level import top_level_warnings
 from .tracing import read_audit, read_tracing
 from .values import (
@@ -227,6 +228,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         limits=read_limits(root.get("limits", []), "$.limits", servers, exp),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),
         secrets_at_rest=read_secrets_at_rest(root.get("secrets_at_rest", {}), "$.secrets_at_rest", exp),
+        store=read_store(root.get("store", {}), "$.store", exp),
         signin=read_signin(root.get("signin"), "$.signin", exp),
     )
 

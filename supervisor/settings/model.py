@@ -106,6 +106,15 @@ class SecretsAtRest:
 
 
 @attrs.frozen(slots=True)
+class StoreSettings:
+    """Where the store is: ``url``, a PostgreSQL database (``postgresql://``), else
+    (None) SQLite in the state directory. ``secrets``: the URL's password, to redact."""
+
+    url: str | None = attrs.field(default=None, repr=False)
+    secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
+
+
+@attrs.frozen(slots=True)
 class AuditSettings:
     """How long the audit keeps its rows: ``keep_days`` (None, the default: all of
     them), else rows older than that are purged at start and hourly after."""
@@ -256,6 +265,7 @@ class Config:
     limits: tuple[RateLimit, ...] = ()
     state_dir: str | None = None
     secrets_at_rest: SecretsAtRest = SecretsAtRest()
+    store: StoreSettings = StoreSettings()
     signin: SigninSettings | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 
@@ -276,4 +286,5 @@ class Config:
         found.update(dict.fromkeys(self.admin.tokens))
         if self.signin is not None:
             found.update(dict.fromkeys(self.signin.secrets))
+        found.update(dict.fromkeys(self.store.secrets))
         return tuple(found)

@@ -21,7 +21,7 @@ from .values import Invalid, child, suggest
 __all__ = ["HOST_KEYS", "OUR_KEYS", "top_level_warnings"]
 
 OUR_KEYS: tuple[str, ...] = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge")
-OUR_KEYS += ("tracing", "exposure", "limits", "state_dir", "secrets_at_rest", "audit", "signin")
+OUR_KEYS += ("tracing", "exposure", "limits", "state_dir", "secrets_at_rest", "audit", "signin", "store")
 
 ANY_FILE = ("$schema",)
 """Keys any JSON file may carry (an editor's schema pointer)."""

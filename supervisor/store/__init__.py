@@ -1,4 +1,5 @@
-"""The embedded store: SQLite in the state directory (``supervisor.db``, WAL, mode 0600).
+"""The store: SQLite in the state directory (``supervisor.db``, WAL, mode 0600), the
+embedded default, or with the config's ``store.url`` a PostgreSQL database (``postgres``).
 
 It holds the audit rows, OAuth tokens, remembered approvals, tool-definition pins and
 the last-known tool lists (so a search can answer before a lazy server has started) and
@@ -7,8 +8,11 @@ writes survive a kill of the process without corruption.
 
 - ``records``: ``AuditRow``, ``hash_arguments`` (the audit keeps arguments only as a hash)
   and ``audit_hash`` (the same digest, faster where orjson writes the same bytes).
-- ``schema``: the ordered migration steps and ``PRAGMA user_version``.
-- ``database``: ``Store``, the synchronous SQLite wrapper (WAL, mode 0600).
+- ``schema``: the ordered migration steps, one list for both backends (the dialects'
+  words filled in per backend), and the ``schema_version`` table.
+- ``database``: ``Store``, the synchronous wrapper of either (WAL, mode 0600 for SQLite).
+- ``postgres``: ``open_postgres``, a ``Store`` on one psycopg 3 connection (the only
+  module that imports psycopg, on first use).
 - ``actor``: ``StoreActor``, its async owner: non-blocking submits of ``messages``,
   batched writes in a worker thread, writes survive shutdown; ``unsaved``: what it says
   of the writes the database refused that no journal holds.

@@ -1,8 +1,9 @@
-"""``Store``: the embedded SQLite database in the state directory (``supervisor.db``).
+"""``Store``: the embedded SQLite database in the state directory (``supervisor.db``),
+or a PostgreSQL database (``postgres.py`` opens that one; the methods here are the same).
 
-Everything here is synchronous and may block on disk. In the service, only the
-``StoreActor`` calls it, from Trio worker threads, so the event loop never waits on
-SQLite; startup code may call it directly before the actor runs.
+Everything here is synchronous and may block on disk or the network. In the service,
+only the ``StoreActor`` calls it, from Trio worker threads, so the event loop never
+waits on the database; startup code may call it directly before the actor runs.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 from actors.tool_definitions import DefinitionParts
-from supervisor.store.errors import StoreError
+from supervisor.store.errors import DB_ERRORS, StoreError
 from supervisor.store.oauth_rows import OAuthRows
 from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, ordered_json
-from supervisor.store.schema import check_ours, check_version, migrate
+from supervisor.store.schema import SQLITE, Dialect, migrate, prepare
 
 DB_FILENAME = "supervisor.db"
 """The store's file name inside the state directory."""
@@ -64,14 +65,8 @@ def _private_file(path: Path) -> None:
 def _prepare(connection: sqlite3.Connection, db_path: Path, busy_timeout_ms: int) -> None:
     """The pragmas and the migration of ``Store.open`` (see there), in that order."""
     # Version and ownership first: a file from a newer supervisor, or another
-    # program's database, is left exactly as found. Both read one snapshot: between two
-    # separate reads another process may commit its first migration, and its tables
-    # without their version would look like another program's database.
-    connection.execute("BEGIN")
-    try:
-        check_ours(connection, db_path, check_version(connection, db_path))
-    finally:
-        connection.execute("ROLLBACK")
+    # program's database, is left exactly as found.
+    prepare(connection, db_path)
     (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
     if str(mode).lower() != "wal":
         raise StoreError(
@@ -90,8 +85,9 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 class Store(OAuthRows):
-    """The supervisor's SQLite store: audit rows, remembered approvals, tool pins,
-    last-known tool lists and protocol eras. Open it with ``Store.open``.
+    """The supervisor's store: audit rows, remembered approvals, tool pins, last-known
+    tool lists and protocol eras. Open it with ``Store.open`` (SQLite) or
+    ``postgres.open_postgres``.
 
     Threads: the connection is opened with ``check_same_thread=False`` because its one
     owner (the ``StoreActor``) calls it from whichever Trio worker thread is free, one
@@ -99,15 +95,29 @@ class Store(OAuthRows):
     others, so an overlapping reader waits instead of reading inside another thread's
     open transaction.
 
-    Errors: every failure is a ``StoreError`` naming the file.
+    Errors: every failure is a ``StoreError`` naming the file (or the PostgreSQL URL
+    without its password: ``path`` is then that text).
     """
 
-    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, connection: Any, path: Path | str, *, dialect: Dialect = SQLITE) -> None:
         self.path = path
+        self.dialect = dialect
         self._connection = connection
         self._lock = threading.RLock()
         self._depth = 0  # open transaction() levels: 0 none, 1 BEGIN, more are savepoints
         self.sealer = None  # OAuth records stay plaintext until ``seal_with`` (oauth_rows.py)
+
+    @property
+    def name(self) -> str:
+        """The store as health and status name it: ``sqlite``, or the PostgreSQL URL
+        without credentials."""
+        return "sqlite" if self.dialect is SQLITE else str(self.path)
+
+    @property
+    def unavailable(self) -> bool:
+        """Whether the database server went away (PostgreSQL; rows wait in the journal
+        until it is back). SQLite in the state directory is never away."""
+        return bool(getattr(self._connection, "down", False))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -214,7 +224,7 @@ class Store(OAuthRows):
                 with self._errors("write"):
                     yield
             except BaseException:
-                with contextlib.suppress(sqlite3.Error):  # e.g. interrupted: already rolled back
+                with contextlib.suppress(*DB_ERRORS):  # e.g. interrupted: already rolled back
                     if depth:
                         self._connection.execute(f"ROLLBACK TO {savepoint}")
                         self._connection.execute(f"RELEASE {savepoint}")
@@ -224,9 +234,9 @@ class Store(OAuthRows):
             else:
                 try:
                     self._connection.execute(f"RELEASE {savepoint}" if depth else "COMMIT")
-                except sqlite3.Error as exc:
+                except DB_ERRORS as exc:
                     if not depth:  # never leave a half-open transaction behind for the next BEGIN
-                        with contextlib.suppress(sqlite3.Error):
+                        with contextlib.suppress(*DB_ERRORS):
                             self._connection.execute("ROLLBACK")
                     raise StoreError(f"{self.path}: cannot commit: {exc}") from exc
             finally:
@@ -236,12 +246,13 @@ class Store(OAuthRows):
     def _errors(self, doing: str) -> Iterator[None]:
         try:
             yield
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise StoreError(f"{self.path}: cannot {doing}: {exc}") from exc
 
     def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._errors("read"):
-            return self._connection.execute(sql, params).fetchall()
+            rows: list[tuple[Any, ...]] = self._connection.execute(sql, params).fetchall()
+            return rows
 
     # ------------------------------------------------------------------ audit
 
@@ -298,7 +309,8 @@ class Store(OAuthRows):
             raise ValueError("purge_audit takes exactly one of before= and person=")
         where, value = ("at < ?", before) if person is None else ("person = ?", person)
         with self.transaction():
-            return self._connection.execute(f"DELETE FROM audit WHERE {where}", (value,)).rowcount
+            deleted: int = self._connection.execute(f"DELETE FROM audit WHERE {where}", (value,)).rowcount
+            return deleted
 
     # ------------------------------------------------------------------ approvals
 

@@ -2,18 +2,35 @@
 
 ::
 
-    StoreError                  any failure to open, read or write <state_dir>/supervisor.db
-    ├── StoreVersionError       the file was written by a newer supervisor (schema too new)
-    └── StoreForeignError       an SQLite file, but not one of ours
+    StoreError                  any failure to open, read or write the store
+    ├── StoreVersionError       the database was written by a newer supervisor (schema too new)
+    └── StoreForeignError       a database, but not one of ours
 
-``sqlite3`` and ``OSError`` exceptions become these at the store's edge, so callers
-catch one family and the message always names the file.
+``sqlite3``, PostgreSQL (``DatabaseError``) and ``OSError`` exceptions become these at
+the store's edge, so callers catch one family and the message always names the store
+(the SQLite file, or the PostgreSQL URL without its password).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+
+class DatabaseError(Exception):
+    """What a PostgreSQL store's connection raised (``postgres.py``), in the terms the
+    store needs: ``failed`` when the database itself failed (gone, refused, timed out)
+    rather than one statement's data, as ``sqlite3.OperationalError`` says for SQLite;
+    ``fix``: what the operator can do, when the driver's words tell."""
+
+    def __init__(self, message: str, *, failed: bool, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.failed = failed
+        self.fix = fix  # what the operator can do, when known
+
+
+DB_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, DatabaseError)
+"""Every error a store's connection raises, either backend."""
 
 
 class StoreError(Exception):
@@ -27,7 +44,7 @@ class StoreVersionError(StoreError):
     schema means, and writing into it could corrupt data the newer version relies on.
     """
 
-    def __init__(self, path: Path, found: int, supported: int) -> None:
+    def __init__(self, path: Path | str, found: int, supported: int) -> None:
         super().__init__(
             f"{path}: store schema version {found} is newer than this supervisor supports "
             f"(up to {supported}); run a newer mcp-supervisor, or move the file away to start afresh"
@@ -45,7 +62,7 @@ class StoreForeignError(StoreError):
     as it is.
     """
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str) -> None:
         super().__init__(f"{path}: not a supervisor database ({reason}); move the file away to start afresh")
         self.path = path
         self.reason = reason
@@ -62,4 +79,4 @@ def database_failed(exc: BaseException) -> bool:
     """Whether the database itself failed (locked, full, I/O error, interrupted) rather
     than one message's data: a condition to name, not a bug to trace."""
     cause = exc.__cause__ if isinstance(exc, StoreError) else exc
-    return isinstance(cause, sqlite3.OperationalError)
+    return isinstance(cause, sqlite3.OperationalError) or (isinstance(cause, DatabaseError) and cause.failed)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,7 +39,7 @@ class OAuthRows:
     """The ``oauth`` table's methods of ``Store`` (``database.py``)."""
 
     sealer: Sealer | None
-    _connection: sqlite3.Connection
+    _connection: Any  # sqlite3.Connection, or postgres.PgConnection
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         raise NotImplementedError  # Store's

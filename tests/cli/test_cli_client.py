@@ -308,6 +308,20 @@ def tty(monkeypatch: pytest.MonkeyPatch, value: bool = True) -> None:
 # ------------------------------------------------------------------ status
 
 
+def test_status_names_the_store_its_service_reports_under_the_table(
+    fake: FakeAdmin, capsys: pytest.CaptureFixture[str]
+) -> None:
+    health = {"status": "ok", "servers": 2, "epoch": 1, "store": "postgresql://db.internal:5432/mcp"}
+    fake.errors[("GET", "/v1/health")] = (200, health)
+    assert run(fake, "status") == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.splitlines()[0].startswith("SERVER")
+    assert out.splitlines()[-1] == "store: postgresql://db.internal:5432/mcp"
+    fake.servers = {"servers": []}
+    assert run(fake, "status") == 0
+    assert capsys.readouterr().out.splitlines() == ["no servers configured", f"store: {health['store']}"]
+
+
 def test_status_prints_an_aligned_table_with_countdown_and_cut_error(
     fake: FakeAdmin, capsys: pytest.CaptureFixture[str]
 ) -> None:

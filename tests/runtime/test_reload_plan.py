@@ -13,6 +13,7 @@ from supervisor.settings.model import (
     AdminSettings,
     AuditSettings,
     Config,
+    StoreSettings,
     ToolSearchSettings,
     TracingSettings,
     TrustRule,
@@ -146,6 +147,7 @@ def test_settings_are_applied_live(name: str, changes: dict[str, Any]) -> None:
         ("$.admin.bind", {"admin": AdminSettings(bind="127.0.0.1:9999")}),
         ("$.state_dir", {"state_dir": "/var/lib/elsewhere"}),
         ("$.audit.keep_days", {"audit": AuditSettings(keep_days=30)}),
+        ("$.store.url", {"store": StoreSettings(url="postgresql://mcp:hunter2@db/mcp")}),
     ],
 )
 def test_bind_and_state_dir_cannot_change_while_running(key: str, changes: dict[str, Any]) -> None:
@@ -155,6 +157,7 @@ def test_bind_and_state_dir_cannot_change_while_running(key: str, changes: dict[
     text = str(refused.value)
     assert text.startswith(f"reload refused: /etc/mcp.json: {key}: changed (")
     assert "a restart of mcp-supervisor is needed" in text
+    assert "hunter2" not in text
 
 
 def test_removing_every_token_of_a_non_loopback_admin_api_is_refused() -> None:

@@ -73,7 +73,10 @@ def foreign(state: Path) -> Path:
 
 def with_version(db: Path, version: int) -> Path:
     with sqlite3.connect(db) as connection:
-        connection.execute(f"PRAGMA user_version = {version:d}")
+        if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").fetchone():
+            connection.execute(f"UPDATE schema_version SET version = {version:d}")
+        else:  # a file from before the version table
+            connection.execute(f"PRAGMA user_version = {version:d}")
     connection.close()
     return db
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,13 @@ def raw_bytes(db: Path) -> bytes:
 
 def sealed(db: Path, keys: tuple[bytes, ...]) -> Store:
     store = Store.open(db)
+    store.seal_with(Sealer(keys))
+    return store
+
+
+def sealed_by(reopen: Callable[[], Store], keys: tuple[bytes, ...]) -> Store:
+    """``sealed`` on either backend (``reopen``, conftest.py)."""
+    store = reopen()
     store.seal_with(Sealer(keys))
     return store
 
@@ -72,13 +80,12 @@ def test_a_rotation_old_key_second_opens_then_the_command_reseals_with_the_first
 
 
 def test_a_lost_key_drops_its_records_with_one_line_naming_the_server(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    reopen: Callable[[], Store], caplog: pytest.LogCaptureFixture
 ) -> None:
-    db = tmp_path / "supervisor.db"
-    with sealed(db, (OLD,)) as store:
+    with sealed_by(reopen, (OLD,)) as store:
         store.save_oauth("docs", URL, RECORD, 1.0)
     caplog.set_level(logging.WARNING, logger="supervisor.store.secrets")
-    with sealed(db, (NEW,)) as store:
+    with sealed_by(reopen, (NEW,)) as store:
         assert store.oauth_record("docs", URL) is None
         store.save_oauth("docs", URL, RECORD, 2.0)  # the person signs in again
         assert store.oauth_record("docs", URL) == RECORD
@@ -89,13 +96,14 @@ def test_a_lost_key_drops_its_records_with_one_line_naming_the_server(
     assert not any(planted.decode() in line.getMessage() + str(fields) for planted in PLANTED)
 
 
-def test_a_store_opened_without_keys_keeps_sealed_records_it_cannot_read(tmp_path: Path) -> None:
-    db = tmp_path / "supervisor.db"
-    with sealed(db, (OLD,)) as store:
+def test_a_store_opened_without_keys_keeps_sealed_records_it_cannot_read(
+    reopen: Callable[[], Store],
+) -> None:
+    with sealed_by(reopen, (OLD,)) as store:
         store.save_oauth("docs", URL, RECORD, 1.0)
-    with Store.open(db) as store:
+    with reopen() as store:
         assert store.oauth_record("docs", URL) is None
-    with sealed(db, (OLD,)) as store:
+    with sealed_by(reopen, (OLD,)) as store:
         assert store.oauth_record("docs", URL) == RECORD
 
 

@@ -1,5 +1,8 @@
 """The store: file safety, migrations, each table's round trip, and the StoreActor.
 
+Tests that take ``store`` or ``reopen`` are the store's contract and run on SQLite and
+PostgreSQL (``conftest.py``); ``test_sqlite_*`` are about the SQLite file alone.
+
 Actor tests run on the real clock (no ``autojump_clock``): the actor writes in worker
 threads, and a virtual clock would jump ahead while a thread works and fire deadlines.
 """
@@ -14,7 +17,7 @@ import stat
 import threading
 import time
 import types
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,7 @@ from supervisor.store import (
     hash_arguments,
 )
 from supervisor.store.actor import LINGER_BATCH
-from supervisor.store.schema import migrate
+from supervisor.store.schema import LEGACY_FENCE, migrate
 
 
 def _row(n: int = 0, *, at: float | None = None, tenant: str = "t1", session: str = "s1") -> AuditRow:
@@ -66,12 +69,6 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "state" / "supervisor.db"
 
 
-@pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    with Store.open(db_path) as opened:
-        yield opened
-
-
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
@@ -80,10 +77,15 @@ def _raw(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path, isolation_level=None)
 
 
+def _version(raw: sqlite3.Connection) -> int:
+    """The schema version in the file's ``schema_version`` table."""
+    return int(raw.execute("SELECT version FROM schema_version").fetchone()[0])
+
+
 # ------------------------------------------------------------------ files and pragmas
 
 
-def test_open_creates_a_private_directory_and_files(tmp_path: Path) -> None:
+def test_sqlite_open_creates_a_private_directory_and_files(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "state" / "supervisor.db"
     with Store.open(path) as store:
         store.add_audit([_row()])  # makes SQLite create the -wal and -shm files
@@ -92,7 +94,7 @@ def test_open_creates_a_private_directory_and_files(tmp_path: Path) -> None:
             assert _mode(path.parent / name) == 0o600, name
 
 
-def test_open_tightens_an_existing_loose_file(db_path: Path) -> None:
+def test_sqlite_open_tightens_an_existing_loose_file(db_path: Path) -> None:
     db_path.parent.mkdir()
     db_path.touch(mode=0o644)
     db_path.chmod(0o644)
@@ -100,24 +102,25 @@ def test_open_tightens_an_existing_loose_file(db_path: Path) -> None:
     assert _mode(db_path) == 0o600
 
 
-def test_wal_and_connection_pragmas(store: Store, db_path: Path) -> None:
-    with contextlib.closing(_raw(db_path)) as other:  # journal_mode is stored in the file
-        assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    own = store._connection  # per-connection settings can only be read on ours
-    assert own.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
-    assert own.execute("PRAGMA foreign_keys").fetchone() == (1,)
-    assert own.execute("PRAGMA busy_timeout").fetchone() == (5000,)
+def test_sqlite_wal_and_connection_pragmas(db_path: Path) -> None:
+    store = Store.open(db_path)
+    with contextlib.closing(store), contextlib.closing(_raw(db_path)) as other:
+        assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # stored in the file
+        own = store._connection  # per-connection settings can only be read on ours
+        assert own.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+        assert own.execute("PRAGMA foreign_keys").fetchone() == (1,)
+        assert own.execute("PRAGMA busy_timeout").fetchone() == (5000,)
 
 
-def test_a_file_that_is_not_a_database_is_refused_by_name(db_path: Path) -> None:
+def test_sqlite_a_file_that_is_not_a_database_is_refused_by_name(db_path: Path) -> None:
     db_path.parent.mkdir()
     db_path.write_bytes(b"definitely not sqlite" * 100)
     with pytest.raises(StoreError, match=str(db_path)):
         Store.open(db_path)
 
 
-def test_use_after_close_raises_store_error(db_path: Path) -> None:
-    with Store.open(db_path) as store:
+def test_use_after_close_raises_store_error(reopen: Callable[[], Store]) -> None:
+    with reopen() as store:
         pass
     with pytest.raises(StoreError, match="closed"):
         store.add_audit([_row()])
@@ -134,12 +137,13 @@ def _tables(path: Path) -> set[str]:
     return {name for (name,) in rows if not name.startswith("sqlite_")}
 
 
-def test_migrates_an_empty_file_to_the_latest_version(db_path: Path) -> None:
+def test_sqlite_migrates_an_empty_file_to_the_latest_version(db_path: Path) -> None:
     db_path.parent.mkdir()
     db_path.touch()
     Store.open(db_path).close()
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert _version(raw) == SCHEMA_VERSION
+        assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
     assert {"audit", "approvals", "pins", "tool_lists", "audit_by_tenant"} <= _tables(db_path)
 
 
@@ -163,7 +167,7 @@ PRAGMA user_version = 1;
 """
 
 
-def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
+def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
     assert SCHEMA_VERSION == 10, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
@@ -215,7 +219,9 @@ def test_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert store.oauth_record("docs", "https://d.example/mcp") == {"t": "shared"}
         assert store.oauth_record("docs", "https://d.example/mcp", person="ada") == {"t": "ada's"}
     with contextlib.closing(_raw(db_path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (10,)
+        assert _version(raw) == 10
+        # the version moved from the header into the table: older supervisors refuse the file
+        assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
     assert {
         "audit_by_time",
         "audit_by_tenant",
@@ -239,7 +245,7 @@ PRAGMA user_version = 4;
 )
 
 
-def test_a_version_4_file_gains_the_eras_and_keeps_its_tool_lists(db_path: Path) -> None:
+def test_sqlite_a_version_4_file_gains_the_eras_and_keeps_its_tool_lists(db_path: Path) -> None:
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V4)
@@ -254,7 +260,7 @@ def test_a_version_4_file_gains_the_eras_and_keeps_its_tool_lists(db_path: Path)
         assert store.eras() == {"time": "2025-11-25"}
 
 
-def test_refuses_a_newer_version_and_leaves_the_file_alone(db_path: Path) -> None:
+def test_sqlite_refuses_a_newer_version_and_leaves_the_file_alone(db_path: Path) -> None:
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.execute("CREATE TABLE future (x)")
@@ -270,26 +276,46 @@ def test_refuses_a_newer_version_and_leaves_the_file_alone(db_path: Path) -> Non
     assert _tables(db_path) == {"future"}
 
 
-def test_a_failing_step_rolls_back_to_the_previous_version(tmp_path: Path) -> None:
+def test_sqlite_a_failing_step_rolls_back_to_the_previous_version(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     steps = [("CREATE TABLE a (x)",), ("CREATE TABLE b (x)", "INSERT INTO no_such_table VALUES (1)")]
     with contextlib.closing(_raw(path)) as raw:
         with pytest.raises(sqlite3.OperationalError):
             migrate(raw, path, steps)
-        assert raw.execute("PRAGMA user_version").fetchone() == (1,)
+        assert _version(raw) == 1
         assert not raw.in_transaction
-    assert _tables(path) == {"a"}  # step 2 is all or nothing
+    assert _tables(path) == {"a", "schema_version"}  # step 2 is all or nothing
+
+
+def test_sqlite_a_newer_version_in_the_table_is_refused_too(db_path: Path) -> None:
+    Store.open(db_path).close()
+    with contextlib.closing(_raw(db_path)) as raw:
+        raw.execute(f"UPDATE schema_version SET version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreVersionError, match=f"version {SCHEMA_VERSION + 1}"):
+        Store.open(db_path)
+
+
+def test_sqlite_a_fully_migrated_file_from_before_the_table_moves_its_version(db_path: Path) -> None:
+    Store.open(db_path).close()
+    with contextlib.closing(_raw(db_path)) as raw:  # as the supervisor before the table left it
+        raw.execute("DROP TABLE schema_version")
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    with Store.open(db_path) as store:
+        store.add_audit([_row()])
+    with contextlib.closing(_raw(db_path)) as raw:
+        assert _version(raw) == SCHEMA_VERSION
+        assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
 
 
 # ------------------------------------------------------------------ audit
 
 
-def test_audit_round_trip_and_reopen(db_path: Path) -> None:
+def test_audit_round_trip_and_reopen(reopen: Callable[[], Store]) -> None:
     rows = [_row(n) for n in range(3)]
     rows[1] = attrs.evolve(rows[1], trace_id="4bf92f3577b34da6a3ce929d0e0e4736")
-    with Store.open(db_path) as store:
+    with reopen() as store:
         store.add_audit(rows)
-    with Store.open(db_path) as store:
+    with reopen() as store:
         assert store.audit_rows() == rows[::-1]
 
 
@@ -321,8 +347,8 @@ def test_add_audit_is_all_or_nothing(store: Store) -> None:
 # ------------------------------------------------------------------ approvals, pins, tool lists
 
 
-def test_approvals_upsert_forget_and_survive_reopen(db_path: Path) -> None:
-    with Store.open(db_path) as store:
+def test_approvals_upsert_forget_and_survive_reopen(reopen: Callable[[], Store]) -> None:
+    with reopen() as store:
         store.remember_approval("t1", "mcp:fs:write", "fp1", "allow")
         store.remember_approval("t2", "mcp:fs:write", "fp1", "deny")
         store.remember_approval("t1", "mcp:fs:write", "fp2", "deny")  # replaces t1's answer
@@ -331,7 +357,7 @@ def test_approvals_upsert_forget_and_survive_reopen(db_path: Path) -> None:
         store.forget_approval("t9", "never:remembered")
         with pytest.raises(ValueError):
             store.remember_approval("t1", "mcp:fs:x", "fp", "ask")
-    with Store.open(db_path) as store:
+    with reopen() as store:
         assert store.approvals() == {
             ("t1", "mcp:fs:write"): ("fp2", "deny"),
             ("t2", "mcp:fs:write"): ("fp1", "deny"),
@@ -632,7 +658,7 @@ async def test_one_bad_message_does_not_sink_its_batch(store: Store) -> None:
     assert (stats.written, stats.failures) == (3, 1)
 
 
-async def test_a_locked_database_fails_in_a_thread_while_the_loop_runs(db_path: Path) -> None:
+async def test_sqlite_a_locked_database_fails_in_a_thread_while_the_loop_runs(db_path: Path) -> None:
     with Store.open(db_path, busy_timeout_ms=300) as store:
         actor = StoreActor(store)
         async with running(actor):

@@ -27,7 +27,7 @@ from supervisor.admin.app import create_app
 from supervisor.admin.hosted import HostedSessions
 from supervisor.calls.turns import Turn
 from supervisor.sessions.approvals import Approver
-from supervisor.settings.model import Config, TrustRule, TrustSettings
+from supervisor.settings.model import Config, StoreSettings, TrustRule, TrustSettings
 from supervisor.store import AuditRow
 from tests.support.fakes import FakeServer
 
@@ -65,13 +65,17 @@ class Running:
 
 
 @asynccontextmanager
-async def running(tmp_path: Path, approver: Approver | None = None) -> AsyncIterator[Running]:
-    """The supervisor, its fake server and the app, for the duration of the block."""
+async def running(
+    tmp_path: Path, approver: Approver | None = None, store: StoreSettings | None = None
+) -> AsyncIterator[Running]:
+    """The supervisor, its fake server and the app, for the duration of the block
+    (``store``: where its store is, else SQLite in ``tmp_path``)."""
     server = FakeServer(TOOLS)
     rules = (TrustRule("mcp:fake:wipe", "*", "deny"), TrustRule("mcp:fake:note", "*", "ask"))
     config = Config(
         servers=(ServerSpec(name="fake", command=("fake",), start=Start.EAGER, trusted=True),),
         trust=TrustSettings(rules=rules),
+        store=store or StoreSettings(),
     )
     async with Supervisor.open(config, approver, state_dir=tmp_path, connector=server.connector) as sup:
         with trio.fail_after(30):
