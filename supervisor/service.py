@@ -220,7 +220,7 @@ class Supervisor:
             supervisor._running.reread = reread
             try:
                 async with (
-                    store_running(supervisor.store, supervisor.journal, config.audit.keep_days),
+                    store_running(supervisor.store, supervisor.journal, config.audit, supervisor.policy),
                     router_running(supervisor.router, supervisor.router_mailbox),
                     supervisor._shared.running(),
                     supervisor.people.running(),

@@ -46,9 +46,10 @@ from actors.transports.pidfiles import reap_orphans
 from supervisor.runtime.memory_trim import trim_memory_periodically
 from supervisor.runtime.retention import keep_audit
 from supervisor.runtime.state_dir import lock_instance, open_store
-from supervisor.settings.model import Config
+from supervisor.settings.model import AuditSettings, Config
 from supervisor.store import Store, StoreActor
 from supervisor.store.journal import AuditJournal
+from supervisor.store.policy_feed import PolicyMirror, follow_policy
 from supervisor.store.replay import fold_journal, recover_audit_journals
 
 log = get_logger("supervisor")
@@ -192,10 +193,15 @@ async def store_opened(state_path: Path, config: Config) -> AsyncIterator[Store]
 
 @asynccontextmanager
 async def store_running(
-    store: StoreActor, journal: AuditJournal, keep_days: float | None = None
+    store: StoreActor,
+    journal: AuditJournal,
+    audit: AuditSettings | None = None,
+    policy: PolicyMirror | None = None,
 ) -> AsyncIterator[None]:
-    """The store actor, the audit journal, the memory trim and, with ``keep_days``, the
-    audit's retention (``supervisor.runtime.retention``), for the block. At its end
+    """The store actor, the audit journal, the memory trim, with ``audit.keep_days`` the
+    audit's retention (``supervisor.runtime.retention``), and with ``policy`` (on
+    PostgreSQL) the listener that keeps its pins and answers in step with the other
+    supervisors' (``supervisor.store.policy_feed``), for the block. At its end
     (within the grace): what is queued is written to SQLite, then the journal is folded
     in where SQLite may miss rows, and deleted."""
 
@@ -213,8 +219,10 @@ async def store_running(
         await nursery.start(trim_memory_periodically)
         await nursery.start(store.run)
         await nursery.start(journal.run, fold)
-        if keep_days is not None:
-            await nursery.start(keep_audit, store, keep_days)
+        if audit is not None and audit.keep_days is not None:
+            await nursery.start(keep_audit, store, audit.keep_days)
+        if policy is not None:
+            await nursery.start(follow_policy, store, policy)
         yield
 
 

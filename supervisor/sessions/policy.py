@@ -29,7 +29,7 @@ from actors.router.trust import (
 )
 from actors.tool_definitions import DefinitionParts, changed_parts, part_hashes
 from supervisor.settings.model import TrustSettings
-from supervisor.store import RememberApproval, SetPin, StoreMessage
+from supervisor.store import ForgetApproval, RememberApproval, SetPin, StoreMessage
 
 Submit = Callable[[StoreMessage], object]
 SessionMemory = Mapping[tuple[str, str], Action]
@@ -123,3 +123,36 @@ class Policy:
         self._always[(tenant, permission)] = (entry.fingerprint, action.value)
         if self._submit is not None:
             self._submit(RememberApproval(tenant, permission, entry.fingerprint, action.value))
+
+    def forget_always(self, tenant: str, permission: str) -> bool:
+        """Revoke ``tenant``'s "always" answer for ``permission`` (``mcp:<server>:<tool>``):
+        its next call is asked again, on every supervisor sharing the store. Whether
+        there was one."""
+        known = self._always.pop((tenant, permission), None) is not None
+        if self._submit is not None:  # also when unknown here: another process may have it
+            self._submit(ForgetApproval(tenant, permission))
+        return known
+
+    # What the store's feed says was committed (by this supervisor or another one).
+
+    def mirror_pin(self, server: str, tool: str, fingerprint: str, parts: DefinitionParts | None) -> None:
+        self._pins[(server, tool)] = fingerprint
+        if parts is None:
+            self._pin_parts.pop((server, tool), None)
+        else:
+            self._pin_parts[(server, tool)] = parts
+
+    def mirror_always(self, tenant: str, permission: str, fingerprint: str, decision: str) -> None:
+        self._always[(tenant, permission)] = (fingerprint, decision)
+
+    def mirror_forget(self, tenant: str, permission: str) -> None:
+        self._always.pop((tenant, permission), None)
+
+    def mirror_all(
+        self,
+        pins: Mapping[tuple[str, str], str],
+        pin_parts: Mapping[tuple[str, str], DefinitionParts],
+        approvals: Mapping[tuple[str, str], tuple[str, str]],
+    ) -> None:
+        """The whole state, read again (after a listener's outage)."""
+        self._pins, self._pin_parts, self._always = dict(pins), dict(pin_parts), dict(approvals)

@@ -23,6 +23,7 @@ from typing import Any, Self, cast
 from actors.tool_definitions import DefinitionParts
 from supervisor.store.errors import DB_ERRORS, StoreError
 from supervisor.store.oauth_rows import OAuthRows
+from supervisor.store.postgres import POLICY_CHANNEL
 from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, ordered_json
 from supervisor.store.schema import SQLITE, Dialect, migrate, prepare
 
@@ -329,6 +330,7 @@ class Store(OAuthRows):
                 " DO UPDATE SET fingerprint = excluded.fingerprint, decision = excluded.decision",
                 (tenant, permission, fingerprint, decision),
             )
+            self._announce("always", tenant, permission, fingerprint, decision)
 
     def approvals(self) -> dict[tuple[str, str], tuple[str, str]]:
         """``{(tenant, permission): (fingerprint, decision)}`` for every remembered answer."""
@@ -341,6 +343,17 @@ class Store(OAuthRows):
             self._connection.execute(
                 "DELETE FROM approvals WHERE tenant = ? AND permission = ?", (tenant, permission)
             )
+            self._announce("forget", tenant, permission)
+
+    def _announce(self, *change: str | None) -> None:
+        """Tell every supervisor on this PostgreSQL database, at this transaction's commit
+        (``policy_feed.py``); SQLite has no one to tell."""
+        if self.dialect is not SQLITE:
+            self._connection.execute("SELECT pg_notify(?, ?)", (POLICY_CHANNEL, json.dumps(change)))
+
+    def listen(self) -> Any:
+        """A connection of its own, listening for ``_announce`` (PostgreSQL only)."""
+        return self._connection.listen(POLICY_CHANNEL)
 
     # ------------------------------------------------------------------ pins
 
@@ -356,6 +369,7 @@ class Store(OAuthRows):
                 " input_schema_sha256 = excluded.input_schema_sha256",
                 (server, tool, fingerprint, description, schema),
             )
+            self._announce("pin", server, tool, fingerprint, description, schema)
 
     def pins(self) -> dict[tuple[str, str], str]:
         """``{(server, tool): fingerprint}``."""

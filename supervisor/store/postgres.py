@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT_S = 5
 """Seconds to wait for the server: short, so an unreachable one is a prompt error."""
+POLICY_CHANNEL = "mcp_supervisor_policy"
+"""Where a write of a pin or an "always" answer is announced (``policy_feed.py``)."""
 
 
 def display_url(url: str) -> str:
@@ -53,6 +55,13 @@ def _diagnosis(message: str) -> tuple[str, str]:
     if "role" in message and "does not exist" in message:
         return "no such role", "create it, or correct the user in store.url"
     return "unreachable", "check that PostgreSQL runs and listens at store.url's host and port"
+
+
+def psycopg_error() -> type[Exception]:
+    """psycopg's base error, imported on first use."""
+    import psycopg
+
+    return psycopg.Error
 
 
 class _Nothing:
@@ -89,6 +98,16 @@ class PgConnection:
             detail = " ".join(str(exc).split()).removeprefix("connection failed: ") or type(exc).__name__
             what, fix = _diagnosis(detail)
             raise DatabaseError(f"{what} ({detail})", failed=True, fix=fix) from None
+
+    def listen(self, channel: str) -> psycopg.Connection[Any]:
+        """A second connection to the same database, listening on ``channel``."""
+        listener = self._connect()
+        try:
+            listener.execute(f"LISTEN {channel}")
+        except psycopg_error() as exc:
+            listener.close()
+            raise DatabaseError(" ".join(str(exc).split()), failed=True) from None
+        return listener
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement in the store's dialect; psycopg's errors as DatabaseError."""
