@@ -23,8 +23,7 @@ from typing import Any, Self, cast
 from actors.tool_definitions import DefinitionParts
 from supervisor.store.errors import DB_ERRORS, StoreError
 from supervisor.store.oauth_rows import OAuthRows
-from supervisor.store.postgres import POLICY_CHANNEL
-from supervisor.store.records import APPROVAL_DECISIONS, AuditRow, ordered_json
+from supervisor.store.records import APPROVAL_DECISIONS, POLICY_CHANNEL, AuditRow, ordered_json
 from supervisor.store.schema import SQLITE, Dialect, migrate, prepare
 
 DB_FILENAME = "supervisor.db"

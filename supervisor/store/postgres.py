@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 SCHEMES = ("postgresql", "postgres")
 CONNECT_TIMEOUT_S = 5
 """Seconds to wait for the server: short, so an unreachable one is a prompt error."""
-POLICY_CHANNEL = "mcp_supervisor_policy"
-"""Where a write of a pin or an "always" answer is announced (``policy_feed.py``)."""
 
 
 def display_url(url: str) -> str:

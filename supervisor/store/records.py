@@ -15,6 +15,8 @@ DECISIONS = ("allow", "ask", "deny", "none")
 the call was refused before any (unknown tool, invalid arguments)."""
 
 APPROVAL_DECISIONS = ("allow", "deny")
+POLICY_CHANNEL = "mcp_supervisor_policy"
+"""Where a write of a pin or an "always" answer is announced (``policy_feed.py``)."""
 """What a remembered ("always") approval may say: ``ask`` is a question, not an answer."""
 
 
