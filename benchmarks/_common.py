@@ -198,9 +198,11 @@ def ours_config(
     search: bool | str = "auto",
     init_timeout_s: float = 60.0,
     limited: bool = False,
+    store_url: str | None = None,
 ) -> Any:
     """A Config of trusted local servers with a 0 s reconnect schedule; ``limited``: with
-    the exposure lists and rate limits of ``LIMITED`` too."""
+    the exposure lists and rate limits of ``LIMITED`` too; ``store_url``: the store on
+    that PostgreSQL."""
     entries = {
         name: {
             "command": argv[0],
@@ -212,8 +214,9 @@ def ours_config(
         }
         for name, argv in servers
     }
+    store = {"store": {"url": store_url}} if store_url else {}
     return load_json_config(
-        {"tool_search": {"enabled": search}, "servers": entries, **(LIMITED if limited else {})}
+        {"tool_search": {"enabled": search}, "servers": entries, **(LIMITED if limited else {}), **store}
     )
 
 

@@ -4,6 +4,7 @@
                                      [--seq N] [--tput N] [--inflight 64] [--warmup N]
                                      [--what-if linger,policy,...] [--count-io]
                                      [--tracing none|idle|batch] [--with-limits]
+                                     [--store-url postgresql://...]
 
 Every client talks to the same minimal server (benchmarks/minimal_server.py) over a
 pipe and calls its ``echo`` tool with ``{"text": "hi"}``:
@@ -27,6 +28,9 @@ wall-clock figures.
 ``--tracing MODE`` (ours): OpenTelemetry not importable, importable with no tracer
 provider, or a ``BatchSpanProcessor`` over a no-op exporter (benchmarks/_tracing.py,
 set up before the supervisor is imported); the answer says what the worker saw.
+
+``--store-url URL`` (ours): the store on that PostgreSQL instead of SQLite in the
+state dir (issue 34; run.py --store starts a throwaway cluster for it).
 
 ``--with-limits`` (ours): exposure lists and rate limits configured that every call
 passes (``_common.LIMITED``); the answer says whether the code measured read them.
@@ -111,7 +115,7 @@ async def run_ours(args: argparse.Namespace, tracing: Tracing | None = None) -> 
     from supervisor import Supervisor
 
     quiet_logging()
-    config = ours_config([("bench", server_argv())], limited=args.with_limits)
+    config = ours_config([("bench", server_argv())], limited=args.with_limits, store_url=args.store_url)
     patches = [name for name in args.what_if.split(",") if name]
     if patches:
         import what_if
@@ -137,6 +141,7 @@ async def run_ours(args: argparse.Namespace, tracing: Tracing | None = None) -> 
                     tracing.start()
                 result = await _measure(call, args, _trio_spawn)
                 result["audit"] = _store_stats(sup)
+                result["store"] = "postgresql" if args.store_url else "sqlite"
                 if args.with_limits:  # False: code from before issue 32 ignored them
                     result["limits_read"] = bool(getattr(sup.config, "limits", ()))
                 if tracing is not None:
@@ -265,9 +270,10 @@ def main() -> None:
     parser.add_argument(
         "--with-limits", action="store_true", help="ours: with exposure lists and rate limits it passes"
     )
+    parser.add_argument("--store-url", help="ours: the store on this PostgreSQL (default: SQLite)")
     args = parser.parse_args()
-    if (args.tracing or args.with_limits) and args.client != "ours":
-        parser.error("--tracing, --with-limits: ours only")
+    if (args.tracing or args.with_limits or args.store_url) and args.client != "ours":
+        parser.error("--tracing, --with-limits, --store-url: ours only")
     if args.client.startswith("sdk"):
         import anyio
 

@@ -61,6 +61,7 @@ lines compare them with issue 6's targets as they are.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -79,6 +80,7 @@ import _report
 import interleave
 import peers
 from _common import code_env, free_port, imported_from, worker
+from _postgres import postgres_url
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -93,6 +95,7 @@ HTTP_INFLIGHT = 16
 HTTP_ERAS = ("2025-11-25", "2026-07-28")  # the handshake era, the per-request era
 CLIENTS = ["floor", "ours", "sdk-trio", "sdk-asyncio"]
 BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, in the same run
+ON_POSTGRES = "ours-postgresql"  # with --store postgresql|both: ours with its store on PostgreSQL
 # Patches of benchmarks/what_if.py measured next to ours. The first run's candidates went
 # into the code; what is left are bounds: the call path without its audit row, without
 # its journal lines, and without its call event and metrics; and two ways the journal
@@ -150,6 +153,8 @@ def run_calls(args: argparse.Namespace, clients: list[str], section: str = "call
     def measure(client: str) -> interleave.Measure:
         name, _, what_if = client.partition("+")
         extra = ["--what-if", what_if] if what_if else []
+        if name == ON_POSTGRES:
+            name, extra = "ours", [*extra, "--store-url", args.postgres_url]
         name, code = _code_of(name, args)
         if args.with_limits and name == "ours":
             extra.append("--with-limits")
@@ -188,6 +193,16 @@ def _code_of(client: str, args: argparse.Namespace) -> tuple[str, Path]:
     if client == BEFORE:
         return "ours", Path(args.baseline)
     return client, Path(args.code)
+
+
+def _calls_clients(args: argparse.Namespace) -> list[str]:
+    """The calls section's contenders: with ``--store``, ours on SQLite and/or on PostgreSQL."""
+    clients = [BEFORE, *CLIENTS] if args.baseline else list(CLIENTS)
+    if args.store == "sqlite":
+        return clients
+    at = clients.index("ours") + 1
+    clients[at:at] = [ON_POSTGRES]
+    return clients if args.store == "both" else [c for c in clients if c != "ours"]
 
 
 def _ours(args: argparse.Namespace) -> list[str]:
@@ -412,6 +427,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="calls: ours (and ours-before) with exposure lists and rate limits every call passes",
     )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql", "both"),
+        default="sqlite",
+        help=f"calls: ours with its store on SQLite (default), on PostgreSQL (row {ON_POSTGRES}), "
+        "or both, interleaved",
+    )
+    parser.add_argument(
+        "--store-url",
+        help="with --store postgresql|both: this database (default: a throwaway cluster, fsync on)",
+    )
     parser.add_argument("--json", help="also write every raw result to this file")
     parser.add_argument(
         "--render", metavar="JSON", help="print the report of an earlier --json file, run nothing"
@@ -452,7 +478,10 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     sections = args.sections
     if "calls" in sections:
-        results["calls"] = run_calls(args, [BEFORE, *CLIENTS] if args.baseline else CLIENTS)
+        with postgres_url(args.store_url) if args.store != "sqlite" else contextlib.nullcontext() as url:
+            args.postgres_url = url
+            env["store"] = args.store
+            results["calls"] = run_calls(args, _calls_clients(args))
     if "whatif" in sections and WHAT_IFS:
         results["whatif"] = run_calls(args, ["ours", *(f"ours+{w}" for w in WHAT_IFS)], "whatif")
     if "tracing" in sections:

@@ -13,6 +13,10 @@ keeps one bucket per combination of those values: ``{"tenant": "*"}`` one per te
 everything. A call must fit every bucket that covers it, and takes a token from each
 only when it fits all of them. Time is Trio's, so tests run on ``MockClock``.
 
+Buckets live in this process: supervisors sharing a PostgreSQL store do not share
+them (a shared bucket would put a database round trip on every call), so an operator
+divides a limit across replicas (docs/deployment.md).
+
 A reload keeps the buckets of an entry whose selector it keeps (their tokens, with
 the new rate and burst from then on: ``TokenBucket.retune``) and drops the others'.
 """
