@@ -234,9 +234,16 @@ def schema_version(connection: Any, dialect: Dialect = SQLITE) -> int:
     if _has_version_table(connection, dialect):
         row = connection.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()
         return 0 if row is None else int(row[0])
-    if dialect is SQLITE:  # a file from before the table
-        return int(connection.execute("PRAGMA user_version").fetchone()[0])
-    return 0
+    if dialect is not SQLITE:
+        return 0
+    legacy = int(connection.execute("PRAGMA user_version").fetchone()[0])  # a file from before the table
+    if legacy != LEGACY_FENCE:
+        return legacy
+    # The fence and the table commit together: another process made them between the two
+    # reads above (outside a transaction each statement reads its own snapshot), so the
+    # version is the table's, never the fence's.
+    row = connection.execute(f"SELECT version FROM {VERSION_TABLE}").fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def check_version(

@@ -307,6 +307,20 @@ def test_sqlite_a_fully_migrated_file_from_before_the_table_moves_its_version(db
         assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
 
 
+def test_sqlite_the_fence_read_after_another_process_made_the_table_is_not_a_newer_version(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening a fresh file at once: one looked for the version table
+    before the other committed it (and the fence with it), then read the fence. Outside
+    a transaction each read is its own snapshot; the fence must send it to the table."""
+    from supervisor.store import schema
+
+    Store.open(db_path).close()  # "the other process": the table and the fence committed
+    monkeypatch.setattr(schema, "_has_version_table", lambda connection, dialect: False)  # the stale look
+    with contextlib.closing(_raw(db_path)) as raw:
+        assert schema.schema_version(raw) == SCHEMA_VERSION  # not StoreVersionError's 1000000
+
+
 # ------------------------------------------------------------------ audit
 
 
