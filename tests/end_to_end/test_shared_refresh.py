@@ -1,13 +1,15 @@
 """Remote servers' OAuth records shared by processes on one store, refreshed under a
 lease (``supervisor/store/oauth_rows.py``, ``StoreVault.renewing``): three supervisors
 on one PostgreSQL racing to refresh an expired token with rotating refresh tokens make
-one refresh request and all call with its token; a lease left behind by a holder that
-died is taken over once it expires; per-person records lease per person; no token in a
+one refresh request and all call with its token, as do three processes after a 401; a
+lease left behind by a holder that died (a real process, SIGKILLed holding it) is taken
+over once it expires; per-person records lease per person; no token in a
 log line."""
 
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -184,3 +186,50 @@ async def test_three_providers_on_their_own_connections_refresh_once_after_a_401
         finally:
             for store in stores:
                 store.close()
+
+
+HOLD_AND_HANG = """
+import sys, trio
+from supervisor.store.postgres import open_postgres
+from supervisor.store.vault import StoreVault
+
+async def main() -> None:
+    async with StoreVault(open_postgres(sys.argv[1])).renewing("docs", sys.argv[2], lease_s=0.5):
+        print("held", flush=True)
+        await trio.sleep_forever()  # killed here, mid-renewal
+
+trio.run(main)
+"""
+
+
+async def test_a_process_killed_holding_the_lease_is_taken_over_after_expiry(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    from supervisor.store.postgres import open_postgres
+
+    clock = Clock()
+    async with auth_server(rotate_refresh=True) as server:
+        with open_postgres(postgres_url) as store:
+            store.seal_with(Sealer((KEY,)))
+            provider = OAuthProvider(
+                NAME, server.mcp_url, OAuthSettings(), StoreVault(store), Browser(""), clock=clock
+            )
+            await provider.login(None)
+            clock.now += 7200
+            process = await trio.lowlevel.open_process(
+                [sys.executable, "-c", HOLD_AND_HANG, postgres_url, server.mcp_url],
+                stdout=subprocess.PIPE,
+                cwd=Path(__file__).parents[2],
+            )
+            try:
+                assert process.stdout is not None
+                with trio.fail_after(20):
+                    assert await process.stdout.receive_some(4) == b"held"
+            finally:
+                process.kill()  # SIGKILL: no release
+                await process.wait()
+            started = trio.current_time()
+            with trio.fail_after(5):
+                await provider.renew()
+            assert trio.current_time() - started > 0.2  # it waited for the dead holder's lease
+            assert server.refreshes == [""] and await mcp_request(server, provider) == 200
