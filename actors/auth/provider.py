@@ -15,8 +15,10 @@ remote connector across reconnects) and gives the HTTP transport three things:
   can help, raise :class:`~actors.transport_errors.AuthRequired` with ``needs_login``,
   which parks the server in the ``needs_auth`` condition instead of a retry loop.
 
-This module decides *when* (one lock per server, so concurrent 401s renew once; the
-step-up count; no token storm after a refusal); the grants themselves are
+This module decides *when* (one lock per server, so concurrent 401s renew once; with a
+vault that offers a refresh lease, such as the store's, one process of those sharing it
+at a time, which first reads what another may have stored meanwhile; the step-up count;
+no token storm after a refusal); the grants themselves are
 :mod:`actors.auth.flows`, and their requests :mod:`actors.auth.http`. What a host hands
 in (an :class:`Authorizer`, a :class:`TokenVault`, the :class:`OAuthSettings`) is
 importable from here too.
@@ -28,7 +30,8 @@ and carry at most the authorization server's ``error`` code.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 
 import httpx2
 import trio
@@ -38,13 +41,17 @@ from actors.auth.discovery import merge_scopes, parse_challenge
 from actors.auth.dpop import NONCE_ERROR
 from actors.auth.errors import auth_failed
 from actors.auth.flows import OAuthFlows
+from actors.auth.records import AuthRecord
 from actors.auth.settings import OAuthSettings
-from actors.auth.vault import MemoryVault, TokenVault
+from actors.auth.vault import LeasingVault, MemoryVault, TokenVault
+from actors.log_events import get_logger
 
 __all__ = ["MAX_STEP_UPS", "Authorizer", "MemoryVault", "OAuthProvider", "OAuthSettings", "TokenVault"]
 
 # A server that keeps asking for more scope after this many step-ups is looping.
 MAX_STEP_UPS = 2
+
+_log = get_logger("actors.auth")
 
 
 class OAuthProvider:
@@ -67,6 +74,9 @@ class OAuthProvider:
         self.url = url
         self.settings = settings
         self._clock = clock
+        self._vault = vault
+        # A renewal may make two token requests (a DPoP nonce retry): the lease outlasts both.
+        self.lease_s = 2 * timeout_s + 5
         self._flows = OAuthFlows(
             server, url, settings, vault, authorizer, timeout_s=timeout_s, clock=clock, transport=transport,
             subject_token=subject_token,
@@ -105,9 +115,8 @@ class OAuthProvider:
         async with self._lock:
             self._refused = False  # a new attempt (e.g. a restart after `auth login`)
             await self._flows.load()
-            tokens = self._flows.record.tokens
-            if tokens is None or tokens.expired(self._clock()):
-                await self._flows.renew_unattended(tokens)
+            if self._stale():
+                await self._shared(self._stale, self._renew_unattended)
 
     def expired(self) -> bool:
         """Is the current access token past its expiry (with the leeway)? Cheap: the
@@ -120,10 +129,9 @@ class OAuthProvider:
         refreshed (or re-granted by a headless flow) instead of being sent to die. When
         a refresh is refused, the request goes as it is and its 401 takes the usual path."""
         async with self._lock:
-            tokens = self._flows.record.tokens
-            if tokens is None or not tokens.expired(self._clock()) or self._refused:
+            if not self.expired() or self._refused:
                 return  # renewed meanwhile by another request, or nothing to renew
-            await self._flows.renew_unattended(tokens)
+            await self._shared(self.expired, self._renew_unattended)
 
     async def unauthorized(self, used: str | None, header: str | None) -> None:
         """A request with ``used`` (an Authorization value, or None) got a 401: get a
@@ -140,9 +148,15 @@ class OAuthProvider:
                 and tokens is not None
                 and tokens.refresh_token
                 and not await self._flows.moved(challenge)
-                and await self._flows.refresh()
             ):
-                return
+                renewed = [False]
+
+                async def refresh() -> None:
+                    renewed[0] = await self._flows.refresh()
+
+                await self._shared(lambda: self.authorization() in (None, used), refresh)
+                if renewed[0] or self.authorization() not in (None, used):
+                    return  # refreshed, here or by a process sharing the vault
             await self._flows.full_flow(challenge, scope_hint=None)
 
     async def insufficient_scope(self, used: str | None, header: str | None) -> None:
@@ -161,6 +175,35 @@ class OAuthProvider:
             current = tokens.scope if tokens else None
             wanted = merge_scopes(current, challenge.scope if challenge else None)
             await self._flows.full_flow(challenge, scope_hint=wanted)
+
+    def _stale(self) -> bool:
+        tokens = self._flows.record.tokens
+        return tokens is None or tokens.expired(self._clock())
+
+    async def _renew_unattended(self) -> None:
+        await self._flows.renew_unattended(self._flows.record.tokens)
+
+    async def _shared(self, needed: Callable[[], bool], renew: Callable[[], Awaitable[None]]) -> None:
+        """``renew`` under the vault's refresh lease when it has one: first the record
+        as stored now is taken (another process may have renewed it while this one
+        waited), and ``renew`` runs only if that still leaves it ``needed``. A lease
+        that cannot be had (the store away) does not stop the renewal."""
+        async with AsyncExitStack() as held:
+            if isinstance(self._vault, LeasingVault):
+                try:
+                    lease = self._vault.renewing(self.server, self.url, lease_s=self.lease_s)
+                    stored = await held.enter_async_context(lease)
+                except Exception as exc:
+                    fields = {"server": self.server, "reason": str(exc)}
+                    _log.warning(
+                        "cannot take the refresh lease; refreshing without", extra={"fields": fields}
+                    )
+                else:
+                    record = AuthRecord.from_json(stored) if stored is not None else None
+                    if record is not None:
+                        self._flows.record = record
+            if needed():
+                await renew()
 
     def succeeded(self) -> None:
         """A request went through with our token: a later 403 starts a new step-up count."""

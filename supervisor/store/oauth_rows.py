@@ -9,6 +9,12 @@ again, as one never signed in.
 
 Rows are keyed by server, URL and person: a shared server's record has person "", a
 ``per_user`` server's each person's own (store migration 10).
+
+Beside each record, a refresh lease (``oauth_leases``, store migration 11): processes
+sharing the store take it before they refresh the record's token, so one of them asks
+the authorization server and the others read its result (``vault.py``). It is taken
+in one statement, by the database's clock; a holder that dies leaves a lease that
+expires.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import attrs
 
 from actors.log_events import get_logger
 from supervisor.store.records import canonical_json
+from supervisor.store.schema import Dialect
 from supervisor.store.sealing import PREFIX, Sealer, Unopenable, bound_to
 
 log = get_logger("supervisor.store.secrets")
@@ -39,6 +46,7 @@ class OAuthRows:
     """The ``oauth`` table's methods of ``Store`` (``database.py``)."""
 
     sealer: Sealer | None
+    dialect: Dialect
     _connection: Any  # sqlite3.Connection, or postgres.PgConnection
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
@@ -66,6 +74,37 @@ class OAuthRows:
                 " ON CONFLICT (server, url, person) DO UPDATE SET record = excluded.record,"
                 " updated_at = excluded.updated_at",
                 (server, url, person, text, at),
+            )
+
+    def take_oauth_lease(
+        self, server: str, url: str, holder: str, lease_s: float, *, person: str = ""
+    ) -> tuple[bool, str | None]:
+        """Take the refresh lease of a record for ``lease_s`` seconds, if nobody holds
+        it or its holder's time ran out. Returns whether ``holder`` has it now, and the
+        holder it was taken over from (an expired lease), if any."""
+        now = self.dialect.words["now"]
+        key = (server, url, person)
+        where = "server = ? AND url = ? AND person = ?"
+        with self.transaction():
+            before = self._connection.execute(
+                f"SELECT holder FROM oauth_leases WHERE {where} AND expires_at < {now}", key
+            ).fetchall()
+            taken = self._connection.execute(
+                "INSERT INTO oauth_leases (server, url, person, holder, expires_at)"
+                f" VALUES (?, ?, ?, ?, {now} + ?) ON CONFLICT (server, url, person) DO UPDATE"
+                " SET holder = excluded.holder, expires_at = excluded.expires_at"
+                f" WHERE oauth_leases.expires_at < {now}",
+                (*key, holder, float(lease_s)),
+            )
+            won = taken.rowcount == 1
+        return won, (str(before[0][0]) if won and before else None)
+
+    def release_oauth_lease(self, server: str, url: str, holder: str, *, person: str = "") -> None:
+        """Give the lease back (only ``holder``'s: one taken over meanwhile stays)."""
+        with self.transaction():
+            self._connection.execute(
+                "DELETE FROM oauth_leases WHERE server = ? AND url = ? AND person = ? AND holder = ?",
+                (server, url, person, holder),
             )
 
     def oauth_record(self, server: str, url: str, *, person: str = "") -> dict[str, Any] | None:

@@ -57,6 +57,7 @@ SQLITE = Dialect(
         "id": "INTEGER PRIMARY KEY",  # the rowid: insertion order
         "real": "REAL",  # SQLite's REAL is 8 bytes
         "keep_oauth_key": "",
+        "now": "((julianday('now') - 2440587.5) * 86400.0)",  # unix time, milliseconds
     },
     ("BEGIN IMMEDIATE",),
     "BEGIN",  # a read transaction reads one snapshot of the file
@@ -69,6 +70,7 @@ POSTGRES = Dialect(
         "real": "DOUBLE PRECISION",  # PostgreSQL's REAL is 4 bytes: unix times would lose seconds
         # a renamed table keeps its primary key's index name, which the rebuilt table needs
         "keep_oauth_key": "ALTER INDEX oauth_pkey RENAME TO oauth_before_person_pkey",
+        "now": "CAST(extract(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",  # unix time
     },
     ("BEGIN", "SELECT pg_advisory_xact_lock(7306214851)"),  # any constant of ours: the schema lock
     "BEGIN ISOLATION LEVEL REPEATABLE READ",  # read committed takes a snapshot per statement
@@ -202,6 +204,22 @@ MIGRATIONS: tuple[Step, ...] = (
         "INSERT INTO oauth (server, url, person, record, updated_at)"
         " SELECT server, url, '', record, updated_at FROM oauth_before_person",
         "DROP TABLE oauth_before_person",
+    ),
+    # 11: a refresh lease per OAuth record (``oauth_rows.py``): processes sharing the
+    # store let one of them refresh a record's token at a time, so a rotating refresh
+    # token is used once. ``expires_at`` is the database's clock, so hosts' clocks need
+    # not agree. (Appended, not numbered: a merge may put it after another step.)
+    (
+        """
+        CREATE TABLE oauth_leases (
+            server     TEXT NOT NULL,
+            url        TEXT NOT NULL,
+            person     TEXT NOT NULL DEFAULT '',
+            holder     TEXT NOT NULL,  -- host:pid:random, for the operator's eyes
+            expires_at {real} NOT NULL,
+            PRIMARY KEY (server, url, person)
+        )
+        """,
     ),
 )
 

@@ -60,6 +60,7 @@ class OAuthOptions:
     access_ttl_s: int = 3600  # expires_in; also enforced (trio clock)
     issue_refresh: bool = True
     rotate_refresh: bool = True  # a refresh gives a new refresh token and the old one fails
+    token_delay_s: float = 0.0  # the token endpoint answers this late (so requests overlap)
     valid_requests: int | None = None  # an access token is good for this many MCP requests
     reject_all: bool = False  # every MCP request gets 401, whatever the token
     tamper_state: bool = False  # /authorize redirects back with a wrong state
@@ -300,6 +301,7 @@ class OAuthServer:
         if "authorization" in headers:
             record["authorization"] = headers["authorization"]
         self.token_requests.append(record)
+        await trio.sleep(self.options.token_delay_s)
         nostore = {"cache-control": "no-store", "pragma": "no-cache"}
         try:
             if not headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):

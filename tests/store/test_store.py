@@ -168,7 +168,7 @@ PRAGMA user_version = 1;
 
 
 def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 10, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 11, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -218,8 +218,10 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         store.save_oauth("docs", "https://d.example/mcp", {"t": "ada's"}, 1.0, person="ada")
         assert store.oauth_record("docs", "https://d.example/mcp") == {"t": "shared"}
         assert store.oauth_record("docs", "https://d.example/mcp", person="ada") == {"t": "ada's"}
+        # 11: a refresh lease per record.
+        assert store.take_oauth_lease("docs", "https://d.example/mcp", "p1", 30) == (True, None)
     with contextlib.closing(_raw(db_path)) as raw:
-        assert _version(raw) == 10
+        assert _version(raw) == 11
         # the version moved from the header into the table: older supervisors refuse the file
         assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
     assert {
