@@ -35,6 +35,7 @@ from supervisor.admin.caller import tenant as _tenant
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
 from supervisor.admin.openapi import document
 from supervisor.admin.public_handlers import PublicHandlers
+from supervisor.admin.remembered_handlers import RememberedHandlers
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.surface_handlers import SurfaceHandlers
 from supervisor.admin.traced import arrival, traced
@@ -118,7 +119,7 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(PublicHandlers, SurfaceHandlers):
+class AdminApi(PublicHandlers, RememberedHandlers, SurfaceHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
     beyond tools: ``surface_handlers.py``), and what the apps mounted beside the admin
     API let it list (``web/listings.py``)."""

@@ -328,6 +328,18 @@ SCHEMAS: dict[str, Any] = {
         },
     ),
     "ApprovalList": _obj(("approvals",), approvals={"type": "array", "items": ref("Approval")}),
+    "RememberedList": _obj(
+        ("remembered",),
+        remembered={
+            "type": "array",
+            "items": _obj(
+                ("tenant", "permission", "decision"),
+                tenant=STR,
+                permission=STR,
+                decision={"enum": ["allow", "deny"]},
+            ),
+        },
+    ),
     "ApprovalAnswer": {
         "type": "object",
         "required": ["decision"],

@@ -133,6 +133,15 @@ class Policy:
             self._submit(ForgetApproval(tenant, permission))
         return known
 
+    def remembered(self, tenant: str | None) -> list[tuple[str, str, str]]:
+        """The "always" answers of ``tenant`` (None: every tenant's), as (tenant,
+        permission, decision), sorted."""
+        return sorted(
+            (owner, permission, decision)
+            for (owner, permission), (_fingerprint, decision) in self._always.items()
+            if tenant is None or owner == tenant
+        )
+
     # What the store's feed says was committed (by this supervisor or another one).
 
     def mirror_pin(self, server: str, tool: str, fingerprint: str, parts: DefinitionParts | None) -> None:

@@ -1,5 +1,4 @@
-"""The one route table of ``serve``: every operation of every app, what it needs, and
-what it answers.
+"""The one route table of ``serve``: every operation of every app, its needs, its answers.
 
 Every app asks it: the guard takes each route's action from here (``ROUTE_ACTIONS``),
 the admin API registers its rows and serves the OpenAPI document built from all of
@@ -80,9 +79,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/oauth/callback",
         "oauth_callback",
-        "Where a person's browser comes back after signing in to a per_user server: the "
-        "one-time state of their sign-in is the authentication (no bearer token); an HTML page "
-        "says whether it worked.",
+        "A person's browser, back from signing in to a per_user server (its one-time state "
+        "authenticates it; no bearer token): an HTML page says whether it worked.",
         media=HTML,
         errors=(("400", "The state is unknown, used already or expired: call the tool again."),),
         action=Action.PUBLIC,
@@ -367,6 +365,23 @@ ROUTES: tuple[Route, ...] = (
         "list_approvals",
         "Approval requests waiting for an answer: a tenant's own; an operator sees every tenant's.",
         response="ApprovalList",
+        action=_USE,
+    ),
+    Route(
+        "GET",
+        "/v1/approvals/remembered",
+        "list_remembered",
+        "The \"always\" answers kept: a tenant's own; an operator sees every tenant's.",
+        response="RememberedList",
+        action=_USE,
+    ),
+    Route(
+        "DELETE",
+        "/v1/approvals/remembered",
+        "forget_remembered",
+        'Revoke an "always" answer (permission=mcp:<server>:<tool>; an operator may add tenant=).',
+        status=204,
+        query=("permission", "tenant"),
         action=_USE,
     ),
     Route(

@@ -87,6 +87,8 @@ async def test_every_documented_operation_answers_on_the_wire(tmp_path: Path) ->
                     assert reply.json()["error"]["code"] == "no_config_file", reply
                 elif route.operation == "oauth_callback":  # no sign-in waits for this state: a page says so
                     assert reply.status == 400 and "unknown, used already" in reply.body.decode(), reply
+                elif route.operation == "forget_remembered":  # no ?permission=: a 400 saying so
+                    assert reply.status == 400 and "permission" in reply.json()["error"]["message"], reply
                 elif route.websocket:  # plain HTTP to a WebSocket: 426, saying so
                     assert reply.status == 426 and reply.json()["error"]["code"] == "upgrade_required", reply
                 else:
