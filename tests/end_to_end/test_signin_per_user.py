@@ -25,7 +25,7 @@ from joserfc.errors import JoseError
 
 from actors.auth.grants import TOKEN_EXCHANGE
 from supervisor.settings.signin import IssuerSettings, SigninSettings
-from tests.gateway.test_gateway_per_user import URL_ELICITATION_REQUIRED, echo
+from tests.gateway.test_gateway_per_user import URL_ELICITATION_REQUIRED, echo, sign_in
 from tests.runtime.test_person_connections import NAME, config, ready
 from tests.support.admin import Http, Running, admin_running
 from tests.support.gateway_http import McpHttp, events_until
@@ -68,14 +68,9 @@ async def running(tmp_path: Path, *, exchange: bool) -> AsyncIterator[tuple[Idp,
 
 
 async def browser(url: str, person: str, api: Running) -> httpx2.Response:
-    """``person``'s browser: consent upstream, then back to the callback under the public
-    ``signin.resource`` (which a TLS proxy would map to this service)."""
-    async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:
-        consent = await http.get(f"{url}&user={person}")
-        assert consent.status_code == 302, consent.text
-        back = consent.headers["location"]
-        assert back.startswith(f"{RESOURCE}/v1/oauth/callback?"), back
-        return await http.get(api.url + back.removeprefix(RESOURCE))
+    """``person``'s browser: back to the callback under the public ``signin.resource``
+    (which a TLS proxy would map to this service)."""
+    return await sign_in(url, person, RESOURCE, api.url)
 
 
 async def people_audited(api: Running) -> list[tuple[str, str | None]]:

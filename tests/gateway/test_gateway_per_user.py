@@ -30,13 +30,18 @@ URL_ELICITATION_REQUIRED = -32042
 OPERATOR = "operator-token-0123456789"
 
 
-async def sign_in(url: str, person: str) -> httpx2.Response:
+async def sign_in(url: str, person: str, public: str = "", served: str = "") -> httpx2.Response:
     """``person``'s browser: consent at the authorization server (the test server reads
-    ``user``), then the redirect back to the service's callback route."""
+    ``user``), then the redirect back to the service's callback route (under
+    ``public``, reached at ``served``, as through a TLS proxy, when given)."""
     async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:
         consent = await http.get(f"{url}&user={person}")
         assert consent.status_code == 302, consent.text
-        return await http.get(consent.headers["location"])
+        back = consent.headers["location"]
+        if public:
+            assert back.startswith(f"{public}/v1/oauth/callback?"), back
+            back = served + back.removeprefix(public)
+        return await http.get(back)
 
 
 def echo(request_id: int, text: str) -> tuple[int, str, dict[str, Any]]:
