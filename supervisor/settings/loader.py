@@ -29,6 +29,7 @@ from actors.spec import ServerSpec, redact
 from supervisor.settings.net import parse_bind
 
 from .bridge import read_bridge
+from .cluster import read_cluster
 from .dialects import find_server_section, read_servers
 from .expansion import Expander
 from .exposure import read_exposure
@@ -228,8 +229,9 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         limits=read_limits(root.get("limits", []), "$.limits", servers, exp),
         state_dir=_state_dir(root.get("state_dir"), "$.state_dir", exp),
         secrets_at_rest=read_secrets_at_rest(root.get("secrets_at_rest", {}), "$.secrets_at_rest", exp),
-        store=read_store(root.get("store", {}), "$.store", exp),
+        store=(store := read_store(root.get("store", {}), "$.store", exp)),
         signin=read_signin(root.get("signin"), "$.signin", exp),
+        cluster=read_cluster(root.get("cluster"), "$.cluster", exp, store),
     )
 
 

@@ -7,6 +7,7 @@ are milliseconds; here they are seconds, like everywhere else in the code.
 
 from __future__ import annotations
 
+import base64
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -112,6 +113,26 @@ class StoreSettings:
 
     url: str | None = attrs.field(default=None, repr=False)
     secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
+
+
+@attrs.frozen(slots=True)
+class ClusterSettings:
+    """This process as one replica of several sharing a PostgreSQL store (``cluster.py``).
+
+    ``replica``: its id, the prefix of the session ids it mints (what the load balancer
+    routes on). ``address``: the base URL other replicas reach it at (None: the address
+    it is bound to). ``keys``: the shared keys that authenticate session ids, request
+    states and forwarded requests; the first signs, every one is accepted (a rotation
+    lists the new key first). ``heartbeat_s`` / ``ttl_s``: how often its heartbeat row
+    is renewed and how long it counts after that. ``drain_s``: how long a SIGTERM waits
+    for its calls before it hands its sessions over."""
+
+    replica: str
+    keys: tuple[bytes, ...] = attrs.field(repr=False)
+    address: str | None = None
+    heartbeat_s: float = 0.25
+    ttl_s: float = 1.0
+    drain_s: float = 30.0
 
 
 @attrs.frozen(slots=True)
@@ -267,6 +288,7 @@ class Config:
     secrets_at_rest: SecretsAtRest = SecretsAtRest()
     store: StoreSettings = StoreSettings()
     signin: SigninSettings | None = None
+    cluster: ClusterSettings | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 
     def server(self, name: str) -> ServerSpec:
@@ -287,4 +309,6 @@ class Config:
         if self.signin is not None:
             found.update(dict.fromkeys(self.signin.secrets))
         found.update(dict.fromkeys(self.store.secrets))
+        if self.cluster is not None:  # the shared keys, as the file or environment gives them
+            found.update(dict.fromkeys(base64.b64encode(key).decode() for key in self.cluster.keys))
         return tuple(found)

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 from actors.tool_definitions import DefinitionParts
+from supervisor.store.cluster_rows import ClusterRows
 from supervisor.store.errors import DB_ERRORS, StoreError
 from supervisor.store.oauth_rows import OAuthRows
 from supervisor.store.records import APPROVAL_DECISIONS, POLICY_CHANNEL, AuditRow, ordered_json
@@ -84,7 +85,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-class Store(OAuthRows):
+class Store(OAuthRows, ClusterRows):
     """The supervisor's store: audit rows, remembered approvals, tool pins, last-known
     tool lists and protocol eras. Open it with ``Store.open`` (SQLite) or
     ``postgres.open_postgres``.

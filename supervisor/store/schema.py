@@ -221,6 +221,41 @@ MIGRATIONS: tuple[Step, ...] = (
         )
         """,
     ),
+    # 12: replicas sharing the store (``supervisor/cluster/``). A replica's heartbeat
+    # row (its ``expires_at`` on the database's clock, so hosts' clocks need not
+    # agree); the MCP sessions of the handshake era, each naming the replica run
+    # (``owner``: its ``incarnation``) holding it, with what a takeover restores
+    # (``state``: JSON); and the replica that wrote each audit row (NULL for a single
+    # process). (Appended, not numbered: a merge may put it after another step.)
+    (
+        """
+        CREATE TABLE replicas (
+            id            TEXT PRIMARY KEY,
+            incarnation   TEXT NOT NULL,  -- id:random, new at each start
+            address       TEXT,
+            state         TEXT NOT NULL,  -- serving | draining
+            started_at    {real} NOT NULL,
+            heartbeat_at  {real} NOT NULL,
+            expires_at    {real} NOT NULL,
+            sessions      INTEGER NOT NULL DEFAULT 0,
+            in_flight     INTEGER NOT NULL DEFAULT 0,
+            config_digest TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        """
+        CREATE TABLE gateway_sessions (
+            id          TEXT PRIMARY KEY,
+            tenant      TEXT NOT NULL,
+            person      TEXT,
+            owner       TEXT,  -- the holding replica's incarnation; NULL: handed over
+            state       TEXT NOT NULL,
+            opened_at   {real} NOT NULL,
+            updated_at  {real} NOT NULL
+        )
+        """,
+        "CREATE INDEX gateway_sessions_by_owner ON gateway_sessions (owner)",
+        "ALTER TABLE audit ADD COLUMN replica TEXT",
+    ),
 )
 
 

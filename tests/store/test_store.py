@@ -168,7 +168,7 @@ PRAGMA user_version = 1;
 
 
 def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 11, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 12, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -221,7 +221,7 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         # 11: a refresh lease per record.
         assert store.take_oauth_lease("docs", "https://d.example/mcp", "p1", 30) == (True, None)
     with contextlib.closing(_raw(db_path)) as raw:
-        assert _version(raw) == 11
+        assert _version(raw) == 12
         # the version moved from the header into the table: older supervisors refuse the file
         assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
     assert {
@@ -231,6 +231,10 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         "oauth",
         "audit_by_record",
         "eras",
+        # 12: replicas' heartbeats and the sessions they hold
+        "replicas",
+        "gateway_sessions",
+        "gateway_sessions_by_owner",
     } <= _tables(db_path)
 
 
