@@ -39,6 +39,7 @@ from actors.transports.connector import TransportConnector
 from supervisor.calls.audit_trail import AuditTrail
 from supervisor.calls.requests import RequestRegistry
 from supervisor.calls.services import CallServices
+from supervisor.cluster.replica import ReplicaIdentity, identity_for
 from supervisor.runtime.connections import ConnectionFactory, SharedConnections
 from supervisor.runtime.lifetimes import (
     SHUTDOWN_GRACE_S,
@@ -71,7 +72,6 @@ if TYPE_CHECKING:  # the OAuth code (and httpx2) loads only when a server uses i
     from actors.auth.provider import Authorizer
 
 __all__ = ["SHUTDOWN_GRACE_S", "Supervisor", "default_connector", "open_service", "recover_dead_instances"]
-
 log = get_logger("supervisor")
 
 
@@ -82,10 +82,9 @@ async def open_service(
     kind: str,
     **more: Any,
 ) -> AsyncIterator[Supervisor]:
-    """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``): an instance
-    of that ``kind``, and a child subreaper (the process owns its children); its traces go where the
-    ``OTEL_*`` variables say. ``more``: other options of ``Supervisor.open`` (``reread``: how
-    ``reload`` reads the config again; ``client_capabilities``)."""
+    """The supervisor of a process that is nothing else (``serve``, ``stdio``, ``bridge``): an
+    instance of that ``kind``, a child subreaper, traces where ``OTEL_*`` say; ``more``: other
+    options of ``Supervisor.open`` (``reread``: how ``reload`` reads the config again)."""
     with traces_from_environment():
         async with Supervisor.open(
             config, state_dir=state_dir, instance_kind=kind, subreaper=True, **more
@@ -139,6 +138,8 @@ class Supervisor:
     _sessions: SessionServices
     warm: WarmPool
     """The spare processes of ``warm: N`` servers."""
+    replica: ReplicaIdentity | None = None
+    """This process among replicas sharing its store (None: no ``store.url``)."""
 
     @classmethod
     @asynccontextmanager
@@ -306,6 +307,7 @@ class Supervisor:
             shared,
             sessions,
             warm,
+            identity_for(config),
         )
 
     @property
@@ -409,10 +411,8 @@ class Supervisor:
     async def reload(self, config: Config | None = None, *, trigger: str = "host") -> ReloadPlan:
         """Apply a changed config (default: the file read again) without a restart, as
         ``plan_reload`` plans it; one log line says what happened (``trigger``: who asked).
-
-        Raises ConfigError (malformed) or ReloadRefused (``bind``, ``state_dir``): then
-        nothing changed.
-        """
+        Raises ConfigError (malformed) or ReloadRefused (``bind``, ``state_dir``…): then
+        nothing changed."""
         running = self._running
         async with running.lock:
             try:

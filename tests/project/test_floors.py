@@ -39,6 +39,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("sessions",),
     ("calls",),
     ("web",),
+    ("cluster",),
     ("runtime",),
     ("store", "settings"),
 )
