@@ -336,6 +336,7 @@ class Supervisor:
         sampling: RequestHandler | None = None,
         elicitation: RequestHandler | None = None,
         roots: RootsSource | None = None,
+        session_id: str | None = None,
     ) -> AbstractAsyncContextManager[Session]:
         """One conversation (``async with sup.session() as session``); its private
         connections end with it. Open it inside the supervisor's block.
@@ -343,13 +344,12 @@ class Supervisor:
         ``person``: who the session's calls are made for, in its audit rows, approvals
         and events (default: the tenant name). ``host_tools``: how many tools of its
         own the host shows the model (they count toward the ``tool_search``
-        threshold); ``pinned``: tool ids always listed.
-        ``sampling``, ``elicitation`` (form and URL mode), ``roots``: this session's
-        answers to its calls' server requests (``supervisor.sessions.handlers``).
-        """
+        threshold); ``pinned``: tool ids always listed. ``sampling``, ``elicitation``
+        (form and URL mode), ``roots``: this session's answers to its calls' server
+        requests (``supervisor.sessions.handlers``). ``session_id``: its id (default: a new one)."""
         handlers = SessionHandlers(sampling, elicitation, roots)
         return open_session(self._sessions, tenant=tenant, person=person, host_tools=host_tools,
-                            pinned=pinned, handlers=handlers)  # fmt: skip
+                            pinned=pinned, handlers=handlers, session_id=session_id)  # fmt: skip
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
         """What its connection actor alone knows (stderr tail, calls in flight); None

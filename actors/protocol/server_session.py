@@ -228,6 +228,17 @@ class ServerSession:
             result["instructions"] = instructions
         return Response(event.request.id, result)
 
+    def resume(
+        self, version: str, client_info: Mapping[str, Any] | None, capabilities: Mapping[str, Any]
+    ) -> None:
+        """Take up a session another server process negotiated (a replica's takeover):
+        READY at ``version`` with what the client said at its ``initialize`` there."""
+        if self.phase is not ServerPhase.NEW or version not in self.versions:
+            raise RuntimeError(f"cannot resume a session at {version!r} from phase {self.phase.value}")
+        self.version, self.client_info = version, client_info
+        self.client_capabilities = capabilities
+        self.phase = ServerPhase.READY
+
     def respond(self, request: RequestReceived, result: Mapping[str, Any]) -> Response | None:
         """The response to send for ``request``; None when the client cancelled it."""
         self.end(request)

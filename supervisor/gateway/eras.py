@@ -67,3 +67,7 @@ class NewEraHandler(Protocol):
     ) -> dict[str, Any] | None:
         """The error response when a request's ``Mcp-Param-*`` headers (names
         lowercased) do not repeat its body, else None."""
+
+    def holder_of(self, state: Any, tenant: str) -> str | None:
+        """The replica run holding the call an authentic ``requestState`` of ``tenant``
+        names, when that is another run than this one; else None."""

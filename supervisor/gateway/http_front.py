@@ -53,6 +53,8 @@ from supervisor.gateway.http_sessions import (
     TooManyGatewaySessions,
 )
 from supervisor.gateway.param_check import param_headers_of
+from supervisor.gateway.passing_on import PassingOn
+from supervisor.gateway.roaming import Elsewhere
 from supervisor.gateway.sse_events import EventStream, StreamOutlet, parse_event_id
 from supervisor.gateway.stateless import header_refusal, http_status
 from supervisor.gateway.traced import Arrival, http_arrival
@@ -120,6 +122,8 @@ class McpFront:
         self.sessions = sessions
         self.new_era = new_era
         self.scrub = scrub
+        self.passing = PassingOn(sessions, new_era, self.refuse)
+        """Sessions held elsewhere, and retries of calls held elsewhere (``passing_on.py``)."""
 
     # ---------------------------------------------------------------- responses
 
@@ -145,13 +149,17 @@ class McpFront:
 
     async def _post(self, request: Request, tenant: str, person: str | None) -> Response:
         headers = request.headers
-        message = parse_message(await self._read_message(headers, request.body))
+        raw = await self._read_message(headers, request.body)
+        message = parse_message(raw)
         arrival = http_arrival(headers, request.scope.get("client"))  # None: traces are off
         check_param_headers(message, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
         session_id = headers.get(SESSION_HEADER)
         version = headers.get("MCP-Protocol-Version")
         request_id = message.get("id")
         if is_new_era(message, version, session_id):
+            holder = self.passing.holder_of_state(message, tenant)
+            if holder is not None:  # a retry of a call another replica run holds
+                return await self.passing.to_run(request, raw, holder, request_id)
             return await self._new_era(message, headers, (tenant, person), arrival)
         if session_id is None:
             if message.get("method") != "initialize":
@@ -162,8 +170,19 @@ class McpFront:
                     request_id=request_id,
                 )
             return await self._initialize(message, tenant, arrival, person)
-        record = self._session(session_id, tenant, request_id)
-        check_version(version, record.peer.protocol_version, request_id)
+        found = await self.passing.held(session_id, tenant, headers, request_id)
+        if isinstance(found, Elsewhere):
+            answered = await self.passing.pass_on(request, raw, session_id, tenant, found, request_id)
+            if isinstance(answered, Response):
+                return answered
+            found = answered  # its holder was gone: taken over here
+        return await self._in_session(found, message, headers, arrival)
+
+    async def _in_session(
+        self, record: GatewaySession, message: Mapping[str, Any], headers: Headers, arrival: Arrival | None
+    ) -> Response:
+        request_id = message.get("id")
+        check_version(headers.get("MCP-Protocol-Version"), record.peer.protocol_version, request_id)
         record.touch()
         if kind_of(message) != "request":
             await record.peer.receive(message, record.outlet(), arrival)
@@ -197,16 +216,14 @@ class McpFront:
             ) from None
         return bytes(data)
 
-    def _session(self, session_id: str, tenant: str, request_id: Any = None) -> GatewaySession:
-        record = self.sessions.get(session_id, tenant)
-        if record is None:
-            raise HttpRefusal(
-                404,
-                f"no MCP session {session_id!r} (unknown, ended or expired): send initialize "
-                f"without {SESSION_HEADER} to open a new one",
-                request_id=request_id,
-            )
-        return record
+    async def _session(self, request: Request, tenant: str) -> GatewaySession | Response:
+        """The session a GET or DELETE names, held here (taken over if need be), or the
+        answer of the replica run holding it."""
+        session_id = self._session_header(request.headers)
+        found = await self.passing.held(session_id, tenant, request.headers)
+        if isinstance(found, Elsewhere):
+            return await self.passing.pass_on(request, b"", session_id, tenant, found)
+        return found
 
     async def _initialize(
         self, message: Mapping[str, Any], tenant: str, arrival: Arrival | None, person: str | None
@@ -222,6 +239,8 @@ class McpFront:
         if response is None or "error" in response:
             await self.sessions.close(record.id, None)
             return self._json(response, 400)
+        if self.sessions.roaming is not None:  # kept in the store before its id goes out
+            await self.sessions.roaming.opened(record)
         self.sessions.announce(record)
         return self._json(response, headers={SESSION_HEADER: record.id})
 
@@ -286,12 +305,12 @@ class McpFront:
     async def get(self, request: Request, tenant: str, person: str | None = None) -> Response:
         """The standalone stream, or the rest of a stream after ``Last-Event-ID``."""
         try:
-            return self._get(request.headers, tenant)
+            found = await self._session(request, tenant)
+            return found if isinstance(found, Response) else self._get(request.headers, found)
         except HttpRefusal as refusal:
             return self.refuse(refusal)
 
-    def _get(self, headers: Headers, tenant: str) -> Response:
-        record = self._session(self._session_header(headers), tenant)
+    def _get(self, headers: Headers, record: GatewaySession) -> Response:
         if not accepts(headers):
             raise HttpRefusal(406, f"GET {MCP_PATH} is an SSE stream: send Accept: text/event-stream")
         last = headers.get("Last-Event-ID")
@@ -324,8 +343,10 @@ class McpFront:
     async def delete(self, request: Request, tenant: str, person: str | None = None) -> Response:
         """The session ends (204), or the refusal."""
         try:
-            record = self._session(self._session_header(request.headers), tenant)
+            found = await self._session(request, tenant)
         except HttpRefusal as refusal:
             return self.refuse(refusal)
-        await self.sessions.close(record.id, None)
+        if isinstance(found, Response):
+            return found
+        await self.sessions.close(found.id, None)
         return empty_response(204)

@@ -25,7 +25,7 @@ import itertools
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -33,8 +33,12 @@ import trio
 from actors.log_events import get_logger
 from actors.protocol.jsonrpc import to_wire
 from actors.protocol.server_session import error_response
+from supervisor.cluster.keys import SharedKeys
+from supervisor.cluster.session_ids import SessionIds
+from supervisor.cluster.session_state import SessionState
 from supervisor.gateway.peer import GatewayPeer
 from supervisor.gateway.results import INTERNAL_ERROR, JsonRpcError
+from supervisor.gateway.session_restore import restore
 from supervisor.gateway.sse_events import EventStream, Scrub, StreamOutlet, _as_is
 from supervisor.gateway.traced import HTTP, Arrival
 from supervisor.runtime.tracing import TRACING
@@ -45,9 +49,21 @@ if TYPE_CHECKING:
 
 log = get_logger("supervisor.gateway")
 
+FORGET_BOUND_S = 5.0
+"""How long a session's end waits for the store to release its row."""
 KEEP_STREAMS = 32
 """POST streams a session keeps for resumption (the oldest finished ones go first)."""
 STANDALONE = "0"
+
+
+class SessionRoaming(Protocol):
+    """What the sessions tell the store of a replica's sessions (``roaming.py``)."""
+
+    async def opened(self, record: GatewaySession) -> None: ...
+
+    async def after(self, record: GatewaySession) -> None: ...
+
+    async def ended(self, record: GatewaySession, *, hand_over: bool) -> None: ...
 
 
 class GatewayClosed(RuntimeError):
@@ -140,15 +156,30 @@ class GatewaySessions(HeldSessions[GatewaySession]):
         self.counts: Counter[str] = Counter()
         """Sessions ``opened``, ``closed``, ``expired`` (idle) and ``refused`` (over the
         tenant's bound), for the metrics."""
+        self.ids = SessionIds(SharedKeys(), None)
+        """How session ids are minted (a replica's name it: ``cluster/session_ids.py``)."""
+        self.roaming: SessionRoaming | None = None
+        """With a cluster: sessions kept in the shared store and taken over (``roaming.py``)."""
+        self.handing_over = False
+        """A drain: sessions that end now are handed over, not ended, in the store."""
+        self._answered = trio.Event()  # set (and renewed) as each request is answered
 
     def _stopping(self) -> None:
         self.close_streams()
 
     # ------------------------------------------------------------------ sessions
 
-    async def open(self, tenant: str, person: str | None = None) -> GatewaySession:
+    async def open(
+        self,
+        tenant: str,
+        person: str | None = None,
+        *,
+        session_id: str | None = None,
+        state: SessionState | None = None,
+    ) -> GatewaySession:
         """A new session of ``tenant`` made for ``person`` (None: the tenant's name); it
-        lives until ``close``, idle expiry or shutdown."""
+        lives until ``close``, idle expiry or shutdown. ``session_id`` and ``state``: a
+        session taken over from another replica (``roaming.py``)."""
         nursery = self._running()
         bound = self._supervisor.config.gateway.max_sessions_per_tenant
         if len(self.listing(tenant)) >= bound:
@@ -157,7 +188,8 @@ class GatewaySessions(HeldSessions[GatewaySession]):
                 f"tenant {tenant!r} already holds {bound} MCP sessions, the bound "
                 "(gateway.max_sessions_per_tenant); end one with DELETE /mcp or raise the bound"
             )
-        record: GatewaySession = await nursery.start(self._hold, tenant, person)
+        session_id = session_id if session_id is not None else self.ids.mint()
+        record: GatewaySession = await nursery.start(self._hold, tenant, person, session_id, state)
         return record
 
     def get(self, session_id: str, tenant: str | None) -> GatewaySession | None:
@@ -189,6 +221,22 @@ class GatewaySessions(HeldSessions[GatewaySession]):
         """End every standalone stream (shutdown: open GETs must not hold the drain)."""
         for record in self._sessions.values():
             record.standalone.finish()
+
+    async def hand_over(self) -> None:
+        """A replica's drain: hand every session over as soon as it has no call in
+        flight (bound it with a cancel scope; ``end_all`` ends the rest)."""
+        self.handing_over = True
+        while True:
+            answered = self._answered
+            busy = 0
+            for record in list(self._sessions.values()):
+                if record.peer.core.in_flight:
+                    busy += 1
+                else:
+                    record.close_requested.set()
+            if not busy:
+                return
+            await answered.wait()
 
     def end_all(self) -> None:
         """End every session (the drain: its requests still in flight are answered with
@@ -223,10 +271,15 @@ class GatewaySessions(HeldSessions[GatewaySession]):
         try:
             response = await record.peer.receive(message, outlet, arrival)
             answered = True
+            if self.roaming is not None:  # what the client is told is what a takeover restores
+                await self.roaming.after(record)
         except Exception:
             log.exception("gateway request failed", extra={"fields": {"session": record.id}})
         finally:
             record.touch()
+            if self.handing_over:  # the drain waits for calls to end
+                self._answered.set()
+                self._answered = trio.Event()
             if response is not None:
                 stream.publish(response, response=True)
             elif answered:  # the client cancelled it: no response
@@ -245,12 +298,18 @@ class GatewaySessions(HeldSessions[GatewaySession]):
     # ------------------------------------------------------------------ holders
 
     async def _hold(
-        self, tenant: str, person: str | None, *, task_status: trio.TaskStatus[GatewaySession]
+        self,
+        tenant: str,
+        person: str | None,
+        session_id: str | None,
+        state: SessionState | None,
+        *,
+        task_status: trio.TaskStatus[GatewaySession],
     ) -> None:
         sup = self._supervisor
         record: GatewaySession | None = None
         try:
-            async with sup.session(tenant=tenant, person=person) as session:
+            async with sup.session(tenant=tenant, person=person, session_id=session_id) as session:
                 peer = GatewayPeer(
                     session,
                     lambda key: sup.requests.cancel(key, tenant),
@@ -261,6 +320,9 @@ class GatewaySessions(HeldSessions[GatewaySession]):
                 try:
                     async with trio.open_nursery() as nursery:
                         record = GatewaySession(peer, nursery, scrub=self.scrub)
+                        if state is not None:
+                            restore(peer, state)
+                            record.announced = True  # opened on the replica it came from
                         self._sessions[record.id] = record
                         for task in self.session_tasks:
                             nursery.start_soon(task, record)
@@ -271,6 +333,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
                 finally:
                     if record is not None:
                         self._end(record)
+                        await self._forget(record)
         except Exception:
             if record is None:
                 raise  # not started yet: the initialize gets the error
@@ -291,6 +354,18 @@ class GatewaySessions(HeldSessions[GatewaySession]):
         if record.announced:
             self.counts["closed"] += 1
             self._publish(record, "gateway_session_closed", {})
+
+    async def _forget(self, record: GatewaySession) -> None:
+        """With a cluster: the session's row goes (or, in a drain, is handed over)."""
+        if self.roaming is None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(FORGET_BOUND_S):
+            try:
+                await self.roaming.ended(record, hand_over=self.handing_over)
+            except Exception:
+                log.exception(
+                    "gateway session not released in the store", extra={"fields": {"session": record.id}}
+                )
 
     async def _expire_when_idle(self, record: GatewaySession) -> None:
         """End the session once it has been idle ``gateway.session_idle_s``; a call in

@@ -4,25 +4,27 @@ A call that needs input (a backend asked for sampling, elicitation or roots) sta
 parked in the gateway while the client answers; the state we hand out names that
 parked call and its round. A client is untrusted, so the state is authenticated:
 ``payload.mac``, both URL-safe base64, the MAC an HMAC-SHA256 over the payload with
-a key drawn per gateway instance (``secrets.token_bytes``), so a state from another
+the shared keys (``supervisor/cluster/keys.py``): the cluster's, so any replica can
+read a state another minted, else a key drawn per process, so a state from another
 instance, or from before a restart, is refused like a forged one. The payload binds
-the tenant, the parked call, its round, the method and target (tool name, prompt
-name or URI) and an expiry on the Trio clock.
+the tenant, the replica run holding the parked call (``holder``), the call, its
+round, the method and target (tool name, prompt name or URI) and an expiry on the
+holder's Trio clock (only the holder checks it: another replica passes the retry on).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import json
-import secrets
 from typing import Any
 
 import attrs
 
-KEY_BYTES = 32
+from supervisor.cluster.keys import SharedKeys
+from supervisor.cluster.replica import ReplicaIdentity
+
+_PURPOSE = b"mcp-request-state"
 
 
 class StateRefused(Exception):
@@ -40,7 +42,17 @@ class StateClaims:
     method: str
     target: str
     expires: float
-    """On the Trio clock (``trio.current_time()``)."""
+    """On the holder's Trio clock (``trio.current_time()``)."""
+    holder: str = ""
+    """The replica run holding the parked call ("" for a single process)."""
+
+
+class HeldElsewhere(StateRefused):
+    """An authentic state of a call another replica run holds (``holder``)."""
+
+    def __init__(self, claims: StateClaims) -> None:
+        super().__init__(f"requestState names a call held by replica run {claims.holder!r}")
+        self.claims = claims
 
 
 def _b64(data: bytes) -> str:
@@ -52,13 +64,14 @@ def _unb64(text: str) -> bytes:
 
 
 class RequestStateKey:
-    """Mints and checks request states with one per-instance HMAC key."""
+    """Mints and checks request states with the shared keys (see the module docstring)."""
 
-    def __init__(self, key: bytes | None = None) -> None:
-        self._key = key if key is not None else secrets.token_bytes(KEY_BYTES)
+    def __init__(self, keys: SharedKeys | None = None, holder: str = "") -> None:
+        self._keys = keys if keys is not None else SharedKeys()
+        self.holder = holder
 
     def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._key, payload, hashlib.sha256).digest()
+        return self._keys.mac(payload, _PURPOSE)
 
     def mint(self, claims: StateClaims) -> str:
         """The opaque state a client echoes on its retry."""
@@ -70,12 +83,25 @@ class RequestStateKey:
             "g": claims.target,
             "e": claims.expires,
         }
+        if self.holder:
+            body["h"] = self.holder
         payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
     def check(self, state: Any, *, tenant: str, now: float) -> StateClaims:
-        """The claims of an authentic, unexpired state of ``tenant``; ``StateRefused``
-        otherwise (forged, tampered, minted by another instance, foreign, expired)."""
+        """The claims of an authentic, unexpired state of ``tenant`` this run holds;
+        ``HeldElsewhere`` for one another replica run holds; ``StateRefused`` otherwise
+        (forged, tampered, minted by another instance, foreign, expired)."""
+        claims = self.read(state, tenant=tenant)
+        if claims.holder != self.holder:
+            raise HeldElsewhere(claims)
+        if now >= claims.expires:
+            raise StateRefused("requestState has expired: send the request again without it")
+        return claims
+
+    def read(self, state: Any, *, tenant: str) -> StateClaims:
+        """The claims of an authentic state of ``tenant``, wherever it is held (its expiry
+        is its holder's to check); ``StateRefused`` otherwise."""
         if not isinstance(state, str) or state.count(".") != 1:
             raise StateRefused(
                 "requestState is not one this gateway issued: send the request again without it"
@@ -87,15 +113,22 @@ class RequestStateKey:
             raise StateRefused(
                 "requestState is not one this gateway issued: send the request again without it"
             ) from None
-        if not hmac.compare_digest(mac, self._mac(payload)):
+        if not self._keys.verify(payload, _PURPOSE, mac):
             raise StateRefused(
                 "requestState failed its integrity check (tampered, or issued by another gateway "
                 "instance): send the request again without requestState"
             )
         body = json.loads(payload)
-        claims = StateClaims(body["t"], body["c"], body["r"], body["m"], body["g"], body["e"])
+        claims = StateClaims(
+            body["t"], body["c"], body["r"], body["m"], body["g"], body["e"], body.get("h", "")
+        )
         if claims.tenant != tenant:
             raise StateRefused("requestState belongs to another tenant: send the request again without it")
-        if now >= claims.expires:
-            raise StateRefused("requestState has expired: send the request again without it")
         return claims
+
+
+def state_key_of(replica: ReplicaIdentity | None) -> RequestStateKey:
+    """A replica's key: the cluster's shared keys, holder its run; else a process's own."""
+    if replica is None or replica.cluster is None:
+        return RequestStateKey()
+    return RequestStateKey(SharedKeys(replica.cluster.keys), holder=replica.incarnation)

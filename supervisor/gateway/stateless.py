@@ -71,7 +71,7 @@ from supervisor.gateway.outlet import Outlet
 from supervisor.gateway.param_check import param_header_refusal
 from supervisor.gateway.parked import InputRound, ParkedCall
 from supervisor.gateway.related import wanting_logs
-from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused
+from supervisor.gateway.request_state import RequestStateKey, StateClaims, StateRefused, state_key_of
 from supervisor.gateway.results import (
     ERROR_META,
     INVALID_PARAMS,
@@ -114,13 +114,14 @@ class StatelessGateway:
         idle_s: float = 1800.0,
         park_s: float = PARK_S,
         session_scoped: tuple[str, ...] = (),
+        state_key: RequestStateKey | None = None,
     ) -> None:
         self._cell = cell
         self._prefix = prefix
         self.server_info = {"name": "mcp-supervisor", "version": version}
         self._instructions = instructions
         self.park_s = park_s
-        self._key = RequestStateKey()
+        self._key = state_key if state_key is not None else RequestStateKey()
         self._session_scoped = session_scoped
         self.tenants = TenantStates(open_session, self._core, idle_s)
         self._nursery: trio.Nursery | None = None
@@ -137,7 +138,16 @@ class StatelessGateway:
             instructions=instructions,
             idle_s=config.gateway.session_idle_s,
             session_scoped=tuple(s.name for s in config.servers if s.scope is Scope.SESSION and s.enabled),
+            state_key=state_key_of(sup.replica),
         )
+
+    def holder_of(self, state: Any, tenant: str) -> str | None:
+        """The replica run holding the call ``state`` names, if another than this one."""
+        try:
+            holder = self._key.read(state, tenant=tenant).holder
+        except StateRefused:
+            return None  # refused where it is resumed, with its reason
+        return holder if holder != self._key.holder else None
 
     def _core(self, session: Session) -> GatewayCore:
         return GatewayCore(session, prefix=self._prefix, version=self.server_info["version"])

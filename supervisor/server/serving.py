@@ -38,6 +38,7 @@ from hypercorn.utils import wrap_app
 
 from actors.log_events import get_logger
 from supervisor.admin.app import admin_api
+from supervisor.gateway.roaming import roaming
 from supervisor.server.apps import compose
 from supervisor.server.hypercorn_patches import ServeConfig, install_all
 from supervisor.settings.net import bind_is_loopback
@@ -111,6 +112,11 @@ class Server:
         frame_cap = max(self.config.websocket_max_message_size, 2 * self.apps.bridge.max_message_bytes)
         self.config.websocket_max_message_size = frame_cap
         self.listener = listener
+        self.supervisor = supervisor
+        self.call_grace_s = CALL_GRACE_S
+        if (cluster := supervisor.config.cluster) is not None:  # a replica's calls may finish
+            self.call_grace_s = cluster.drain_s
+            self.config.graceful_timeout = max(GRACEFUL_TIMEOUT_S, cluster.drain_s + 2 * CUT_AFTER_S)
         self.shutdown = trio.Event()
         self.scope = trio.CancelScope(shield=True)
 
@@ -120,11 +126,12 @@ class Server:
         self.apps.gateway.close_streams()
         self.apps.bridge.close_all()
         self.shutdown.set()
-        self.scope.deadline = min(self.scope.deadline, trio.current_time() + DRAIN_DEADLINE_S)
+        longer = self.call_grace_s - CALL_GRACE_S
+        self.scope.deadline = min(self.scope.deadline, trio.current_time() + DRAIN_DEADLINE_S + longer)
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         with self.scope:
-            async with trio.open_nursery() as sessions:
+            async with roaming(self.supervisor, self.apps.gateway), trio.open_nursery() as sessions:
                 await sessions.start(self.apps.hosted.run)
                 await sessions.start(self.apps.gateway.run)
                 await sessions.start(self.apps.new_era.run)
@@ -146,10 +153,14 @@ class Server:
 
     async def _wind_down_calls(self) -> None:
         await self.shutdown.wait()
-        api = admin_api(self.apps.admin)
-        await trio.sleep(CALL_GRACE_S)
+        api, gateway = admin_api(self.apps.admin), self.apps.gateway
+        if gateway.roaming is None:
+            await trio.sleep(CALL_GRACE_S)
+        else:  # a replica hands each session over once its calls are done, within the grace
+            with trio.move_on_after(self.call_grace_s):
+                await gateway.hand_over()
         api.cancel_calls()
-        self.apps.gateway.end_all()
+        gateway.end_all()
         await trio.sleep(CUT_AFTER_S)
         api.cut_streams()
 

@@ -94,8 +94,9 @@ async def open_session(
     host_tools: int = 0,
     pinned: Iterable[str] = (),
     handlers: SessionHandlers | None = None,
+    session_id: str | None = None,
 ) -> AsyncIterator[Session]:
-    """The lifetime of a session: see ``Session``."""
+    """The lifetime of a session: see ``Session`` (``session_id``: its id, default a new one)."""
     if person is not None and (not isinstance(person, str) or not person.strip()):
         raise ValueError(
             f"person must be a non-empty str (who the session's calls are for), not {person!r};"
@@ -121,6 +122,7 @@ async def open_session(
                 host_tools=host_tools,
                 pinned=pinned,
                 handlers=handlers,
+                session_id=session_id,
             )
             yield session
     finally:
@@ -158,8 +160,9 @@ class Session:
         host_tools: int = 0,
         pinned: Iterable[str] = (),
         handlers: SessionHandlers | None = None,
+        session_id: str | None = None,
     ) -> None:
-        self.id = secrets.token_hex(8)
+        self.id = session_id if session_id is not None else secrets.token_hex(8)
         # Who answers the server requests of its calls, and what they declare.
         self.client = (handlers or SessionHandlers()).client_side(
             self.id, services.connections.client_capabilities

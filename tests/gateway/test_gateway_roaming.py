@@ -1,0 +1,164 @@
+"""Handshake-era sessions across two replicas on one PostgreSQL store: a request for a
+session another live replica holds is passed on to it; a session whose holder is gone
+(drained, or its heartbeat expired) is taken over with its activations and log level,
+and the client never initializes again."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from supervisor import Supervisor
+from supervisor.settings.model import ClusterSettings, Config, StoreSettings, ToolSearchSettings
+from supervisor.store.postgres import open_postgres
+from tests.support.admin import Http, admin_running, config_of, mini_spec
+from tests.support.gateway_http import McpHttp, request
+
+KEY = b"k" * 32
+TTL_S = 0.6
+
+
+def cluster_config(url: str, replica: str) -> Config:
+    config = attrs.evolve(config_of(mini_spec("mini")), tool_search=ToolSearchSettings(enabled=True))
+    cluster = ClusterSettings(replica, (KEY,), heartbeat_s=0.1, ttl_s=TTL_S, drain_s=2.0)
+    return attrs.evolve(config, store=StoreSettings(url=url), cluster=cluster)
+
+
+@attrs.define
+class Replica:
+    sup: Supervisor
+    url: str
+    beating: bool = True
+    address: str | None = None
+
+    def http(self) -> Http:
+        return Http(self.url)
+
+
+@asynccontextmanager
+async def replica(url: str, name: str, state: Path) -> AsyncIterator[Replica]:
+    """One replica in this process, and its heartbeat row while ``beating``."""
+    async with admin_running(cluster_config(url, name), state) as api, trio.open_nursery() as nursery:
+        one = Replica(api.sup, api.url)
+        nursery.start_soon(_beat, url, one)
+        yield one
+        nursery.cancel_scope.cancel()
+
+
+async def _beat(url: str, one: Replica) -> None:
+    identity = one.sup.replica
+    assert identity is not None
+    store = await trio.to_thread.run_sync(open_postgres, url)
+    try:
+        while True:
+            if one.beating:
+                address = one.address or one.url
+                beat = functools.partial(store.beat, identity.id, identity.incarnation, ttl_s=TTL_S)
+                await trio.to_thread.run_sync(functools.partial(beat, address=address, state="serving"))
+            await trio.sleep(0.1)
+    finally:
+        store.close()
+
+
+def session_row(url: str, session_id: str) -> Any:
+    with open_postgres(url) as store:
+        return store.session_row(session_id)
+
+
+async def search(mcp: McpHttp, n: int, query: str) -> list[str]:
+    found = await mcp.call(n, "tools/call", {"name": "tool_search", "arguments": {"query": query}})
+    assert found["result"]["isError"] is False, found
+    listed = await mcp.call(n + 1, "tools/list")
+    return sorted(tool["name"] for tool in listed["result"]["tools"])
+
+
+async def test_a_session_is_passed_on_to_its_live_holder_and_taken_over_when_it_drains(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with trio.fail_after(60):
+        async with replica(postgres_url, "r2", tmp_path / "r2") as r2:
+            async with replica(postgres_url, "r1", tmp_path / "r1") as r1:
+                mcp = McpHttp(r1.http())
+                await mcp.open()
+                assert mcp.session_id is not None and mcp.session_id.startswith("r1.")
+                tools = await search(mcp, 1, "echo")
+                assert "mini_echo" in tools
+                level = await mcp.call(3, "logging/setLevel", {"level": "debug"})
+                assert "error" not in level
+                row = session_row(postgres_url, mcp.session_id)
+                assert row.owner == r1.sup.replica.incarnation  # type: ignore[union-attr]
+                assert json.loads(row.state)["log_level"] == "debug"
+
+                # The same session through r2: passed on to r1, answered by it.
+                via_r2 = McpHttp(r2.http())
+                via_r2.session_id = mcp.session_id
+                echoed = await via_r2.call(
+                    4, "tools/call", {"name": "mini_echo", "arguments": {"text": "hop"}}
+                )
+                assert echoed["result"]["content"][0]["text"] == "hop"
+                assert r2.sup.replica is not None and len(r1.sup.replica.incarnation) > 0  # type: ignore[union-attr]
+                assert session_row(postgres_url, mcp.session_id).owner == r1.sup.replica.incarnation  # type: ignore[union-attr]
+                # a made-up id of the same shape is unknown, with no store read needed
+                forged = McpHttp(r2.http())
+                forged.session_id = "r1.000000000000000000000000.AAAAAAAAAAAAAAAA"
+                assert (await forged.post(request(5, "tools/list"))).status == 404
+            # r1 drained (left its block): it handed the session over.
+            assert session_row(postgres_url, mcp.session_id).owner is None
+            again = await via_r2.call(6, "tools/list")
+            assert sorted(tool["name"] for tool in again["result"]["tools"]) == tools  # same activations
+            row = session_row(postgres_url, mcp.session_id)
+            assert row.owner == r2.sup.replica.incarnation  # type: ignore[union-attr]
+            assert json.loads(row.state)["log_level"] == "debug"
+            deleted = await via_r2.http.request("DELETE", "/mcp", headers=via_r2.headers())
+            assert deleted.status == 204
+            assert session_row(postgres_url, mcp.session_id) is None
+
+
+async def test_a_session_whose_holder_stopped_beating_is_taken_over_once(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with trio.fail_after(60):
+        async with (
+            replica(postgres_url, "r1", tmp_path / "r1") as r1,
+            replica(postgres_url, "r2", tmp_path / "r2") as r2,
+        ):
+            mcp = McpHttp(r1.http())
+            await mcp.open()
+            tools = await search(mcp, 1, "echo")
+            # r1 looks dead: no heartbeat, and an address nobody answers at.
+            r1.address = "http://127.0.0.1:9"
+            await trio.sleep(0.25)  # its last heartbeats name that address
+            r1.beating = False
+            moved = McpHttp(r2.http())
+            moved.session_id = mcp.session_id
+            started = trio.current_time()
+            async with trio.open_nursery() as nursery:  # two requests at once: one takeover
+                answers: list[Any] = []
+
+                async def ask(n: int) -> None:
+                    answers.append(await moved.call(n, "tools/list"))
+
+                nursery.start_soon(ask, 10)
+                nursery.start_soon(ask, 11)
+            assert trio.current_time() - started < TTL_S + 2
+            for answer in answers:
+                assert sorted(tool["name"] for tool in answer["result"]["tools"]) == tools
+            gateway_r2 = r2.sup.replica
+            assert gateway_r2 is not None
+            assert session_row(postgres_url, mcp.session_id).owner == gateway_r2.incarnation  # type: ignore[arg-type]
+            # r1's copy is stale: its next save is refused, it lets the session go, and
+            # from then on passes the session's requests on to r2, its holder now.
+            stale = await mcp.post(request(12, "logging/setLevel", {"level": "info"}))
+            assert stale.status == 200
+            listed = await r1.http().request("GET", "/v1/gateway/sessions")
+            assert mcp.session_id not in [item["session_id"] for item in listed.json()["sessions"]]
+            relayed = await mcp.call(13, "tools/list")
+            assert sorted(tool["name"] for tool in relayed["result"]["tools"]) == tools
+            assert session_row(postgres_url, mcp.session_id).owner == gateway_r2.incarnation  # type: ignore[arg-type]
