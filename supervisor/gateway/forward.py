@@ -40,6 +40,10 @@ _HOP_BY_HOP = frozenset(
 )
 
 
+_SET_BY_OUR_SERVER = _HOP_BY_HOP | {"date", "server"}
+"""What the relay does not copy from the holder's answer: ours adds its own."""
+
+
 class Unreachable(Exception):
     """The holder did not take the request (nothing was sent to it)."""
 
@@ -75,7 +79,7 @@ async def pass_on(
     except BaseException:
         await client.aclose()
         raise
-    relayed = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP_BY_HOP]
+    relayed = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _SET_BY_OUR_SERVER]
     return Response(response.status_code, tuple(relayed), _relay(client, response), timeout=None)
 
 

@@ -120,7 +120,7 @@ class PassingOn:
             )
         except Lost:
             return self._lost(elsewhere, request_id)
-        if not await roaming.wait_gone(elsewhere.run):
+        if not await roaming.wait_gone(elsewhere.run, session_id):
             raise _moving(session_id, request_id)
         found = await roaming.find(session_id, tenant)
         if found is None:

@@ -166,11 +166,15 @@ class Roaming:
                 await trio.sleep(WAIT_STEP_S)
         return False
 
-    async def wait_gone(self, run: ReplicaRow) -> bool:
-        """Wait (at most the TTL and a margin) until ``run``'s heartbeat expires; whether
-        it did (False: it is alive and only slow)."""
+    async def wait_gone(self, run: ReplicaRow, session_id: str) -> bool:
+        """Wait (at most the TTL and a margin) until ``run`` let the session go: its
+        heartbeat expired, or it handed the session over; whether it did (False: it is
+        alive, holds it, and is only slow)."""
         with trio.move_on_after(self.ttl_s + 0.5):
             while True:
+                row = await self.keeper.row(session_id)
+                if row is None or row.owner != run.incarnation:
+                    return True
                 now = await self.keeper.replica_run(run.incarnation)
                 if now is None or not now.alive:
                     return True

@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
 
+from actors.spec import ServerSpec, Start
 from supervisor import Supervisor
+from supervisor.gateway.results import INVALID_PARAMS
 from supervisor.settings.model import ClusterSettings, Config, StoreSettings, ToolSearchSettings
 from supervisor.store.postgres import open_postgres
+from tests.gateway.test_gateway_stateless import meta
 from tests.support.admin import Http, admin_running, config_of, mini_spec
 from tests.support.gateway_http import McpHttp, request
 
@@ -162,3 +166,64 @@ async def test_a_session_whose_holder_stopped_beating_is_taken_over_once(
             relayed = await mcp.call(13, "tools/list")
             assert sorted(tool["name"] for tool in relayed["result"]["tools"]) == tools
             assert session_row(postgres_url, mcp.session_id).owner == gateway_r2.incarnation  # type: ignore[arg-type]
+
+
+async def test_a_new_era_retry_reaches_the_replica_holding_its_call(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The call stays parked on r1 (a handshake-era backend mid-call); the client's
+    retry lands on r2, which passes it on: the same call finishes, once."""
+    from supervisor.gateway.peer import PASSED_ON
+    from tests.end_to_end.test_everything_surface import FORM_TOOL
+    from tests.end_to_end.test_real_peers import EVERYTHING
+    from tests.gateway.test_gateway_hangup import headers_of
+
+    if not EVERYTHING.exists():
+        pytest.skip("@modelcontextprotocol/server-everything is not installed (.ci/setup installs it)")
+    spec = ServerSpec(name="everything", command=(str(EVERYTHING), "stdio"), trusted=True, start=Start.EAGER)
+    base = attrs.evolve(cluster_config(postgres_url, "r1"), servers=(spec,), tool_search=ToolSearchSettings())
+
+    @asynccontextmanager
+    async def with_everything(name: str) -> AsyncIterator[Replica]:
+        config = attrs.evolve(base, cluster=attrs.evolve(base.cluster, replica=name))  # type: ignore[arg-type]
+        opened = admin_running(config, tmp_path / name, client_capabilities=PASSED_ON)
+        async with opened as api, trio.open_nursery() as nursery:
+            one = Replica(api.sup, api.url)
+            nursery.start_soon(_beat, postgres_url, one)
+            yield one
+            nursery.cancel_scope.cancel()
+
+    def call(state: str | None = None, responses: Any = None) -> dict[str, Any]:
+        caps = {"elicitation": {}, "roots": {}}
+        params: dict[str, Any] = {"name": FORM_TOOL, "arguments": {}, "_meta": meta(caps)}
+        if state is not None:
+            params |= {"requestState": state, "inputResponses": responses}
+        return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+    with trio.fail_after(60):
+        async with with_everything("r1") as r1, with_everything("r2") as r2:
+            first = call()
+            asked = await r1.http().request(
+                "POST", "/mcp", json=first, headers=headers_of(first, "application/json")
+            )
+            result = asked.json()["result"]
+            assert result["resultType"] == "input_required", result
+            answers = {"elicitation/create": {"action": "accept", "content": {"name": "from-r2"}}}
+            answers["roots/list"] = {"roots": []}
+            rounds = 0
+            while result.get("resultType") == "input_required":  # every retry lands on r2
+                rounds += 1
+                asks = result["inputRequests"].items()
+                retry = call(result["requestState"], {key: answers[ask["method"]] for key, ask in asks})
+                done = await r2.http().request(
+                    "POST", "/mcp", json=retry, headers=headers_of(retry, "application/json")
+                )
+                assert done.status == 200, done
+                result = done.json()["result"]
+            assert rounds >= 1 and "from-r2" in json.dumps(result), result
+            assert done.headers.get("date", "").count("GMT") <= 1  # the relay's own, once
+            # the same state again, through either replica: the call is over, nothing runs twice
+            again = await r2.http().request(
+                "POST", "/mcp", json=retry, headers=headers_of(retry, "application/json")
+            )
+            assert again.json()["error"]["code"] == INVALID_PARAMS
