@@ -78,3 +78,7 @@ class SessionKeeper:
     async def replica_run(self, incarnation: str) -> ReplicaRow | None:
         """The heartbeat row of a replica run, read now (None: that run is gone)."""
         return await self._do(functools.partial(self._store.replica_run, incarnation))
+
+    async def replicas(self) -> list[ReplicaRow]:
+        """Every replica's heartbeat row, read now."""
+        return await self._do(self._store.replicas)

@@ -91,6 +91,8 @@ class GatewaySession:
     close_requested: trio.Event = attrs.field(factory=trio.Event)
     closed: trio.Event = attrs.field(factory=trio.Event)
     announced: bool = False
+    answering: int = 0
+    """Requests handed to ``answer`` and not answered yet (a drain waits for them)."""
     _activity: trio.Event = attrs.field(factory=trio.Event)
     _awaited: bool = False  # the idle watcher waits for activity (a call in flight)
     _stream_ids: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -230,7 +232,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
             answered = self._answered
             busy = 0
             for record in list(self._sessions.values()):
-                if record.peer.core.in_flight:
+                if record.answering or record.peer.core.in_flight:
                     busy += 1
                 else:
                     record.close_requested.set()
@@ -256,6 +258,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
     ) -> None:
         """Answer one request in the session's nursery; its response ends ``stream``
         (a request the client cancelled ends it without one)."""
+        record.answering += 1
         record.nursery.start_soon(self._answer, record, message, outlet, stream, arrival)
 
     async def _answer(
@@ -276,6 +279,7 @@ class GatewaySessions(HeldSessions[GatewaySession]):
         except Exception:
             log.exception("gateway request failed", extra={"fields": {"session": record.id}})
         finally:
+            record.answering -= 1
             record.touch()
             if self.handing_over:  # the drain waits for calls to end
                 self._answered.set()

@@ -26,7 +26,7 @@ from supervisor.cluster.session_ids import FORWARDED_HEADER
 from supervisor.gateway.forward import Lost, Unreachable, pass_on, passed_on_headers
 from supervisor.gateway.http_rules import HttpRefusal
 from supervisor.gateway.results import INVALID_PARAMS
-from supervisor.gateway.roaming import Elsewhere, Roaming
+from supervisor.gateway.roaming import Elsewhere, Roaming, SessionMoving
 from supervisor.web.exchange import Request
 from supervisor.web.http import Headers, Response
 
@@ -81,7 +81,10 @@ class PassingOn:
         roaming = self.roaming
         if roaming is None:
             raise _unknown(session_id, request_id)
-        found = await roaming.find(session_id, tenant)
+        try:
+            found = await roaming.find(session_id, tenant)
+        except SessionMoving:
+            raise _moving(session_id, request_id) from None
         if found is None:
             raise _unknown(session_id, request_id)
         if isinstance(found, Elsewhere) and self._forwarded(headers, session_id):
@@ -122,7 +125,10 @@ class PassingOn:
             return self._lost(elsewhere, request_id)
         if not await roaming.wait_gone(elsewhere.run, session_id):
             raise _moving(session_id, request_id)
-        found = await roaming.find(session_id, tenant)
+        try:
+            found = await roaming.find(session_id, tenant)
+        except SessionMoving:
+            raise _moving(session_id, request_id) from None
         if found is None:
             raise _unknown(session_id, request_id)
         if isinstance(found, Elsewhere):  # taken over by another replica meanwhile

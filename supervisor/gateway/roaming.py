@@ -47,6 +47,10 @@ WAIT_STEP_S = 0.05
 """How often ``wait_gone`` reads a silent holder's heartbeat row."""
 
 
+class SessionMoving(Exception):
+    """The session is between replicas now; the client's retry will find it."""
+
+
 @attrs.frozen(slots=True)
 class Elsewhere:
     """A live replica run holds the session: pass the request on to ``run``."""
@@ -135,8 +139,10 @@ class Roaming:
             row = await self.keeper.row(session_id)
             if row is None or row.tenant != tenant:
                 return None
-            if row.owner == self.keeper.me:
-                return None  # ours and closing here: it is over
+            if row.owner == self.keeper.me:  # closing here
+                if not self.sessions.handing_over:
+                    return None  # it ended (DELETE, idle expiry)
+                return await self._to_a_serving_replica(session_id)
             if row.owner is not None:
                 run = await self.keeper.replica_run(row.owner)
                 if run is not None and run.alive:
@@ -155,6 +161,15 @@ class Roaming:
             )
             return record
         return None
+
+    async def _to_a_serving_replica(self, session_id: str) -> Elsewhere:
+        """This replica drains: once its hand-over of the session is written, a live
+        replica that is not draining takes it (the request is passed on to it)."""
+        await self._handed_over(session_id, self.keeper.me)
+        for run in await self.keeper.replicas():
+            if run.alive and run.state == "serving" and run.incarnation != self.keeper.me:
+                return Elsewhere(run)
+        raise SessionMoving(session_id)
 
     async def _handed_over(self, session_id: str, holder: str) -> bool:
         """Wait (at most ``drain_wait_s``) for a draining holder to hand the session over."""

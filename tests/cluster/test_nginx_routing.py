@@ -90,12 +90,13 @@ async def _answer(replica: Replica, seen: Seen, conn: h11.Connection, stream: tr
 
 
 async def _connection(replica: Replica, stream: trio.SocketStream) -> None:
-    """Requests on one connection, kept alive between them as nginx expects."""
+    """Requests on one connection: the shipped file keeps none alive (nginx sends
+    ``Connection: close``), but a kept one would be served too."""
     conn = h11.Connection(h11.SERVER)
     async with stream:
         while (seen := await _read_request(conn, stream)) is not None:
             replica.seen.append(seen)
-            if not await _answer(replica, seen, conn, stream):
+            if not await _answer(replica, seen, conn, stream) or conn.our_state is h11.MUST_CLOSE:
                 return
             conn.start_next_cycle()
 
