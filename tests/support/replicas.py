@@ -62,6 +62,8 @@ class ReplicaProcess:
     logs: Path
     process: trio.Process | None = None
     runs: int = 0
+    listening: bool = False
+    """Its latest run listens (``start`` returned)."""
 
     @property
     def url(self) -> str:
@@ -73,6 +75,7 @@ class ReplicaProcess:
 
     async def start(self, timeout_s: float = 30) -> None:
         self.runs += 1
+        self.listening = False
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_SUPERVISOR")}
         env |= {"MCP_REPLICA": self.name, "MCP_REPLICA_PORT": str(self.port)}
         argv = [*CLI, "serve", "--config", str(self.config), "--bind", f"127.0.0.1:{self.port}"]
@@ -86,6 +89,7 @@ class ReplicaProcess:
             while LISTENING.search(await text.read_text()) is None:
                 assert self.process.poll() is None, await text.read_text()
                 await trio.sleep(0.05)
+        self.listening = True
 
     async def kill(self) -> None:
         """SIGKILL: no drain, no goodbye (its heartbeat row simply stops)."""
