@@ -29,6 +29,17 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET",
+        "/v1/ready",
+        "ready",
+        "Readiness, for a load balancer's health check (not liveness: see /v1/health): 200 "
+        "while serving with a fresh heartbeat (or one process); 503 with the reason while "
+        "starting, draining (SIGTERM) or when the heartbeat could not be written within its TTL.",
+        response="Ready",
+        errors=(("503", "Not ready: ready false, and the reason (also as error.message)."),),
+        action=Action.PUBLIC,
+    ),
+    Route(
+        "GET",
         "/v1/oauth/callback",
         "oauth_callback",
         "A person's browser, back from signing in to a per_user server (its one-time state "
@@ -62,6 +73,17 @@ ROUTES: tuple[Route, ...] = (
         "list_servers",
         "Every configured server and its state.",
         response="ServerList",
+        action=_READ,
+    ),
+    Route(
+        "GET",
+        "/v1/replicas",
+        "list_replicas",
+        "The replicas sharing the store (store.url), from their heartbeat rows: id, run, address, "
+        "state, alive, heartbeat age, sessions, calls in flight, config digest and whether it "
+        "matches this one's, and which is this one; clustered false for one process.",
+        response="ReplicaList",
+        errors=(("503", "store_unavailable: the store cannot be read now."),),
         action=_READ,
     ),
     Route(
