@@ -80,7 +80,7 @@ class Heartbeats:
         self._stopped = False
         self._warned: set[tuple[str, str]] = set()
         self._wake = trio.Event()
-        self._beaten = trio.Event()
+        self._drain_tried = trio.Event()  # a beat with state draining was tried
 
     @classmethod
     def of(
@@ -117,10 +117,9 @@ class Heartbeats:
 
     async def drain_written(self) -> None:
         """``drain``, and wait (up to the TTL) for the beat that writes ``draining``."""
-        beaten = self._beaten
         self.drain()
         with trio.move_on_after(self.ttl_s):
-            await beaten.wait()
+            await self._drain_tried.wait()
 
     def unready(self) -> str | None:
         """Why this replica should get no new traffic (None: it should)."""
@@ -203,11 +202,12 @@ class Heartbeats:
         return self._store
 
     async def _beat(self) -> None:
+        draining = self.draining  # a beat under way when the drain began writes serving
         try:
             await self._write_beat()
         finally:
-            self._beaten.set()
-            self._beaten = trio.Event()
+            if draining:
+                self._drain_tried.set()
 
     async def _write_beat(self) -> None:
         began = trio.current_time()
