@@ -197,6 +197,8 @@ class Heartbeats:
         ]
 
     def _connected(self) -> Store:
+        if self._stopped:  # no connection opened after the goodbye, to be left open
+            raise StoreError(f"replica {self.replica.id}: its heartbeats have stopped")
         if self._store is None:
             self._store = self._open()
         return self._store
