@@ -1,13 +1,10 @@
 """The Supervisor: the service an agent host embeds, and the command line runs.
 
 ``Supervisor.open`` builds it in one phase (every part made and wired before anything
-runs), then runs it as nested lifetimes (``supervisor/runtime/lifetimes.py`` has the
-picture): this instance's lock in the state directory (several instances may share
-one: see ``actors/transports/instances.py``) ⊃ the store, opened after the servers
-and audit journals of dead instances were cleaned up ⊃ the store actor and this
-instance's audit journal ⊃ the router ⊃ the stdio hub ⊃ the shared servers'
-connection actors, in config order under a one-for-one supervisor ⊃ the warm pool's
-spares ⊃ the host's sessions. Leaving the ``async with`` block ends them from the inside out.
+runs), then runs it as nested lifetimes (pictured in ``supervisor/runtime/lifetimes.py``):
+the instance lock ⊃ the store (dead instances cleaned up first) ⊃ the store actor and
+audit journal ⊃ a replica's heartbeats ⊃ the router ⊃ the stdio hub ⊃ the shared
+servers' connections ⊃ the warm pool ⊃ the host's sessions, ended from the inside out.
 
 Shared servers can be added and removed while it runs (``add_server``,
 ``remove_server``), and ``reload`` applies a changed config file without a restart
@@ -39,7 +36,8 @@ from actors.transports.connector import TransportConnector
 from supervisor.calls.audit_trail import AuditTrail
 from supervisor.calls.requests import RequestRegistry
 from supervisor.calls.services import CallServices
-from supervisor.cluster.replica import ReplicaIdentity, identity_for
+from supervisor.cluster.heartbeats import Heartbeats, heartbeats_running
+from supervisor.cluster.replica import ReplicaIdentity, events_for, identity_for
 from supervisor.runtime.connections import ConnectionFactory, SharedConnections
 from supervisor.runtime.lifetimes import (
     SHUTDOWN_GRACE_S,
@@ -94,7 +92,7 @@ async def open_service(
 
 @attrs.define(eq=False)
 class _Running:
-    """The config a supervisor runs now, and how to read it again (``Supervisor.reload``)."""
+    """The config it runs now, and how to read it again (``reload``)."""
 
     config: Config
     reread: Callable[[], Config] | None = None
@@ -115,10 +113,9 @@ def default_connector(
 class Supervisor:
     """The running service; obtain one with ``Supervisor.open``.
 
-    Built in one phase: every field is final. What changes while it runs changes
-    inside the part that owns it: the catalog in the router, the shared servers in
-    their ``SharedConnections`` (``add_server``, ``remove_server``), pins and
-    remembered approvals in the policy, the running config in ``reload``.
+    Built in one phase: every field is final. What changes while it runs changes inside
+    the part that owns it: the catalog in the router, the shared servers in their
+    ``SharedConnections``, pins and answers in the policy, the config in ``reload``.
     """
 
     _running: _Running
@@ -140,6 +137,8 @@ class Supervisor:
     """The spare processes of ``warm: N`` servers."""
     replica: ReplicaIdentity | None = None
     """This process among replicas sharing its store (None: no ``store.url``)."""
+    heartbeats: Heartbeats | None = None
+    """Its heartbeat row in the shared store, while it runs (None: not a replica)."""
 
     @classmethod
     @asynccontextmanager
@@ -182,8 +181,7 @@ class Supervisor:
             Without it, they are killed when the supervisor closes.
 
         Raises:
-          StateError: the state directory or its database cannot be used (before the
-            block runs).
+          StateError: the state directory or its database cannot be used (before the block).
 
         Error handling:
           An error of the block comes out in one ``ExceptionGroup``, as from a nursery,
@@ -222,6 +220,7 @@ class Supervisor:
             try:
                 async with (
                     store_running(supervisor.store, supervisor.journal, config.audit, supervisor.policy),
+                    heartbeats_running(supervisor.heartbeats),
                     router_running(supervisor.router, supervisor.router_mailbox),
                     supervisor._shared.running(),
                     supervisor.people.running(),
@@ -248,7 +247,8 @@ class Supervisor:
         store_actor = StoreActor(store)
         router_pair: Channels[RouterMessage] = open_mailbox(4096)
         router_send, router_receive = router_pair
-        events: Broadcast[Mapping[str, Any]] = Broadcast()
+        replica = identity_for(config)
+        events = events_for(replica)  # a replica's events name it
         running = _Running(config)
         shared_specs = [spec for spec in config.servers if spec.scope is Scope.SHARED]
         with state_errors(store.path):  # the first reads find damage the open did not
@@ -284,7 +284,7 @@ class Supervisor:
         )
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
         metrics, requests = Metrics(), RequestRegistry()
-        audit = AuditTrail(journal, store_actor)
+        audit = AuditTrail(journal, store_actor, None if replica is None else replica.id)
         calls = CallServices.of(config, requests, audit, metrics, events)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
         warm = WarmPool(connector, config.servers, max_processes=lambda: running.config.bridge.max_processes)
@@ -307,7 +307,8 @@ class Supervisor:
             shared,
             sessions,
             warm,
-            identity_for(config),
+            replica,
+            Heartbeats.of(replica, config, events),
         )
 
     @property
@@ -352,8 +353,7 @@ class Supervisor:
                             pinned=pinned, handlers=handlers, session_id=session_id)  # fmt: skip
 
     async def connection_status(self, server: str, timeout_s: float = 2.0) -> ConnectionStatus | None:
-        """What its connection actor alone knows (stderr tail, calls in flight); None
-        when it does not answer within ``timeout_s``."""
+        """What its connection actor knows (stderr tail, calls in flight); None after ``timeout_s``."""
         mailbox = self.people.placeholder(server) or self._shared.mailbox(server)  # KeyError naming them
         reply, answers = trio.open_memory_channel[ConnectionStatus](1)
         with trio.move_on_after(timeout_s):

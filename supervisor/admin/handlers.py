@@ -36,6 +36,7 @@ from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySession
 from supervisor.admin.openapi import document
 from supervisor.admin.public_handlers import PublicHandlers
 from supervisor.admin.remembered_handlers import RememberedHandlers
+from supervisor.admin.replica_handlers import ReplicaHandlers
 from supervisor.admin.sse import EventFeeds, StreamedCall
 from supervisor.admin.surface_handlers import SurfaceHandlers
 from supervisor.admin.traced import arrival, traced
@@ -50,6 +51,7 @@ from supervisor.admin.views import (
 )
 from supervisor.calls.requests import RequestInFlight
 from supervisor.calls.turns import Turn
+from supervisor.cluster.heartbeats import replica_families
 from supervisor.runtime.reload_plan import ReloadRefused
 from supervisor.sessions.approvals import Approval
 from supervisor.sessions.session import Session
@@ -119,7 +121,7 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(PublicHandlers, RememberedHandlers, SurfaceHandlers):
+class AdminApi(PublicHandlers, RememberedHandlers, ReplicaHandlers, SurfaceHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
     beyond tools: ``surface_handlers.py``), and what the apps mounted beside the admin
     API let it list (``web/listings.py``)."""
@@ -187,7 +189,7 @@ class AdminApi(PublicHandlers, RememberedHandlers, SurfaceHandlers):
             len(sup.approvals.pending()),
             audit_rows_pending=sup.journal.pending,
             audit_rows_dropped=sup.journal.dropped,
-            extra=[*self.gateway.families(), *self.bridge.families()],
+            extra=[*self.gateway.families(), *self.bridge.families(), *replica_families(sup.heartbeats)],
         )
         return TrioResponse(text, status=200, content_type=METRICS)
 

@@ -40,6 +40,8 @@ CALL_HEARTBEAT_S = 1.0
 ABANDON_GRACE_S = 2.0
 PROGRESS_BUFFER = 64
 GLOBAL_EVENTS = frozenset({"state", "epoch"})
+OPERATOR_EVENTS = frozenset({"replica_config_differs"})
+"""Events about the service itself, no tenant's: the operator's stream carries them."""
 
 Scrub = Callable[[Any], Any]
 
@@ -63,6 +65,8 @@ def visible_to(event: Mapping[str, Any], tenant: str | None) -> bool:
     event type we do not know) is nobody's: fail closed."""
     if "tenant" in event:
         return tenant is None or bool(event["tenant"] == tenant)
+    if tenant is None and event.get("type") in OPERATOR_EVENTS:
+        return True
     return event.get("type") in GLOBAL_EVENTS
 
 

@@ -118,7 +118,8 @@ class BridgeHub:
 
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
-        self._audit = AuditTrail(supervisor.journal, supervisor.store)
+        replica = supervisor.replica.id if supervisor.replica is not None else None
+        self._audit = AuditTrail(supervisor.journal, supervisor.store, replica)
         self._sessions: dict[str, BridgeSession] = {}
         self._links: set[Shuttable] = set()
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>

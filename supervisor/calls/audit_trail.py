@@ -23,6 +23,11 @@ class AuditTrail:
 
     journal: AuditJournal
     store: StoreActor
+    replica: str | None = None
+    """The replica its rows name (None: a single process, whose rows name none)."""
+
+    def _stamped(self, row: AuditRow) -> AuditRow:
+        return row if self.replica is None else attrs.evolve(row, replica=self.replica)
 
     def new_id(self) -> str:
         """A fresh record id (a row's id in the journal and in SQLite)."""
@@ -31,17 +36,19 @@ class AuditTrail:
     def started(self, row: AuditRow) -> None:
         """A call goes out (or waits for an approval): journal the row it leaves if the
         supervisor dies before it ends (outcome ``interrupted``; same ``record`` id)."""
-        self.journal.started(row)
+        self.journal.started(self._stamped(row))
 
     async def finished(self, row: AuditRow) -> None:
         """One call's row: journaled at once, then queued for SQLite; when the store is
         far behind, the call waits for room."""
+        row = self._stamped(row)
         receipt = self.journal.finished(row)
         if not await self.store.put(AddAudit(row, receipt)) and receipt is not None:
             receipt.settle(False, FULL_QUEUE)
 
     def finished_now(self, row: AuditRow) -> None:
         """``finished`` without waiting (for a call being cancelled)."""
+        row = self._stamped(row)
         receipt = self.journal.finished(row)
         if not self.store.submit(AddAudit(row, receipt)) and receipt is not None:
             receipt.settle(False, FULL_QUEUE)

@@ -61,9 +61,11 @@ def parse_when(text: str, option: str, now: float) -> float:
 
 def row_line(row: AuditRow) -> bytes:
     """One export line: the row's fields (``AuditRow``: arguments only as their hash),
-    and its time also as ISO 8601 UTC."""
+    and its time also as ISO 8601 UTC; ``replica`` only when a replica wrote it."""
     at = datetime.datetime.fromtimestamp(row.at, datetime.UTC).isoformat(timespec="microseconds")
     fields = {"time": at.replace("+00:00", "Z"), **attrs.asdict(row)}
+    if row.replica is None:
+        del fields["replica"]
     return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 

@@ -13,9 +13,12 @@ import os
 import re
 import secrets
 import socket
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
+from actors.broadcast import Broadcast
 from supervisor.settings.model import ClusterSettings, Config
 
 
@@ -39,3 +42,20 @@ def identity_for(config: Config) -> ReplicaIdentity | None:
         host = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname())[:20].strip("-") or "host"
         replica = f"{host}-{os.getpid()}"
     return ReplicaIdentity(replica, f"{replica}:{secrets.token_hex(4)}", config.cluster)
+
+
+class ReplicaEvents(Broadcast[Mapping[str, Any]]):
+    """Events that name the replica publishing them (``replica``), so a stream read
+    through a load balancer says which replica each came from."""
+
+    def __init__(self, replica: str) -> None:
+        super().__init__()
+        self._stamp = {"replica": replica}
+
+    def publish(self, event: Mapping[str, Any]) -> None:
+        super().publish({**event, **self._stamp})
+
+
+def events_for(replica: ReplicaIdentity | None) -> Broadcast[Mapping[str, Any]]:
+    """The service's event broadcast: stamped with the replica id, for a replica only."""
+    return Broadcast() if replica is None else ReplicaEvents(replica.id)

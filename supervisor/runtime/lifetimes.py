@@ -7,6 +7,7 @@ A running supervisor is a stack of lifetimes, each inside the one that outlives 
     instance lock (+ child subreaper)      released last; escapees swept before
      └ store: SQLite (or PostgreSQL) open  dead instances recovered into it first
         └ store actor, audit journal, memory trim
+        └ a replica's heartbeats           its own connection; its row removed at its stop
            └ router                        folds what came before its stop, then ends
               └ stdio hub                  one task for every local server's exits
                  └ connections             one-for-one; servers added/removed at runtime

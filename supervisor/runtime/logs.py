@@ -29,6 +29,17 @@ from actors.redaction import Redactor
 from supervisor.runtime.tracing import TRACING
 from supervisor.settings.model import Config
 
+REPLICA: dict[str, str] = {}
+"""``{"replica": id}`` while this process runs as a replica (``stamp_replica``): its
+lines then say which one wrote them; a single process's lines stay as they were."""
+
+
+def stamp_replica(replica: str | None) -> None:
+    """Name ``replica`` in every line from now on (None: no more)."""
+    REPLICA.clear()
+    if replica is not None:
+        REPLICA["replica"] = replica
+
 
 class StructuredFormatter(logging.Formatter):
     """``key=value`` lines or JSON lines, redacted."""
@@ -54,6 +65,8 @@ class StructuredFormatter(logging.Formatter):
             ids = tracing.current_ids()
             if ids is not None:
                 fields["trace_id"], fields["span_id"] = ids
+        if REPLICA and "replica" not in fields:
+            fields.update(REPLICA)
         fields = {key: self._clean(value) for key, value in fields.items()}
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         stamp += f".{int(record.msecs):03d}Z"

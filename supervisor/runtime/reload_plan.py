@@ -16,10 +16,10 @@ without a running supervisor:
   it: a rate limit's buckets keep their tokens), ``exposure`` (turns begun after it, in
   a new epoch), ``admin.tokens`` and ``signin`` (the guard's next request; its kept
   key sets are dropped only when the section changed) apply live.
-- ``admin.bind``, ``state_dir``, ``store.url`` (the store is opened once) and
-  ``audit.keep_days`` (the retention task is started with the supervisor) cannot change
-  while running: the reload is refused, naming the
-  key (``ReloadRefused``), and nothing changes.
+- ``admin.bind``, ``state_dir``, ``store.url`` (the store is opened once),
+  ``cluster`` (a replica's identity, keys and heartbeat) and ``audit.keep_days`` (the
+  retention task is started with the supervisor) cannot change while running: the
+  reload is refused, naming the key (``ReloadRefused``), and nothing changes.
 """
 
 from __future__ import annotations
@@ -157,8 +157,9 @@ def _store_named(config: Config) -> str:
 def plan_reload(old: Config, new: Config) -> ReloadPlan:
     """The plan that turns a supervisor running ``old`` into one running ``new``.
 
-    Raises ReloadRefused: ``admin.bind``, ``state_dir``, ``store.url`` or ``audit`` changed (a restart is
-    needed), or the tokens were all removed while the admin API listens beyond loopback.
+    Raises ReloadRefused: ``admin.bind``, ``state_dir``, ``store.url``, ``cluster`` or ``audit``
+    changed (a restart is needed), or the tokens were all removed while the admin API listens
+    beyond loopback.
     """
     file = new.source or old.source or "(no config file)"
     _refuse_fixed(old, new, file)
@@ -203,6 +204,9 @@ def _refuse_fixed(old: Config, new: Config, file: str) -> None:
     if old.store.url != new.store.url:  # the URL holds a password: named, never shown
         moved = f"changed ({_store_named(old)} -> {_store_named(new)}); {restart}"
         raise ReloadRefused(file, "$.store.url", moved)
+    if old.cluster != new.cluster:  # the replica's identity, keys and heartbeat are fixed at start
+        changed = ", ".join(_cluster_keys(old, new))
+        raise ReloadRefused(file, "$.cluster", f"changed ({changed}); {restart}")
     if old.audit != new.audit:
         was, now = old.audit.keep_days, new.audit.keep_days
         raise ReloadRefused(file, "$.audit.keep_days", f"changed ({was} -> {now}); {restart}")
@@ -219,6 +223,17 @@ def _refuse_fixed(old: Config, new: Config, file: str) -> None:
             f"the admin API listens on a non-loopback address ({new.admin.bind}), which needs "
             "admin tokens; keep at least one (the running config is unchanged)",
         )
+
+
+def _cluster_keys(old: Config, new: Config) -> list[str]:
+    """The ``cluster`` keys that differ, by name (never a key's value)."""
+    if old.cluster is None or new.cluster is None:
+        return ["added" if old.cluster is None else "removed"]
+    return [
+        f.name
+        for f in attrs.fields(type(old.cluster))
+        if getattr(old.cluster, f.name) != getattr(new.cluster, f.name)
+    ]
 
 
 def _per_user(config: Config) -> dict[str, ServerSpec]:

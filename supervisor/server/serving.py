@@ -14,7 +14,9 @@ requests in progress finish within ``graceful_timeout``). Calls still running af
 caller gets an answer (a stream its ``result`` and ``done``) before Hypercorn's
 deadline cuts connections; then the hosted sessions close (their private servers
 stop). A deadline on the shielded scope bounds all of it, so shutdown can never hang
-here.
+here. The drain begins by saying so: ``GET /v1/ready`` answers 503 from then on, and a
+replica's heartbeat row is written as ``draining`` (within its TTL) before Hypercorn
+stops accepting, so load balancers and the other replicas send it nothing new.
 
 Binding comes first: ``listen`` binds and listens before anything starts (the CLI's
 ``serve`` calls it before the supervisor starts a single server), so an address in
@@ -45,6 +47,8 @@ from supervisor.settings.net import bind_is_loopback
 from supervisor.settings.signin import SigninSettings
 
 if TYPE_CHECKING:
+    from supervisor.cluster.heartbeats import Heartbeats
+    from supervisor.gateway.http_sessions import GatewaySessions
     from supervisor.service import Supervisor
 
 log = get_logger("supervisor.admin")
@@ -117,11 +121,15 @@ class Server:
         if (cluster := supervisor.config.cluster) is not None:  # a replica's calls may finish
             self.call_grace_s = cluster.drain_s
             self.config.graceful_timeout = max(GRACEFUL_TIMEOUT_S, cluster.drain_s + 2 * CUT_AFTER_S)
+        self.heartbeats = supervisor.heartbeats
+        if self.heartbeats is not None:
+            count_gateway(self.heartbeats, self.apps.gateway)
         self.shutdown = trio.Event()
         self.scope = trio.CancelScope(shield=True)
 
     def stop(self) -> None:
         """Begin the graceful drain, bounded by ``DRAIN_DEADLINE_S`` from now."""
+        admin_api(self.apps.admin).draining = True  # GET /v1/ready: 503 from now on
         admin_api(self.apps.admin).feeds.close()
         self.apps.gateway.close_streams()
         self.apps.bridge.close_all()
@@ -165,6 +173,12 @@ class Server:
         api.cut_streams()
 
 
+def count_gateway(heartbeats: Heartbeats, gateway: GatewaySessions) -> None:
+    """Let the heartbeat row count the gateway's sessions and the requests they answer."""
+    heartbeats.sessions = lambda: len(gateway.listing(None))
+    heartbeats.in_flight = lambda: sum(record.peer.core.in_flight for record in gateway.listing(None))
+
+
 def sign_in_base(url: str, signin: SigninSettings | None) -> str:
     """Where people's browsers come back to after signing in to a ``per_user`` server
     (``GET /v1/oauth/callback`` under it): the public ``signin.resource`` when sign-in
@@ -199,11 +213,16 @@ async def serve(
             async with trio.open_nursery() as nursery:
                 try:
                     url: str = await nursery.start(server.run)
+                    if server.heartbeats is not None:
+                        server.heartbeats.set_address(url)
                     supervisor.people.sign_ins.base_url = sign_in_base(url, supervisor.config.signin)
                     task_status.started(url)
                     started = True
                     await trio.sleep_forever()
                 finally:
+                    if server.heartbeats is not None:  # readiness 503, the row says draining
+                        with trio.CancelScope(shield=True):
+                            await server.heartbeats.drain_written()
                     server.stop()
         finally:
             approvals.remote = was_remote

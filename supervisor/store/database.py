@@ -34,7 +34,7 @@ DEFAULT_BUSY_TIMEOUT_MS = 5_000
 
 _AUDIT_COLUMNS = (
     "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes,"
-    " result_bytes, record, trace_id, person"
+    " result_bytes, record, trace_id, person, replica"
 )
 
 
@@ -264,13 +264,13 @@ class Store(OAuthRows, ClusterRows):
             (
                 r.at, r.tenant, r.session, r.tool, r.server, r.decision, r.outcome,
                 r.duration_ms, r.args_sha256, r.args_bytes, r.result_bytes, r.record, r.trace_id,
-                r.person,
+                r.person, r.replica,
             )
             for r in rows
         ]  # fmt: skip
         with self.transaction():
             self._connection.executemany(
-                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (record) DO NOTHING",
                 values,
             )

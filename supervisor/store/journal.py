@@ -125,7 +125,7 @@ def journal_dir(state_dir: Path) -> Path:
 
 
 def encode(row: AuditRow) -> bytes:
-    """One journal line (``trace_id`` and ``person`` only when the row has them: lines
+    """One journal line (``trace_id``, ``person`` and ``replica`` only when the row has them: lines
     without stay as short as before, and old lines read the same)."""
     fields = {
         "record": row.record,
@@ -145,6 +145,8 @@ def encode(row: AuditRow) -> bytes:
         fields["trace_id"] = row.trace_id
     if row.person is not None:
         fields["person"] = row.person
+    if row.replica is not None:
+        fields["replica"] = row.replica
     return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 

@@ -32,6 +32,7 @@ class AuditRow:
     ``trace_id`` is the trace the call was part of (32 hex digits; None untraced).
     ``person`` is who the call was made for (see "Who a caller is" in
     ``docs/identity.md``; None in rows from before people were recorded).
+    ``replica`` is the replica that answered the call (None for a single process).
     """
 
     at: float
@@ -48,6 +49,7 @@ class AuditRow:
     record: str | None = None
     trace_id: str | None = None
     person: str | None = None
+    replica: str | None = None
 
 
 def person_field(person: str | None, tenant: str) -> dict[str, str]:

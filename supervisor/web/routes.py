@@ -9,58 +9,10 @@ checked, by construction; a test checks both directions against the running serv
 
 from __future__ import annotations
 
-import re
-
-import attrs
-
 from supervisor.web.roles import Action
+from supervisor.web.route import ADMIN, BRIDGE, GATEWAY, HTML, JSON, METRICS, SSE, Route
 
-JSON = "application/json"
-SSE = "text/event-stream"
-METRICS = "text/plain; version=0.0.4"
-HTML = "text/html"
-
-ADMIN, GATEWAY, BRIDGE = "admin", "gateway", "bridge"
-"""The apps of ``serve`` (``Route.app``): the mount table gives ``/mcp`` to the
-gateway's and ``/v1/bridge`` to the bridge's, the rest to the admin API."""
-
-
-@attrs.frozen(slots=True)
-class Route:
-    """One served operation: method, OpenAPI path template, handler name, contract."""
-
-    method: str
-    path: str
-    operation: str
-    summary: str
-    status: int = 200
-    request: str | None = None  # schema name of the JSON body
-    response: str | None = None  # schema name of the success body (JSON)
-    media: str = JSON
-    streams: bool = False  # also answers text/event-stream when asked to
-    errors: tuple[tuple[str, str], ...] = ()  # (status, description) beyond the common ones
-    query: tuple[str, ...] = ()  # optional string query parameters
-    bodiless: tuple[tuple[str, str], ...] = ()  # (status, description): other successes, no body
-    error_schema: str = "Error"  # the schema of its error bodies
-    action: Action = attrs.field(kw_only=True)  # what the caller's role must allow
-    websocket: bool = attrs.field(default=False, kw_only=True)  # a WebSocket, not an HTTP route
-    app: str = attrs.field(default=ADMIN, kw_only=True)  # the app that serves it
-
-    @property
-    def public(self) -> bool:
-        """Served without a bearer token."""
-        return self.action is Action.PUBLIC
-
-    @property
-    def rule(self) -> str:
-        """The werkzeug rule of ``path`` (``{sid}`` → ``<sid>``)."""
-        return re.sub(r"\{(\w+)\}", r"<\1>", self.path)
-
-    @property
-    def parameters(self) -> tuple[str, ...]:
-        """Path parameter names, in order."""
-        return tuple(re.findall(r"\{(\w+)\}", self.path))
-
+__all__ = ["ADMIN", "BRIDGE", "GATEWAY", "HTML", "JSON", "METRICS", "ROUTES", "SSE", "Route"]
 
 _READ, _USE, _CONTROL = Action.READ_STATE, Action.USE_SESSIONS, Action.CONTROL_SERVERS
 
@@ -73,6 +25,17 @@ ROUTES: tuple[Route, ...] = (
         "memory because the disk refuses them (how many: mcp_supervisor_audit_rows_pending "
         "and mcp_supervisor_audit_rows_dropped_total in /metrics).",
         response="Health",
+        action=Action.PUBLIC,
+    ),
+    Route(
+        "GET",
+        "/v1/ready",
+        "ready",
+        "Readiness, for a load balancer's health check (not liveness: see /v1/health): 200 "
+        "while serving with a fresh heartbeat (or one process); 503 with the reason while "
+        "starting, draining (SIGTERM) or when the heartbeat could not be written within its TTL.",
+        response="Ready",
+        errors=(("503", "Not ready: ready false, and the reason (also as error.message)."),),
         action=Action.PUBLIC,
     ),
     Route(
@@ -110,6 +73,17 @@ ROUTES: tuple[Route, ...] = (
         "list_servers",
         "Every configured server and its state.",
         response="ServerList",
+        action=_READ,
+    ),
+    Route(
+        "GET",
+        "/v1/replicas",
+        "list_replicas",
+        "The replicas sharing the store (store.url), from their heartbeat rows: id, run, address, "
+        "state, alive, heartbeat age, sessions, calls in flight, config digest and whether it "
+        "matches this one's, and which is this one; clustered false for one process.",
+        response="ReplicaList",
+        errors=(("503", "store_unavailable: the store cannot be read now."),),
         action=_READ,
     ),
     Route(

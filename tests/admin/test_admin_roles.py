@@ -58,6 +58,7 @@ EVERYONE = {OPERATOR, TENANT, PEER_ROLE}
 CLIENTS = {OPERATOR, TENANT}
 EXPECTED: dict[str, set[Role]] = {
     "health": EVERYONE,
+    "ready": EVERYONE,  # a load balancer's health check has no token
     "protected_resource": EVERYONE,
     "protected_resource_mcp": EVERYONE,
     "protected_resource_v1": EVERYONE,
@@ -66,6 +67,7 @@ EXPECTED: dict[str, set[Role]] = {
     "openapi": CLIENTS,
     "events": CLIENTS,
     "list_servers": CLIENTS,
+    "list_replicas": CLIENTS,
     "get_server": CLIENTS,
     "restart_server": {OPERATOR},
     "enable_server": {OPERATOR},

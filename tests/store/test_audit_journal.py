@@ -417,18 +417,21 @@ def test_a_traced_rows_trace_id_is_journaled_and_a_line_from_before_folds_withou
     assert got == {"i.1": "4bf92f3577b34da6a3ce929d0e0e4736", "i.2": None}
 
 
-def test_a_rows_person_is_journaled_and_a_line_from_before_folds_without_one(tmp_path: Path) -> None:
-    ada = attrs.evolve(row("i.1"), person="ada", trace_id="4bf92f3577b34da6a3ce929d0e0e4736")
+@pytest.mark.parametrize(("field", "value"), [("person", "ada"), ("replica", "r1")])
+def test_a_rows_person_or_replica_is_journaled_and_a_line_from_before_folds_without_one(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    ada = attrs.evolve(row("i.1"), trace_id="4bf92f3577b34da6a3ce929d0e0e4736", **{field: value})
     before = journal_module.encode(row("i.2", n=2))
-    assert b"person" not in before  # a row without one is written as before
+    assert field.encode() not in before  # a row without one is written as before
     path = tmp_path / "j.1.jsonl"
     path.write_bytes(journal_module.encode(ada) + before)
     rows, _ = read_journal([path])
     assert rows == {"i.1": ada, "i.2": row("i.2", n=2)}
     with Store.open(tmp_path / "db" / "supervisor.db") as store:
         fold_journal(store, [path], interrupted=False)
-        got = {r.record: r.person for r in store.audit_rows()}
-    assert got == {"i.1": "ada", "i.2": None}
+        got = {r.record: getattr(r, field) for r in store.audit_rows()}
+    assert got == {"i.1": value, "i.2": None}
 
 
 def test_start_folds_journals_of_dead_instances_only(tmp_path: Path) -> None:

@@ -220,6 +220,12 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert store.oauth_record("docs", "https://d.example/mcp", person="ada") == {"t": "ada's"}
         # 11: a refresh lease per record.
         assert store.take_oauth_lease("docs", "https://d.example/mcp", "p1", 30) == (True, None)
+        # 12: the replica that answered a call; the rows from before (and a single
+        # process's) name none.
+        assert {row.replica for row in store.audit_rows()} == {None}
+        store.add_audit([attrs.evolve(_row(9), replica="r1")])
+        assert store.audit_rows()[0].replica == "r1"
+        assert store.audit_between(0, float("inf"))[-1].replica == "r1"
     with contextlib.closing(_raw(db_path)) as raw:
         assert _version(raw) == 12
         # the version moved from the header into the table: older supervisors refuse the file
