@@ -173,6 +173,12 @@ class Server:
         api.cut_streams()
 
 
+def drain_notice_s(supervisor: Supervisor) -> float:
+    """How long a draining replica still accepts connections (``cluster.drain_notice_s``)."""
+    cluster = supervisor.config.cluster
+    return 0.0 if cluster is None else cluster.drain_notice_s
+
+
 def count_gateway(heartbeats: Heartbeats, gateway: GatewaySessions) -> None:
     """Let the heartbeat row count the gateway's sessions and the requests they answer."""
     heartbeats.sessions = lambda: len(gateway.listing(None))
@@ -223,6 +229,9 @@ async def serve(
                     if server.heartbeats is not None:  # readiness 503, the row says draining
                         with trio.CancelScope(shield=True):
                             await server.heartbeats.drain_written()
+                            # a balancer's health check, or a replica that read "serving" a
+                            # moment ago, may still send a request: it is accepted and answered
+                            await trio.sleep(drain_notice_s(supervisor))
                     server.stop()
         finally:
             approvals.remote = was_remote

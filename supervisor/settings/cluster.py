@@ -19,7 +19,7 @@ from .model import ClusterSettings, StoreSettings
 from .secrets_at_rest import MAKE_KEY, decode_key
 from .values import Invalid, check_keys, child, expect_list, expect_number, expect_object
 
-_KEYS = ("replica", "keys", "address", "heartbeat_s", "ttl_s", "drain_s")
+_KEYS = ("replica", "keys", "address", "heartbeat_s", "ttl_s", "drain_s", "drain_notice_s")
 REPLICA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 """A replica id: the prefix of its session ids, so a load balancer's pattern matches it."""
 MAX_TTL_S = 10.0
@@ -66,6 +66,7 @@ def read_cluster(value: object, path: str, exp: Expander, store: StoreSettings) 
         heartbeat_s=heartbeat,
         ttl_s=ttl,
         drain_s=_number(obj, path, "drain_s", defaults.drain_s),
+        drain_notice_s=_number(obj, path, "drain_notice_s", defaults.drain_notice_s),
     )
 
 

@@ -125,7 +125,7 @@ class ClusterSettings:
     states and forwarded requests; the first signs, every one is accepted (a rotation
     lists the new key first). ``heartbeat_s`` / ``ttl_s``: how often its heartbeat row
     is renewed and how long it counts after that. ``drain_s``: how long a SIGTERM waits
-    for its calls before it hands its sessions over."""
+    for its calls before it hands its sessions over; ``drain_notice_s``: see below."""
 
     replica: str
     keys: tuple[bytes, ...] = attrs.field(repr=False)
@@ -133,6 +133,9 @@ class ClusterSettings:
     heartbeat_s: float = 0.25
     ttl_s: float = 1.0
     drain_s: float = 30.0
+    drain_notice_s: float = 0.25
+    """How long a draining replica still accepts connections after its row and its
+    readiness say draining (a health-checking balancer's interval times its fall count)."""
 
 
 @attrs.frozen(slots=True)

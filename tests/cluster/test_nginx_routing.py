@@ -209,3 +209,26 @@ def test_nginx_accepts_the_shipped_file(tmp_path: Path) -> None:
 def test_the_harness_renders_the_shipped_file_unchanged_for_its_own_replicas() -> None:
     """So the tests' routing for any replicas is the shipped file's, not the harness's own."""
     assert routing(TEMPLATE_REPLICAS) == EXAMPLE.read_text()
+
+
+async def test_a_replica_marked_down_gets_no_new_connection_and_its_sessions_go_to_a_backup(
+    nginx_for: StartNginx,
+) -> None:
+    """The operator's step before stopping a replica (docs/deployment.md): marked down
+    and reloaded, it gets nothing new, its sessions reach a backup; marked up, it is back."""
+    async with trio.open_nursery() as nursery:
+        replicas = {name: await nursery.start(_run_replica, name) for name in REPLICAS}
+        nginx = await nginx_for({name: r.port for name, r in replicas.items()})
+        http = Http(nginx.url)
+        await nginx.route(down={"r2"})
+        for n in range(6):
+            body = {"n": n}
+            answer = await http.request("POST", "/mcp", json=body, headers={"Mcp-Session-Id": "r2.a.b"})
+            assert answer.json()["replica"] in {"r1", "r3"}
+            spread = await http.request("POST", "/mcp", json=body)
+            assert spread.json()["replica"] != "r2"
+        assert not replicas["r2"].seen
+        await nginx.route(down=())
+        back = await http.request("POST", "/mcp", json={"n": 9}, headers={"Mcp-Session-Id": "r2.a.b"})
+        assert back.json()["replica"] == "r2"
+        nursery.cancel_scope.cancel()

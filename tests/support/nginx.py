@@ -21,7 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
@@ -58,6 +58,23 @@ class Nginx:
     port: int
     folder: Path
     process: trio.Process
+    replicas: Mapping[str, int] = attrs.field(factory=dict)
+
+    async def route(self, *, down: Collection[str] = ()) -> None:
+        """Reload with the replicas named in ``down`` marked ``down`` (an operator's step
+        before stopping one: new connections stop going to it), and wait until only the
+        new workers run (the old ones finish their requests first, at most
+        ``worker_shutdown_timeout``)."""
+        ports = {self.replicas[name] for name in down}
+        text = render(self.replicas, self.port, self.folder)
+        for port in ports:
+            text = re.sub(rf"(server {HOST}:{port}\b[^;]*);", r"\1 down;", text)
+        (self.folder / "nginx.conf").write_text(text)
+        before = _workers(self.process.pid)
+        self.process.send_signal(signal.SIGHUP)
+        with trio.fail_after(START_S):  # new workers accept; the old ones have left
+            while not (now := _workers(self.process.pid)) or now & before:  # noqa: ASYNC110 - nginx's own workers
+                await trio.sleep(0.02)
 
     @property
     def url(self) -> str:
@@ -207,6 +224,15 @@ async def running_nginx(replicas: Mapping[str, int], folder: Path) -> AsyncItera
             log = (folder / "error.log").read_text(errors="replace")[-2000:]
             pytest.fail(f"nginx did not start in {_ATTEMPTS} attempts:\n{log}")
         try:
-            yield Nginx(port, folder, process)
+            yield Nginx(port, folder, process, dict(replicas))
         finally:
             nursery.cancel_scope.cancel()
+
+
+def _workers(master: int) -> set[int]:
+    """The pids of nginx's worker processes now."""
+    try:
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    except OSError:
+        return set()
+    return {int(pid) for pid in children}
