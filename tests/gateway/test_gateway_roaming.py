@@ -5,7 +5,6 @@ and the client never initializes again."""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,8 +38,6 @@ def cluster_config(url: str, replica: str) -> Config:
 class Replica:
     sup: Supervisor
     url: str
-    beating: bool = True
-    address: str | None = None
 
     def http(self) -> Http:
         return Http(self.url)
@@ -48,27 +45,11 @@ class Replica:
 
 @asynccontextmanager
 async def replica(url: str, name: str, state: Path) -> AsyncIterator[Replica]:
-    """One replica in this process, and its heartbeat row while ``beating``."""
+    """One replica in this process (its heartbeats are the supervisor's own)."""
     async with admin_running(cluster_config(url, name), state) as api, trio.open_nursery() as nursery:
         one = Replica(api.sup, api.url)
-        nursery.start_soon(_beat, url, one)
         yield one
         nursery.cancel_scope.cancel()
-
-
-async def _beat(url: str, one: Replica) -> None:
-    identity = one.sup.replica
-    assert identity is not None
-    store = await trio.to_thread.run_sync(open_postgres, url)
-    try:
-        while True:
-            if one.beating:
-                address = one.address or one.url
-                beat = functools.partial(store.beat, identity.id, identity.incarnation, ttl_s=TTL_S)
-                await trio.to_thread.run_sync(functools.partial(beat, address=address, state="serving"))
-            await trio.sleep(0.1)
-    finally:
-        store.close()
 
 
 def session_row(url: str, session_id: str) -> Any:
@@ -125,8 +106,12 @@ async def test_a_session_is_passed_on_to_its_live_holder_and_taken_over_when_it_
             assert session_row(postgres_url, mcp.session_id) is None
 
 
+async def _no_beat() -> None:
+    """A heartbeat that writes nothing (a replica cut off from the store)."""
+
+
 async def test_a_session_whose_holder_stopped_beating_is_taken_over_once(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with trio.fail_after(60):
         async with (
@@ -136,10 +121,17 @@ async def test_a_session_whose_holder_stopped_beating_is_taken_over_once(
             mcp = McpHttp(r1.http())
             await mcp.open()
             tools = await search(mcp, 1, "echo")
-            # r1 looks dead: no heartbeat, and an address nobody answers at.
-            r1.address = "http://127.0.0.1:9"
-            await trio.sleep(0.25)  # its last heartbeats name that address
-            r1.beating = False
+            # r1 looks dead: its last heartbeat names an address nobody answers at, and
+            # then it beats no more (its process lives on, unaware).
+            heartbeats = r1.sup.heartbeats
+            assert heartbeats is not None
+            heartbeats.address = "http://127.0.0.1:9"
+            row = None
+            with trio.fail_after(5):
+                while row is None or row.address != heartbeats.address:
+                    await trio.sleep(0.05)
+                    row = await heartbeats.run_of(r1.sup.replica.incarnation)  # type: ignore[union-attr]
+            monkeypatch.setattr(heartbeats, "_write_beat", _no_beat)
             moved = McpHttp(r2.http())
             moved.session_id = mcp.session_id
             started = trio.current_time()
@@ -189,7 +181,6 @@ async def test_a_new_era_retry_reaches_the_replica_holding_its_call(
         opened = admin_running(config, tmp_path / name, client_capabilities=PASSED_ON)
         async with opened as api, trio.open_nursery() as nursery:
             one = Replica(api.sup, api.url)
-            nursery.start_soon(_beat, postgres_url, one)
             yield one
             nursery.cancel_scope.cancel()
 
