@@ -177,6 +177,9 @@ async def test_a_killed_replica_and_a_rolling_restart_lose_no_session_and_no_ans
             log_text = calls_log.read_text()
             for outcome in load.ok():
                 assert log_text.count(f'"{outcome.text}"') == 1, outcome.text
+            echoes = [line for line in log_text.splitlines() if '"mini_echo"' in line or '"echo"' in line]
+            reached = [o for o in failed if f'"{o.text}"' in log_text]  # in flight on the killed one
+            assert len(echoes) == len(load.ok()) + len(reached), (len(echoes), len(load.ok()), len(reached))
             # Every answered call has its ok audit row.
             await until(lambda: _answered_rows_present(postgres_url, load), 30)
             # The calls in flight on the killed replica: each left its row (folded from its
