@@ -11,13 +11,12 @@ own live ones.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from supervisor.store.schema import Dialect
+from supervisor.store.store_rows import StoreRows
 
 
 @attrs.frozen(slots=True)
@@ -55,17 +54,8 @@ _REPLICA_COLUMNS = (
 )
 
 
-class ClusterRows:
+class ClusterRows(StoreRows):
     """The ``replicas`` and ``gateway_sessions`` tables' methods of ``Store``."""
-
-    dialect: Dialect
-    _connection: Any
-
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError  # Store's
-
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError  # Store's
 
     # ---------------------------------------------------------------- replicas
 

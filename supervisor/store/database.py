@@ -26,6 +26,7 @@ from supervisor.store.errors import DB_ERRORS, StoreError
 from supervisor.store.oauth_rows import OAuthRows
 from supervisor.store.records import APPROVAL_DECISIONS, POLICY_CHANNEL, AuditRow, ordered_json
 from supervisor.store.schema import SQLITE, Dialect, migrate, prepare
+from supervisor.store.tenant_rows import TenantRows
 
 DB_FILENAME = "supervisor.db"
 """The store's file name inside the state directory."""
@@ -85,7 +86,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-class Store(OAuthRows, ClusterRows):
+class Store(OAuthRows, ClusterRows, TenantRows):
     """The supervisor's store: audit rows, remembered approvals, tool pins, last-known
     tool lists and protocol eras. Open it with ``Store.open`` (SQLite) or
     ``postgres.open_postgres``.

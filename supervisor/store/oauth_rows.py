@@ -19,17 +19,16 @@ expires.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from actors.log_events import get_logger
 from supervisor.store.records import canonical_json
-from supervisor.store.schema import Dialect
 from supervisor.store.sealing import PREFIX, Sealer, Unopenable, bound_to
+from supervisor.store.store_rows import StoreRows
 
 log = get_logger("supervisor.store.secrets")
 
@@ -42,18 +41,10 @@ class Resealed:
     dropped: int = 0
 
 
-class OAuthRows:
+class OAuthRows(StoreRows):
     """The ``oauth`` table's methods of ``Store`` (``database.py``)."""
 
     sealer: Sealer | None
-    dialect: Dialect
-    _connection: Any  # sqlite3.Connection, or postgres.PgConnection
-
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError  # Store's
-
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError  # Store's
 
     def save_oauth(
         self, server: str, url: str, record: Mapping[str, Any] | None, at: float, *, person: str = ""

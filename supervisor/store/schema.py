@@ -256,6 +256,43 @@ MIGRATIONS: tuple[Step, ...] = (
         "CREATE INDEX gateway_sessions_by_owner ON gateway_sessions (owner)",
         "ALTER TABLE audit ADD COLUMN replica TEXT",
     ),
+    # 13: a tenant's new-era state (its ``tool_search`` activations and "for the
+    # session" approvals) shared by replicas (``tenant_rows.py``). Rows only grow while
+    # the state lives (``INSERT … ON CONFLICT DO NOTHING``), so two replicas writing at
+    # once keep each other's; ``tenant_uses`` says when a replica last used the key
+    # (person '' for none), and the rows go once it is older than the idle expiry.
+    # (Appended, not numbered: a merge may put it after another step.)
+    (
+        """
+        CREATE TABLE tenant_activations (
+            tenant TEXT NOT NULL,
+            person TEXT NOT NULL DEFAULT '',
+            tool   TEXT NOT NULL,
+            number INTEGER NOT NULL,  -- the activation's order on the replica that made it
+            at     {real} NOT NULL,
+            PRIMARY KEY (tenant, person, tool)
+        )
+        """,
+        """
+        CREATE TABLE tenant_approvals (
+            tenant      TEXT NOT NULL,
+            person      TEXT NOT NULL DEFAULT '',
+            permission  TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            action      TEXT NOT NULL,
+            at          {real} NOT NULL,
+            PRIMARY KEY (tenant, person, permission, fingerprint)
+        )
+        """,
+        """
+        CREATE TABLE tenant_uses (
+            tenant TEXT NOT NULL,
+            person TEXT NOT NULL DEFAULT '',
+            at     {real} NOT NULL,
+            PRIMARY KEY (tenant, person)
+        )
+        """,
+    ),
 )
 
 

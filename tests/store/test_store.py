@@ -168,7 +168,7 @@ PRAGMA user_version = 1;
 
 
 def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 12, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 13, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -226,8 +226,12 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         store.add_audit([attrs.evolve(_row(9), replica="r1")])
         assert store.audit_rows()[0].replica == "r1"
         assert store.audit_between(0, float("inf"))[-1].replica == "r1"
+        # 13: new-era tenant states shared by replicas, empty after the upgrade.
+        assert store.tenant_state("t1", None).activated == ()
+        assert store.add_tenant_state("t1", None, [("time_now", 0)], []) == 1
+        assert store.tenant_state("t1", None).activated == ("time_now",)
     with contextlib.closing(_raw(db_path)) as raw:
-        assert _version(raw) == 12
+        assert _version(raw) == 13
         # the version moved from the header into the table: older supervisors refuse the file
         assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
     assert {
@@ -241,6 +245,10 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         "replicas",
         "gateway_sessions",
         "gateway_sessions_by_owner",
+        # 13: new-era tenant states shared by replicas
+        "tenant_activations",
+        "tenant_approvals",
+        "tenant_uses",
     } <= _tables(db_path)
 
 
