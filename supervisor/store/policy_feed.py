@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 
@@ -28,8 +28,7 @@ from actors.log_events import get_logger
 from actors.tool_definitions import DefinitionParts
 from supervisor.store.actor import StoreActor
 from supervisor.store.database import Store
-from supervisor.store.errors import DatabaseError, StoreError
-from supervisor.store.postgres import psycopg_error
+from supervisor.store.listening import Channel, follow_channel
 from supervisor.store.schema import SQLITE
 
 log = get_logger("supervisor.store")
@@ -91,14 +90,6 @@ async def _catch_up(store: StoreActor, mirror: PolicyMirror) -> None:
     mirror.mirror_all(*await store.read(_snapshot))
 
 
-async def _follow(listener: Any, mirror: PolicyMirror) -> None:
-    """Apply announcements as they come, until the connection is lost (an error)."""
-    while True:
-        await trio.lowlevel.wait_readable(listener.fileno())
-        for note in listener.notifies(timeout=0):
-            apply(mirror, note.payload)
-
-
 async def follow_policy(
     store: StoreActor, mirror: PolicyMirror, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
@@ -108,31 +99,17 @@ async def follow_policy(
     if store.store.dialect is SQLITE:
         task_status.started()
         return
-    outage: str | None = None
-    starting = True
-    while True:
-        listener = None
-        try:
-            listener = await trio.to_thread.run_sync(store.store.listen, abandon_on_cancel=True)
-            await _catch_up(store, mirror)
-            if outage is not None:
-                log.info("policy listener back", extra={"fields": {"store": store.store.name}})
-                outage = None
-            if starting:
-                starting = False
-                task_status.started()
-            await _follow(listener, mirror)
-        except (DatabaseError, StoreError, psycopg_error()) as exc:
-            if outage is None:
-                outage = " ".join(str(exc).split())
-                log.warning(
-                    "policy listener lost; pins and answers made by other supervisors wait until it is back",
-                    extra={"fields": {"store": store.store.name, "why": outage, "retry_in_s": RETRY_S}},
-                )
-        finally:
-            if listener is not None:
-                listener.close()
-        if starting:
-            starting = False
-            task_status.started()
-        await trio.sleep(RETRY_S)
+
+    async def heard(payload: str) -> None:
+        apply(mirror, payload)
+
+    channel = Channel(
+        store.store.listen,
+        lambda: _catch_up(store, mirror),
+        heard,
+        logger="supervisor.store",
+        lost="policy listener lost; pins and answers made by other supervisors wait until it is back",
+        back="policy listener back",
+        fields={"store": store.store.name},
+    )
+    await follow_channel(channel, RETRY_S, task_status=task_status)
