@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
 
 import attrs
 import trio
@@ -59,6 +60,16 @@ class TenantState:
         self.changed = trio.Event()
 
 
+class Sharing(Protocol):
+    """States shared with other replicas (``tenant_sharing.py``)."""
+
+    async def opened(self, state: TenantState) -> None: ...
+
+    async def after(self, state: TenantState) -> None: ...
+
+    async def closed(self, state: TenantState) -> None: ...
+
+
 class TenantStates:
     """Every tenant's ``TenantState``; ``run`` owns the holders."""
 
@@ -71,6 +82,8 @@ class TenantStates:
         self._states: dict[Key, TenantState] = {}
         self._opening = trio.Lock()
         self._nursery: trio.Nursery | None = None
+        self.sharing: Sharing | None = None
+        """With a cluster: the states of other replicas' (``tenant_sharing.py``)."""
 
     def __len__(self) -> int:
         return len(self._states)
@@ -78,6 +91,10 @@ class TenantStates:
     def in_flight(self) -> int:
         """Requests every tenant's core is answering (for the metrics)."""
         return sum(state.core.in_flight for state in self._states.values())
+
+    def open_keys(self) -> list[Key]:
+        """The keys of the states open now (a copy)."""
+        return list(self._states)
 
     def get(self, tenant: str, person: str | None = None) -> TenantState | None:
         """The open state of the tenant's ``person``, if any (nothing is opened)."""
@@ -102,6 +119,8 @@ class TenantStates:
         state._bump(+1)
         try:
             yield state
+            if self.sharing is not None:  # what the client is told is what other replicas show
+                await self.sharing.after(state)
         finally:
             state._bump(-1)
 
@@ -135,11 +154,15 @@ class TenantStates:
                 state = TenantState(tenant, person, session, core, fanout, touched=trio.current_time())
                 self._states[key] = state
                 try:
+                    if self.sharing is not None:
+                        await self.sharing.opened(state)
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(fanout.run)
                         task_status.started(state)
                         started = True
                         await self._until_idle(state)
+                        if self.sharing is not None:
+                            await self.sharing.closed(state)
                         nursery.cancel_scope.cancel()
                 finally:
                     if self._states.get(key) is state:

@@ -41,6 +41,7 @@ from hypercorn.utils import wrap_app
 from actors.log_events import get_logger
 from supervisor.admin.app import admin_api
 from supervisor.gateway.roaming import roaming
+from supervisor.gateway.tenant_sharing import tenant_sharing
 from supervisor.server.apps import compose
 from supervisor.server.hypercorn_patches import ServeConfig, install_all
 from supervisor.settings.net import bind_is_loopback
@@ -139,7 +140,8 @@ class Server:
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
         with self.scope:
-            async with roaming(self.supervisor, self.apps.gateway), trio.open_nursery() as sessions:
+            sharing = tenant_sharing(self.supervisor, self.apps.new_era.tenants)
+            async with roaming(self.supervisor, self.apps.gateway), sharing, trio.open_nursery() as sessions:
                 await sessions.start(self.apps.hosted.run)
                 await sessions.start(self.apps.gateway.run)
                 await sessions.start(self.apps.new_era.run)

@@ -44,9 +44,11 @@ class Replica:
 
 
 @asynccontextmanager
-async def replica(url: str, name: str, state: Path) -> AsyncIterator[Replica]:
-    """One replica in this process (its heartbeats are the supervisor's own)."""
-    async with admin_running(cluster_config(url, name), state) as api, trio.open_nursery() as nursery:
+async def replica(url: str, name: str, state: Path, config: Config | None = None) -> AsyncIterator[Replica]:
+    """One replica in this process (its heartbeats are the supervisor's own; ``config``:
+    another than ``cluster_config``'s)."""
+    config = config if config is not None else cluster_config(url, name)
+    async with admin_running(config, state) as api, trio.open_nursery() as nursery:
         one = Replica(api.sup, api.url)
         yield one
         nursery.cancel_scope.cancel()
