@@ -14,7 +14,13 @@ import attrs
 import trio
 
 from actors.spec import ServerSpec
-from supervisor.settings.model import ClusterSettings, Config, StoreSettings, ToolSearchSettings
+from supervisor.settings.model import (
+    ClusterSettings,
+    Config,
+    GatewaySettings,
+    StoreSettings,
+    ToolSearchSettings,
+)
 from supervisor.store.postgres import open_postgres
 from supervisor.store.tenant_rows import TENANT_CHANNEL
 from tests.gateway.test_gateway_roaming import KEY, Replica, replica
@@ -24,9 +30,11 @@ from tests.support.admin import Http, admin_running, config_of, mini_spec, wait_
 BASE = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": VERSION}
 
 
-def shared_config(url: str, name: str | None, spec: ServerSpec, *, search: bool = True) -> Config:
+def shared_config(
+    url: str, name: str | None, spec: ServerSpec, *, search: bool = True, idle_s: float = 1800.0
+) -> Config:
     """A config on the store at ``url``; ``name``: a replica of a cluster (None: none)."""
-    config = config_of(spec)
+    config = attrs.evolve(config_of(spec), gateway=GatewaySettings(session_idle_s=idle_s))
     if search:
         config = attrs.evolve(config, tool_search=ToolSearchSettings(enabled=True))
     cluster = None if name is None else ClusterSettings(name, (KEY,), heartbeat_s=0.1, ttl_s=0.6, drain_s=2.0)
@@ -35,12 +43,12 @@ def shared_config(url: str, name: str | None, spec: ServerSpec, *, search: bool 
 
 @asynccontextmanager
 async def two_replicas(
-    url: str, tmp_path: Path, spec: ServerSpec, *, search: bool = True
+    url: str, tmp_path: Path, spec: ServerSpec, **options: Any
 ) -> AsyncIterator[tuple[Replica, Replica]]:
     """Replicas r1 and r2 of ``spec`` in this process, on the store at ``url``."""
     async with (
-        replica(url, "r1", tmp_path / "r1", shared_config(url, "r1", spec, search=search)) as r1,
-        replica(url, "r2", tmp_path / "r2", shared_config(url, "r2", spec, search=search)) as r2,
+        replica(url, "r1", tmp_path / "r1", shared_config(url, "r1", spec, **options)) as r1,
+        replica(url, "r2", tmp_path / "r2", shared_config(url, "r2", spec, **options)) as r2,
     ):
         yield r1, r2
 
@@ -144,6 +152,31 @@ async def test_a_for_the_session_approval_through_one_replica_applies_on_the_oth
             assert answers[1]["content"][0]["text"] == "added second", answers
             assert (await r2.http().request("GET", "/v1/approvals")).json() == {"approvals": []}
             assert [row[2] for row in rows(postgres_url, "tenant_approvals")] == [item["permission"]]
+
+
+async def test_the_rows_go_once_no_replica_used_the_tenant_for_the_idle_time(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    spec = mini_spec("mini")
+    with trio.fail_after(60):
+        async with two_replicas(postgres_url, tmp_path, spec, idle_s=0.5) as (r1, r2):
+            found = await new_era(
+                r1.http(), 1, "tools/call", {"name": "tool_search", "arguments": {"query": "echo"}}
+            )
+            assert found["isError"] is False, found
+            # r2 keeps using the tenant: r1's state expires, the rows stay
+            for n in range(2, 8):
+                assert "mini_echo" in await listed_with(r2, "mini_echo", within_s=5), n
+                await trio.sleep(0.2)
+            assert rows(postgres_url, "tenant_activations")
+            # nobody uses it: the last state to expire takes the rows with it
+            with trio.fail_after(10):
+                while True:
+                    if not await trio.to_thread.run_sync(rows, postgres_url, "tenant_activations"):
+                        break
+                    await trio.sleep(0.1)
+            assert rows(postgres_url, "tenant_uses") == []
+            assert "mini_echo" not in await listed(r1, 9)  # a fresh state: nothing activated
 
 
 async def test_a_single_process_on_a_shared_store_without_a_cluster_shares_nothing(
