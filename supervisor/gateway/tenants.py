@@ -118,7 +118,12 @@ class TenantStates:
                     state = await self._open(key)
         state._bump(+1)
         try:
-            yield state
+            try:
+                yield state
+            except Exception:  # an error answer: what changed before it is shared all the same
+                if self.sharing is not None:
+                    await self.sharing.after(state)
+                raise
             if self.sharing is not None:  # what the client is told is what other replicas show
                 await self.sharing.after(state)
         finally:
