@@ -6,6 +6,7 @@ and the client never initializes again."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ import attrs
 import pytest
 import trio
 
-from actors.spec import ServerSpec, Start
+from actors.spec import Scope, ServerSpec, Start
 from supervisor import Supervisor
 from supervisor.gateway.results import INVALID_PARAMS
 from supervisor.settings.model import ClusterSettings, Config, StoreSettings, ToolSearchSettings
@@ -220,3 +221,31 @@ async def test_a_new_era_retry_reaches_the_replica_holding_its_call(
                 "POST", "/mcp", json=retry, headers=headers_of(retry, "application/json")
             )
             assert again.json()["error"]["code"] == INVALID_PARAMS
+
+
+async def test_a_sessions_own_server_starts_again_on_the_replica_that_took_it_over(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A ``scope: session`` server does not move: the replica taking the session over
+    starts a process of its own for it (the old one went with the drained replica)."""
+    own = mini_spec("own", "--whoami", scope=Scope.SESSION, start=Start.LAZY)
+
+    def with_own(name: str) -> Config:
+        return attrs.evolve(cluster_config(postgres_url, name), servers=(mini_spec("mini"), own))
+
+    async def pid_of(mcp: McpHttp, n: int) -> int:
+        who = await mcp.call(n, "tools/call", {"name": "own_whoami"})
+        return int(json.loads(who["result"]["content"][0]["text"])["pid"])
+
+    with trio.fail_after(60):
+        async with replica(postgres_url, "r2", tmp_path / "r2", with_own("r2")) as r2:
+            async with replica(postgres_url, "r1", tmp_path / "r1", with_own("r1")) as r1:
+                mcp = McpHttp(r1.http())
+                await mcp.open()
+                before = await pid_of(mcp, 1)
+            moved = McpHttp(r2.http())
+            moved.session_id, moved.version = mcp.session_id, mcp.version
+            after = await pid_of(moved, 2)
+            assert after != before
+            with pytest.raises(ProcessLookupError):
+                os.kill(before, 0)  # the drained replica's process is gone
