@@ -20,6 +20,7 @@ from supervisor.admin.hosted import HostedSessions
 from supervisor.bridge.asgi_app import BRIDGE_PATH, BridgeApp
 from supervisor.bridge.hub import BridgeHub
 from supervisor.bridge.listing import HubListing
+from supervisor.console.app import UI, ConsoleApp
 from supervisor.gateway.http_app import McpApp
 from supervisor.gateway.http_front import MCP_PATH, McpFront
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
@@ -45,6 +46,7 @@ class Apps:
     bridge: BridgeHub
     admin: QuartTrio
     app: Mounts
+    console: ConsoleApp
 
 
 def compose(supervisor: Supervisor, *, bind_is_loopback: bool) -> Apps:
@@ -66,8 +68,9 @@ def compose(supervisor: Supervisor, *, bind_is_loopback: bool) -> Apps:
         bridge=HubListing(bridge),
     )
     mcp = McpApp(McpFront(supervisor, gateway, new_era, scrubber.scrub), guard)
-    app = Mounts({MCP_PATH: mcp, BRIDGE_PATH: BridgeApp(bridge, guard)}, admin)
-    return Apps(guard, hosted, gateway, new_era, bridge, admin, app)
+    console = ConsoleApp(admin, guard)  # a client of the API, in process
+    app = Mounts({MCP_PATH: mcp, BRIDGE_PATH: BridgeApp(bridge, guard)}, admin, {UI: console})
+    return Apps(guard, hosted, gateway, new_era, bridge, admin, app, console)
 
 
 def served(apps: Apps) -> Mapping[tuple[str, str], str]:

@@ -34,7 +34,7 @@ from tests.support.paths import REPO
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("cli",),
     ("server", "adapters"),
-    ("admin", "gateway", "bridge", "aio"),
+    ("admin", "gateway", "bridge", "aio", "console"),
     ("service",),
     ("sessions",),
     ("calls",),
@@ -45,7 +45,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 """Top floor first."""
 FRAMEWORKS = ("quart", "quart_trio", "werkzeug")
-MOUNTED_APPS = ("supervisor.gateway.http_app", "supervisor.bridge.asgi_app")
+MOUNTED_APPS = ("supervisor.gateway.http_app", "supervisor.bridge.asgi_app", "supervisor.console.app")
 
 
 def unit(module: str, depth: int = 1) -> str | None:
@@ -114,7 +114,7 @@ def test_the_packages_of_actors_import_each_other_without_a_cycle() -> None:
 
 
 def test_the_mounted_apps_load_no_framework() -> None:
-    """In a fresh interpreter, ``/mcp``'s and ``/v1/bridge``'s apps load no Quart."""
+    """In a fresh interpreter, ``/mcp``'s, ``/v1/bridge``'s and ``/ui``'s apps load no Quart."""
     probe = (
         "import importlib, sys\n"
         f"for name in {MOUNTED_APPS!r}: importlib.import_module(name)\n"

@@ -1,0 +1,106 @@
+"""The console's HTML, rendered on the server; every value from a server, a client or a
+config passes ``html.escape`` (a tool description or an error text can never become
+markup), and no page carries an inline script or style: ``console.js`` and
+``console.css`` come from ``/ui/static`` (the Content-Security-Policy allows nothing
+else)."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from supervisor.console.sessions import ConsoleSession
+
+_HEAD = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    "<title>{title}</title>"
+    '<link rel="stylesheet" href="/ui/static/console.css">{script}</head><body>'
+)
+
+
+def _head(title: str, script: bool) -> str:
+    tag = '<script src="/ui/static/console.js" defer></script>' if script else ""
+    return _HEAD.format(title=escape(title), script=tag)
+
+
+def login_page(problem: str | None = None) -> str:
+    """The sign-in form: a token the admin API accepts (empty on a loopback supervisor
+    without tokens)."""
+    note = f'<p class="problem" role="alert">{escape(problem)}</p>' if problem else ""
+    return (
+        _head("mcp-supervisor: sign in", script=False)
+        + '<main class="login"><h1>mcp-supervisor</h1>'
+        + note
+        + '<form method="post" action="/ui/login"><label>Token '
+        + '<input type="password" name="token" autocomplete="off" autofocus></label>'
+        + '<button type="submit">Sign in</button></form></main></body></html>'
+    )
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else escape(str(value))
+
+
+def _server_row(server: dict[str, Any], operator: bool) -> str:
+    name = str(server.get("name", ""))
+    controls = ""
+    if operator and server.get("state") is not None:
+        controls = "".join(
+            f'<button type="button" data-act="{act}" data-arg="{escape(name)}">{act}</button>'
+            for act in ("restart", ("disable" if server.get("enabled") else "enable"))
+        )
+    error = ""
+    if server.get("last_error"):
+        error = f'<span class="error">{_text(server["last_error"])}</span>'
+    return (
+        f'<tr data-server="{escape(name)}"><td>{escape(name)}</td>'
+        f'<td class="state">{_text(server.get("state"))}</td>'
+        f'<td class="phase">{_text(server.get("phase"))}</td>'
+        f'<td class="retry">{_text(server.get("retry_in_s"))}</td>'
+        f"<td>{_text(server.get('protocol_version'))}</td>"
+        f'<td>{_text(server.get("tools"))}</td><td class="last-error">{error}</td><td>{controls}</td></tr>'
+    )
+
+
+def _approval_row(item: dict[str, Any]) -> str:
+    ident = escape(str(item.get("id", "")))
+    arguments = json.dumps(item.get("arguments", {}), sort_keys=True)
+    buttons = "".join(
+        f'<button type="button" data-act="{act}" data-arg="{ident}">{label}</button>'
+        for act, label in (
+            ("allow-once", "allow once"),
+            ("allow-session", "for the session"),
+            ("allow-always", "always"),
+            ("deny", "deny"),
+        )
+    )
+    return (
+        f'<tr data-approval="{ident}"><td>{_text(item.get("tool"))}</td><td>{_text(item.get("server"))}</td>'
+        f"<td><code>{escape(arguments)}</code></td><td>{_text(item.get('reason'))}</td>"
+        f"<td>{_text(item.get('tenant'))}</td><td>{buttons}</td></tr>"
+    )
+
+
+def main_page(session: ConsoleSession, servers: dict[str, Any], approvals: dict[str, Any]) -> str:
+    """The console: servers and pending approvals now; ``console.js`` keeps it live."""
+    operator = session.role == "operator"
+    rows = "".join(_server_row(s, operator) for s in servers.get("servers", []))
+    asks = "".join(_approval_row(a) for a in approvals.get("approvals", []))
+    return (
+        _head("mcp-supervisor", script=True)
+        + f'<header><h1>mcp-supervisor</h1><span class="who">{escape(session.tenant)} '
+        + f"({escape(session.role)})</span>"
+        + '<form id="logout" method="post" action="/ui/logout">'
+        + '<button type="submit">Sign out</button></form>'
+        + f'</header><main data-csrf="{escape(session.csrf)}">'
+        + '<section><h2>Servers</h2><table id="servers"><thead><tr>'
+        + "<th>server</th><th>state</th><th>phase</th>"
+        + "<th>retry in s</th><th>era</th><th>tools</th><th>last error</th><th></th></tr></thead>"
+        + f"<tbody>{rows}</tbody></table></section>"
+        + '<section><h2>Approvals</h2><table id="approvals"><thead><tr><th>tool</th><th>server</th>'
+        + "<th>arguments</th><th>reason</th><th>tenant</th><th></th></tr></thead>"
+        + f"<tbody>{asks}</tbody></table></section>"
+        + '<p id="status" role="status"></p></main></body></html>'
+    )
