@@ -136,3 +136,23 @@ def test_every_value_on_the_page_is_escaped() -> None:
     page = main_page(session, servers, approvals)
     assert "<script>alert" not in page and "<img" not in page and "onerror=alert(1)>" not in page
     assert "&lt;script&gt;" in page
+
+
+async def test_the_page_is_live_through_the_relayed_event_stream(tmp_path: Path) -> None:
+    """``/ui/events`` is ``/v1/events`` with the session's token: a restart from the
+    console arrives as the server's state changes, with the console's headers."""
+    async with admin_running(config_of(mini_spec("mini"), tokens=TOKENS), tmp_path) as api:
+        http = Http(api.url)
+        with trio.fail_after(20):
+            cookie, csrf = await sign_in(http, OPS)
+            async with http.stream("GET", "/ui/events", headers={"Cookie": cookie}) as events:
+                assert events.status == 200 and events.headers["content-type"].startswith("text/event-stream")
+                assert (
+                    events.headers["content-security-policy"] == SECURITY_HEADERS["Content-Security-Policy"]
+                )
+                act = {"Cookie": cookie, "Origin": f"http://{http.authority}", "X-CSRF-Token": csrf}
+                assert (await http.request("POST", "/ui/act/restart/mini", headers=act)).status < 300
+                seen = await events.until(lambda e: e.event == "state" and e.data.get("state") == "steady")
+                assert any(e.event == "state" and e.data["server"] == "mini" for e in seen)
+            refused = Http(api.url)  # no cookie: no stream
+            assert (await refused.request("GET", "/ui/events")).status == 303
