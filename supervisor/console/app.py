@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, quote
 import attrs
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
-from supervisor.console.inprocess import Asgi, call, relayed_scope
+from supervisor.console.inprocess import ApiAnswer, Asgi, call, relayed_scope
 from supervisor.console.page import login_page, main_page
 from supervisor.console.sessions import (
     ConsoleSession,
@@ -53,6 +53,12 @@ SECURITY_HEADERS = {
 }
 STATIC = {"console.js": "text/javascript; charset=utf-8", "console.css": "text/css; charset=utf-8"}
 MAX_FORM_BYTES = 16384
+SESSION_LISTINGS = (
+    ("admin API", "/v1/sessions"),
+    ("gateway", "/v1/gateway/sessions"),
+    ("bridge", "/v1/bridge/sessions"),
+)
+"""The sessions the page lists, by kind, and the documented listing of each."""
 
 
 @attrs.frozen
@@ -162,17 +168,23 @@ class ConsoleApp:
 
     async def _page(self, scope: Mapping[str, Any], send: Send, session: ConsoleSession) -> None:
         host = Headers(scope["headers"]).get("Host") or "127.0.0.1"
-        servers = await call(
-            self.api, "GET", "/v1/servers", host=host, token=session.token, client=scope.get("client")
-        )
+
+        async def get(path: str) -> ApiAnswer:
+            return await call(
+                self.api, "GET", path, host=host, token=session.token, client=scope.get("client")
+            )
+
+        servers = await get("/v1/servers")
         if servers.status in (401, 403):
             self.sessions.end(session.id)  # its token is no longer accepted
             await _redirect(send, f"{UI}/login", {"Set-Cookie": clear_cookie()})
             return
-        approvals = await call(
-            self.api, "GET", "/v1/approvals", host=host, token=session.token, client=scope.get("client")
-        )
-        page = main_page(session, servers.json() or {}, approvals.json() or {})
+        approvals = await get("/v1/approvals")
+        sessions: dict[str, list[dict[str, Any]]] = {}
+        for kind, path in SESSION_LISTINGS:
+            listed = await get(path)
+            sessions[kind] = (listed.json() or {}).get("sessions", []) if listed.status == 200 else []
+        page = main_page(session, servers.json() or {}, approvals.json() or {}, sessions)
         await _answer(send, 200, page.encode(), "text/html; charset=utf-8")
 
     async def _static(self, send: Send, name: str) -> None:

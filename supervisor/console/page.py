@@ -83,8 +83,42 @@ def _approval_row(item: dict[str, Any]) -> str:
     )
 
 
-def main_page(session: ConsoleSession, servers: dict[str, Any], approvals: dict[str, Any]) -> str:
-    """The console: servers and pending approvals now; ``console.js`` keeps it live."""
+SESSION_COLUMNS = (
+    ("session_id", "session"), ("tenant", "tenant"), ("era", "era"), ("protocol_version", "version"),
+    ("client", "client"), ("age_s", "age s"), ("in_flight", "in flight"),
+)  # fmt: skip
+"""What the sessions table shows of each kind's listing (a missing field: empty)."""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        value = " ".join(str(value.get(k, "")) for k in ("name", "version")).strip()
+    return f"<td>{_text(value)}</td>"
+
+
+def sessions_table(kinds: dict[str, list[dict[str, Any]]]) -> str:
+    """Every session the token may see, one row each, its kind first (admin API,
+    gateway, bridge)."""
+    head = "".join(f"<th>{escape(label)}</th>" for _, label in SESSION_COLUMNS)
+    rows = "".join(
+        f"<tr><td>{escape(kind)}</td>" + "".join(_cell(item.get(key)) for key, _ in SESSION_COLUMNS) + "</tr>"
+        for kind, items in kinds.items()
+        for item in items
+    )
+    return (
+        '<section><h2>Sessions</h2><table id="sessions"><thead><tr><th>kind</th>'
+        + head
+        + f"</tr></thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
+def main_page(
+    session: ConsoleSession,
+    servers: dict[str, Any],
+    approvals: dict[str, Any],
+    sessions: dict[str, list[dict[str, Any]]] | None = None,
+) -> str:
+    """The console: servers, pending approvals and sessions now; ``console.js`` keeps it live."""
     operator = session.role == "operator"
     rows = "".join(_server_row(s, operator) for s in servers.get("servers", []))
     asks = "".join(_approval_row(a) for a in approvals.get("approvals", []))
@@ -102,5 +136,6 @@ def main_page(session: ConsoleSession, servers: dict[str, Any], approvals: dict[
         + '<section><h2>Approvals</h2><table id="approvals"><thead><tr><th>tool</th><th>server</th>'
         + "<th>arguments</th><th>reason</th><th>tenant</th><th></th></tr></thead>"
         + f"<tbody>{asks}</tbody></table></section>"
+        + sessions_table(sessions or {})
         + '<p id="status" role="status"></p></main></body></html>'
     )

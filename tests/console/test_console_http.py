@@ -156,3 +156,17 @@ async def test_the_page_is_live_through_the_relayed_event_stream(tmp_path: Path)
                 assert any(e.event == "state" and e.data["server"] == "mini" for e in seen)
             refused = Http(api.url)  # no cookie: no stream
             assert (await refused.request("GET", "/ui/events")).status == 303
+
+
+async def test_the_page_lists_the_sessions_a_token_may_see(tmp_path: Path) -> None:
+    async with admin_running(config_of(mini_spec("mini"), tokens=TOKENS), tmp_path) as api:
+        http = Http(api.url)
+        with trio.fail_after(20):
+            mine = await Http(api.url, ALICE).session()
+            theirs = await Http(api.url, OPS).session()
+            cookie, _ = await sign_in(http, ALICE)
+            page = (await http.request("GET", "/ui", headers={"Cookie": cookie})).body.decode()
+            assert mine in page and theirs not in page  # a tenant sees only its own
+            cookie, _ = await sign_in(http, OPS)
+            page = (await http.request("GET", "/ui", headers={"Cookie": cookie})).body.decode()
+            assert mine in page and theirs in page  # the operator every tenant's
