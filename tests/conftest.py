@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from actors.transports.pidfiles import ProcStat, read_proc_stat
 from actors.transports.process_group import spawned_process_groups
 
 if TYPE_CHECKING:
+    from tests.support.browser import Page
     from tests.support.postgres import Cluster
     from tests.support.traces import Traces
 
@@ -177,3 +178,13 @@ def restore_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture
+async def browser(tmp_path: Path) -> AsyncIterator[Page]:
+    """A headless chromium page for this test (``tests/support/browser.py``), screenshots in
+    ``<tmp_path>/screenshots``; skips with the reason when chromium or playwright is missing."""
+    from tests.support.browser import headless_page
+
+    async with headless_page(tmp_path / "screenshots") as page:
+        yield page
