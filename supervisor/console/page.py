@@ -16,6 +16,7 @@ _HEAD = (
     '<!doctype html><html lang="en"><head><meta charset="utf-8">'
     '<meta name="viewport" content="width=device-width, initial-scale=1">'
     "<title>{title}</title>"
+    '<link rel="icon" href="data:,">'  # no favicon request (the page makes none it needs not)
     '<link rel="stylesheet" href="/ui/static/console.css">{script}</head><body>'
 )
 
