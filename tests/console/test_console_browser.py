@@ -62,3 +62,33 @@ async def test_the_console_in_a_browser_follows_a_server_and_answers_an_approval
             # Idle: no request but the event stream it holds open.
             assert [request.url for request in await browser.idle(10.0)] == []
             assert not [e for e in browser.errors if "favicon" not in e], browser.errors
+
+
+async def test_script_in_an_argument_is_shown_as_text_and_never_runs(tmp_path: Path, browser: Page) -> None:
+    config = config_of(mini_spec("mini"), tokens=TOKENS)
+    trust = TrustSettings(rules=(TrustRule("mcp:mini:echo", action="ask"),), approval_timeout_s=60)
+    evil = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+    async with admin_running(attrs.evolve(config, trust=trust), tmp_path / "state") as api:
+        with trio.fail_after(60):
+            ops = Http(api.url, OPS)
+            sid = await ops.session()
+            async with trio.open_nursery() as nursery:
+
+                async def echo() -> None:
+                    turn = (await ops.turn(sid))["turn_id"]
+                    await ops.call(sid, turn, "mini_echo", {"text": evil})
+
+                nursery.start_soon(echo)
+                while not (await ops.request("GET", "/v1/approvals")).json()["approvals"]:  # noqa: ASYNC110 - the API's own list
+                    await trio.sleep(0.05)
+                await browser.goto(f"{api.url}/ui")  # rendered with the pending call's arguments
+                await browser.fill('input[name="token"]', OPS)
+                await browser.click('button[type="submit"]')
+                await browser.wait_for_selector("tr[data-approval] code")
+                shown = await browser.text("tr[data-approval] code")
+                assert (
+                    "<script>window.pwned=2</script>" in shown and "<img src=x onerror=" in shown
+                )  # as text
+                assert await browser.evaluate("window.pwned === undefined")
+                await browser.click('tr[data-approval] button[data-act="deny"]')
+            assert await browser.evaluate("window.pwned === undefined")
