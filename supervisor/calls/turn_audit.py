@@ -16,7 +16,7 @@ from typing import TypeVarTuple
 
 import trio
 
-from actors.router.envelope import Envelope
+from actors.router.envelope import Envelope, failure
 from supervisor.calls.services import CallServices, TurnSession
 from supervisor.runtime.tracing import TRACING
 from supervisor.store import AuditRow
@@ -49,12 +49,16 @@ class TurnAudit:
         """Run ``go(*args)`` (it returns a ``Went``) between an
         ``interrupted`` row in the journal and the real one; ``first``: what policy
         first said. ``go`` and its arguments, not a closure: one function less per call."""
-        audit = self._calls.audit
+        calls, session = self._calls, self.session
+        audit = calls.audit
         record = audit.new_id()
         began = trio.current_time()
         audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
+        live = calls.in_flight.open(session.tenant, session.id, session.person, server, tool)
+        went: Went | None = None
         try:
-            decided, envelope, seconds = await go(*args)
+            with live.scope:  # POST /v1/calls/{id}/cancel cancels it
+                went = await go(*args)
         except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
             outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
             seconds = trio.current_time() - began  # the whole wait: when the server had it is unknown
@@ -62,6 +66,16 @@ class TurnAudit:
             audit.finished_now(row)
             self._observe(row, seconds)
             raise
+        finally:
+            calls.in_flight.close(live)
+        if went is None:  # cancelled by its id: an answer, not an exception
+            seconds = trio.current_time() - began
+            why = f"{tool} was cancelled by {live.cancelled_by}"
+            cancelled = failure(tool, "cancelled", why)
+            return await self._audited(
+                tool, server, digest, first, cancelled, record, seconds, live.cancelled_by
+            )
+        decided, envelope, seconds = went
         return await self._audited(tool, server, digest, decided, envelope, record, seconds)
 
     async def _audited(
@@ -73,6 +87,7 @@ class TurnAudit:
         envelope: Envelope,
         record: str | None = None,
         seconds: float = 0.0,
+        cancelled_by: str | None = None,
     ) -> Envelope:
         """Leave the call's row (durable before this returns), count it (``seconds``: the
         time with its server), announce it."""
@@ -87,6 +102,7 @@ class TurnAudit:
             envelope.duration_ms,
             len(envelope.text.encode()),
             record or audit.new_id(),
+            cancelled_by,
         )
         await audit.finished(row)
         self._observe(row, seconds)
@@ -102,6 +118,7 @@ class TurnAudit:
         duration_ms: int,
         result_bytes: int,
         record: str,
+        cancelled_by: str | None = None,
     ) -> AuditRow:
         """The row of one request; traced, with its trace's id (the call span is current)."""
         session = self.session
@@ -121,6 +138,7 @@ class TurnAudit:
             record,
             None if tracing is None else tracing.trace_id(),
             session.person,
+            cancelled_by=cancelled_by,
         )
 
     def _observe(self, row: AuditRow, seconds: float) -> None:
@@ -128,6 +146,8 @@ class TurnAudit:
         as its row; an untraced one's as before)."""
         calls = self._calls
         calls.metrics.observe_call(row.server, row.outcome, seconds)
+        if seconds:  # it reached its server
+            calls.latency.observe(row.server, seconds)
         tracing = TRACING.active
         if tracing is not None:
             tracing.ended(row.server, row.decision, row.outcome)

@@ -11,8 +11,9 @@ from supervisor.store.audit_search import AuditQuery
 
 
 def _row(n: int, at: float, tenant: str = "t1", server: str = "time", outcome: str = "ok") -> AuditRow:
+    by = "operator default" if outcome == "cancelled" else None
     return AuditRow(at, tenant, "s1", f"{server}_tool", server, "allow", outcome, n, "ab" * 32, 2, 0,
-                    f"r-{n}", None, f"p{n % 2}", None, "operator default" if outcome == "cancelled" else None)  # fmt: skip
+                    f"r-{n}", None, f"p{n % 2}", None, by)  # fmt: skip
 
 
 def _ns(rows: tuple[AuditRow, ...]) -> list[int]:
