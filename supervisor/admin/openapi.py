@@ -34,7 +34,8 @@ _ERRORS = {
 
 ROLES_DESCRIPTION = (
     "Each bearer token speaks for a tenant in a role. operator: server control, metrics, and "
-    "every tenant's view (all approvals, sessions and call events), besides its own sessions. "
+    "every tenant's view (all approvals, sessions, calls in flight, audit rows and call events; "
+    "it may cancel any tenant's call by its call id), besides its own sessions. "
     "tenant: its own sessions, turns, calls, approvals and requests, plus read-only server "
     "state. peer: registering servers as a bridge peer, nothing else. With no tokens "
     "configured, a loopback client is the operator of tenant 'default'. Each operation lists "
