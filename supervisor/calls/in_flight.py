@@ -5,9 +5,11 @@ tenant) can list them (``GET /v1/calls``) and cancel one (``POST
 The id is a counter of this process (``c1``, ``c2``, …): cheap, never reused while the
 process runs, and meaningless to another replica. Only a call that may wait (an
 approval, its server) is registered: one refused on the way is over before anyone
-could list it. A cancel cancels the call's own scope, so the server is told
-(``notifications/cancelled``) as for a caller that went away, and the call ends in a
-``cancelled`` envelope whose audit row names who cancelled it.
+could list it. A cancel of a call at its server is a ``CancelCall`` to its connection
+actor, as for a request id (the server gets ``notifications/cancelled``); one that
+waits for an approval has a cancel scope of its own (entering a scope costs every
+call a few µs, so only those get one). Either way the call ends in a ``cancelled``
+envelope whose audit row names who cancelled it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import itertools
 
 import attrs
 import trio
+
+from actors.connection.messages import CallOutcome, CancelCall, ConnectionMessage
+from actors.mailbox import try_send
 
 
 @attrs.define(slots=True, eq=False)
@@ -29,7 +34,11 @@ class LiveCall:
     person: str
     server: str
     tool: str
-    scope: trio.CancelScope
+    scope: trio.CancelScope | None = None
+    """While it waits for an approval (``TurnAudit._journaled`` sets it)."""
+    mailbox: trio.MemorySendChannel[ConnectionMessage] | None = None
+    reply: trio.MemorySendChannel[CallOutcome] | None = None
+    """Once it is sent to its server (``Turn._go`` sets them)."""
     cancelled_by: str | None = None
 
 
@@ -50,7 +59,6 @@ class CallsInFlight:
             person,
             server,
             tool,
-            trio.CancelScope(),
         )
         self._calls[call.id] = call
         return call
@@ -71,7 +79,11 @@ class CallsInFlight:
             return False
         if call.cancelled_by is None:
             call.cancelled_by = by
-        call.scope.cancel()
+        if call.scope is not None:
+            call.scope.cancel()
+        elif call.mailbox is not None and call.reply is not None:
+            try_send(call.mailbox, CancelCall(call.reply, f"cancelled by {by}"))
+        # else: not sent yet, and then never sent (Turn._go looks at cancelled_by first)
         return True
 
     def __len__(self) -> int:

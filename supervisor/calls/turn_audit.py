@@ -10,13 +10,15 @@ row that says ``cancelled``.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVarTuple
 
 import trio
 
 from actors.router.envelope import Envelope, failure
+from supervisor.calls.in_flight import LiveCall
 from supervisor.calls.services import CallServices, TurnSession
 from supervisor.runtime.tracing import TRACING
 from supervisor.store import AuditRow
@@ -43,10 +45,11 @@ class TurnAudit:
         server: str,
         digest: tuple[str, int],
         first: str,
-        go: Callable[[*Ts], Awaitable[Went]],
+        go: Callable[[LiveCall, *Ts], Awaitable[Went]],
         *args: *Ts,
     ) -> Envelope:
-        """Run ``go(*args)`` (it returns a ``Went``) between an
+        """Run ``go(live, *args)`` (it returns a ``Went``; ``live``: the call as listed in
+        flight, ``in_flight.py``) between an
         ``interrupted`` row in the journal and the real one; ``first``: what policy
         first said. ``go`` and its arguments, not a closure: one function less per call."""
         calls, session = self._calls, self.session
@@ -57,8 +60,11 @@ class TurnAudit:
         live = calls.in_flight.open(session.tenant, session.id, session.person, server, tool)
         went: Went | None = None
         try:
-            with live.scope:  # POST /v1/calls/{id}/cancel cancels it
-                went = await go(*args)
+            if first != "ask":  # cancelled at its server by id (in_flight.py): no scope to pay for
+                went = await go(live, *args)
+            else:
+                with _scoped(live):  # POST /v1/calls/{id}/cancel cancels it
+                    went = await go(live, *args)
         except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
             outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
             seconds = trio.current_time() - began  # the whole wait: when the server had it is unknown
@@ -68,14 +74,21 @@ class TurnAudit:
             raise
         finally:
             calls.in_flight.close(live)
-        if went is None:  # cancelled by its id: an answer, not an exception
+        if went is None:  # cancelled by its id while it waited for an approval
             seconds = trio.current_time() - began
-            why = f"{tool} was cancelled by {live.cancelled_by}"
-            cancelled = failure(tool, "cancelled", why)
+            cancelled = failure(tool, "cancelled", f"{tool} was cancelled by {live.cancelled_by}")
             return await self._audited(
                 tool, server, digest, first, cancelled, record, seconds, live.cancelled_by
             )
         decided, envelope, seconds = went
+        if (
+            live.cancelled_by is not None
+            and envelope.error is not None
+            and envelope.error.code == "cancelled"
+        ):
+            return await self._audited(
+                tool, server, digest, decided, envelope, record, seconds, live.cancelled_by
+            )
         return await self._audited(tool, server, digest, decided, envelope, record, seconds)
 
     async def _audited(
@@ -165,3 +178,10 @@ class TurnAudit:
             event["trace_id"] = row.trace_id
         event.update(person_field(row.person, row.tenant))
         calls.events.publish(event)
+
+
+@contextlib.contextmanager
+def _scoped(live: LiveCall) -> Iterator[None]:
+    """``live`` cancellable by its scope while the block runs."""
+    with trio.CancelScope() as live.scope:
+        yield

@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from supervisor.settings.model import Role, TokenGrant
-from tests.support.admin import ALICE, BOB, admin_running, config_of, conforms, mini_spec, until
+from tests.support.admin import ALICE, BOB, admin_running, config_of, conforms, mini_spec, until, wait_for
 
 OPS = "ops-token-0123456789abc"
 TOKENS: dict[str, TokenGrant | str] = {OPS: TokenGrant("ops", Role.OPERATOR), ALICE: "alice", BOB: "bob"}
@@ -20,7 +20,9 @@ TOKENS: dict[str, TokenGrant | str] = {OPS: TokenGrant("ops", Role.OPERATOR), AL
 
 async def test_calls_in_flight_their_cancel_the_audit_search_and_latency(tmp_path: Path) -> None:
     calls_log = tmp_path / "calls.log"
-    config = config_of(mini_spec("mini", "--calls-log", str(calls_log)), tokens=TOKENS)
+    config = config_of(
+        mini_spec("mini", "--calls-log", str(calls_log)), mini_spec("wild", trusted=False), tokens=TOKENS
+    )
     async with admin_running(config, tmp_path / "state") as api:
         alice, bob, ops = api.http(ALICE), api.http(BOB), api.http(OPS)
         with trio.fail_after(25):
@@ -52,22 +54,37 @@ async def test_calls_in_flight_their_cancel_the_audit_search_and_latency(tmp_pat
                 cancelled = await ops.request("POST", cancel)  # the operator may cancel any tenant's
                 conforms("cancel_call", cancelled)
                 assert cancelled.json() == {"call_id": call["call_id"], "status": "cancelling"}
-            error = slow[0].json()["error"]
-            assert error["code"] == "cancelled" and "cancelled by operator ops" in error["message"]
+            assert slow[0].json()["error"]["code"] == "cancelled"
             assert (await ops.request("POST", cancel)).status == 404  # ended: gone
             assert (await alice.call(sid, tid, "mini_echo", {"text": "a"})).json()["ok"]
+
+            asked: list[Any] = []  # a call that waits for an approval is cancelled by its id too
+
+            async def alice_asks() -> None:
+                asked.append(await alice.call(sid, tid, "wild_add_tool", {"name": "x"}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(alice_asks)
+                await wait_for(ops, "/v1/approvals", lambda d: len(d["approvals"]) == 1)
+                [waiting] = (await ops.request("GET", "/v1/calls")).json()["calls"]
+                assert waiting["tool"] == "wild_add_tool"
+                assert (await alice.request("POST", f"/v1/calls/{waiting['call_id']}/cancel")).status == 202
+            error = asked[0].json()["error"]
+            assert error["code"] == "cancelled" and "cancelled by tenant alice" in error["message"]
+            assert (await ops.request("GET", "/v1/approvals")).json() == {"approvals": []}
 
             await api.sup.store.flush()
             everyone = await ops.request("GET", "/v1/audit")
             conforms("search_audit", everyone)
             rows = everyone.json()["rows"]
             assert [(r["tenant"], r["tool"], r["outcome"]) for r in rows] == [
+                ("alice", "wild_add_tool", "cancelled"),
                 ("alice", "mini_echo", "ok"),
                 ("alice", "mini_sleep", "cancelled"),
                 ("bob", "mini_echo", "ok"),
             ]
-            assert rows[1]["cancelled_by"] == "operator ops" and rows[0]["cancelled_by"] is None
-            assert len(rows[0]["args_sha256"]) == 64 and rows[0]["duration_ms"] >= 0
+            assert [r["cancelled_by"] for r in rows[:3]] == ["tenant alice", None, "operator ops"]
+            assert len(rows[1]["args_sha256"]) == 64 and rows[1]["duration_ms"] >= 0
             # a tenant sees its own rows only, and may not name another tenant
             assert [r["tenant"] for r in (await bob.request("GET", "/v1/audit")).json()["rows"]] == ["bob"]
             assert [
@@ -78,14 +95,15 @@ async def test_calls_in_flight_their_cancel_the_audit_search_and_latency(tmp_pat
             assert named.status == 400 and "drop tenant=" in named.json()["error"]["message"]
             # the operator filters, and pages on with the cursor
             first = (await ops.request("GET", "/v1/audit?tenant=alice&limit=1")).json()
-            assert [r["tool"] for r in first["rows"]] == ["mini_echo"] and first["cursor"]
-            second = (
-                await ops.request("GET", f"/v1/audit?tenant=alice&limit=1&cursor={first['cursor']}")
+            assert [r["tool"] for r in first["rows"]] == ["wild_add_tool"] and first["cursor"]
+            rest = (
+                await ops.request("GET", f"/v1/audit?tenant=alice&limit=5&cursor={first['cursor']}")
             ).json()
-            assert [r["outcome"] for r in second["rows"]] == ["cancelled"] and second["cursor"] is None
-            assert (await ops.request("GET", "/v1/audit?outcome=cancelled")).json()["rows"][0][
-                "tool"
-            ] == "mini_sleep"
+            assert [r["tool"] for r in rest["rows"]] == ["mini_echo", "mini_sleep"] and rest["cursor"] is None
+            cancelled_rows = (await ops.request("GET", "/v1/audit?outcome=cancelled&server=mini")).json()[
+                "rows"
+            ]
+            assert [r["tool"] for r in cancelled_rows] == ["mini_sleep"]
             for bad in ("limit=0", "limit=501", "since=yesterday", "cursor=nope", "until=nan"):
                 reply = await ops.request("GET", f"/v1/audit?{bad}")
                 assert reply.status == 400 and bad.split("=")[0] in reply.json()["error"]["message"], bad

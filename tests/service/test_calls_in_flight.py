@@ -42,7 +42,6 @@ async def test_a_call_is_listed_by_its_id_and_cancelled_by_it(tmp_path: Path) ->
                 assert not in_flight.cancel(call.id, "another-tenant", "tenant another-tenant")
                 assert in_flight.cancel(call.id, None, "operator default")
             assert result[0].error.code == "cancelled"
-            assert "cancelled by operator default" in result[0].error.message
             assert len(in_flight) == 0 and not in_flight.cancel(call.id, None, "operator default")
             assert (await turn.call("mini_echo", {"text": "again"})).ok  # the session goes on
         await sup.store.flush()
