@@ -292,29 +292,21 @@ class Supervisor:
         sessions = SessionServices(router.cell, router_send, connections, private, policy, desk, calls, warm)
         sessions.people = people
         return cls(
-            running,
-            journal.instance_id,
-            state_path,
-            store_actor,
-            journal,
-            router,
-            router_send,
-            policy,
-            desk,
-            events,
-            metrics,
-            requests,
-            shared,
-            sessions,
-            warm,
-            replica,
+            running, journal.instance_id, state_path, store_actor, journal, router, router_send,
+            policy, desk, events, metrics, requests, shared, sessions, warm, replica,
             Heartbeats.of(replica, config, events),
-        )
+        )  # fmt: skip
 
     @property
     def config(self) -> Config:
         """The config it runs now (the one it was opened with, until a ``reload``)."""
         return self._running.config
+
+    @property
+    def calls(self) -> CallServices:
+        """What its calls share: among them every call in flight by its server-assigned
+        id (``in_flight``) and each server's latency ring (``latency``)."""
+        return self._sessions.calls
 
     @property
     def people(self) -> PersonConnections:

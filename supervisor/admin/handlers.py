@@ -33,6 +33,7 @@ from supervisor.admin.caller import raw_body as _raw_body
 from supervisor.admin.caller import scope as _scope
 from supervisor.admin.caller import tenant as _tenant
 from supervisor.admin.hosted import HostedClosed, HostedSessions, TooManySessions
+from supervisor.admin.inspection_handlers import InspectionHandlers
 from supervisor.admin.openapi import document
 from supervisor.admin.public_handlers import PublicHandlers
 from supervisor.admin.remembered_handlers import RememberedHandlers
@@ -121,7 +122,7 @@ def new_request_id() -> str:
     return f"req-{secrets.token_hex(8)}"
 
 
-class AdminApi(PublicHandlers, RememberedHandlers, ReplicaHandlers, SurfaceHandlers):
+class AdminApi(PublicHandlers, RememberedHandlers, ReplicaHandlers, SurfaceHandlers, InspectionHandlers):
     """The handlers, bound to one supervisor and its hosted sessions (the surface's
     beyond tools: ``surface_handlers.py``), and what the apps mounted beside the admin
     API let it list (``web/listings.py``)."""

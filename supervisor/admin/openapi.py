@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from supervisor.admin.inspection_schemas import INSPECTION_SCHEMAS
 from supervisor.admin.replica_schemas import REPLICA_SCHEMAS
 from supervisor.admin.schemas import BRIDGE_SCHEMAS, SCHEMAS, STR, ref
 from supervisor.web.roles import allowed_roles
@@ -33,7 +34,8 @@ _ERRORS = {
 
 ROLES_DESCRIPTION = (
     "Each bearer token speaks for a tenant in a role. operator: server control, metrics, and "
-    "every tenant's view (all approvals, sessions and call events), besides its own sessions. "
+    "every tenant's view (all approvals, sessions, calls in flight, audit rows and call events; "
+    "it may cancel any tenant's call by its call id), besides its own sessions. "
     "tenant: its own sessions, turns, calls, approvals and requests, plus read-only server "
     "state. peer: registering servers as a bridge peer, nothing else. With no tokens "
     "configured, a loopback client is the operator of tenant 'default'. Each operation lists "
@@ -97,7 +99,7 @@ def document(routes: tuple[Route, ...] = ROUTES) -> Mapping[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {**SCHEMAS, **BRIDGE_SCHEMAS, **REPLICA_SCHEMAS},
+            "schemas": {**SCHEMAS, **BRIDGE_SCHEMAS, **REPLICA_SCHEMAS, **INSPECTION_SCHEMAS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],

@@ -23,8 +23,10 @@ from actors.router.catalog import ServerView, ToolEntry
 from actors.router.trust import Action, Decision
 from supervisor.calls.audit_trail import AuditTrail
 from supervisor.calls.exposure import Exposures
+from supervisor.calls.in_flight import CallsInFlight
 from supervisor.calls.rate_limits import RateLimits
 from supervisor.calls.requests import RequestRegistry
+from supervisor.runtime.latency_ring import LatencyRings
 from supervisor.runtime.metrics import Metrics
 from supervisor.runtime.sign_ins import SignIn
 from supervisor.settings.model import Config, ToolSearchSettings, TracingSettings
@@ -71,6 +73,10 @@ class CallServices:
     """What each tenant's turns may see (``exposure.py``); replaced by a reload."""
     limits: RateLimits = attrs.field(factory=RateLimits)
     """The rate limits and their buckets (``rate_limits.py``); retuned by a reload."""
+    in_flight: CallsInFlight = attrs.field(factory=CallsInFlight)
+    """Every call that may wait, by its server-assigned id (``in_flight.py``)."""
+    latency: LatencyRings = attrs.field(factory=LatencyRings)
+    """Each server's latency over the last 15 minutes (``runtime/latency_ring.py``)."""
 
     @classmethod
     def of(

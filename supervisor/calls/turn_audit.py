@@ -10,13 +10,15 @@ row that says ``cancelled``.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVarTuple
 
 import trio
 
-from actors.router.envelope import Envelope
+from actors.router.envelope import Envelope, failure
+from supervisor.calls.in_flight import LiveCall
 from supervisor.calls.services import CallServices, TurnSession
 from supervisor.runtime.tracing import TRACING
 from supervisor.store import AuditRow
@@ -43,18 +45,26 @@ class TurnAudit:
         server: str,
         digest: tuple[str, int],
         first: str,
-        go: Callable[[*Ts], Awaitable[Went]],
+        go: Callable[[LiveCall, *Ts], Awaitable[Went]],
         *args: *Ts,
     ) -> Envelope:
-        """Run ``go(*args)`` (it returns a ``Went``) between an
+        """Run ``go(live, *args)`` (it returns a ``Went``; ``live``: the call as listed in
+        flight, ``in_flight.py``) between an
         ``interrupted`` row in the journal and the real one; ``first``: what policy
         first said. ``go`` and its arguments, not a closure: one function less per call."""
-        audit = self._calls.audit
+        calls, session = self._calls, self.session
+        audit = calls.audit
         record = audit.new_id()
         began = trio.current_time()
         audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
+        live = calls.in_flight.open(session.tenant, session.id, session.person, server, tool)
+        went: Went | None = None
         try:
-            decided, envelope, seconds = await go(*args)
+            if first != "ask":  # cancelled at its server by id (in_flight.py): no scope to pay for
+                went = await go(live, *args)
+            else:
+                with _scoped(live):  # POST /v1/calls/{id}/cancel cancels it
+                    went = await go(live, *args)
         except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
             outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
             seconds = trio.current_time() - began  # the whole wait: when the server had it is unknown
@@ -62,6 +72,23 @@ class TurnAudit:
             audit.finished_now(row)
             self._observe(row, seconds)
             raise
+        finally:
+            calls.in_flight.close(live)
+        if went is None:  # cancelled by its id while it waited for an approval
+            seconds = trio.current_time() - began
+            cancelled = failure(tool, "cancelled", f"{tool} was cancelled by {live.cancelled_by}")
+            return await self._audited(
+                tool, server, digest, first, cancelled, record, seconds, live.cancelled_by
+            )
+        decided, envelope, seconds = went
+        if (
+            live.cancelled_by is not None
+            and envelope.error is not None
+            and envelope.error.code == "cancelled"
+        ):
+            return await self._audited(
+                tool, server, digest, decided, envelope, record, seconds, live.cancelled_by
+            )
         return await self._audited(tool, server, digest, decided, envelope, record, seconds)
 
     async def _audited(
@@ -73,6 +100,7 @@ class TurnAudit:
         envelope: Envelope,
         record: str | None = None,
         seconds: float = 0.0,
+        cancelled_by: str | None = None,
     ) -> Envelope:
         """Leave the call's row (durable before this returns), count it (``seconds``: the
         time with its server), announce it."""
@@ -87,6 +115,7 @@ class TurnAudit:
             envelope.duration_ms,
             len(envelope.text.encode()),
             record or audit.new_id(),
+            cancelled_by,
         )
         await audit.finished(row)
         self._observe(row, seconds)
@@ -102,6 +131,7 @@ class TurnAudit:
         duration_ms: int,
         result_bytes: int,
         record: str,
+        cancelled_by: str | None = None,
     ) -> AuditRow:
         """The row of one request; traced, with its trace's id (the call span is current)."""
         session = self.session
@@ -121,6 +151,7 @@ class TurnAudit:
             record,
             None if tracing is None else tracing.trace_id(),
             session.person,
+            cancelled_by=cancelled_by,
         )
 
     def _observe(self, row: AuditRow, seconds: float) -> None:
@@ -128,6 +159,8 @@ class TurnAudit:
         as its row; an untraced one's as before)."""
         calls = self._calls
         calls.metrics.observe_call(row.server, row.outcome, seconds)
+        if seconds:  # it reached its server
+            calls.latency.observe(row.server, seconds)
         tracing = TRACING.active
         if tracing is not None:
             tracing.ended(row.server, row.decision, row.outcome)
@@ -145,3 +178,10 @@ class TurnAudit:
             event["trace_id"] = row.trace_id
         event.update(person_field(row.person, row.tenant))
         calls.events.publish(event)
+
+
+@contextlib.contextmanager
+def _scoped(live: LiveCall) -> Iterator[None]:
+    """``live`` cancellable by its scope while the block runs."""
+    with trio.CancelScope() as live.scope:
+        yield

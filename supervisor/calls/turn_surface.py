@@ -42,6 +42,7 @@ from actors.router.risk import Risk
 from actors.router.surface_entries import PromptEntry, ResourceEntry, TemplateEntry
 from actors.router.trust import Action, Decision
 from supervisor.calls.dispatch import dispatch, unavailable_in_turn
+from supervisor.calls.in_flight import LiveCall
 from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import calling_client
 from supervisor.calls.surface_results import surface_envelope
@@ -271,18 +272,25 @@ class TurnSurface(TurnAudit):
         subject: Mapping[str, Any],
         first: Decision,
         request: InFlightRequest | None,
+        live: LiveCall,
     ) -> Went:
         """Authorize an allowed or asked request and send it."""
         verdict = await self.session.authorize(entry, subject, first)
         if verdict.action is not Action.ALLOW:
             return verdict.decided, failure(label, "denied", verdict.reason), 0.0
-        if request is not None and request.cancelled:
+        if (request is not None and request.cancelled) or live.cancelled_by is not None:
             return verdict.decided, failure(label, "cancelled", f"{method} {label} was cancelled"), 0.0
-        envelope, seconds = await self._send(server, label, method, params, request)
+        envelope, seconds = await self._send(server, label, method, params, request, live)
         return verdict.decided, envelope, seconds
 
     async def _send(
-        self, server: str, label: str, method: str, params: dict[str, Any], request: InFlightRequest | None
+        self,
+        server: str,
+        label: str,
+        method: str,
+        params: dict[str, Any],
+        request: InFlightRequest | None,
+        live: LiveCall | None = None,
     ) -> tuple[Envelope, float]:
         """Send the request to the server's connection actor: its answer's envelope, and
         the seconds it took."""
@@ -290,6 +298,8 @@ class TurnSurface(TurnAudit):
         reply, answers = trio.open_memory_channel[CallOutcome](1)
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
+        if live is not None:
+            live.mailbox, live.reply = view.mailbox, reply
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
         name = params.get("name") or params.get("uri") or label
         client = calling_client(self.session)

@@ -48,6 +48,7 @@ from actors.router.validation import validate_arguments
 from actors.tool_definitions import changed_parts, part_hashes
 from supervisor.calls.dispatch import dispatch as _dispatch
 from supervisor.calls.dispatch import unavailable_in_turn
+from supervisor.calls.in_flight import LiveCall
 from supervisor.calls.requests import InFlightRequest
 from supervisor.calls.services import CallServices, TurnSession, calling_client
 from supervisor.calls.span_content import show_call, show_result
@@ -313,6 +314,7 @@ class Turn(TurnSurface):
 
     async def _go(
         self,
+        live: LiveCall,
         entry: ToolEntry,
         arguments: Mapping[str, Any],
         first: Decision,
@@ -324,7 +326,7 @@ class Turn(TurnSurface):
         verdict = await self.session.authorize(entry, arguments, first)
         if verdict.action is not Action.ALLOW:
             return verdict.decided, failure(tool_id, "denied", verdict.reason), 0.0
-        if request is not None and request.cancelled:
+        if (request is not None and request.cancelled) or live.cancelled_by is not None:
             cancelled = failure(tool_id, "cancelled", f"tools/call {entry.name} was cancelled")
             return verdict.decided, cancelled, 0.0
         view = self.catalog.servers[entry.server]
@@ -339,6 +341,7 @@ class Turn(TurnSurface):
             reply, answers = trio.open_memory_channel[CallOutcome](1)
         if request is not None:
             request.mailbox, request.reply = view.mailbox, reply
+        live.mailbox, live.reply = view.mailbox, reply  # from now on cancelled at its server
         timeouts = (view.spec.call_timeout_s, view.spec.max_call_timeout_s)  # as the turn saw them
         client = calling_client(self.session)
         call = CallTool(

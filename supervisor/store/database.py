@@ -21,10 +21,11 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 from actors.tool_definitions import DefinitionParts
+from supervisor.store.audit_search import AuditSearch
 from supervisor.store.cluster_rows import ClusterRows
 from supervisor.store.errors import DB_ERRORS, StoreError
 from supervisor.store.oauth_rows import OAuthRows
-from supervisor.store.records import APPROVAL_DECISIONS, POLICY_CHANNEL, AuditRow, ordered_json
+from supervisor.store.records import APPROVAL_DECISIONS, AUDIT_COLUMNS, POLICY_CHANNEL, AuditRow, ordered_json
 from supervisor.store.schema import SQLITE, Dialect, migrate, prepare
 from supervisor.store.tenant_rows import TenantRows
 
@@ -32,11 +33,6 @@ DB_FILENAME = "supervisor.db"
 """The store's file name inside the state directory."""
 
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
-
-_AUDIT_COLUMNS = (
-    "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes,"
-    " result_bytes, record, trace_id, person, replica"
-)
 
 
 def _private_file(path: Path) -> None:
@@ -86,7 +82,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-class Store(OAuthRows, ClusterRows, TenantRows):
+class Store(OAuthRows, ClusterRows, TenantRows, AuditSearch):
     """The supervisor's store: audit rows, remembered approvals, tool pins, last-known
     tool lists and protocol eras. Open it with ``Store.open`` (SQLite) or
     ``postgres.open_postgres``.
@@ -265,13 +261,13 @@ class Store(OAuthRows, ClusterRows, TenantRows):
             (
                 r.at, r.tenant, r.session, r.tool, r.server, r.decision, r.outcome,
                 r.duration_ms, r.args_sha256, r.args_bytes, r.result_bytes, r.record, r.trace_id,
-                r.person, r.replica,
+                r.person, r.replica, r.cancelled_by,
             )
             for r in rows
         ]  # fmt: skip
         with self.transaction():
             self._connection.executemany(
-                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (record) DO NOTHING",
                 values,
             )
@@ -290,7 +286,7 @@ class Store(OAuthRows, ClusterRows, TenantRows):
         if session is not None:
             where.append("session = ?")
             params.append(session)
-        sql = f"SELECT {_AUDIT_COLUMNS} FROM audit"
+        sql = f"SELECT {AUDIT_COLUMNS} FROM audit"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY at DESC, id DESC LIMIT ?"
@@ -298,7 +294,7 @@ class Store(OAuthRows, ClusterRows, TenantRows):
 
     def audit_between(self, since: float, until: float, person: str | None = None) -> list[AuditRow]:
         """Rows with ``since <= at < until`` (of one person), oldest first: an export."""
-        sql = f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE at >= ? AND at < ?"
+        sql = f"SELECT {AUDIT_COLUMNS} FROM audit WHERE at >= ? AND at < ?"
         params: list[object] = [since, until]
         if person is not None:
             sql, params = sql + " AND person = ?", [*params, person]

@@ -147,6 +147,8 @@ def encode(row: AuditRow) -> bytes:
         fields["person"] = row.person
     if row.replica is not None:
         fields["replica"] = row.replica
+    if row.cancelled_by is not None:
+        fields["cancelled_by"] = row.cancelled_by
     return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 

@@ -20,6 +20,13 @@ POLICY_CHANNEL = "mcp_supervisor_policy"
 """What a remembered ("always") approval may say: ``ask`` is a question, not an answer."""
 
 
+AUDIT_COLUMNS = (
+    "at, tenant, session, tool, server, decision, outcome, duration_ms, args_sha256, args_bytes,"
+    " result_bytes, record, trace_id, person, replica, cancelled_by"
+)
+"""The audit table's columns in ``AuditRow``'s order."""
+
+
 @attrs.frozen(slots=True)
 class AuditRow:
     """One call attempt, as audited: every attempt leaves exactly one row, also one refused
@@ -33,6 +40,8 @@ class AuditRow:
     ``person`` is who the call was made for (see "Who a caller is" in
     ``docs/identity.md``; None in rows from before people were recorded).
     ``replica`` is the replica that answered the call (None for a single process).
+    ``cancelled_by`` is who cancelled it by its call id (``POST /v1/calls/{id}/cancel``:
+    ``<role> <tenant>``; None otherwise).
     """
 
     at: float
@@ -50,6 +59,7 @@ class AuditRow:
     trace_id: str | None = None
     person: str | None = None
     replica: str | None = None
+    cancelled_by: str | None = None
 
 
 def person_field(person: str | None, tenant: str) -> dict[str, str]:

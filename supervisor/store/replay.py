@@ -37,7 +37,7 @@ INTERRUPTED = "interrupted"
 """The outcome of a call's start line: the row it leaves if it never ends."""
 
 
-_OPTIONAL = ("trace_id", "person", "replica")
+_OPTIONAL = ("trace_id", "person", "replica", "cancelled_by")
 """Fields a line may lack, in ``AuditRow``'s order after the rest."""
 
 _FIELDS: tuple[tuple[str, type], ...] = tuple(

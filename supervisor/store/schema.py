@@ -293,6 +293,13 @@ MIGRATIONS: tuple[Step, ...] = (
         )
         """,
     ),
+    # 14: the audit search (``GET /v1/audit``, ``audit_search.py``) filters by server
+    # newest first; and a row cancelled by its call id says who cancelled it.
+    # (Appended, not numbered: a merge may put it after another step.)
+    (
+        "CREATE INDEX audit_by_server ON audit (server, at)",
+        "ALTER TABLE audit ADD COLUMN cancelled_by TEXT",
+    ),
 )
 
 

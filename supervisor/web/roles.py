@@ -17,7 +17,9 @@ The roles (``settings.model.Role``):
   in ``/v1/tools?full=1`` (a tenant's listings carry them cut; a search in one of
   its turns carries the matches' full text). It does not work *inside* another tenant's
   session (turns, calls, searches): those stay the session's own, and are audited
-  under its tenant. Request ids are per tenant, so it cancels its own requests.
+  under its tenant. Request ids are per tenant, so it cancels its own requests by
+  request id; by the supervisor's call id (``POST /v1/calls/{call_id}/cancel``) it
+  cancels any tenant's call, and the call's audit row names it.
 * ``tenant``: its own sessions, turns, calls, approvals and requests, plus read-only
   server state (servers, tools, the event stream's state changes, this document).
 * ``peer``: registering servers as a bridge peer on ``/v1/bridge`` (``BRIDGE``), and

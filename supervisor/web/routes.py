@@ -9,6 +9,7 @@ checked, by construction; a test checks both directions against the running serv
 
 from __future__ import annotations
 
+from supervisor.web.inspection_routes import INSPECTION_ROUTES
 from supervisor.web.roles import Action
 from supervisor.web.route import ADMIN, BRIDGE, GATEWAY, HTML, JSON, METRICS, SSE, Route
 
@@ -421,4 +422,5 @@ ROUTES: tuple[Route, ...] = (
         )
         for suffix, what in (("", "this service"), ("/mcp", "/mcp"), ("/v1", "the admin API"))
     ),
+    *INSPECTION_ROUTES,
 )

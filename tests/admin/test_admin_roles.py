@@ -92,6 +92,10 @@ EXPECTED: dict[str, set[Role]] = {
     "forget_remembered": CLIENTS,
     "answer_approval": CLIENTS,
     "cancel_request": CLIENTS,
+    "list_calls": CLIENTS,
+    "cancel_call": CLIENTS,
+    "search_audit": CLIENTS,
+    "server_latency": CLIENTS,
     "list_resources": CLIENTS,
     "read_resource": CLIENTS,
     "list_prompts": CLIENTS,
@@ -100,7 +104,7 @@ EXPECTED: dict[str, set[Role]] = {
     "subscribe": CLIENTS,
     "unsubscribe": CLIENTS,
 }
-DUMMY_IDS = {"sid": "s", "tid": "t", "approval_id": "a", "rid": "r", "name": "nope"}
+DUMMY_IDS = {"sid": "s", "tid": "t", "approval_id": "a", "rid": "r", "name": "nope", "call_id": "c0"}
 
 
 def _config(*specs: ServerSpec) -> Config:

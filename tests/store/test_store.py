@@ -168,7 +168,7 @@ PRAGMA user_version = 1;
 
 
 def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
-    assert SCHEMA_VERSION == 13, "a step was added: check it is applied to an old file here too"
+    assert SCHEMA_VERSION == 14, "a step was added: check it is applied to an old file here too"
     db_path.parent.mkdir()
     with contextlib.closing(_raw(db_path)) as raw:
         raw.executescript(_V1)
@@ -230,8 +230,12 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         assert store.tenant_state("t1", None).activated == ()
         assert store.add_tenant_state("t1", None, [("time_now", 0)], []) == 1
         assert store.tenant_state("t1", None).activated == ("time_now",)
+        # 14: who cancelled a call by its id; the rows from before name nobody.
+        assert {row.cancelled_by for row in store.audit_rows()} == {None}
+        store.add_audit([attrs.evolve(_row(10), cancelled_by="operator default")])
+        assert store.audit_rows()[0].cancelled_by == "operator default"
     with contextlib.closing(_raw(db_path)) as raw:
-        assert _version(raw) == 13
+        assert _version(raw) == 14
         # the version moved from the header into the table: older supervisors refuse the file
         assert raw.execute("PRAGMA user_version").fetchone() == (LEGACY_FENCE,)
     assert {
@@ -249,6 +253,8 @@ def test_sqlite_migrates_an_old_version_keeping_its_data(db_path: Path) -> None:
         "tenant_activations",
         "tenant_approvals",
         "tenant_uses",
+        # 14: the audit search by server
+        "audit_by_server",
     } <= _tables(db_path)
 
 

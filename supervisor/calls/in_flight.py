@@ -1,0 +1,90 @@
+"""Every call in flight under a server-assigned id, so an operator (or the call's own
+tenant) can list them (``GET /v1/calls``) and cancel one (``POST
+/v1/calls/{call_id}/cancel``) without knowing the client's request id.
+
+The id is a counter of this process (``c1``, ``c2``, …): cheap, never reused while the
+process runs, and meaningless to another replica. Only a call that may wait (an
+approval, its server) is registered: one refused on the way is over before anyone
+could list it. A cancel of a call at its server is a ``CancelCall`` to its connection
+actor, as for a request id (the server gets ``notifications/cancelled``); one that
+waits for an approval has a cancel scope of its own (entering a scope costs every
+call a few µs, so only those get one). Either way the call ends in a ``cancelled``
+envelope whose audit row names who cancelled it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import attrs
+import trio
+
+from actors.connection.messages import CallOutcome, CancelCall, ConnectionMessage
+from actors.mailbox import try_send
+
+
+@attrs.define(slots=True, eq=False)
+class LiveCall:
+    """One call in flight; ``cancelled_by`` is set by the cancel that ends it."""
+
+    id: str
+    started: float
+    tenant: str
+    session: str
+    person: str
+    server: str
+    tool: str
+    scope: trio.CancelScope | None = None
+    """While it waits for an approval (``TurnAudit._journaled`` sets it)."""
+    mailbox: trio.MemorySendChannel[ConnectionMessage] | None = None
+    reply: trio.MemorySendChannel[CallOutcome] | None = None
+    """Once it is sent to its server (``Turn._go`` sets them)."""
+    cancelled_by: str | None = None
+
+
+class CallsInFlight:
+    """The calls in flight by id, in the order they began."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, LiveCall] = {}
+        self._numbers = itertools.count(1)
+
+    def open(self, tenant: str, session: str, person: str, server: str, tool: str) -> LiveCall:
+        """Register a call that begins now, under a fresh id."""
+        call = LiveCall(
+            f"c{next(self._numbers)}",
+            trio.current_time(),
+            tenant,
+            session,
+            person,
+            server,
+            tool,
+        )
+        self._calls[call.id] = call
+        return call
+
+    def close(self, call: LiveCall) -> None:
+        """The call ended."""
+        self._calls.pop(call.id, None)
+
+    def listed(self, tenant: str | None) -> list[LiveCall]:
+        """The calls of ``tenant`` (None: of every tenant), oldest first."""
+        return [c for c in self._calls.values() if tenant is None or c.tenant == tenant]
+
+    def cancel(self, call_id: str, tenant: str | None, by: str) -> bool:
+        """Cancel the call ``call_id`` of ``tenant`` (None: of any tenant) on behalf of
+        ``by``; False when there is no such call (another tenant's is none)."""
+        call = self._calls.get(call_id)
+        if call is None or (tenant is not None and call.tenant != tenant):
+            return False
+        if call.cancelled_by is None:
+            call.cancelled_by = by
+        if call.scope is not None:
+            call.scope.cancel()
+        elif call.mailbox is not None and call.reply is not None:
+            try_send(call.mailbox, CancelCall(call.reply, f"cancelled by {by}"))
+        # else: not sent yet, and then never sent (Turn._go looks at cancelled_by first)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._calls)

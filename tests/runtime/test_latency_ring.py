@@ -1,0 +1,44 @@
+"""Each server's latency ring (``supervisor/runtime/latency_ring.py``) on an injected
+clock: 90 slots of 10 s, p50/p99 from the histogram, a slot reused when its 10 s come
+round again, and nothing kept beyond 15 minutes."""
+
+from __future__ import annotations
+
+from supervisor.runtime.latency_ring import SLOTS, LatencyBucket, LatencyRings
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_slot_counts_its_calls_and_reads_their_percentiles() -> None:
+    clock = Clock()
+    rings = LatencyRings(clock)
+    for _ in range(98):
+        rings.observe("fs", 0.004)  # 4 ms: the 5 ms bucket
+    rings.observe("fs", 0.3)
+    rings.observe("fs", 3.0)
+    buckets = rings.buckets("fs")
+    assert len(buckets) == SLOTS
+    assert buckets[-1] == LatencyBucket(1_000_000.0, 100, 5, 500)
+    assert buckets[0].start == 1_000_000.0 - 10 * (SLOTS - 1)
+    assert all(b.count == 0 and b.p50_ms is None for b in buckets[:-1])
+    assert [b.count for b in rings.buckets("never-called")] == [0] * SLOTS
+
+
+def test_old_slots_leave_the_window_and_are_reused() -> None:
+    clock = Clock()
+    rings = LatencyRings(clock)
+    rings.observe("fs", 0.05)
+    clock.now += 10
+    rings.observe("fs", 200.0)  # beyond the last bound: counted in the last
+    assert [b.count for b in rings.buckets("fs")[-2:]] == [1, 1]
+    assert rings.buckets("fs")[-1].p99_ms == 300_000
+    clock.now += 10 * (SLOTS - 1)  # the first slot's 10 s are 15 minutes ago
+    assert sum(b.count for b in rings.buckets("fs")) == 1
+    rings.observe("fs", 0.001)  # the reused slot starts empty
+    assert rings.buckets("fs")[-1] == LatencyBucket(clock.now, 1, 1, 1)
