@@ -82,7 +82,7 @@ ACTIONS: Mapping[str, Action] = {
         Action("allow-session", "POST", "/v1/approvals/{arg}", {"decision": "allow", "remember": "session"}),
         Action("allow-always", "POST", "/v1/approvals/{arg}", {"decision": "allow", "remember": "always"}),
         Action("deny", "POST", "/v1/approvals/{arg}", {"decision": "deny"}),
-        Action("cancel", "POST", "/v1/requests/{arg}/cancel"),
+        Action("cancel", "POST", "/v1/calls/{arg}/cancel"),  # the operator may cancel any tenant's
     )
 }
 """Every state-changing ``/ui`` route: ``POST /ui/act/<name>/<arg>``."""
