@@ -184,7 +184,9 @@ class ConsoleApp:
         for kind, path in SESSION_LISTINGS:
             listed = await get(path)
             sessions[kind] = (listed.json() or {}).get("sessions", []) if listed.status == 200 else []
-        page = main_page(session, servers.json() or {}, approvals.json() or {}, sessions)
+        in_flight = await get("/v1/calls")
+        calls = (in_flight.json() or {}).get("calls", []) if in_flight.status == 200 else []
+        page = main_page(session, servers.json() or {}, approvals.json() or {}, sessions, calls)
         await _answer(send, 200, page.encode(), "text/html; charset=utf-8")
 
     async def _static(self, send: Send, name: str) -> None:

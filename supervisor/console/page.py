@@ -113,11 +113,30 @@ def sessions_table(kinds: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
+def calls_table(calls: list[dict[str, Any]]) -> str:
+    """The calls in flight (``GET /v1/calls``), each with its age and a cancel button."""
+    rows = "".join(
+        f'<tr data-call="{escape(str(call.get("call_id", "")))}"><td>{_text(call.get("call_id"))}</td>'
+        f"<td>{_text(call.get('server'))}</td><td>{_text(call.get('tool'))}</td>"
+        f"<td>{_text(call.get('tenant'))}</td><td>{_text(call.get('session'))}</td>"
+        f"<td>{_text(call.get('age_s'))}</td>"
+        f'<td><button type="button" data-act="cancel" data-arg="{escape(str(call.get("call_id", "")))}">'
+        "cancel</button></td></tr>"
+        for call in calls
+    )
+    return (
+        '<section><h2>Calls in flight</h2><table id="calls"><thead><tr><th>call</th><th>server</th>'
+        "<th>tool</th><th>tenant</th><th>session</th><th>age s</th><th></th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
+    )
+
+
 def main_page(
     session: ConsoleSession,
     servers: dict[str, Any],
     approvals: dict[str, Any],
     sessions: dict[str, list[dict[str, Any]]] | None = None,
+    calls: list[dict[str, Any]] | None = None,
 ) -> str:
     """The console: servers, pending approvals and sessions now; ``console.js`` keeps it live."""
     operator = session.role == "operator"
@@ -137,6 +156,7 @@ def main_page(
         + '<section><h2>Approvals</h2><table id="approvals"><thead><tr><th>tool</th><th>server</th>'
         + "<th>arguments</th><th>reason</th><th>tenant</th><th></th></tr></thead>"
         + f"<tbody>{asks}</tbody></table></section>"
+        + calls_table(calls or [])
         + sessions_table(sessions or {})
         + '<p id="status" role="status"></p></main></body></html>'
     )

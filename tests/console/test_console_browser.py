@@ -13,7 +13,7 @@ import trio
 
 from supervisor.settings.model import TrustRule, TrustSettings
 from tests.console.test_console_http import OPS, TOKENS
-from tests.support.admin import Http, admin_running, config_of, mini_spec
+from tests.support.admin import ALICE, Http, admin_running, config_of, mini_spec
 from tests.support.browser import Page
 
 STATE = 'tr[data-server="mini"] td.state'
@@ -92,3 +92,28 @@ async def test_script_in_an_argument_is_shown_as_text_and_never_runs(tmp_path: P
                 assert await browser.evaluate("window.pwned === undefined")
                 await browser.click('tr[data-approval] button[data-act="deny"]')
             assert await browser.evaluate("window.pwned === undefined")
+
+
+async def test_a_hung_call_is_cancelled_from_the_page(tmp_path: Path, browser: Page) -> None:
+    async with admin_running(config_of(mini_spec("mini"), tokens=TOKENS), tmp_path / "state") as api:
+        with trio.fail_after(60):
+            alice = Http(api.url, ALICE)
+            sid = await alice.session()
+            async with trio.open_nursery() as nursery:
+                answered: list[Any] = []
+
+                async def hang() -> None:
+                    turn = (await alice.turn(sid))["turn_id"]
+                    answered.append(await alice.call(sid, turn, "mini_sleep", {"seconds": 120}))
+
+                nursery.start_soon(hang)
+                ops = Http(api.url, OPS)
+                while not (await ops.request("GET", "/v1/calls")).json()["calls"]:  # noqa: ASYNC110 - the API's own list
+                    await trio.sleep(0.05)
+                await browser.goto(f"{api.url}/ui")
+                await browser.fill('input[name="token"]', OPS)  # the operator cancels alice's call
+                await browser.click('button[type="submit"]')
+                await browser.click('tr[data-call] button[data-act="cancel"]')
+            reply = answered[0]
+            assert reply.json()["ok"] is False and reply.json()["error"]["code"] == "cancelled", reply
+            await browser.wait_for_selector("tr[data-call]", state="detached")

@@ -26,6 +26,10 @@ async function act(name, arg) {
     return;
   }
   say(`${name} ${arg}: done`);
+  if (name === "cancel") {
+    const row = document.querySelector(`tr[data-call="${CSS.escape(arg)}"]`);
+    if (row) row.remove();
+  }
   if (name.startsWith("allow") || name === "deny") {
     const row = document.querySelector(`tr[data-approval="${CSS.escape(arg)}"]`);
     if (row) row.remove();
