@@ -32,7 +32,6 @@ class SessionKeeper:
     def __init__(self, store: Store, identity: ReplicaIdentity) -> None:
         self._store = store
         self.me = identity.incarnation
-        self.identity = identity
         self._limiter = trio.CapacityLimiter(1)
 
     @classmethod

@@ -94,8 +94,6 @@ Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 class ConsoleApp:
     """The ASGI app of ``/ui`` and everything under it."""
 
-    served = {"GET": "console", "POST": "console"}
-
     def __init__(self, api: Asgi, guard: Guard) -> None:
         self.api = api
         self.guard = guard

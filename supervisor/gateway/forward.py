@@ -8,6 +8,11 @@ guard checks the caller again, with the same ``Authorization`` and ``Host``), ma
 ``Mcp-Replica-Forwarded`` so the holder never passes it on again, and relays the
 answer as it streams. Replicas reach each other at the address in their heartbeat row.
 
+Each request passed on opens a connection of its own, as nginx does to the replicas
+(``config/examples/nginx.conf``): a kept connection to a holder that is draining or
+dying can fail after the request went out, which must be answered as possibly run
+(``Lost``), while a refused new connection is safely ``Unreachable``.
+
 A holder that cannot be reached (refused, reset before an answer: killed a moment ago,
 its heartbeat not yet expired) raises ``Unreachable``; the caller waits for the
 heartbeat to expire and takes the session over. Nothing was sent to a holder that did

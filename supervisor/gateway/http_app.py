@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
-from supervisor.gateway.http_front import MCP_PATH, McpFront
-from supervisor.gateway.http_rules import HttpRefusal
+from supervisor.gateway.http_front import McpFront
+from supervisor.gateway.http_rules import MCP_PATH, HttpRefusal
 from supervisor.web.errors import INTERNAL_ERROR, METHOD_NOT_ALLOWED, ApiError, log_internal_error
 from supervisor.web.exchange import BODY_TIMEOUT_S, RESPONSE_TIMEOUT_S, Request, exchange
 from supervisor.web.guard import Guard

@@ -38,6 +38,8 @@ import trio
 
 from supervisor.gateway.eras import NewEraHandler, is_new_era
 from supervisor.gateway.http_rules import (
+    MCP_PATH,
+    SESSION_HEADER,
     HttpRefusal,
     check_param_headers,
     check_version,
@@ -73,8 +75,6 @@ from supervisor.web.http import (
 if TYPE_CHECKING:
     from supervisor.service import Supervisor
 
-MCP_PATH = "/mcp"
-SESSION_HEADER = "Mcp-Session-Id"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STREAMED_AT_ONCE = frozenset({"tools/call"})
 """Requests answered as SSE when the client accepts it, unless their response comes

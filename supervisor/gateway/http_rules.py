@@ -33,6 +33,9 @@ from actors.protocol.jsonrpc import to_wire
 from actors.protocol.server_session import error_response
 from supervisor.gateway.results import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 
+MCP_PATH = "/mcp"
+SESSION_HEADER = "Mcp-Session-Id"
+
 Kind = Literal["request", "notification", "response"]
 ASSUMED_VERSION = "2025-03-26"
 """What the spec tells a server to assume of a request that names no version."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from actors.log_events import get_logger
 from supervisor.cluster.session_ids import FORWARDED_HEADER
 from supervisor.gateway.forward import Lost, Unreachable, pass_on, passed_on_headers
-from supervisor.gateway.http_rules import HttpRefusal
+from supervisor.gateway.http_rules import MCP_PATH, SESSION_HEADER, HttpRefusal
 from supervisor.gateway.results import INVALID_PARAMS
 from supervisor.gateway.roaming import Elsewhere, Roaming, SessionMoving
 from supervisor.web.exchange import Request
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from supervisor.gateway.http_sessions import GatewaySession, GatewaySessions
 
 log = get_logger("supervisor.gateway")
-SESSION_HEADER = "Mcp-Session-Id"
-MCP_PATH = "/mcp"
 
 
 def _unknown(session_id: str, request_id: Any) -> HttpRefusal:
@@ -56,6 +54,19 @@ def _moving(session_id: str, request_id: Any) -> HttpRefusal:
         data={"code": "session_moving"},
         headers={"Retry-After": "1"},
     )
+
+
+async def _find(
+    roaming: Roaming, session_id: str, tenant: str, request_id: Any
+) -> GatewaySession | Elsewhere:
+    """``roaming.find``, its "unknown" and "moving" as the refusals a client gets."""
+    try:
+        found = await roaming.find(session_id, tenant)
+    except SessionMoving:
+        raise _moving(session_id, request_id) from None
+    if found is None:
+        raise _unknown(session_id, request_id)
+    return found
 
 
 class PassingOn:
@@ -81,12 +92,7 @@ class PassingOn:
         roaming = self.roaming
         if roaming is None:
             raise _unknown(session_id, request_id)
-        try:
-            found = await roaming.find(session_id, tenant)
-        except SessionMoving:
-            raise _moving(session_id, request_id) from None
-        if found is None:
-            raise _unknown(session_id, request_id)
+        found = await _find(roaming, session_id, tenant, request_id)
         if isinstance(found, Elsewhere) and self._forwarded(headers, session_id):
             raise _moving(session_id, request_id)  # never passed on twice
         return found
@@ -125,12 +131,7 @@ class PassingOn:
             return self._lost(elsewhere, request_id)
         if not await roaming.wait_gone(elsewhere.run, session_id):
             raise _moving(session_id, request_id)
-        try:
-            found = await roaming.find(session_id, tenant)
-        except SessionMoving:
-            raise _moving(session_id, request_id) from None
-        if found is None:
-            raise _unknown(session_id, request_id)
+        found = await _find(roaming, session_id, tenant, request_id)
         if isinstance(found, Elsewhere):  # taken over by another replica meanwhile
             try:
                 return await self._send(request, body, session_id, found)

@@ -22,7 +22,7 @@ over keeps it, holder-less, for the next replica its client reaches.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -76,10 +76,6 @@ class Roaming:
         self.drain_wait_s = drain_wait_s
         self._saved: dict[str, int] = {}
         self._taking: dict[str, trio.Lock] = {}
-        self.taken_over = 0
-        """Sessions this replica took over (for the metrics and tests)."""
-        self.lost: Callable[[GatewaySession], None] = lambda record: record.close_requested.set()
-        """What to do with a session another run took over meanwhile (close it here)."""
 
     # ------------------------------------------------------------------- saving
 
@@ -101,7 +97,7 @@ class Roaming:
             log.warning(
                 "gateway session taken over by another replica", extra={"fields": {"session": record.id}}
             )
-            self.lost(record)
+            record.close_requested.set()  # another run holds it now: it ends here
             return
         self._saved[record.id] = mark
 
@@ -154,7 +150,6 @@ class Roaming:
             state = SessionState.from_json(row.state)
             record = await self.sessions.open(row.tenant, row.person, session_id=session_id, state=state)
             self._saved[session_id] = fingerprint(record.peer)
-            self.taken_over += 1
             log.info(
                 "gateway session taken over",
                 extra={"fields": {"session": session_id, "from": row.owner or "a drain"}},

@@ -22,7 +22,8 @@ from supervisor.bridge.hub import BridgeHub
 from supervisor.bridge.listing import HubListing
 from supervisor.console.app import UI, ConsoleApp
 from supervisor.gateway.http_app import McpApp
-from supervisor.gateway.http_front import MCP_PATH, McpFront
+from supervisor.gateway.http_front import McpFront
+from supervisor.gateway.http_rules import MCP_PATH
 from supervisor.gateway.http_sessions import GatewaySessions, installed_version
 from supervisor.gateway.listing import GatewayListing
 from supervisor.gateway.notices import run_notices

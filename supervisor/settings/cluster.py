@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from .expansion import Expander
 from .model import ClusterSettings, StoreSettings
-from .secrets_at_rest import MAKE_KEY, decode_key
-from .values import Invalid, check_keys, child, expect_list, expect_number, expect_object
+from .secrets_at_rest import MAKE_KEY, read_keys
+from .values import Invalid, check_keys, child, expect_number, expect_object
 
 _KEYS = ("replica", "keys", "address", "heartbeat_s", "ttl_s", "drain_s", "drain_notice_s")
 REPLICA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
@@ -75,20 +75,8 @@ def _number(obj: Mapping[str, Any], path: str, key: str, default: float) -> floa
 
 
 def _keys(value: object, path: str, exp: Expander) -> tuple[bytes, ...]:
-    entries = expect_list(value, path, 'a list of keys, like ["${file:cluster.key}"]')
-    if not entries:
-        raise Invalid(path, f"the list is empty; every replica needs the same key, made with: {MAKE_KEY}")
-    keys = []
-    for index, entry in enumerate(entries):
-        at = child(path, index)
-        text = exp.text(entry, at, 'a key in base64, or a reference like "${file:cluster.key}"')
-        try:
-            keys.append(decode_key(text))
-        except ValueError as exc:
-            raise Invalid(
-                at, f"not a key: {exc}; a key is 32 random bytes in base64, made with: {MAKE_KEY}"
-            ) from None
-    return tuple(keys)
+    empty = f"the list is empty; every replica needs the same key, made with: {MAKE_KEY}"
+    return read_keys(value, path, exp, "cluster.key", empty)
 
 
 def _address(value: object, path: str, exp: Expander) -> str | None:

@@ -43,19 +43,24 @@ def read_secrets_at_rest(value: object, path: str, exp: Expander) -> SecretsAtRe
     check_keys(obj, path, ("keys",))
     if "keys" not in obj:
         return SecretsAtRest()
-    where = child(path, "keys")
-    entries = expect_list(obj["keys"], where, 'a list of keys, like ["${file:secrets.key}"]')
+    empty = "the list is empty; name a key, or remove 'secrets_at_rest' to use a generated one"
+    return SecretsAtRest(read_keys(obj["keys"], child(path, "keys"), exp, "secrets.key", empty))
+
+
+def read_keys(value: object, path: str, exp: Expander, example: str, empty: str) -> tuple[bytes, ...]:
+    """A list of keys at ``path``, each decoded (``example``: the file a reference names
+    in the errors; ``empty``: what an empty list is told)."""
+    entries = expect_list(value, path, f'a list of keys, like ["${{file:{example}}}"]')
     if not entries:
-        problem = "the list is empty; name a key, or remove 'secrets_at_rest' to use a generated one"
-        raise Invalid(where, problem)
+        raise Invalid(path, empty)
     keys = []
     for index, entry in enumerate(entries):
-        at = child(where, index)
-        text = exp.text(entry, at, 'a key in base64, or a reference like "${file:secrets.key}"')
+        at = child(path, index)
+        text = exp.text(entry, at, f'a key in base64, or a reference like "${{file:{example}}}"')
         try:
             keys.append(decode_key(text))
         except ValueError as exc:
             raise Invalid(
                 at, f"not a key: {exc}; a key is 32 random bytes in base64, made with: {MAKE_KEY}"
             ) from None
-    return SecretsAtRest(tuple(keys))
+    return tuple(keys)
