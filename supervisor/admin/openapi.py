@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from supervisor.admin.gateway_schemas import GATEWAY_SCHEMAS
 from supervisor.admin.inspection_schemas import INSPECTION_SCHEMAS
 from supervisor.admin.replica_schemas import REPLICA_SCHEMAS
 from supervisor.admin.schemas import BRIDGE_SCHEMAS, SCHEMAS, STR, ref
@@ -99,7 +100,13 @@ def document(routes: tuple[Route, ...] = ROUTES) -> Mapping[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {**SCHEMAS, **BRIDGE_SCHEMAS, **REPLICA_SCHEMAS, **INSPECTION_SCHEMAS},
+            "schemas": {
+                **SCHEMAS,
+                **BRIDGE_SCHEMAS,
+                **REPLICA_SCHEMAS,
+                **INSPECTION_SCHEMAS,
+                **GATEWAY_SCHEMAS,
+            },
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],

@@ -64,34 +64,6 @@ SCHEMAS: dict[str, Any] = {
         id={"type": ["string", "integer", "null"]},
         error=_obj(("code", "message"), code=_INT, message=STR),
     ),
-    "GatewaySessionList": _obj(
-        ("sessions",),
-        sessions={
-            "type": "array",
-            "items": _obj(
-                (
-                    "session_id",
-                    "era",
-                    "protocol_version",
-                    "client",
-                    "tenant",
-                    "age_s",
-                    "turns",
-                    "in_flight",
-                    "servers",
-                ),
-                session_id=STR,
-                era=STR,
-                protocol_version=_NULL_STR,
-                client={"type": ["object", "null"]},
-                tenant=STR,
-                age_s=_NUM,
-                turns=_INT,
-                in_flight=_INT,
-                servers={"type": "array", "items": STR},
-            ),
-        },
-    ),
     "Error": _obj(
         ("error",),
         error=_obj(
@@ -426,10 +398,9 @@ BRIDGE_SCHEMAS: dict[str, Any] = {  # the WebSocket bridge's listings
     ),
     "BridgePeerList": _list_of(
         "peers",
-        ("peer", "tenant", "servers", "sessions", "age_s"),
+        ("peer", "servers", "sessions", "age_s"),
         peer=STR,
-        tenant=STR,
-        servers={"type": "array", "items": STR},
+        servers={"type": "array", "items": _obj(("name", "digest"), name=STR, digest=STR)},
         sessions=_INT,
         age_s={"type": "number"},
     ),

@@ -228,6 +228,7 @@ class StatelessGateway:
         if method != "server/discover" and method != "subscriptions/listen" and method not in METHODS:
             raise JsonRpcError(METHOD_NOT_FOUND, f"method not found: {method}")
         async with self.tenants.use(tenant, person) as state:
+            state.heard(params.get("_meta"))
             if method == "server/discover":
                 await state.core.latest_turn()  # the servers it needs are up: capabilities say what is there
                 return self._decorate(method, self._discover(state))

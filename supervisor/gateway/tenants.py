@@ -17,14 +17,16 @@ decisions go to the operator, as before.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from actors.log_events import get_logger
+from actors.protocol.messages import META_CLIENT_INFO, META_PROTOCOL_VERSION
 from supervisor.gateway.core import GatewayCore
 from supervisor.gateway.fanout import ResourceFanout
 from supervisor.gateway.parked import ParkedCall
@@ -52,6 +54,22 @@ class TenantState:
     """Requests being answered, listen streams open, calls parked."""
     touched: float = 0.0
     changed: trio.Event = attrs.field(factory=trio.Event)
+    opened_at: float = attrs.field(factory=time.time)
+    """Wall-clock time it was opened (for the listing's ``age_s``)."""
+    client: dict[str, Any] | None = None
+    """The ``clientInfo`` its latest request's ``_meta`` named: the era has no handshake to
+    keep it from, and the operator's listing wants to say who is using the state."""
+    protocol_version: str | None = None
+
+    def heard(self, meta: Any) -> None:
+        """Note who sent a request, from its ``_meta`` (for ``GET /v1/gateway/sessions``)."""
+        if not isinstance(meta, Mapping):
+            return
+        info, version = meta.get(META_CLIENT_INFO), meta.get(META_PROTOCOL_VERSION)
+        if isinstance(info, Mapping):
+            self.client = dict(info)
+        if isinstance(version, str):
+            self.protocol_version = version
 
     def _bump(self, delta: int) -> None:
         self.users += delta
@@ -91,6 +109,10 @@ class TenantStates:
     def in_flight(self) -> int:
         """Requests every tenant's core is answering (for the metrics)."""
         return sum(state.core.in_flight for state in self._states.values())
+
+    def listing(self, tenant: str | None) -> list[TenantState]:
+        """The open states of ``tenant`` (None: every tenant's), oldest first."""
+        return [s for s in self._states.values() if tenant is None or s.tenant == tenant]
 
     def open_keys(self) -> list[Key]:
         """The keys of the states open now (a copy)."""

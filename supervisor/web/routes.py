@@ -330,7 +330,8 @@ ROUTES: tuple[Route, ...] = (
         "/v1/gateway/sessions",
         "list_gateway_sessions",
         "Open MCP sessions of /mcp (a tenant's own; an operator sees every tenant's): era, "
-        "client, tenant, age, turns, calls in flight, servers.",
+        "client, tenant, age, turns, calls in flight, servers; then each 2026-07-28 tenant "
+        "state (that era has no session): its activations, approvals for the session, parked calls.",
         response="GatewaySessionList",
         action=_USE,
     ),
