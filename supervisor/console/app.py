@@ -8,6 +8,8 @@ role tests as one table):
 - ``GET /ui/static/<file>``: our script and style sheet (no inline script anywhere: the
   Content-Security-Policy allows scripts from ``'self'`` only);
 - ``GET /ui/events``: ``/v1/events`` relayed with the session's token (no polling);
+- ``GET /ui/fragments/<name>``: a read-only piece of the page for the script
+  (``fragments.py``: a pending approval's arguments, which its event does not carry);
 - ``POST /ui/act/<action>/...``: an action, carried out as the documented API request
   (``ACTIONS``), with the session's CSRF token in ``X-CSRF-Token`` and a same-origin
   ``Origin``; the API's answer (its status, its error) is the answer.
@@ -26,8 +28,10 @@ from urllib.parse import parse_qs, quote
 import attrs
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
+from supervisor.console.fragments import fragment
 from supervisor.console.inprocess import ApiAnswer, Asgi, call, relayed_scope
 from supervisor.console.page import login_page, main_page
+from supervisor.console.session_sections import session_sections
 from supervisor.console.sessions import (
     ConsoleSession,
     ConsoleSessions,
@@ -122,6 +126,8 @@ class ConsoleApp:
             await self.api(relayed, cast(Any, receive), cast(Any, _secured(send)))
         elif path == f"{UI}/logout" and method == "POST":
             await self._logout(send, headers, session)
+        elif path.startswith(f"{UI}/fragments/") and method == "GET":
+            await self._fragment(scope, send, headers, session, path.removeprefix(f"{UI}/fragments/"))
         elif path.startswith(f"{UI}/act/") and method == "POST":
             await self._act(scope, send, headers, session, path.removeprefix(f"{UI}/act/"))
         else:
@@ -184,7 +190,11 @@ class ConsoleApp:
             sessions[kind] = (listed.json() or {}).get("sessions", []) if listed.status == 200 else []
         in_flight = await get("/v1/calls")
         calls = (in_flight.json() or {}).get("calls", []) if in_flight.status == 200 else []
-        page = main_page(session, servers.json() or {}, approvals.json() or {}, sessions, calls)
+        peers = await get("/v1/bridge/peers")
+        more = session_sections(
+            sessions["gateway"], (peers.json() or {}).get("peers", []) if peers.status == 200 else []
+        )
+        page = main_page(session, servers.json() or {}, approvals.json() or {}, sessions, calls, more)
         await _answer(send, 200, page.encode(), "text/html; charset=utf-8")
 
     async def _static(self, send: Send, name: str) -> None:
@@ -193,6 +203,17 @@ class ConsoleApp:
             return
         data = importlib.resources.files("supervisor.console").joinpath("static", name).read_bytes()
         await _answer(send, 200, data, STATIC[name])
+
+    async def _fragment(
+        self, scope: Mapping[str, Any], send: Send, headers: Headers, session: ConsoleSession, name: str
+    ) -> None:
+        host = headers.get("Host") or "127.0.0.1"
+        status, body = await fragment(
+            self.api, name, host=host, token=session.token, client=scope.get("client")
+        )
+        if status == 401:
+            self.sessions.end(session.id)  # its token is no longer accepted
+        await _answer(send, status, body, "application/json")
 
     # ------------------------------------------------------------------ actions
 

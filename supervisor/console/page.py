@@ -65,9 +65,15 @@ def _server_row(server: dict[str, Any], operator: bool) -> str:
     )
 
 
+def arguments_text(item: dict[str, Any]) -> str:
+    """A pending approval's arguments as the page shows them (as the trust rule saw
+    them), unescaped: the page escapes it, the live row sets it as text."""
+    return json.dumps(item.get("arguments", {}), sort_keys=True)
+
+
 def _approval_row(item: dict[str, Any]) -> str:
     ident = escape(str(item.get("id", "")))
-    arguments = json.dumps(item.get("arguments", {}), sort_keys=True)
+    arguments = arguments_text(item)
     buttons = "".join(
         f'<button type="button" data-act="{act}" data-arg="{ident}">{label}</button>'
         for act, label in (
@@ -137,6 +143,7 @@ def main_page(
     approvals: dict[str, Any],
     sessions: dict[str, list[dict[str, Any]]] | None = None,
     calls: list[dict[str, Any]] | None = None,
+    more: str = "",
 ) -> str:
     """The console: servers, pending approvals and sessions now; ``console.js`` keeps it live."""
     operator = session.role == "operator"
@@ -158,5 +165,6 @@ def main_page(
         + f"<tbody>{asks}</tbody></table></section>"
         + calls_table(calls or [])
         + sessions_table(sessions or {})
+        + more  # further sections, rendered (escaped) by their own modules
         + '<p id="status" role="status"></p></main></body></html>'
     )

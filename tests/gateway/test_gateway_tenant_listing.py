@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.protocol.messages import META_CLIENT_INFO
 from supervisor.settings.model import Role, TokenGrant, TrustRule, TrustSettings
 from tests.gateway.test_gateway_stateless import VERSION, request
 from tests.support.admin import ALICE, BOB, Http, Reply, admin_running, config_of, conforms, mini_spec
@@ -30,13 +31,19 @@ MANY = "25"
 """mini_server's extra tools: past tool_search's threshold, so activations mean something."""
 
 
-async def new_era(http: Http, n: int, method: str, params: dict[str, Any] | None = None) -> Reply:
-    """One 2026-07-28 request (no session), with the era's headers."""
+async def new_era(
+    http: Http, n: int, method: str, params: dict[str, Any] | None = None, *, client: str | None = None
+) -> Reply:
+    """One 2026-07-28 request (no session), with the era's headers (``client``: the
+    clientInfo name it gives)."""
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": VERSION}
     headers["Mcp-Method"] = method
     if params is not None and "name" in params:
         headers["Mcp-Name"] = params["name"]
-    return await http.request("POST", "/mcp", json=request(n, method, params), headers=headers)
+    message = request(n, method, params)
+    if client is not None:
+        message["params"]["_meta"][META_CLIENT_INFO] = {"name": client, "version": "1"}
+    return await http.request("POST", "/mcp", json=message, headers=headers)
 
 
 async def listed(http: Http) -> list[dict[str, Any]]:

@@ -77,6 +77,7 @@ function approvalChanged(event) {
   const row = document.createElement("tr");
   row.dataset.approval = event.id;
   for (const text of [event.tool, event.server, "", event.reason, event.tenant]) row.append(cell(text));
+  row.children[2].append(document.createElement("code"));  // filled by fillArguments
   const buttons = document.createElement("td");
   for (const [name, label] of [["allow-once", "allow once"], ["allow-session", "for the session"],
                                ["allow-always", "always"], ["deny", "deny"]]) {
@@ -89,6 +90,32 @@ function approvalChanged(event) {
   }
   row.append(buttons);
   body.append(row);
+  fillArguments();
+}
+
+// The approval event carries no arguments: read them once per pending event from
+// /ui/fragments/approvals (the API's GET /v1/approvals with this session's token),
+// one read at a time (events during a read make one more read after it).
+let reading = false;
+let readAgain = false;
+async function fillArguments() {
+  if (reading) { readAgain = true; return; }
+  reading = true;
+  try {
+    do {
+      readAgain = false;
+      const answer = await fetch("/ui/fragments/approvals", { credentials: "same-origin" });
+      if (!answer.ok) { say(`approvals: refused (${answer.status})`); return; }
+      for (const item of (await answer.json()).approvals || []) {
+        const code = document.querySelector(`tr[data-approval="${CSS.escape(item.id || "")}"] td:nth-child(3) code`);
+        if (code && !code.textContent) code.textContent = item.arguments;
+      }
+    } while (readAgain);
+  } catch (e) {
+    say("approvals: could not read their arguments");
+  } finally {
+    reading = false;
+  }
 }
 
 if (main) {
