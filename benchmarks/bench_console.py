@@ -267,11 +267,12 @@ async def _events_round(sup: Any, url: str, page: Any, args: argparse.Namespace,
                 sup.events.publish(event)
 
         async def read() -> None:
-            while (item := await events.next()) is not None and len(relayed) < count:
+            while len(relayed) < count and (item := await events.next()) is not None:
                 data = item.data if isinstance(item.data, dict) else {}
                 if item.event in ("state", "approval"):
                     key = f"s{data.get('next_retry_in_s')}" if item.event == "state" else str(data.get("id"))
-                    relayed.setdefault(key, time.time())
+                    if key in sent:  # not a late probe
+                        relayed.setdefault(key, time.time())
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(publish)
