@@ -144,7 +144,8 @@ def main_page(
     asks = "".join(_approval_row(a) for a in approvals.get("approvals", []))
     return (
         _head("mcp-supervisor", script=True)
-        + f'<header><h1>mcp-supervisor</h1><span class="who">{escape(session.tenant)} '
+        + '<header><h1>mcp-supervisor</h1><nav><a id="nav-audit" href="/ui/audit">Audit</a></nav>'
+        + f'<span class="who">{escape(session.tenant)} '
         + f"({escape(session.role)})</span>"
         + '<form id="logout" method="post" action="/ui/logout">'
         + '<button type="submit">Sign out</button></form>'
