@@ -4,6 +4,7 @@ Routes (``ROUTES``; the state-changing ones, ``ACTIONS``, drive the CSRF, Origin
 role tests as one table):
 
 - ``GET /ui``: the page (signed out: a redirect to ``/ui/login``);
+- ``GET /ui/servers/<name>``: one server's page (``server_page.py``);
 - ``GET /ui/login`` and ``POST /ui/login`` (a form with the token), ``POST /ui/logout``;
 - ``GET /ui/static/<file>``: our script and style sheet (no inline script anywhere: the
   Content-Security-Policy allows scripts from ``'self'`` only);
@@ -31,6 +32,7 @@ from supervisor.console.audit_page import audit_page, refusal
 from supervisor.console.audit_query import BadSearch, api_query, form_of
 from supervisor.console.inprocess import ApiAnswer, Asgi, call, relayed_scope
 from supervisor.console.page import login_page, main_page
+from supervisor.console.server_page import server_answer
 from supervisor.console.sessions import (
     ConsoleSession,
     ConsoleSessions,
@@ -122,6 +124,8 @@ class ConsoleApp:
             await self._page(scope, send, session)
         elif path == f"{UI}/audit" and method == "GET":
             await self._audit(scope, send, session)
+        elif path.startswith(f"{UI}/servers/") and method == "GET":
+            await self._server_page(scope, send, session, path.removeprefix(f"{UI}/servers/"))
         elif path == f"{UI}/events" and method == "GET":
             relayed = cast(Any, relayed_scope(scope, "/v1/events", session.token))
             await self.api(relayed, cast(Any, receive), cast(Any, _secured(send)))
@@ -219,6 +223,15 @@ class ConsoleApp:
         """The session's token is no longer accepted (a reload removed it): end it."""
         self.sessions.end(session.id)
         await _redirect(send, f"{UI}/login", {"Set-Cookie": clear_cookie()})
+
+    async def _server_page(
+        self, scope: Mapping[str, Any], send: Send, session: ConsoleSession, name: str
+    ) -> None:
+        rendered = await server_answer(self.api, scope, session, name)
+        if rendered.status in (401, 403):  # its token is no longer accepted, as on the main page
+            await self._signed_out(send, session)
+            return
+        await _answer(send, rendered.status, rendered.html.encode(), "text/html; charset=utf-8")
 
     async def _static(self, send: Send, name: str) -> None:
         if name not in STATIC:
