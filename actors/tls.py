@@ -26,7 +26,6 @@ import tempfile
 from collections.abc import Iterator
 
 import attrs
-import httpx2
 
 from actors.transport_errors import AuthRequired, TransportError
 
@@ -97,6 +96,8 @@ class ClientTls:
             except (ssl.SSLError, ValueError) as exc:
                 raise TlsProblem("ca", f"not a usable PEM CA certificate ({_reason(exc)})") from None
         else:
+            import httpx2  # here: `import supervisor` stays free of the HTTP client
+
             ctx = httpx2.create_ssl_context()
         if self.cert is not None and self.key is not None:
             _load_chain(ctx, self.cert, self.key)

@@ -1,7 +1,7 @@
 """The WebSocket bridge (issue 16): ``/v1/bridge`` of a real ``serve``, and supergateway.
 
     python benchmarks/bench_bridge.py [--sessions 500] [--burst 64] [--cycles 10000]
-                                      [--calls 2000] [--rounds 5] [--opens 200] [--warm 16]
+                                      [--calls 2000] [--rounds 5] [--opens 200] [--warm 2]
                                       [--only peer floor sessions cycles] [--json PATH]
 
 ``serve`` runs as a subprocess on a free loopback port with one server, ``mini``
@@ -24,9 +24,11 @@ so what is measured is the hub, not a client library:
   of ``--calls`` ``tools/call`` round trips over one session, the gateway process's
   CPU per call, and session opens per second (a usable session: opened and its
   ``initialize`` answered; sequential, and 16 at a time).
-  With ``--warm N`` (16 by default) the opens are measured again on ``mini-warm``, the
+  With ``--warm N`` (2 by default) the opens are measured again on ``mini-warm``, the
   same server with ``warm: N``: each session takes a spare spawned ahead (taken raw,
-  before ``initialize``), and the pool spawns its replacement.
+  before ``initialize``), and the pool spawns its replacement; then a burst of 16
+  concurrent opens right after another (the pool keeps as many spares as a recent
+  burst took, ``supervisor/runtime/warm_demand.py``).
   supergateway shares ONE child among all its connections, so its "session" is a
   WebSocket connection and nothing is spawned; ours spawns a process per session.
   Supergateway runs with ``--logLevel none`` (its default logs every message).
@@ -264,7 +266,7 @@ if __name__ == "__main__":
         "--rounds", type=int, default=interleave.MIN_ROUNDS, help="peer, floor: rounds (5 or more)"
     )
     parser.add_argument("--opens", type=int, default=200, help="session opens per measure")
-    parser.add_argument("--warm", type=int, default=16, help="warm spares of mini-warm (0: no warm row)")
+    parser.add_argument("--warm", type=int, default=2, help="warm spares of mini-warm (0: no warm row)")
     parser.add_argument("--only", nargs="+", default=["peer", "floor", "sessions", "cycles"])
     parser.add_argument("--one", choices=[*PEERS, *ECHOES], help="worker: measure this once, print its JSON")
     parser.add_argument(

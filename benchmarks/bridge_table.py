@@ -20,6 +20,7 @@ COLUMNS: list[Column] = [
 WARM_COLUMNS: list[Column] = [
     ("opens_warm_1.opens_per_s", "opens/s on mini-warm, 1 at a time", "{:.1f}"),
     ("opens_warm_16.opens_per_s", "opens/s on mini-warm, 16 at a time", "{:.1f}"),
+    ("opens_burst_16.opens_per_s", "opens/s on mini-warm, a burst of 16 after one", "{:.1f}"),
     ("socket_only.per_s", "our socket alone (no session) per s", "{:.1f}"),
 ]
 FLOOR_COLUMNS: list[Column] = [

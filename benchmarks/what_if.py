@@ -44,6 +44,27 @@ def _no_journal(sup: Any) -> None:
     sup.journal.finished = lambda row: None
 
 
+def _no_store(sup: Any) -> None:
+    """Bound for the journal folded in by another process (issue 37): the row line
+    written as today, no row queued for the store actor (its batches, the SQLite thread
+    and the GIL they take stay out of this process; the other process's CPU does not)."""
+    from supervisor.calls.audit_trail import AuditTrail
+
+    async def finished(self: Any, row: Any) -> None:
+        receipt = self.journal.finished(row)
+        if receipt is not None:
+            receipt.settle(True)
+
+    def finished_now(self: Any, row: Any) -> None:
+        receipt = self.journal.finished(row)
+        if receipt is not None:
+            receipt.settle(True)
+
+    trail: Any = AuditTrail  # frozen: patched on the class, in this process only
+    trail.finished = finished
+    trail.finished_now = finished_now
+
+
 def _journal_in_a_thread(sup: Any) -> None:
     """The alternative: the call's row line written by a worker thread (the call waits
     for it) instead of on the event loop. The journal's bookkeeping stays on the loop and
@@ -88,6 +109,7 @@ def _no_events(sup: Any) -> None:
 PATCHES: dict[str, Callable[[Any], None]] = {
     "noaudit": _no_audit,
     "nojournal": _no_journal,
+    "nostore": _no_store,
     "journalthread": _journal_in_a_thread,
     "oswrite": _os_write,
     "noevents": _no_events,

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import urlsplit
 
-import httpx2
 import trio
 
 from actors.redaction import safe_url
@@ -114,6 +113,8 @@ class FollowRedirectAuthorizer:
         return self._redirect
 
     async def authorize(self, server: str, url: str) -> str:
+        import httpx2  # here: `import supervisor` stays free of the HTTP client (issue 37)
+
         async with httpx2.AsyncClient(follow_redirects=False, timeout=self._timeout_s) as http:
             try:
                 response = await http.get(url)

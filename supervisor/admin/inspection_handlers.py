@@ -144,6 +144,7 @@ def _row(row: AuditRow) -> dict[str, Any]:
         "at": row.at, "tenant": row.tenant, "person": row.person, "session": row.session,
         "server": row.server, "tool": row.tool, "decision": row.decision, "outcome": row.outcome,
         "duration_ms": row.duration_ms,
-        "args_sha256": row.args_sha256, "trace_id": row.trace_id, "replica": row.replica,
+        "args_sha256": row.args_sha256, "args_bytes": row.args_bytes, "result_bytes": row.result_bytes,
+        "trace_id": row.trace_id, "replica": row.replica,
         "cancelled_by": row.cancelled_by,
     }  # fmt: skip

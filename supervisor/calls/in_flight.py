@@ -3,7 +3,9 @@ tenant) can list them (``GET /v1/calls``) and cancel one (``POST
 /v1/calls/{call_id}/cancel``) without knowing the client's request id.
 
 The id is a counter of this process (``c1``, ``c2``, …): cheap, never reused while the
-process runs, and meaningless to another replica. Only a call that may wait (an
+process runs, and meaningless to another replica. A call keeps its number; the text
+``c<number>`` is made only when it is listed or named (the call path pays for no
+string), and the start time is the caller's own (no second clock read). Only a call that may wait (an
 approval, its server) is registered: one refused on the way is over before anyone
 could list it. A cancel of a call at its server is a ``CancelCall`` to its connection
 actor, as for a request id (the server gets ``notifications/cancelled``); one that
@@ -27,7 +29,7 @@ from actors.mailbox import try_send
 class LiveCall:
     """One call in flight; ``cancelled_by`` is set by the cancel that ends it."""
 
-    id: str
+    number: int
     started: float
     tenant: str
     session: str
@@ -41,31 +43,30 @@ class LiveCall:
     """Once it is sent to its server (``Turn._go`` sets them)."""
     cancelled_by: str | None = None
 
+    @property
+    def id(self) -> str:
+        """The id the API lists and cancels by."""
+        return f"c{self.number}"
+
 
 class CallsInFlight:
     """The calls in flight by id, in the order they began."""
 
     def __init__(self) -> None:
-        self._calls: dict[str, LiveCall] = {}
+        self._calls: dict[int, LiveCall] = {}
         self._numbers = itertools.count(1)
 
-    def open(self, tenant: str, session: str, person: str, server: str, tool: str) -> LiveCall:
-        """Register a call that begins now, under a fresh id."""
-        call = LiveCall(
-            f"c{next(self._numbers)}",
-            trio.current_time(),
-            tenant,
-            session,
-            person,
-            server,
-            tool,
-        )
-        self._calls[call.id] = call
+    def open(
+        self, started: float, tenant: str, session: str, person: str, server: str, tool: str
+    ) -> LiveCall:
+        """Register a call that began at ``started`` (Trio time), under a fresh id."""
+        call = LiveCall(next(self._numbers), started, tenant, session, person, server, tool)
+        self._calls[call.number] = call
         return call
 
     def close(self, call: LiveCall) -> None:
         """The call ended."""
-        self._calls.pop(call.id, None)
+        self._calls.pop(call.number, None)
 
     def listed(self, tenant: str | None) -> list[LiveCall]:
         """The calls of ``tenant`` (None: of every tenant), oldest first."""
@@ -74,9 +75,11 @@ class CallsInFlight:
     def cancel(self, call_id: str, tenant: str | None, by: str) -> bool:
         """Cancel the call ``call_id`` of ``tenant`` (None: of any tenant) on behalf of
         ``by``; False when there is no such call (another tenant's is none)."""
-        call = self._calls.get(call_id)
-        if call is None or (tenant is not None and call.tenant != tenant):
-            return False
+        number = call_id[1:]
+        written = call_id[:1] == "c" and number.isascii() and number.isdigit()
+        call = self._calls.get(int(number)) if written else None
+        if call is None or call.id != call_id or (tenant is not None and call.tenant != tenant):
+            return False  # (``c01`` names no call: ids are written one way)
         if call.cancelled_by is None:
             call.cancelled_by = by
         if call.scope is not None:

@@ -57,7 +57,7 @@ class TurnAudit:
         record = audit.new_id()
         began = trio.current_time()
         audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
-        live = calls.in_flight.open(session.tenant, session.id, session.person, server, tool)
+        live = calls.in_flight.open(began, session.tenant, session.id, session.person, server, tool)
         went: Went | None = None
         try:
             if first != "ask":  # cancelled at its server by id (in_flight.py): no scope to pay for

@@ -4,9 +4,11 @@ Routes (``ROUTES``; the state-changing ones, ``ACTIONS``, drive the CSRF, Origin
 role tests as one table):
 
 - ``GET /ui``: the page (signed out: a redirect to ``/ui/login``);
+- ``GET /ui/servers/<name>``: one server's page (``server_page.py``);
 - ``GET /ui/login`` and ``POST /ui/login`` (a form with the token), ``POST /ui/logout``;
 - ``GET /ui/static/<file>``: our script and style sheet (no inline script anywhere: the
   Content-Security-Policy allows scripts from ``'self'`` only);
+- ``GET /ui/audit``: the audit search (``audit_page.py``), ``GET /v1/audit`` in process;
 - ``GET /ui/events``: ``/v1/events`` relayed with the session's token (no polling);
 - ``GET /ui/fragments/<name>``: a read-only piece of the page for the script
   (``fragments.py``: a pending approval's arguments, which its event does not carry);
@@ -28,9 +30,12 @@ from urllib.parse import parse_qs, quote
 import attrs
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
 
+from supervisor.console.audit_page import audit_page, refusal
+from supervisor.console.audit_query import BadSearch, api_query, form_of
 from supervisor.console.fragments import fragment
 from supervisor.console.inprocess import ApiAnswer, Asgi, call, relayed_scope
 from supervisor.console.page import login_page, main_page
+from supervisor.console.server_page import server_answer
 from supervisor.console.session_sections import session_sections
 from supervisor.console.sessions import (
     ConsoleSession,
@@ -121,6 +126,10 @@ class ConsoleApp:
             await _redirect(send, f"{UI}/login")
         elif path == UI and method == "GET":
             await self._page(scope, send, session)
+        elif path == f"{UI}/audit" and method == "GET":
+            await self._audit(scope, send, session)
+        elif path.startswith(f"{UI}/servers/") and method == "GET":
+            await self._server_page(scope, send, session, path.removeprefix(f"{UI}/servers/"))
         elif path == f"{UI}/events" and method == "GET":
             relayed = cast(Any, relayed_scope(scope, "/v1/events", session.token))
             await self.api(relayed, cast(Any, receive), cast(Any, _secured(send)))
@@ -180,8 +189,7 @@ class ConsoleApp:
 
         servers = await get("/v1/servers")
         if servers.status in (401, 403):
-            self.sessions.end(session.id)  # its token is no longer accepted
-            await _redirect(send, f"{UI}/login", {"Set-Cookie": clear_cookie()})
+            await self._signed_out(send, session)
             return
         approvals = await get("/v1/approvals")
         sessions: dict[str, list[dict[str, Any]]] = {}
@@ -196,6 +204,44 @@ class ConsoleApp:
         )
         page = main_page(session, servers.json() or {}, approvals.json() or {}, sessions, calls, more)
         await _answer(send, 200, page.encode(), "text/html; charset=utf-8")
+
+    async def _audit(self, scope: Mapping[str, Any], send: Send, session: ConsoleSession) -> None:
+        """The audit search: ``GET /v1/audit`` with the session's token, the API's
+        refusal (a 400) shown on the page as text."""
+        form = form_of(scope.get("query_string", b""))
+        found: Any = None
+        try:
+            query = api_query(form)
+        except BadSearch as exc:
+            problem: str | None = str(exc)
+            status = 400
+        else:
+            host = Headers(scope["headers"]).get("Host") or "127.0.0.1"
+            answer = await call(
+                self.api, "GET", "/v1/audit", host=host, token=session.token,
+                client=scope.get("client"), query=query,
+            )  # fmt: skip
+            if answer.status == 401:
+                await self._signed_out(send, session)
+                return
+            status = answer.status
+            found, problem = (answer.json(), None) if status == 200 else (None, refusal(status, answer.json))
+        page = audit_page(session, form, found, problem, self.guard.config.console)
+        await _answer(send, status, page.encode(), "text/html; charset=utf-8")
+
+    async def _signed_out(self, send: Send, session: ConsoleSession) -> None:
+        """The session's token is no longer accepted (a reload removed it): end it."""
+        self.sessions.end(session.id)
+        await _redirect(send, f"{UI}/login", {"Set-Cookie": clear_cookie()})
+
+    async def _server_page(
+        self, scope: Mapping[str, Any], send: Send, session: ConsoleSession, name: str
+    ) -> None:
+        rendered = await server_answer(self.api, scope, session, name)
+        if rendered.status in (401, 403):  # its token is no longer accepted, as on the main page
+            await self._signed_out(send, session)
+            return
+        await _answer(send, rendered.status, rendered.html.encode(), "text/html; charset=utf-8")
 
     async def _static(self, send: Send, name: str) -> None:
         if name not in STATIC:

@@ -7,9 +7,12 @@ else)."""
 from __future__ import annotations
 
 import json
+import time
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
+from supervisor.console.ages import countdown, ticking_age
 from supervisor.console.sessions import ConsoleSession
 
 _HEAD = (
@@ -55,11 +58,16 @@ def _server_row(server: dict[str, Any], operator: bool) -> str:
     error = ""
     if server.get("last_error"):
         error = f'<span class="error">{_text(server["last_error"])}</span>'
+        if server.get("last_error_age_s") is not None:
+            error += f" ({ticking_age(server['last_error_age_s'])})"
+    since = None if server.get("since") is None else max(0.0, time.time() - server["since"])
     return (
-        f'<tr data-server="{escape(name)}"><td>{escape(name)}</td>'
+        f'<tr data-server="{escape(name)}">'
+        f'<td><a href="/ui/servers/{escape(quote(name, safe=""))}">{escape(name)}</a></td>'
         f'<td class="state">{_text(server.get("state"))}</td>'
         f'<td class="phase">{_text(server.get("phase"))}</td>'
-        f'<td class="retry">{_text(server.get("retry_in_s"))}</td>'
+        f'<td class="since">{ticking_age(since)}</td>'
+        f'<td class="retry">{countdown(server.get("retry_in_s"))}</td>'
         f"<td>{_text(server.get('protocol_version'))}</td>"
         f'<td>{_text(server.get("tools"))}</td><td class="last-error">{error}</td><td>{controls}</td></tr>'
     )
@@ -151,14 +159,15 @@ def main_page(
     asks = "".join(_approval_row(a) for a in approvals.get("approvals", []))
     return (
         _head("mcp-supervisor", script=True)
-        + f'<header><h1>mcp-supervisor</h1><span class="who">{escape(session.tenant)} '
+        + '<header><h1>mcp-supervisor</h1><nav><a id="nav-audit" href="/ui/audit">Audit</a></nav>'
+        + f'<span class="who">{escape(session.tenant)} '
         + f"({escape(session.role)})</span>"
         + '<form id="logout" method="post" action="/ui/logout">'
         + '<button type="submit">Sign out</button></form>'
         + f'</header><main data-csrf="{escape(session.csrf)}">'
         + '<section><h2>Servers</h2><table id="servers"><thead><tr>'
-        + "<th>server</th><th>state</th><th>phase</th>"
-        + "<th>retry in s</th><th>era</th><th>tools</th><th>last error</th><th></th></tr></thead>"
+        + "<th>server</th><th>state</th><th>phase</th><th>since</th>"
+        + "<th>retry in</th><th>era</th><th>tools</th><th>last error</th><th></th></tr></thead>"
         + f"<tbody>{rows}</tbody></table></section>"
         + '<section><h2>Approvals</h2><table id="approvals"><thead><tr><th>tool</th><th>server</th>'
         + "<th>arguments</th><th>reason</th><th>tenant</th><th></th></tr></thead>"

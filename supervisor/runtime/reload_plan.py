@@ -15,7 +15,8 @@ without a running supervisor:
 - ``trust``, ``tool_search``, ``bridge``, ``tracing`` and ``limits`` (calls made after
   it: a rate limit's buckets keep their tokens), ``exposure`` (turns begun after it, in
   a new epoch), ``admin.tokens`` and ``signin`` (the guard's next request; its kept
-  key sets are dropped only when the section changed) apply live.
+  key sets are dropped only when the section changed) and ``console`` (the console's
+  next page) apply live.
 - ``admin.bind``, ``state_dir``, ``store.url`` (the store is opened once),
   ``cluster`` (a replica's identity, keys and heartbeat) and ``audit.keep_days`` (the
   retention task is started with the supervisor) cannot change while running: the
@@ -128,7 +129,7 @@ class ReloadPlan:
     """``scope: session`` servers added, changed or removed (new sessions see it)."""
     settings: tuple[str, ...] = ()
     """Changed settings applied live: ``trust``, ``tool_search``, ``bridge``, ``tracing``,
-    ``limits``, ``exposure``, ``admin.tokens``, ``signin``."""
+    ``limits``, ``exposure``, ``admin.tokens``, ``signin``, ``console``."""
 
     def report(self) -> dict[str, Any]:
         """The reply of a reload (admin API, CLI ``--json``): names and keys, no values."""
@@ -275,6 +276,8 @@ def _settings(old: Config, new: Config) -> tuple[str, ...]:
         changed.append("admin.tokens")
     if old.signin != new.signin:
         changed.append("signin")
+    if old.console != new.console:
+        changed.append("console")
     return tuple(changed)
 
 

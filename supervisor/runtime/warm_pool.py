@@ -11,7 +11,10 @@ Rules:
 
 - A spare is taken once, by one session, and torn down when that session ends, like
   any session's process; it is never given back. Each take wakes the server's keeper,
-  which spawns a fresh spare at once.
+  which spawns a fresh spare once the burst of opens it belongs to has passed.
+- A burst of opens raises the spares kept to its size for a minute (up to 16):
+  ``warm`` is the least (``warm_demand.py``); idle spares beyond what is wanted are
+  torn down, youngest first.
 - A spare that dies while it waits is torn down and replaced on the server's reconnect
   schedule (about 1, 2, 5, 15, 60 s by default, each delay jittered by its
   ``reconnect_jitter``; a spare that lived ``reset_after_s`` starts it over, and so
@@ -60,6 +63,7 @@ from actors.transports.connector import TransportConnector
 from actors.transports.spawned import SpareSource, Spawned
 from supervisor.runtime.lifetimes import lifetime
 from supervisor.runtime.process_cap import ProcessCap, counts_toward_cap
+from supervisor.runtime.warm_demand import Demand
 
 __all__ = ["WarmPool", "keeps_spares"]
 
@@ -79,6 +83,7 @@ class _Keeper:
 
     spec: ServerSpec
     schedule: ReconnectSchedule
+    demand: Demand
     idle: list[Spawned] = attrs.field(factory=list)
     dead: list[Spawned] = attrs.field(factory=list)  # died while waiting, not yet torn down
     wake: trio.Event = attrs.field(factory=trio.Event)
@@ -139,6 +144,8 @@ class WarmPool:
         keeper = self._keepers.get(spec.name)
         if keeper is None or keeper.spec != spec or self._spawner is None:
             return None
+        keeper.demand.took(trio.current_time())
+        keeper.wake.set()  # refill (once the burst has passed), even when none was idle
         while keeper.idle:
             spare = keeper.idle.pop(0)
             self._spawner.hub.unwatch_exit(spare.process)
@@ -146,7 +153,6 @@ class WarmPool:
                 self._died(keeper, spare)
                 continue
             keeper.attempt = 0
-            keeper.wake.set()  # refill
             self._note_change()
             return spare
         return None
@@ -162,6 +168,12 @@ class WarmPool:
         """The pids of ``server``'s idle spares, oldest first (for status and tests)."""
         keeper = self._keepers.get(server)
         return tuple(spare.process.pid for spare in keeper.idle) if keeper is not None else ()
+
+    def wanted(self, server: str) -> int:
+        """How many spares of ``server`` the pool wants now (its ``warm``, or a recent
+        burst's size; 0: it keeps none)."""
+        keeper = self._keepers.get(server)
+        return keeper.demand.wanted(trio.current_time()) if keeper is not None else 0
 
     async def wait_for(self, server: str, check: Callable[[tuple[int, ...]], bool]) -> tuple[int, ...]:
         """Wait until ``check`` holds of ``server``'s idle pids, and return them."""
@@ -188,8 +200,9 @@ class WarmPool:
 
     def nudge(self) -> None:
         """Room may have come under a cap (a session ended): keepers short of spares look again."""
+        now = trio.current_time()
         for keeper in self._keepers.values():
-            if len(keeper.idle) < keeper.spec.warm:
+            if len(keeper.idle) < keeper.demand.wanted(now):
                 keeper.wake.set()
 
     def _note_change(self) -> None:
@@ -221,7 +234,7 @@ class WarmPool:
     async def _start_keeper(self, spec: ServerSpec) -> None:
         if self._spawner is None or self._nursery is None:
             return
-        keeper = _Keeper(spec, schedule_of(spec))
+        keeper = _Keeper(spec, schedule_of(spec), Demand(spec.warm))
         self._keepers[spec.name] = keeper
         await self._nursery.start(self._keep, keeper, self._spawner)
 
@@ -232,18 +245,28 @@ class WarmPool:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Keep ``keeper.spec.warm`` spares until cancelled; tear them down at the end."""
+        """Keep the spares ``keeper.demand`` wants until cancelled; tear them down at the end."""
         try:
             with keeper.scope:
                 task_status.started()
                 while True:
                     await self._bury(keeper)
-                    if len(keeper.idle) < keeper.spec.warm and self.room(keeper.spec):
-                        await trio.sleep_until(keeper.resume_at)
-                        if self.room(keeper.spec):  # a session may have taken it meanwhile
-                            await self._spawn_one(keeper, spawner)
+                    demand, now = keeper.demand, trio.current_time()
+                    wanted = demand.wanted(now)
+                    if len(keeper.idle) > wanted:
+                        await self._shed(keeper, spawner)
                         continue
-                    await keeper.wake.wait()
+                    wake_at = demand.next_change()
+                    if len(keeper.idle) < wanted and self.room(keeper.spec):
+                        start_at = max(keeper.resume_at, demand.refill_at())
+                        if start_at <= now:
+                            await self._spawn_one(keeper, spawner)
+                            continue
+                        wake_at = min(wake_at, start_at)
+                    elif len(keeper.idle) >= wanted:
+                        demand.refilled()
+                    with trio.move_on_at(wake_at):
+                        await keeper.wake.wait()
                     keeper.wake = trio.Event()
         finally:
             if self._keepers.get(keeper.spec.name) is keeper:
@@ -278,6 +301,18 @@ class WarmPool:
         keeper.idle.append(spare)
         spawner.hub.watch_exit(spare.process, functools.partial(self._died, keeper, spare))
         self._note_change()
+
+    async def _shed(self, keeper: _Keeper, spawner: TransportConnector) -> None:
+        """Tear down the youngest idle spare: a burst's demand has passed."""
+        spare = keeper.idle.pop()
+        spawner.hub.unwatch_exit(spare.process)
+        keeper.pending += 1  # counted toward a cap until reaped
+        self._note_change()
+        try:
+            await spare.aclose()
+        finally:
+            keeper.pending -= 1
+            self._note_change()
 
     async def _bury(self, keeper: _Keeper) -> None:
         """Tear down the spares that died while waiting (the hub reaped them already)."""

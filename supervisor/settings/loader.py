@@ -30,6 +30,7 @@ from supervisor.settings.net import parse_bind
 
 from .bridge import read_bridge
 from .cluster import read_cluster
+from .console import read_console
 from .dialects import find_server_section, read_servers
 from .expansion import Expander
 from .exposure import read_exposure
@@ -232,6 +233,7 @@ def _read(data: bytes, source: str, file: str, exp: Expander) -> Config:
         store=(store := read_store(root.get("store", {}), "$.store", exp)),
         signin=read_signin(root.get("signin"), "$.signin", exp),
         cluster=read_cluster(root.get("cluster"), "$.cluster", exp, store),
+        console=read_console(root.get("console", {}), "$.console", exp),
     )
 
 

@@ -18,6 +18,7 @@ import attrs
 from actors.router.exposure import ServerRule
 from actors.spec import ServerSpec
 
+from .console import ConsoleSettings
 from .signin import SigninSettings
 
 __all__ = [
@@ -292,6 +293,7 @@ class Config:
     store: StoreSettings = StoreSettings()
     signin: SigninSettings | None = None
     cluster: ClusterSettings | None = None
+    console: ConsoleSettings = attrs.field(factory=ConsoleSettings)
     warnings: tuple[ConfigWarning, ...] = ()
 
     def server(self, name: str) -> ServerSpec:

@@ -22,7 +22,7 @@ __all__ = ["HOST_KEYS", "OUR_KEYS", "top_level_warnings"]
 
 OUR_KEYS: tuple[str, ...] = (*SERVER_SECTIONS, "tool_search", "trust", "admin", "gateway", "bridge")
 OUR_KEYS += ("tracing", "exposure", "limits", "state_dir", "secrets_at_rest", "audit", "signin", "store")
-OUR_KEYS += ("cluster",)
+OUR_KEYS += ("cluster", "console")
 
 ANY_FILE = ("$schema",)
 """Keys any JSON file may carry (an editor's schema pointer)."""

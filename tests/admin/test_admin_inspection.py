@@ -85,6 +85,7 @@ async def test_calls_in_flight_their_cancel_the_audit_search_and_latency(tmp_pat
             ]
             assert [r["cancelled_by"] for r in rows[:3]] == ["tenant alice", None, "operator ops"]
             assert len(rows[1]["args_sha256"]) == 64 and rows[1]["duration_ms"] >= 0
+            assert rows[1]["args_bytes"] == len(b'{"text":"a"}') and rows[1]["result_bytes"] > 0
             # a tenant sees its own rows only, and may not name another tenant
             assert [r["tenant"] for r in (await bob.request("GET", "/v1/audit")).json()["rows"]] == ["bob"]
             assert [

@@ -43,6 +43,16 @@ async def test_the_pages_policy_leaves_an_injected_inline_script_inert(browser: 
     assert any("Content Security Policy" in error for error in browser.errors), browser.errors
 
 
+async def test_a_dialog_a_script_opens_is_recorded_and_dismissed(browser: Page) -> None:
+    async with static_site(SITE) as site:
+        await browser.goto(site.url + "/")
+        await browser.wait_for_text("#status", "script ran")
+        await browser.evaluate("() => { setTimeout(() => alert('opened'), 0); }")
+        await browser.idle(0.3)
+        assert await browser.evaluate("1 + 1") == 2  # dismissed: the page goes on
+    assert "dialog: alert opened" in browser.errors, browser.errors
+
+
 async def test_the_network_log_holds_every_request_over_a_window(browser: Page) -> None:
     async with static_site(SITE) as site:
         await browser.goto(site.url + "/")

@@ -289,9 +289,9 @@ def test_check_and_serve_name_unknown_keys_and_servers_alike(tmp_path: Path) -> 
         (
             "$.telemetry",
             "unknown key 'telemetry', ignored: it is no setting of this version of mcp-supervisor (the "
-            "known keys are admin, audit, bridge, cluster, exposure, gateway, limits, mcp, mcpServers, "
-            "secrets_at_rest, servers, signin, state_dir, store, tool_search, tracing, trust); correct its "
-            "name, or remove it",
+            "known keys are admin, audit, bridge, cluster, console, exposure, gateway, limits, mcp, "
+            "mcpServers, secrets_at_rest, servers, signin, state_dir, store, tool_search, tracing, trust); "
+            "correct its name, or remove it",
         ),
         (
             "$.servers.Time",

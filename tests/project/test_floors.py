@@ -126,6 +126,26 @@ def test_the_mounted_apps_load_no_framework() -> None:
     assert loaded.stdout.strip() == "[]", loaded.stdout
 
 
+HEAVY_ON_DEMAND = (
+    *FRAMEWORKS, "hypercorn", "h11", "h2", "httpx2", "httpx", "trio_websocket", "wsproto",
+    "opentelemetry", "psycopg", "jsonschema", "mcp",
+)  # fmt: skip
+"""Packages ``import supervisor`` leaves alone: each is imported where it is first used
+(an embedding host that never serves HTTP or reaches a remote server never pays for
+them; ``benchmarks/`` times the import)."""
+
+
+def test_import_supervisor_loads_nothing_heavy_before_it_is_used() -> None:
+    probe = (
+        "import sys, supervisor\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY_ON_DEMAND!r})))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
 def test_supervisor_holds_at_most_five_modules_of_its_own() -> None:
     modules = sorted(path.name for path in (REPO / "supervisor").glob("*.py"))
     assert len(modules) <= 5, modules

@@ -9,6 +9,7 @@ import pytest
 
 from actors.spec import Credentials, Scope, ServerSpec, Start
 from supervisor.runtime.reload_plan import LAUNCH_KEYS, LIVE_KEYS, UNCOMPARED, ReloadRefused, plan_reload
+from supervisor.settings.console import ConsoleSettings
 from supervisor.settings.model import (
     AdminSettings,
     AuditSettings,
@@ -131,6 +132,7 @@ SETTINGS = [
     ("tool_search", {"tool_search": ToolSearchSettings(threshold=3)}),
     ("tracing", {"tracing": TracingSettings(arguments=True)}),
     ("admin.tokens", {"admin": AdminSettings(tokens={TOKEN: "alice"})}),
+    ("console", {"console": ConsoleSettings(trace_url="http://127.0.0.1:16686/trace/{trace_id}")}),
 ]
 
 

@@ -167,16 +167,17 @@ async def test_200_session_cycles_with_warm_1_leave_no_process(tmp_path: Path) -
                 await session.begin_turn()
         async with sup.session() as session:
             seen.add((await whoami(session))["pid"])
-        # The last session took the spare; its keeper spawns the next one when it can
-        # (a busy machine may run the last session to its end first), so the groups
-        # spawned are read once that spare is there.
+        # The last session took a spare; its keeper refills what the pool wants when it
+        # can (a busy machine may run the last session to its end first; 200 sessions
+        # in a row are bursts, so it may want more than one), so the groups spawned are
+        # read once those spares are there.
         with trio.fail_after(10):
-            await sup.warm.wait_for("priv", lambda pids: len(pids) == 1)
+            idle = await sup.warm.wait_for("priv", lambda pids: len(pids) == sup.warm.wanted("priv"))
         spawned = set(spawned_process_groups()) - before
-        # Each session had a process of its own; what still runs is the one spare.
-        assert len(spawned) >= 201
-        assert [pid for pid in spawned if alive(pid)] == list(sup.warm.idle("priv"))
-        assert not list((tmp_path / "pids").glob("*.json"))[1:]  # the spare's pidfile only
+        # Each session had a process of its own; what still runs is the spares.
+        assert len(spawned) >= 201 and 1 <= len(idle) <= 16
+        assert sorted(pid for pid in spawned if alive(pid)) == sorted(idle)
+        assert len(list((tmp_path / "pids").glob("*.json"))) == len(idle)  # the spares' pidfiles only
     assert [pid for pid in set(spawned_process_groups()) - before if alive(pid)] == []
     assert not list((tmp_path / "pids").glob("*.json"))
 

@@ -13,7 +13,7 @@ from supervisor.settings.top_level import HOST_KEYS, OUR_KEYS
 from tests.settings.test_config_loader import fail, load
 
 KNOWN = (
-    "the known keys are admin, audit, bridge, cluster, exposure, gateway, limits, mcp, mcpServers, "
+    "the known keys are admin, audit, bridge, cluster, console, exposure, gateway, limits, mcp, mcpServers, "
     "secrets_at_rest, servers, signin, state_dir, store, tool_search, tracing, trust"
 )
 ENTRY = {
@@ -95,7 +95,7 @@ def test_an_unknown_key_is_shown_visibly(tmp_path: Path) -> None:
 def test_our_keys_are_the_sections_the_loader_reads(tmp_path: Path) -> None:
     assert set(OUR_KEYS) == {"servers", "mcpServers", "mcp", "tool_search", "trust", "admin", "gateway",
                              "bridge", "tracing", "exposure", "limits", "state_dir",
-                             "secrets_at_rest", "audit", "signin", "store", "cluster"}  # fmt: skip
+                             "secrets_at_rest", "audit", "signin", "store", "cluster", "console"}  # fmt: skip
     for key in ("tool_search", "trust", "admin", "gateway", "bridge", "tracing", "secrets_at_rest", "audit"):
         assert warnings_of(tmp_path, {key: {}}) == []
     for key in ("exposure", "limits"):

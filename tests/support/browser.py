@@ -42,6 +42,7 @@ import trio
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Playwright
+    from playwright.sync_api import Dialog as SyncDialog
     from playwright.sync_api import Page as SyncPage
     from playwright.sync_api import Request as SyncRequest
 
@@ -80,7 +81,8 @@ class Request:
 @attrs.define
 class Page:
     """A headless page, driven from Trio. ``requests`` and ``errors`` (uncaught script
-    errors and console errors, CSP refusals among them) fill in as the page runs."""
+    errors and console errors, CSP refusals among them, and any dialog a script opened,
+    dismissed) fill in as the page runs."""
 
     _sync: SyncPage
     _thread: ThreadPoolExecutor
@@ -150,8 +152,13 @@ def _watch(page: Page) -> None:
     def request(made: SyncRequest) -> None:
         page.requests.append(Request(time.monotonic(), made.method, made.url, made.resource_type))
 
+    def dialog(opened: SyncDialog) -> None:  # a script's alert(), confirm()...: recorded, dismissed
+        page.errors.append(f"dialog: {opened.type} {opened.message}")
+        opened.dismiss()
+
     page._sync.on("request", request)
     page._sync.on("pageerror", lambda error: page.errors.append(f"uncaught: {error}"))
+    page._sync.on("dialog", dialog)
     page._sync.on(
         "console",
         lambda message: page.errors.append(f"console: {message.text}") if message.type == "error" else None,

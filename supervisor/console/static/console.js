@@ -56,8 +56,9 @@ function serverChanged(event) {
   row.dataset.state = event.state || "";
   row.querySelector("td.state").textContent = event.state || "";
   row.querySelector("td.phase").textContent = event.phase || "";
-  row.querySelector("td.retry").textContent = event.next_retry_in_s == null ? "" : String(event.next_retry_in_s);
-  if (event.state === "backoff" && event.reason) row.querySelector("td.last-error").textContent = event.reason;
+  setCountdown(row.querySelector("td.retry"), event.next_retry_in_s);
+  setAge(row.querySelector("td.since"), 0);
+  if (event.state === "backoff" && event.reason) showError(row.querySelector("td.last-error"), event.reason);
 }
 
 function cell(text) {
@@ -124,5 +125,101 @@ if (main) {
     try { handler(JSON.parse(message.data)); } catch (e) { /* a frame we do not read */ }
   };
   events.addEventListener("state", parsed(serverChanged));
+  events.addEventListener("state", parsed(serverPageChanged));
   events.addEventListener("approval", parsed(approvalChanged));
 }
+
+// Ages and countdowns tick on here, with no request: an element with data-age counts up
+// from the seconds it was rendered with, one with data-countdown down to zero (the same
+// spelling as the server's, supervisor/console/ages.py).
+function ageText(seconds) {
+  const whole = Math.max(0, Math.floor(seconds));
+  for (const [unit, size, smaller, smallSize] of [["d", 86400, "h", 3600], ["h", 3600, "min", 60],
+                                                   ["min", 60, "s", 1]]) {
+    if (whole >= size) {
+      const rest = Math.floor((whole % size) / smallSize);
+      return `${Math.floor(whole / size)} ${unit}` + (rest ? ` ${rest} ${smaller}` : "");
+    }
+  }
+  return `${whole} s`;
+}
+
+function anchor(element) {
+  const now = performance.now();
+  if (element.dataset.age != null) element.dataset.origin = String(now - Number(element.dataset.age) * 1000);
+  if (element.dataset.countdown != null) {
+    element.dataset.deadline = String(now + Number(element.dataset.countdown) * 1000);
+  }
+}
+
+function tick() {
+  const now = performance.now();
+  for (const element of document.querySelectorAll("[data-origin]")) {
+    element.textContent = ageText((now - Number(element.dataset.origin)) / 1000);
+  }
+  for (const element of document.querySelectorAll("[data-deadline]")) {
+    element.textContent = ageText(Math.max(0, Number(element.dataset.deadline) - now) / 1000 + 0.999);
+  }
+}
+
+function ticking(kind, seconds) {
+  const span = document.createElement("span");
+  span.className = kind;
+  span.dataset[kind] = String(seconds);
+  span.textContent = ageText(kind === "countdown" ? seconds + 0.999 : seconds);
+  anchor(span);
+  return span;
+}
+
+function setAge(cell, seconds) {
+  if (cell) cell.replaceChildren(ticking("age", seconds), " ago");
+}
+
+function setCountdown(cell, seconds) {
+  if (cell) cell.replaceChildren(...(seconds == null ? [] : [ticking("countdown", seconds)]));
+}
+
+function showError(cell, text) {
+  if (!cell) return;
+  const error = document.createElement("span");
+  error.className = "error";
+  error.textContent = text;
+  cell.replaceChildren(error, " (", ticking("age", 0), " ago)");
+}
+
+function clockNow() {
+  const time = document.createElement("time");
+  time.textContent = `${new Date().toISOString().slice(11, 19)} UTC`;
+  return time;
+}
+
+function transitionRow(event) {
+  const row = document.createElement("tr");
+  const when = document.createElement("td");
+  when.append(clockNow(), " (", ticking("age", 0), " ago)");
+  row.append(when, cell(event.previous), cell(event.state), cell(event.phase), cell(event.reason));
+  row.lastChild.className = "why";
+  return row;
+}
+
+// A server's page (/ui/servers/<name>) follows its server's state events.
+function serverPageChanged(event) {
+  const page = document.getElementById("server");
+  if (!page || page.dataset.server !== event.server) return;
+  page.dataset.state = event.state || "";
+  const field = (name) => page.querySelector(`dd.${name}`);
+  field("state").textContent = event.state || "";
+  field("phase").textContent = event.phase || "";
+  field("condition").textContent = event.condition || "";
+  field("attempt").textContent = event.attempt == null ? "" : String(event.attempt);
+  setCountdown(field("retry"), event.next_retry_in_s);
+  field("since").replaceChildren(clockNow(), " (", ticking("age", 0), " ago)");
+  if (event.reason) showError(field("last-error"), event.reason);
+  document.querySelector("#transitions tbody").append(transitionRow(event));
+  if (event.state === "backoff" || event.state === "teardown") {
+    document.querySelector("#restarts tbody").append(transitionRow(event));
+  }
+}
+
+for (const element of document.querySelectorAll("[data-age], [data-countdown]")) anchor(element);
+setInterval(tick, 250);
