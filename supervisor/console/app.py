@@ -295,12 +295,15 @@ class ConsoleApp:
         await _answer(send, answer.status, answer.body or b"{}", "application/json")
 
     def _same_origin(self, headers: Headers) -> bool:
-        """``Origin`` names this very host (or a loopback address, as the API's guard
-        allows): a form or script of another site never acts for a signed-in browser."""
+        """``Origin`` names this very host (``Host``, or the proxy's ``X-Forwarded-Host``)
+        or one of ``console.allowed_origins``: a form or script of another site never
+        acts for a signed-in browser."""
         origin = headers.get("Origin")
         host = headers.get("Host")
         if origin is None:
             return False
+        if origin.lower() in self.guard.config.console.allowed_origins:
+            return True  # listed: a proxy that does not pass the browser's host on
         scheme, _, authority = origin.partition("://")
         forwarded = headers.get("X-Forwarded-Host")
         return scheme in ("http", "https") and authority in {h for h in (host, forwarded) if h}

@@ -6,18 +6,16 @@ own per client session and passes its lines through untouched.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from actors.spec import ServerSpec
 
 from .model import BridgeSettings
-from .values import Invalid, check_keys, child, expect_int, expect_list, expect_number, expect_object, show
+from .origins import read_origins
+from .values import Invalid, check_keys, child, expect_int, expect_number, expect_object
 
 _KEYS: tuple[str, ...] = ("allowed_origins", "max_sessions_per_tenant", "max_processes", "heartbeat_s")
 _KEYS += ("idle_s", "max_message_bytes")
-# scheme://host[:port], nothing after it: what a browser sends in Origin.
-_ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?\Z")
 
 
 def read_bridge(value: object, path: str, servers: Sequence[ServerSpec], servers_path: str) -> BridgeSettings:
@@ -34,7 +32,7 @@ def read_bridge(value: object, path: str, servers: Sequence[ServerSpec], servers
     defaults = BridgeSettings()
     max_bytes = obj.get("max_message_bytes")
     return BridgeSettings(
-        allowed_origins=_origins(obj.get("allowed_origins", []), child(path, "allowed_origins")),
+        allowed_origins=read_origins(obj.get("allowed_origins", []), child(path, "allowed_origins")),
         max_sessions_per_tenant=expect_int(
             obj.get("max_sessions_per_tenant", defaults.max_sessions_per_tenant),
             child(path, "max_sessions_per_tenant"),
@@ -53,17 +51,3 @@ def read_bridge(value: object, path: str, servers: Sequence[ServerSpec], servers
             else expect_int(max_bytes, child(path, "max_message_bytes"), minimum=1024)
         ),
     )
-
-
-def _origins(value: object, path: str) -> tuple[str, ...]:
-    found = []
-    for index, item in enumerate(expect_list(value, path, 'a list of origins like ["https://app.example"]')):
-        where = child(path, index)
-        if not isinstance(item, str) or not _ORIGIN.match(item):
-            raise Invalid(
-                where,
-                f"expected an origin such as 'https://app.example' or 'http://localhost:5173' "
-                f"(scheme, host and port only, no path, no '*'), got {show(item)}",
-            )
-        found.append(item.lower())
-    return tuple(found)

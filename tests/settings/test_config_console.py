@@ -63,3 +63,12 @@ def test_an_unknown_console_key_or_a_non_object_is_refused(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, JAEGER)
     assert caught.value.json_path == "$.console" and "trace_url" in caught.value.problem
+
+
+def test_allowed_origins_are_read_lower_case_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    read = load(tmp_path, {"allowed_origins": ["https://Console.Example", "http://127.0.0.1:8100"]})
+    assert read.allowed_origins == ("https://console.example", "http://127.0.0.1:8100")
+    for bad in (["https://console.example/ui"], ["*"], "https://console.example", [7]):
+        with pytest.raises(ConfigError) as caught:
+            load(tmp_path, {"allowed_origins": bad})
+        assert "$.console.allowed_origins" in str(caught.value), bad
