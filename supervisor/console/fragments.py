@@ -1,10 +1,12 @@
 """Read-only pieces of the page for ``console.js``: ``GET /ui/fragments/<name>``.
 
 An event says that something changed, not always all of it: the ``approval`` event
-names the tool, server and reason of a pending ask but not its arguments. So the
-script fetches ``/ui/fragments/approvals`` once per pending-approval event (never on
-a timer): the documented ``GET /v1/approvals``, made in process with the session's own
-token (``inprocess.py``: the API's roles and tenants decide what is in it), each item's
+names the tool, server and reason of a pending ask but not its arguments, and no event
+lists the calls in flight. So the script fetches ``/ui/fragments/approvals`` once per
+pending-approval event, and ``/ui/fragments/calls`` once per ``approval`` or ``call``
+event (a call waits, a call ended; never on a timer): the documented ``GET
+/v1/approvals`` and ``GET /v1/calls``, made in process with the session's own token
+(``inprocess.py``: the API's roles and tenants decide what is in them), each item's
 cells as the page would show them, as text the script sets with ``textContent``.
 
 ``FRAGMENTS`` is the allow-list: no other API path is reachable through here. Reading
@@ -43,7 +45,20 @@ def approval_cells(listing: Any) -> dict[str, Any]:
     }
 
 
-FRAGMENTS: Mapping[str, Fragment] = {"approvals": Fragment("/v1/approvals", approval_cells)}
+CALL_CELLS = ("call_id", "server", "tool", "tenant", "session", "age_s")
+"""What the calls table shows of each call in flight (``page.calls_table``'s columns)."""
+
+
+def call_cells(listing: Any) -> dict[str, Any]:
+    """Each call in flight's cells, oldest first."""
+    items = listing.get("calls", []) if isinstance(listing, dict) else []
+    return {"calls": [{k: item.get(k) for k in CALL_CELLS} for item in items]}
+
+
+FRAGMENTS: Mapping[str, Fragment] = {
+    "approvals": Fragment("/v1/approvals", approval_cells),
+    "calls": Fragment("/v1/calls", call_cells),
+}
 
 
 async def fragment(api: Asgi, name: str, *, host: str, token: str | None, client: Any) -> tuple[int, bytes]:

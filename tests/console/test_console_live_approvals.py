@@ -1,7 +1,9 @@
 """A live approval row in a real headless chromium: the page was loaded before the call
 asked, so the row comes from the ``approval`` event, which carries no arguments; the
 script reads them once from ``/ui/fragments/approvals`` and shows them as the trust rule
-saw them, as text: script in an argument never runs."""
+saw them, as text: script in an argument never runs. The calls in flight follow the
+same events: the waiting call appears (``/ui/fragments/calls``, read on the
+``approval`` event) and goes when it ends (its ``call`` event)."""
 
 from __future__ import annotations
 
@@ -45,12 +47,18 @@ async def test_a_live_approval_row_shows_its_arguments_as_text(tmp_path: Path, b
                 nursery.start_soon(echo)
                 await browser.wait_for_text(ARGUMENTS, "window.pwned=2")
                 assert await browser.text(ARGUMENTS) == json.dumps({"text": evil}, sort_keys=True)
+                await browser.wait_for_text("#calls tr[data-call] td:nth-child(3)", "mini_echo")
+                assert await browser.text("#calls tr[data-call] td:nth-child(4)") == "alice"
                 await browser.screenshot("live-approval")
                 assert await browser.evaluate("window.pwned === undefined")
-                since = [(r.resource_type, r.url.removeprefix(api.url)) for r in browser.requests[loaded:]]
-                assert since == [("fetch", "/ui/fragments/approvals")]  # no reload, no polling: one read
+                since = sorted(
+                    (r.resource_type, r.url.removeprefix(api.url)) for r in browser.requests[loaded:]
+                )
+                # No reload, no polling: one read of each, on the approval's event.
+                assert since == [("fetch", "/ui/fragments/approvals"), ("fetch", "/ui/fragments/calls")]
                 await browser.click('tr[data-approval] button[data-act="deny"]')
             assert answered[0].json()["ok"] is False, answered[0]
             await browser.wait_for_selector("tr[data-approval]", state="detached")
+            await browser.wait_for_selector("#calls tr[data-call]", state="detached")  # its call event
             assert await browser.evaluate("window.pwned === undefined")
             assert not [e for e in browser.errors if "favicon" not in e], browser.errors

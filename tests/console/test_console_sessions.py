@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from supervisor.console.fragments import FRAGMENTS
+from supervisor.console.fragments import CALL_CELLS, FRAGMENTS
 from supervisor.console.session_sections import session_sections
 from supervisor.settings.model import Role, TokenGrant, TrustRule, TrustSettings
 from tests.bridge.test_bridge_peers import PEER, peer_config, peer_running
@@ -118,9 +118,18 @@ async def test_approval_arguments_fragment(tmp_path: Path) -> None:
                 assert (item["tool"], item["server"], item["tenant"]) == ("mini_echo", "mini", "alice")
                 theirs = await http.request("GET", "/ui/fragments/approvals", headers={"Cookie": bob_cookie})
                 assert theirs.json() == {"approvals": []}  # the API's tenants decide
+                # The calls in flight: the waiting call, its cells; none of it for bob.
+                calls = await http.request("GET", "/ui/fragments/calls", headers={"Cookie": alice_cookie})
+                [waiting] = calls.json()["calls"]
+                assert set(waiting) == set(CALL_CELLS) and waiting["call_id"].startswith("c")
+                assert (waiting["tool"], waiting["tenant"], waiting["session"]) == ("mini_echo", "alice", sid)
+                bobs = await http.request("GET", "/ui/fragments/calls", headers={"Cookie": bob_cookie})
+                assert bobs.json() == {"calls": []}
                 unknown = await http.request("GET", "/ui/fragments/servers", headers={"Cookie": alice_cookie})
-                assert unknown.status == 404 and "the fragments are approvals" in unknown.json()["error"]
-                assert set(FRAGMENTS) == {"approvals"}  # the allow-list: nothing else of the API
+                assert (
+                    unknown.status == 404 and "the fragments are approvals, calls" in unknown.json()["error"]
+                )
+                assert set(FRAGMENTS) == {"approvals", "calls"}  # the allow-list: nothing else of the API
                 posted = await http.request(
                     "POST", "/ui/fragments/approvals", headers={"Cookie": alice_cookie}
                 )

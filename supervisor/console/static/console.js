@@ -119,6 +119,44 @@ async function fillArguments() {
   }
 }
 
+// The calls in flight, read again when an approval is asked (a call waits) or a call
+// ends (its `call` event): one read at a time, a second request folded into one more.
+let readingCalls = false;
+let callsAgain = false;
+async function refreshCalls() {
+  const body = document.querySelector("#calls tbody");
+  if (!body) return;
+  if (readingCalls) { callsAgain = true; return; }
+  readingCalls = true;
+  try {
+    do {
+      callsAgain = false;
+      const answer = await fetch("/ui/fragments/calls", { credentials: "same-origin" });
+      if (!answer.ok) { say(`calls: refused (${answer.status})`); return; }
+      const rows = [];
+      for (const item of (await answer.json()).calls || []) {
+        const row = document.createElement("tr");
+        row.dataset.call = item.call_id || "";
+        for (const key of ["call_id", "server", "tool", "tenant", "session", "age_s"]) row.append(cell(item[key]));
+        const cancel = document.createElement("button");
+        cancel.type = "button";
+        cancel.dataset.act = "cancel";
+        cancel.dataset.arg = item.call_id || "";
+        cancel.textContent = "cancel";
+        const last = document.createElement("td");
+        last.append(cancel);
+        row.append(last);
+        rows.push(row);
+      }
+      body.replaceChildren(...rows);
+    } while (callsAgain);
+  } catch (e) {
+    say("calls: could not read them");
+  } finally {
+    readingCalls = false;
+  }
+}
+
 if (main) {
   const events = new EventSource("/ui/events");
   const parsed = (handler) => (message) => {
@@ -127,6 +165,8 @@ if (main) {
   events.addEventListener("state", parsed(serverChanged));
   events.addEventListener("state", parsed(serverPageChanged));
   events.addEventListener("approval", parsed(approvalChanged));
+  events.addEventListener("approval", () => refreshCalls());
+  events.addEventListener("call", () => refreshCalls());
 }
 
 // Ages and countdowns tick on here, with no request: an element with data-age counts up
