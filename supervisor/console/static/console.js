@@ -94,68 +94,59 @@ function approvalChanged(event) {
   fillArguments();
 }
 
-// The approval event carries no arguments: read them once per pending event from
-// /ui/fragments/approvals (the API's GET /v1/approvals with this session's token),
-// one read at a time (events during a read make one more read after it).
-let reading = false;
-let readAgain = false;
-async function fillArguments() {
-  if (reading) { readAgain = true; return; }
-  reading = true;
-  try {
-    do {
-      readAgain = false;
-      const answer = await fetch("/ui/fragments/approvals", { credentials: "same-origin" });
-      if (!answer.ok) { say(`approvals: refused (${answer.status})`); return; }
-      for (const item of (await answer.json()).approvals || []) {
-        const code = document.querySelector(`tr[data-approval="${CSS.escape(item.id || "")}"] td:nth-child(3) code`);
-        if (code && !code.textContent) code.textContent = item.arguments;
-      }
-    } while (readAgain);
-  } catch (e) {
-    say("approvals: could not read their arguments");
-  } finally {
-    reading = false;
+// Reads of /ui/fragments/<name> (the API's listing with this session's token), made on
+// events, never on a timer: one read at a time, events during a read folded into one
+// more read after it. `apply` gets the fragment's JSON.
+function fragmentReader(name, apply) {
+  let reading = false;
+  let again = false;
+  return async function read() {
+    if (reading) { again = true; return; }
+    reading = true;
+    try {
+      do {
+        again = false;
+        const answer = await fetch(`/ui/fragments/${name}`, { credentials: "same-origin" });
+        if (!answer.ok) { say(`${name}: refused (${answer.status})`); return; }
+        apply(await answer.json());
+      } while (again);
+    } catch (e) {
+      say(`${name}: could not read them`);
+    } finally {
+      reading = false;
+    }
+  };
+}
+
+// The approval event carries no arguments: read them once per pending event.
+const fillArguments = fragmentReader("approvals", (data) => {
+  for (const item of data.approvals || []) {
+    const code = document.querySelector(`tr[data-approval="${CSS.escape(item.id || "")}"] td:nth-child(3) code`);
+    if (code && !code.textContent) code.textContent = item.arguments;
   }
+});
+
+function callRow(item) {
+  const row = document.createElement("tr");
+  row.dataset.call = item.call_id || "";
+  for (const key of ["call_id", "server", "tool", "tenant", "session", "age_s"]) row.append(cell(item[key]));
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.dataset.act = "cancel";
+  cancel.dataset.arg = item.call_id || "";
+  cancel.textContent = "cancel";
+  const last = document.createElement("td");
+  last.append(cancel);
+  row.append(last);
+  return row;
 }
 
 // The calls in flight, read again when an approval is asked (a call waits) or a call
-// ends (its `call` event): one read at a time, a second request folded into one more.
-let readingCalls = false;
-let callsAgain = false;
-async function refreshCalls() {
+// ends (its `call` event).
+const refreshCalls = fragmentReader("calls", (data) => {
   const body = document.querySelector("#calls tbody");
-  if (!body) return;
-  if (readingCalls) { callsAgain = true; return; }
-  readingCalls = true;
-  try {
-    do {
-      callsAgain = false;
-      const answer = await fetch("/ui/fragments/calls", { credentials: "same-origin" });
-      if (!answer.ok) { say(`calls: refused (${answer.status})`); return; }
-      const rows = [];
-      for (const item of (await answer.json()).calls || []) {
-        const row = document.createElement("tr");
-        row.dataset.call = item.call_id || "";
-        for (const key of ["call_id", "server", "tool", "tenant", "session", "age_s"]) row.append(cell(item[key]));
-        const cancel = document.createElement("button");
-        cancel.type = "button";
-        cancel.dataset.act = "cancel";
-        cancel.dataset.arg = item.call_id || "";
-        cancel.textContent = "cancel";
-        const last = document.createElement("td");
-        last.append(cancel);
-        row.append(last);
-        rows.push(row);
-      }
-      body.replaceChildren(...rows);
-    } while (callsAgain);
-  } catch (e) {
-    say("calls: could not read them");
-  } finally {
-    readingCalls = false;
-  }
-}
+  if (body) body.replaceChildren(...(data.calls || []).map(callRow));
+});
 
 if (main) {
   const events = new EventSource("/ui/events");
