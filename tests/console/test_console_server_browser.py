@@ -63,6 +63,7 @@ async def test_a_servers_page_follows_a_crash_and_counts_a_retry_down(tmp_path: 
             await browser.wait_for_selector("svg.latency circle.p50", state="attached")
             await browser.wait_for_selector("svg.timeline rect.band", state="attached")
             before_rows = await rows(browser, "transitions")
+            assert await browser.text("#server dd.reconnects") == "0"
             await browser.evaluate("window.sameDocument = true")
 
             # Killed (its crash tool): backoff, then steady again, on this very document.
@@ -73,6 +74,7 @@ async def test_a_servers_page_follows_a_crash_and_counts_a_retry_down(tmp_path: 
             await browser.wait_for_text(STATE, "steady")
             assert await browser.evaluate("window.sameDocument === true")  # no reload
             assert await rows(browser, "transitions") >= before_rows + 2  # backoff, ..., steady
+            assert await browser.text("#server dd.reconnects") == "1"  # counted as the API counts
             assert "backoff" in await browser.text("#restarts tbody")
             assert "ago" in await browser.text("#server dd.since")
             await browser.screenshot("server-page")

@@ -246,6 +246,9 @@ function serverPageChanged(event) {
   setCountdown(field("retry"), event.next_retry_in_s);
   field("since").replaceChildren(clockNow(), " (", ticking("age", 0), " ago)");
   if (event.reason) showError(field("last-error"), event.reason);
+  if (event.previous === "backoff" && event.state === "resolve") {  // the API's count of reconnects
+    field("reconnects").textContent = String(Number(field("reconnects").textContent || 0) + 1);
+  }
   document.querySelector("#transitions tbody").append(transitionRow(event));
   if (event.state === "backoff" || event.state === "teardown") {
     document.querySelector("#restarts tbody").append(transitionRow(event));
