@@ -207,7 +207,9 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
             port,
             pid,
         ):
-            serve = Serve(port, pid, spares=args.warm)
+            # After a burst the pool keeps up to 16 spares for a minute (warm_demand.py):
+            # settled means no session and no process beyond those, not back to warm.
+            serve = Serve(port, pid, spares=16 if args.warm else 0)
             return trio.run(measure_ours, serve, args.calls, args.opens, args.warm)
     if args.one == "supergateway":
         return trio.run(measure_supergateway, args.calls, args.opens)
