@@ -184,6 +184,8 @@ class Folding:
             with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 await process.stdin.send_all(self.settings.encode())
                 self._ready = True
+                if self._stopping:  # ``stop`` came during the spawn: a last pass at once
+                    await process.stdin.aclose()
                 self._now = True
                 self._wake.set()
             async with trio.open_nursery() as nursery:
