@@ -30,7 +30,6 @@ import contextlib
 import os
 import select
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,6 +44,9 @@ from supervisor.store.replay import INTERRUPTED, parse_line
 
 IDLE_S = 1.0
 """Without a wake-up, it looks at the journal this often anyway (a lost byte costs a second)."""
+BATCH_ROWS = 20_000
+"""A pass reads no further segment once it holds this many rows (after a long outage,
+one transaction per few segments, not one for all of them)."""
 
 
 @attrs.frozen(slots=True)
@@ -84,6 +86,7 @@ class Batch:
     offset: int = 0
     finished: list[Path] = attrs.field(factory=list)  # closed segments read to their end
     bad: int = 0
+    more: bool = False  # stopped at ``BATCH_ROWS``: segments are left to read now
 
 
 class Folder:
@@ -127,6 +130,9 @@ class Folder:
                 batch.bad += bool(data[end:].strip())  # never completed: no newline will come
                 batch.finished.append(path)
                 batch.segment, batch.offset = segments[k + 1][0], 0
+                if len(batch.rows) >= BATCH_ROWS:
+                    batch.more = True
+                    break
             else:
                 batch.segment, batch.offset = index, start + end
         return batch
@@ -143,9 +149,10 @@ class Folder:
                 self._store = Store.open(settings.sqlite, busy_timeout_ms=settings.busy_timeout_ms)
         return self._store
 
-    def fold(self) -> bool:
-        """One pass: commit what is new, delete closed segments, report. False when the
-        database refused (nothing advanced)."""
+    def fold(self) -> float:
+        """One pass: commit what is new, delete closed segments, report. How long to wait
+        before the next: ``retry_s`` when the database refused (nothing advanced), 0
+        when segments are left to read now, else ``IDLE_S``."""
         batch = self.read()
         moved = (batch.segment, batch.offset) != (self.segment, self.offset)
         if batch.rows:
@@ -154,7 +161,7 @@ class Folder:
             except (StoreError, OSError) as exc:
                 self.failing = True
                 self.report(waiting=len(batch.rows), error=failure_text(exc))
-                return False
+                return self.settings.retry_s
         for path in batch.finished:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
@@ -162,7 +169,7 @@ class Folder:
         if moved or self.failing or batch.bad:
             self.failing = False
             self.report(waiting=0, error=None, bad=batch.bad)
-        return True
+        return 0.0 if batch.more else IDLE_S
 
     def report(self, *, waiting: int, error: str | None, bad: int = 0) -> None:
         line: dict[str, Any] = {
@@ -185,14 +192,14 @@ def serve(folder: Folder, wakes: int) -> None:
     """Fold on every wake-up (bytes on ``wakes``), at least every ``IDLE_S``, and every
     ``retry_s`` while the database refuses; at end of file a last pass, then return."""
     while True:
-        ok = folder.fold()
-        ready, _, _ = select.select([wakes], [], [], IDLE_S if ok else folder.settings.retry_s)
+        ready, _, _ = select.select([wakes], [], [], folder.fold())
         if ready and not os.read(wakes, 4096):
-            folder.fold()
+            while not folder.fold():  # 0: segments are left to read now
+                pass
             return
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main() -> int:
     """``python -m supervisor.store.folder``, its settings on stdin (see the module)."""
     stdin = sys.stdin.buffer
     line = b""

@@ -9,6 +9,7 @@ restarted, killed with its parent) is at the end.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import select
 import signal
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import trio
 
 from actors.transports.pidfiles import pids_dir, read_pidfile
 from supervisor import Supervisor
 from supervisor.settings.model import Config
 from supervisor.store import AuditRow, Store
+from supervisor.store import folder as folder_module
 from supervisor.store.folder import FolderSettings
 from supervisor.store.folding import NAME, folder_command, folder_settings
 from supervisor.store.journal import encode, journal_dir
@@ -188,6 +191,31 @@ def test_settings_come_on_stdin_never_in_argv_and_bad_ones_are_refused(tmp_path:
     ):
         done = subprocess.run(folder_command(), input=line, capture_output=True, timeout=30, check=False)
         assert done.returncode == 2 and says in done.stderr.decode(), done.stderr
+
+
+def test_after_a_long_outage_a_pass_takes_a_few_segments_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (the loop is plain Python): one transaction per ``BATCH_ROWS``-ish
+    rows, the next pass at once."""
+    monkeypatch.setattr(folder_module, "BATCH_ROWS", 4)
+    journal_dir(tmp_path).mkdir()
+    for index in range(1, 5):  # three closed segments of 3 rows, and the newest
+        rows = b"".join(encode(row(index * 10 + n)) for n in range(3))
+        (journal_dir(tmp_path) / f"{INSTANCE}.{index}.jsonl").write_bytes(rows)
+    out = io.BytesIO()
+    settings = FolderSettings(
+        state_dir=str(tmp_path), instance=INSTANCE, sqlite=str(tmp_path / "supervisor.db")
+    )
+    running_folder = folder_module.Folder(settings, out)
+    try:
+        assert running_folder.fold() == 0.0, "six rows in two segments: the rest at once"
+        assert (running_folder.segment, running_folder.offset) == (3, 0)
+        assert running_folder.fold() == folder_module.IDLE_S
+        assert running_folder.segment == 4 and len(stored(tmp_path)) == 12
+    finally:
+        running_folder.close()
+    assert [orjson.loads(line)["segment"] for line in out.getvalue().splitlines()] == [3, 4]
 
 
 # ------------------------------------------------------------------ under a supervisor

@@ -312,7 +312,7 @@ async def test_writes_no_journal_holds_are_said_not_saved_once_per_10_s(
             began = trio.current_time()
             for second in range(25):
                 actor.submit(SetPin("fs", "read", f"h{second}"))
-                actor.submit(AddAudit(row(f"r{second}")))  # no receipt: the journal dropped it
+                actor.submit(AddAudit(row(f"r{second}")))  # no journal holds it
                 await trio.sleep(1)
             actor.close()
     lines = store_log.named("store write failed")
