@@ -21,6 +21,8 @@ lost, so nothing is called lost.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -47,7 +49,8 @@ REPORT_EVERY_S = 10.0
 RESTART_S = (0.1, 5.0)
 """The first and the longest wait before a folder that died is started again."""
 STOP_S = 5.0
-"""How long ``stop`` waits for the folder's last pass."""
+"""How long ``stop`` waits for the folder's last pass before killing it."""
+KILL_S = 5.0
 STEADY_S = 30.0
 """A folder that ran this long starts its backoff afresh when it dies."""
 _POLL_S = 0.05
@@ -78,6 +81,30 @@ def folder_settings(state_dir: Path, instance: str, url: str | None) -> FolderSe
     file, or with ``url`` to that PostgreSQL store."""
     sqlite = None if url is not None else str(state_dir / DB_FILENAME)
     return FolderSettings(state_dir=str(state_dir), instance=instance, sqlite=sqlite, url=url)
+
+
+def _exits_within(pid: int, seconds: float) -> bool:
+    """Whether our child ``pid`` exits within ``seconds`` of real time (it stays to be
+    reaped by its ``trio.Process``; one reaped already counts as exited)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+
+
+async def _ended(spawned: Spawned, grace_s: float) -> None:
+    """Wait for the folder to exit, in a thread (real time, whatever the clock), and
+    SIGKILL its group after ``grace_s``; then its teardown has nothing left to wait for."""
+    pid = spawned.process.pid
+    if not await trio.to_thread.run_sync(_exits_within, pid, grace_s):
+        spawned.group.signal(signal.SIGKILL)
+        await trio.to_thread.run_sync(_exits_within, pid, KILL_S)
 
 
 class Folding:
@@ -128,16 +155,19 @@ class Folding:
         return True
 
     async def stop(self) -> Position:
-        """Ask the folder for a last pass, wait for it to end; how far it folded."""
+        """Ask the folder for a last pass, wait for it to end (``STOP_S`` at most, then
+        it is killed); how far it folded. Shielded: every wait in it is bounded in real
+        time, so a virtual clock's jump cannot cut the last pass short."""
         self._stopping = True
         self._backoff.cancel()
-        spawned = self._spawned
-        if spawned is not None:
-            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-                assert spawned.process.stdin is not None
-                await spawned.process.stdin.aclose()
-        if self._running:
-            with trio.move_on_after(STOP_S):
+        with trio.CancelScope(shield=True):
+            spawned = self._spawned
+            if spawned is not None:
+                with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+                    assert spawned.process.stdin is not None
+                    await spawned.process.stdin.aclose()
+                await _ended(spawned, STOP_S)
+            if self._running:
                 await self._done.wait()
         return self.folded
 
@@ -195,6 +225,7 @@ class Folding:
             self._ready = False
             self._spawned = None
             with trio.CancelScope(shield=True):
+                await _ended(spawned, 0.0)
                 await spawned.aclose()
         return process.returncode
 
