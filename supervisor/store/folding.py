@@ -133,6 +133,11 @@ class Folding:
 
     # ------------------------------------------------------------ callers' side
 
+    @property
+    def pid(self) -> int | None:
+        """The folder process's pid while one runs."""
+        return None if self._spawned is None else self._spawned.process.pid
+
     def wake(self) -> None:
         """Lines were written: the folder hears of it within ``WAKE_EVERY_S``."""
         if not self._due:

@@ -248,9 +248,9 @@ from supervisor.settings.model import Config
 
 async def main():
     async with Supervisor.open(Config(servers=()), state_dir=sys.argv[1]) as sup:
-        while sup.store.folding._spawned is None:
+        while sup.store.folding.pid is None:
             await trio.sleep(0.01)
-        print(sup.store.folding._spawned.process.pid, flush=True)
+        print(sup.store.folding.pid, flush=True)
         await trio.sleep_forever()
 
 trio.run(main)
