@@ -47,7 +47,6 @@ def one_round(rows: int, batch: int) -> tuple[float, float]:
         assert folder.stdin is not None and folder.stdout is not None
         folder.stdin.write(folder_settings(state, INSTANCE, None).encode())
         folder.stdin.flush()
-        folder.stdout.readline()  # its first pass: nothing yet
         path = journal_dir(state) / f"{INSTANCE}.1.jsonl"
         cpu_before, began = _cpu_s(folder.pid), time.perf_counter()
         written = 0

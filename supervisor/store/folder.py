@@ -44,6 +44,10 @@ from supervisor.store.replay import INTERRUPTED, parse_line
 
 IDLE_S = 1.0
 """Without a wake-up, it looks at the journal this often anyway (a lost byte costs a second)."""
+NICE = 10
+"""The folder yields the CPU to the serving process and its servers: its rows may wait
+a little, their calls should not (on 2 cores a pass that ran beside a call showed in
+the call's p99, benchmarks/RESULTS.md)."""
 BATCH_ROWS = 20_000
 """A pass reads no further segment once it holds this many rows (after a long outage,
 one transaction per few segments, not one for all of them)."""
@@ -213,6 +217,8 @@ def main() -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     folder = Folder(settings, sys.stdout.buffer)
     try:
         serve(folder, stdin.fileno())
