@@ -46,8 +46,8 @@ IDLE_S = 1.0
 """Without a wake-up, it looks at the journal this often anyway (a lost byte costs a second)."""
 NICE = 10
 """The folder yields the CPU to the serving process and its servers: its rows may wait
-a little, their calls should not (on 2 cores a pass that ran beside a call showed in
-the call's p99, benchmarks/RESULTS.md)."""
+a little, their calls should not (benchmarks/RESULTS.md, issue 37, measured it beside
+normal priority: the calls were the same within the rounds' spread)."""
 BATCH_ROWS = 20_000
 """A pass reads no further segment once it holds this many rows (after a long outage,
 one transaction per few segments, not one for all of them)."""
