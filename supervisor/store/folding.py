@@ -42,7 +42,7 @@ log = get_logger("supervisor.store.journal")
 
 NAME = "audit-folder"
 """The folder as its pidfile and its marker name it."""
-WAKE_EVERY_S = 0.005
+WAKE_EVERY_S = 0.05
 FLUSH_S = 10.0
 """How long ``flush`` waits for the folder at most (real seconds)."""
 REPORT_EVERY_S = 10.0
