@@ -101,7 +101,7 @@ ON_POSTGRES = "ours-postgresql"  # with --store postgresql|both: ours with its s
 # its journal lines, and without its call event and metrics; and two ways the journal
 # could write and does not: from a worker thread, and with os.write (the section is
 # skipped while this is empty).
-WHAT_IFS: list[str] = ["noaudit", "nojournal", "nostore", "journalthread", "oswrite", "noevents"]
+WHAT_IFS: list[str] = ["noaudit", "nojournal", "oswrite", "noevents"]
 AIO_CLIENTS = ["ours", "ours-aio", "sdk-asyncio"]  # the aio section: Trio API, asyncio host, SDK
 AGENT_VIAS = {"in-process": "inproc", "through /mcp": "mcp"}  # the agent section: pydantic-ai's tools
 AGENT_INFLIGHT = 16

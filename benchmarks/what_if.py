@@ -10,9 +10,10 @@ Every candidate of the first full run (linger, policy, validate, drain, nowait, 
 reply, turncache) is now in the code itself — see RESULTS.md for what each one measured
 before and after. Registered now are bounds, not candidates: what the audit row, its
 journal lines and the call event cost on the call path (all are promised per call), and
-the roads not taken for the journal: ``journalthread``, its row line written from a
-worker thread instead of on the event loop, and ``oswrite``, its lines written with
-``os.write`` (which releases the GIL) instead of a write(2) that keeps it.
+a road not taken for the journal: ``oswrite``, its lines written with ``os.write``
+(which releases the GIL) instead of a write(2) that keeps it. (``nostore``, the row not
+queued for the store actor, is what the code does since issue 37: the folder process
+inserts the rows; ``journalthread`` needed an awaited ``finished``, which is gone.)
 """
 
 from __future__ import annotations
@@ -24,70 +25,20 @@ PREPARE: dict[str, Callable[[], None]] = {}
 
 
 def _no_audit(sup: Any) -> None:
-    """Bound, not candidate: the call path without its audit row (no journal lines, no
-    store batches, no SQLite thread competing for the CPU): what the audit costs."""
+    """Bound, not candidate: the call path without its audit row (no journal lines, so
+    nothing for the folder process either): what the audit costs."""
     from supervisor.calls.audit_trail import AuditTrail
 
-    async def finished(self: Any, row: Any) -> None:
-        return None
-
     trail: Any = AuditTrail  # frozen: patched on the class, in this process only
-    trail.finished = finished
+    trail.finished = lambda self, row: None
     trail.started = lambda self, row: None
-    trail.finished_now = lambda self, row: None
 
 
 def _no_journal(sup: Any) -> None:
-    """Bound: the audit rows go to the store as before the journal, with no journal line
-    written: what making rows durable before the answer costs."""
+    """Bound: no journal line written (and so no row for the folder): what making rows
+    durable before the answer costs."""
     sup.journal.started = lambda row: None
     sup.journal.finished = lambda row: None
-
-
-def _no_store(sup: Any) -> None:
-    """Bound for the journal folded in by another process (issue 37): the row line
-    written as today, no row queued for the store actor (its batches, the SQLite thread
-    and the GIL they take stay out of this process; the other process's CPU does not)."""
-    from supervisor.calls.audit_trail import AuditTrail
-
-    async def finished(self: Any, row: Any) -> None:
-        receipt = self.journal.finished(row)
-        if receipt is not None:
-            receipt.settle(True)
-
-    def finished_now(self: Any, row: Any) -> None:
-        receipt = self.journal.finished(row)
-        if receipt is not None:
-            receipt.settle(True)
-
-    trail: Any = AuditTrail  # frozen: patched on the class, in this process only
-    trail.finished = finished
-    trail.finished_now = finished_now
-
-
-def _journal_in_a_thread(sup: Any) -> None:
-    """The alternative: the call's row line written by a worker thread (the call waits
-    for it) instead of on the event loop. The journal's bookkeeping stays on the loop and
-    its own write of the row line is skipped; the thread writes the same line to a file
-    beside it. The start line stays on the loop."""
-    import os
-
-    import trio
-
-    from supervisor.calls.audit_trail import AuditTrail
-    from supervisor.store import AddAudit
-    from supervisor.store.journal import encode
-
-    journal = sup.journal
-    fd = os.open(journal.directory / "thread.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-
-    async def finished(self: Any, row: Any) -> None:
-        journal._in_flight.pop(row.record, None)
-        await trio.to_thread.run_sync(os.write, fd, encode(row))
-        await sup.store.put(AddAudit(row))
-
-    trail: Any = AuditTrail  # frozen: patched on the class, in this process only
-    trail.finished = finished
 
 
 def _os_write(sup: Any) -> None:
@@ -109,8 +60,6 @@ def _no_events(sup: Any) -> None:
 PATCHES: dict[str, Callable[[Any], None]] = {
     "noaudit": _no_audit,
     "nojournal": _no_journal,
-    "nostore": _no_store,
-    "journalthread": _journal_in_a_thread,
     "oswrite": _os_write,
     "noevents": _no_events,
 }

@@ -63,6 +63,7 @@ from supervisor.sessions.session import Session, SessionServices, open_session
 from supervisor.settings.loader import ConfigError, load_config
 from supervisor.settings.model import Config
 from supervisor.store import Store, StoreActor
+from supervisor.store.folding import Folding, folder_settings
 from supervisor.store.journal import AuditJournal
 from supervisor.store.vault import StoreVault
 
@@ -217,6 +218,8 @@ class Supervisor:
                 config, approver, state_path, store, journal, connector, server_requests, client_capabilities
             )
             supervisor._running.reread = reread
+            folder = folder_settings(state_path, lock.id, config.store.url)
+            supervisor.store.folding = Folding(journal, folder)
             try:
                 async with (
                     store_running(supervisor.store, supervisor.journal, config.audit, supervisor.policy),
@@ -284,7 +287,7 @@ class Supervisor:
         )
         desk = ApprovalDesk(approver, config.trust.approval_timeout_s, events)
         metrics, requests = Metrics(), RequestRegistry()
-        audit = AuditTrail(journal, store_actor, None if replica is None else replica.id)
+        audit = AuditTrail(journal, None if replica is None else replica.id)
         calls = CallServices.of(config, requests, audit, metrics, events)
         private = tuple(spec for spec in config.servers if spec.scope is Scope.SESSION and spec.enabled)
         warm = WarmPool(connector, config.servers, max_processes=lambda: running.config.bridge.max_processes)

@@ -169,10 +169,11 @@ class AdminApi(PublicHandlers, RememberedHandlers, ReplicaHandlers, SurfaceHandl
 
     async def health(self) -> TrioResponse:
         # degraded: audit rows wait in memory for the disk (supervisor.store.journal), or
-        # in the journal for a PostgreSQL that went away; how many is in the metrics,
+        # in the journal for a database that refuses them (the folder says so:
+        # supervisor.store.folding), or the store went away; how many is in the metrics,
         # which are the operator's. ``store`` names the database, never its credentials.
-        store = self.supervisor.store.store
-        degraded = self.supervisor.journal.degraded or store.unavailable
+        store, journal = self.supervisor.store.store, self.supervisor.journal
+        degraded = journal.degraded or journal.waiting > 0 or store.unavailable
         return self._json(
             {
                 "status": "degraded" if degraded else "ok",

@@ -119,7 +119,7 @@ class BridgeHub:
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
         replica = supervisor.replica.id if supervisor.replica is not None else None
-        self._audit = AuditTrail(supervisor.journal, supervisor.store, replica)
+        self._audit = AuditTrail(supervisor.journal, replica)
         self._sessions: dict[str, BridgeSession] = {}
         self._links: set[Shuttable] = set()
         self.counts: Counter[str] = Counter()  # opened, refused:<code>, closed:<reason>
@@ -359,7 +359,7 @@ class BridgeHub:
     ) -> None:
         at, record = time.time(), self._audit.new_id()
         row = (tenant, session, tool, server, decision, outcome, duration_ms, "", messages_in, messages_out)
-        self._audit.finished_now(AuditRow(at, *row, record, None, person or tenant))  # None: the tenant
+        self._audit.finished(AuditRow(at, *row, record, None, person or tenant))  # None: the tenant
 
     def _publish(self, session: Counted, peer: str, kind: str, fields: Mapping[str, Any]) -> None:
         event = {"type": kind, "tenant": session.tenant, "session": session.id, "server": session.server}

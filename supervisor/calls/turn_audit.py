@@ -69,7 +69,7 @@ class TurnAudit:
             outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
             seconds = trio.current_time() - began  # the whole wait: when the server had it is unknown
             row = self._row(tool, server, digest, first, outcome, round(seconds * 1000), 0, record)
-            audit.finished_now(row)
+            audit.finished(row)
             self._observe(row, seconds)
             raise
         finally:
@@ -117,7 +117,7 @@ class TurnAudit:
             record or audit.new_id(),
             cancelled_by,
         )
-        await audit.finished(row)
+        audit.finished(row)
         self._observe(row, seconds)
         return envelope
 

@@ -199,27 +199,29 @@ async def store_running(
     audit: AuditSettings | None = None,
     policy: PolicyMirror | None = None,
 ) -> AsyncIterator[None]:
-    """The store actor, the audit journal, the memory trim, with ``audit.keep_days`` the
+    """The store actor, the audit journal and its folder (``store.folding``, a process:
+    ``supervisor.store.folding``), the memory trim, with ``audit.keep_days`` the
     audit's retention (``supervisor.runtime.retention``), and with ``policy`` (on
     PostgreSQL) the listener that keeps its pins and answers in step with the other
     supervisors' (``supervisor.store.policy_feed``), for the block. At its end
-    (within the grace): what is queued is written to SQLite, then the journal is folded
-    in where SQLite may miss rows, and deleted."""
-
-    async def fold(paths: list[Path]) -> None:
-        await store.read(functools.partial(fold_journal, paths=paths, interrupted=False))
+    (within the grace): what is queued is written to the store, the folder makes its
+    last pass and ends, then the journal is folded in here where the folder may have
+    missed rows (calls still in flight become ``interrupted``), and deleted."""
 
     async def fold_all(paths: list[Path]) -> None:
         await store.read(functools.partial(fold_journal, paths=paths, interrupted=True))
 
     async def stop() -> None:
         await store.aclose()
-        await journal.aclose(fold_all)
+        folded = await store.folding.stop() if store.folding is not None else None
+        await journal.aclose(fold_all, folded)
 
     async with lifetime(stop) as nursery:
         await nursery.start(trim_memory_periodically)
         await nursery.start(store.run)
-        await nursery.start(journal.run, fold)
+        await nursery.start(journal.run)
+        if store.folding is not None:
+            await nursery.start(store.folding.run)
         if audit is not None and audit.keep_days is not None:
             await nursery.start(keep_audit, store, audit.keep_days)
         if policy is not None:

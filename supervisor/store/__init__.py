@@ -18,7 +18,9 @@ writes survive a kill of the process without corruption.
   of the writes the database refused that no journal holds.
 - ``journal``: ``AuditJournal``, each audit row appended to this instance's journal file
   before its call is answered (durable against a kill of the process, not a power loss);
-  ``receipts``: how the store actor tells it which rows SQLite holds.
+  ``journal_files``: where the journals are.
+- ``folder``: the folder, a process that inserts one instance's journal into the store;
+  ``folding``: its parent side (spawned, woken, restarted, flushed).
 - ``replay``: folding journals into SQLite, idempotently: closed segments, an instance's
   journal at its end, and at start the journals of dead instances.
 """

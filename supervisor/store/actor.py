@@ -1,11 +1,10 @@
 """``StoreActor``: the store's one owner in the service.
 
-Callers on the call path (the router auditing a call, remembering an approval) never
-wait for SQLite, so they ``submit`` a message without blocking; a full mailbox
-drops the message and counts it. (An audit row is made durable before its call is
-answered by the audit journal, ``supervisor.store.journal``, with one ``write()``;
-this actor folds the rows into SQLite behind the answers and tells the journal, through
-each row's ``receipt``, which ones it committed.) The actor takes everything queued, writes it as ONE
+Callers on the call path (remembering an approval, a tool list) never wait for SQLite,
+so they ``submit`` a message without blocking; a full mailbox drops the message and
+counts it. (Audit rows do not come here: each is written to the audit journal before
+its call is answered, and the folder process inserts them, ``supervisor.store.folding``;
+``flush`` waits for it too.) The actor takes everything queued, writes it as ONE
 transaction in a worker thread, and repeats: under load, batches grow and commits
 per row shrink. After the first message of a batch it lingers a moment (``linger_s``,
 5 ms by default; cut short by ``flush``, ``close`` or a full batch) so that calls made
@@ -13,11 +12,10 @@ one after another share a transaction and a thread hop instead of paying one eac
 
 A write that fails is counted, never raised: losing an audit row is bad, taking the
 supervisor down because a disk filled up is worse. A failed batch is retried one message
-at a time, so one bad message cannot take its neighbours with it. What is said about
-it is what is true: an audit row the journal holds is not lost (its receipt hears why,
-and the journal says how many wait, ``supervisor.store.journal``); what no journal
-holds (remembered approvals, pins, tool lists, eras, and audit rows the journal
-dropped) is, and one line at most every 10 s says how much (``supervisor.store.unsaved``).
+at a time, so one bad message cannot take its neighbours with it. What no journal
+holds (remembered approvals, pins, tool lists, eras, audit rows given to the actor
+directly) is lost, and one line at most every 10 s says how much
+(``supervisor.store.unsaved``).
 
 Shutdown: when the mailbox is closed (``close()``) the actor writes what is left and
 returns. When cancelled, it writes what is queued in a shielded scope with a deadline;
@@ -30,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypeVar, assert_never
+from typing import TYPE_CHECKING, TypeVar, assert_never
 
 import attrs
 import trio
@@ -48,7 +46,10 @@ from supervisor.store.messages import (
     SetPin,
     StoreMessage,
 )
-from supervisor.store.unsaved import Unsaved, why_failed
+from supervisor.store.unsaved import Unsaved
+
+if TYPE_CHECKING:
+    from supervisor.store.folding import Folding
 
 log = get_logger("supervisor.store")
 
@@ -187,6 +188,8 @@ class StoreActor:
         self._stop = threading.Event()  # tells an abandoned write thread to give up
         self._written = self._batches = self._dropped = self._failures = 0
         self._unsaved = Unsaved()
+        self.folding: Folding | None = None
+        """The journal's folder, which ``flush`` waits for too (None: no journal)."""
 
     # -------------------------------------------------------------- callers' side
 
@@ -230,10 +233,16 @@ class StoreActor:
         return False
 
     async def flush(self) -> None:
-        """Wait until everything submitted so far is written (or counted as failed).
+        """Wait until everything submitted so far is written (or counted as failed), and
+        the folder has committed every audit row journaled so far (bounded: ``Folding.flush``).
 
         Needs ``run`` to be running (or to have returned); bound it with a deadline.
         """
+        await self._written_all()
+        if self.folding is not None:
+            await self.folding.flush()
+
+    async def _written_all(self) -> None:
         target = self._accepted
         while self._settled < target:
             self._hurry.set()
@@ -252,7 +261,7 @@ class StoreActor:
     async def aclose(self) -> None:
         """``close``, then wait until what was queued is written (graceful shutdown)."""
         self.close()
-        await self.flush()
+        await self._written_all()
 
     def statistics(self) -> StoreStatistics:
         """A snapshot of the counters."""
@@ -325,11 +334,6 @@ class StoreActor:
         self._settle(batch, outcome)
 
     def _settle(self, batch: Sequence[StoreMessage], outcome: _Outcome) -> None:
-        failed = {id(message) for message in outcome.failed}
-        why = why_failed(outcome.error)
-        for message in batch:
-            if type(message) is AddAudit and message.receipt is not None:
-                message.receipt.settle(id(message) not in failed, why)
         if outcome.failed:
             self._unsaved.add(outcome.failed, outcome.error)
         self._unsaved.report(trio.current_time())

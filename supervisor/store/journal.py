@@ -1,10 +1,11 @@
 """The audit journal: a call's audit row is on disk before the call is answered.
 
-Why: the store actor writes rows to SQLite in batches, behind the answers, so a kill of
-the supervisor under load lost the rows of calls whose clients already had their
-answer. Now every row is first appended to this instance's journal with one
-``write()``, and the call's answer waits for that write (not for SQLite); the store
-actor still folds the rows into SQLite in batches.
+Why: rows written to SQLite in batches, behind the answers, were lost by a kill of the
+supervisor under load although their clients had their answer. Every row is appended
+to this instance's journal with one ``write()``, and the call's answer waits for that
+write (not for the database). The journal is the record: a helper process, the folder,
+reads it and inserts the rows into the store (``folder.py``, watched by ``folding.py``),
+so the database's inserts never compete with the event loop for the GIL.
 
 Where: ``<state_dir>/journal/<instance id>.<n>.jsonl`` (files 0600, directory 0700),
 segments n = 1, 2, …. The instance id is the instance lock's
@@ -31,22 +32,18 @@ call and cut the throughput to a fifth (benchmarks/RESULTS.md). The write keeps 
 directory belongs on a local disk anyway.
 
 Segments: at ``SEGMENT_BYTES`` (4 MiB) the segment is closed and the next one begins
-with the start lines of the calls still in flight. A closed segment is deleted once the
-store actor has committed every row in it; when a commit failed or a row was dropped,
-the segment is folded into SQLite from its file first.
+with the start lines of the calls still in flight. The folder deletes a closed segment
+once it has committed every row in it.
 
 A full disk: a write that fails (ENOSPC, EIO, …) keeps the line in memory, in order,
 and the call is answered all the same. At most ``MAX_PENDING`` lines (10,000, about
 3 MB) wait; beyond that new lines are dropped and counted. Every ``RETRY_S`` (1 s) the
-journal tries again; once the lines are written it closes the segment, so that what
-SQLite missed meanwhile is folded in from the file. ``pending`` and ``dropped`` feed
-the metrics, and ``/v1/health`` says ``degraded`` while lines wait.
+journal tries again; the folder reads the lines once they are in the file. ``pending``
+and ``dropped`` feed the metrics, and ``/v1/health`` says ``degraded`` while lines wait.
 
-A database that refuses rows (its disk is full too): each row the store actor could
-not commit is settled ``False`` with the reason, and waits in the journal until its
-segment is folded in. While rows wait, one line says how many and why, at most every
-``REPORT_EVERY_S`` (10 s), and one line says when the database has them all again:
-nothing is lost, so nothing is called lost (only ``dropped`` rows are).
+A database that refuses rows (its disk is full too): the folder does not move past
+them; they wait in the journal, and ``waiting`` (set from the folder's reports,
+``folding.py``) says how many.
 """
 
 from __future__ import annotations
@@ -63,21 +60,29 @@ import orjson
 import trio
 
 from actors.log_events import get_logger
-from supervisor.store.errors import StoreError, failure_text
-from supervisor.store.receipts import InMemory, Segment
+from supervisor.store.errors import StoreError
+from supervisor.store.journal_files import RETRY_S, SUFFIX, instance_segments, journal_dir
 from supervisor.store.records import AuditRow
+
+__all__ = [
+    "RETRY_S",
+    "SUFFIX",
+    "AuditJournal",
+    "encode",
+    "instance_segments",
+    "journal_dir",
+    "write_line",
+]
 
 log = get_logger("supervisor.store.journal")
 
-JOURNAL_DIR = "journal"
-SUFFIX = ".jsonl"
 SEGMENT_BYTES = 4 << 20
 MAX_PENDING = 10_000
-RETRY_S = 1.0
-REPORT_EVERY_S = 10.0
 _FLUSH_LINES = 256  # backlog lines per write() when catching up
 
 Fold = Callable[[list[Path]], Awaitable[object]]
+Position = tuple[int, int]
+"""(segment index, byte offset in it): how far the journal is written, or folded."""
 
 
 def _write_holding_the_gil() -> Callable[[int, bytes], int]:
@@ -119,11 +124,6 @@ def write_line(fd: int, data: bytes) -> int:
     return _write(fd, data)
 
 
-def journal_dir(state_dir: Path) -> Path:
-    """Where every instance's journal lives."""
-    return Path(state_dir) / JOURNAL_DIR
-
-
 def encode(row: AuditRow) -> bytes:
     """One journal line (``trace_id``, ``person`` and ``replica`` only when the row has them: lines
     without stay as short as before, and old lines read the same)."""
@@ -154,7 +154,7 @@ def encode(row: AuditRow) -> bytes:
 
 class AuditJournal:
     """This instance's journal. ``started`` and ``finished`` write at once, on the event
-    loop; ``run`` (a task) retries after failures and deletes segments SQLite holds."""
+    loop; ``run`` (a task) retries after failures."""
 
     def __init__(
         self,
@@ -168,20 +168,20 @@ class AuditJournal:
         self.directory = journal_dir(state_dir)
         self.instance_id = instance_id
         self.dropped = 0
+        self.waiting = 0
+        """Rows the database refused that wait in the journal (the folder's last report)."""
+        self.on_write: Callable[[], None] = _nothing
+        """Told after lines reached the file (the folding wakes its folder)."""
         self._segment_bytes = SEGMENT_BYTES if segment_bytes is None else segment_bytes
         self._max_pending = MAX_PENDING if max_pending is None else max_pending
         self._retry_s = RETRY_S if retry_s is None else retry_s
         self._ids = itertools.count(1)
         self._fd = -1
         self._size = 0
-        self._segment: Segment | None = None
-        self._closed: list[Segment] = []
+        self._index = 0  # the segment written now (0: none yet)
         self._in_flight: dict[str, bytes] = {}  # start lines of calls not ended yet
         self._backlog: collections.deque[bytes] = collections.deque()
         self._failing: str | None = None
-        self._in_memory = InMemory(self._poke)
-        self._why = ""  # why SQLite last refused rows, or a fold failed
-        self._reported_at: float | None = None  # when rows waiting for SQLite were last told
         self._wake = trio.Event()
         self._stopped = trio.Event()
         self._scope: trio.CancelScope | None = None
@@ -196,15 +196,14 @@ class AuditJournal:
         return len(self._backlog)
 
     @property
-    def waiting(self) -> int:
-        """Rows SQLite refused that wait in the journal to be folded in."""
-        segments = [*self._closed, *([self._segment] if self._segment is not None else [])]
-        return self._in_memory.missed + sum(segment.missed for segment in segments)
-
-    @property
     def degraded(self) -> bool:
         """Whether rows are waiting for the disk (or the journal has no file)."""
         return bool(self._backlog) or self._fd < 0
+
+    @property
+    def position(self) -> Position:
+        """How far the journal is written: a folder at this position has every row so far."""
+        return (self._index, self._size)
 
     def new_id(self) -> str:
         """A record id no other line of any instance has."""
@@ -216,37 +215,36 @@ class AuditJournal:
         assert row.record is not None
         line = encode(row)
         self._in_flight[row.record] = line
-        self._append(line, False)
+        self._append(line)
 
-    def finished(self, row: AuditRow) -> Segment | InMemory | None:
-        """A call ended: write its row. Returns the receipt the store actor must settle
-        the row with: the segment it went to, or ``InMemory`` while it waits for the
-        disk; None when it was dropped (the memory queue is full: the journal lost it)."""
+    def finished(self, row: AuditRow) -> None:
+        """A call ended: write its row (or queue it in memory while the disk refuses)."""
         if row.record is not None:
             self._in_flight.pop(row.record, None)
-        return self._append(encode(row), True)
+        if self._append(encode(row)):
+            self.on_write()
 
-    def _append(self, line: bytes, is_row: bool) -> Segment | InMemory | None:
-        segment = self._segment
-        if self._backlog or segment is None:
-            return self._queue(line)
+    def _append(self, line: bytes) -> bool:
+        """Write ``line``; False when it waits in memory (or was dropped)."""
+        if self._backlog or self._fd < 0:
+            self._queue(line)
+            return False
         try:
             written = write_line(self._fd, line)
         except OSError as exc:
             self._trouble(exc)
-            return self._queue(line)
+            self._queue(line)
+            return False
         self._size += written
         if written < len(line):  # the disk filled up within the line: the rest waits
             self._trouble(OSError(f"short write ({written} of {len(line)} bytes)"))
             self._backlog.append(line[written:])
-            return self._in_memory
-        if is_row:
-            segment.unsettled += 1
+            return False
         if self._size >= self._segment_bytes:
             self._rotate()
-        return segment if is_row else None
+        return True
 
-    def _queue(self, line: bytes) -> InMemory | None:
+    def _queue(self, line: bytes) -> None:
         if len(self._backlog) >= self._max_pending:
             if not self.dropped:
                 log.error(
@@ -254,10 +252,9 @@ class AuditJournal:
                     extra={"fields": {"max_pending": self._max_pending, "path": str(self.directory)}},
                 )
             self.dropped += 1
-            return None
+            return
         self._backlog.append(line)
         self._wake.set()
-        return self._in_memory
 
     def _trouble(self, exc: OSError) -> None:
         if self._failing is None:
@@ -279,10 +276,14 @@ class AuditJournal:
     def _path(self, index: int) -> Path:
         return self.directory / f"{self.instance_id}.{index}{SUFFIX}"
 
+    def segments(self) -> list[Path]:
+        """This instance's segment files there are now, oldest first."""
+        return [path for _, path in instance_segments(self.directory, self.instance_id)]
+
     def _rotate(self) -> bool:
         """Close the current segment and start the next with the start lines of the
         calls in flight (so a closed segment is never needed for those)."""
-        index = self._segment.index + 1 if self._segment is not None else 1
+        index = self._index + 1
         path = self._path(index)
         carried = b"".join(self._in_flight.values())
         try:
@@ -299,29 +300,17 @@ class AuditJournal:
                 path.unlink()
             self._trouble(exc)
             return False
-        old = self._segment
-        if old is not None:
+        if self._fd >= 0:
             os.close(self._fd)
-            old.closed = True
-            self._closed.append(old)
-            self._wake.set()
-        self._fd, self._size = fd, len(carried)
-        self._segment = Segment(index, path, self._poke)
+        self._fd, self._size, self._index = fd, len(carried), index
         if self._failing is not None and not self._backlog:
             self._recovered()
         return True
 
-    def _poke(self, why: str | None = None) -> None:
-        if why:
-            self._why = why
-        self._wake.set()  # the Event of the moment: ``run`` replaces it after each wake-up
-
     def _flush(self) -> bool:
         """Write the lines waiting in memory, in order; True when none is left."""
-        if self._segment is None and not self._rotate():
+        if self._fd < 0 and not self._rotate():
             return False
-        segment = self._segment
-        assert segment is not None
         while self._backlog:
             lines = list(itertools.islice(self._backlog, _FLUSH_LINES))
             data = b"".join(lines)
@@ -331,7 +320,6 @@ class AuditJournal:
                 self._trouble(exc)
                 return False
             self._size += written
-            segment.refold = True  # their rows may have missed SQLite while they waited
             for line in lines:
                 if written < len(line):
                     if written:
@@ -340,9 +328,7 @@ class AuditJournal:
                     return False
                 written -= len(line)
                 self._backlog.popleft()
-        # Their rows that SQLite refused wait in this segment now.
-        segment.missed += self._in_memory.missed
-        self._in_memory.missed = 0
+            self.on_write()
         if self._failing is not None:
             self._recovered()
         return True
@@ -351,72 +337,28 @@ class AuditJournal:
         log.info("audit journal writes again", extra={"fields": {"path": str(self.directory)}})
         self._failing = None
 
-    async def _tend(self, fold: Fold) -> bool:
-        """Catch up after a failure and delete the segments SQLite holds; True when
-        nothing is left to retry."""
-        settled = not self._backlog or self._flush()
-        current = self._segment
-        if settled and current is not None and current.refold and self._size:
-            settled = self._rotate()  # so that what SQLite missed is folded in now
-        done = [segment for segment in self._closed if not segment.unsettled]
-        refold = [segment.path for segment in done if segment.refold]
-        if refold:
-            try:
-                await fold(refold)
-            except (StoreError, OSError) as exc:
-                self._why = failure_text(exc)
-                return False
-        for segment in done:
-            with contextlib.suppress(FileNotFoundError):
-                segment.path.unlink()
-            self._closed.remove(segment)
-        return settled
-
     # ---------------------------------------------------------------- the task
 
-    async def run(self, fold: Fold, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Retry and tidy until ``aclose``. ``fold(paths)`` must write the complete rows
-        of those files to SQLite (idempotently; start lines are left out)."""
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Write what waits in memory, every ``retry_s`` while the disk refuses, until ``aclose``."""
         try:
             with trio.CancelScope() as self._scope:
                 task_status.started()
                 while True:
                     await self._wake.wait()
                     self._wake = trio.Event()
-                    tended = await self._tend(fold)
-                    self._report()
-                    if not tended:
+                    if self._backlog and not self._flush():
                         await trio.sleep(self._retry_s)
                         self._wake.set()
         finally:
             self._stopped.set()
 
-    def _report(self) -> None:
-        """Say what is true of the rows SQLite refused: how many wait in the journal (one
-        line at most every ``REPORT_EVERY_S``), or that it holds them all again."""
-        waiting, now = self.waiting, trio.current_time()
-        if waiting and (self._reported_at is None or now - self._reported_at >= REPORT_EVERY_S):
-            self._reported_at = now
-            # Not lost, and not said to be: they are folded in once the database writes.
-            fields = {
-                "rows": waiting,
-                "error": self._why,
-                "retry_s": self._retry_s,
-                "path": str(self.directory),
-            }
-            log.warning("audit rows wait in the journal for the database", extra={"fields": fields})
-        elif not waiting and self._reported_at is not None:
-            self._reported_at = None
-            log.info(
-                "audit rows folded in from the journal: the database holds every row again",
-                extra={"fields": {"path": str(self.directory)}},
-            )
-
-    async def aclose(self, fold_all: Fold) -> None:
-        """The instance ends (its calls have ended, the store actor has stopped): stop
-        ``run``, write what waits, and delete the journal. ``fold_all(paths)`` writes
-        every row of those files to SQLite, start lines as ``interrupted`` rows, when
-        SQLite may miss some; if that fails the files stay for the next start to fold."""
+    async def aclose(self, fold_all: Fold, folded: Position | None = None) -> None:
+        """The instance ends (its calls have ended, its folder has stopped): stop
+        ``run``, write what waits, and delete the journal. When the folder had not
+        ``folded`` it all, or calls are still in flight, ``fold_all(paths)`` writes every
+        row of the files to the database first, start lines as ``interrupted`` rows; if
+        that fails the files stay for the next start to fold."""
         if self._scope is not None:
             self._scope.cancel()
             await self._stopped.wait()
@@ -427,14 +369,12 @@ class AuditJournal:
                 "audit rows lost: the journal could not write them before the supervisor stopped",
                 extra={"fields": {"lost": len(self._backlog), "path": str(self.directory)}},
             )
-        segments = [*self._closed, *([self._segment] if self._segment is not None else [])]
+        written = self.position
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        self._segment, self._closed = None, []
-        needs_fold = bool(self._in_flight) or any(s.refold or s.unsettled for s in segments)
-        paths = [s.path for s in segments]
-        if needs_fold:
+        paths = self.segments()
+        if paths and (self._in_flight or folded is None or folded < written):
             try:
                 await fold_all(paths)
             except (StoreError, OSError):
@@ -443,3 +383,7 @@ class AuditJournal:
         for path in paths:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def _nothing() -> None:
+    """No one to tell."""

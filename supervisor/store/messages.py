@@ -12,18 +12,16 @@ from typing import Any, ClassVar, TypeAlias
 import attrs
 
 from actors.tool_definitions import DefinitionParts
-from supervisor.store.receipts import Receipt
 from supervisor.store.records import AuditRow
 
 
 @attrs.frozen(slots=True)
 class AddAudit:
-    """Append one audit row; ``receipt`` hears whether it was committed."""
+    """Append one audit row (the call path journals its rows instead: ``journal.py``)."""
 
     kind: ClassVar[str] = "audit rows"  # what a count of them is called (in the log)
 
     row: AuditRow
-    receipt: Receipt | None = None
 
 
 @attrs.frozen(slots=True)

@@ -28,7 +28,7 @@ from actors.log_events import get_logger
 from actors.transports.instances import DeadInstance, instance_is_live
 from supervisor.store.database import Store
 from supervisor.store.errors import StoreError
-from supervisor.store.journal import SUFFIX, journal_dir
+from supervisor.store.journal_files import SUFFIX, journal_dir
 from supervisor.store.records import AuditRow
 
 log = get_logger("supervisor.store.journal")
@@ -50,7 +50,8 @@ _FIELDS: tuple[tuple[str, type], ...] = tuple(
 from before have neither)."""
 
 
-def _row(line: bytes) -> AuditRow | None:
+def parse_line(line: bytes) -> AuditRow | None:
+    """One journal line's row; None when it does not parse (a torn line)."""
     try:
         data = orjson.loads(line)
         values = [kind(data[name]) for name, kind in _FIELDS]
@@ -73,7 +74,7 @@ def read_journal(paths: Iterable[Path]) -> tuple[dict[str, AuditRow], int]:
         except FileNotFoundError:
             continue
         for line in data.splitlines():
-            row = _row(line)
+            row = parse_line(line)
             if row is None or row.record is None:
                 bad += bool(line.strip())
                 continue

@@ -1,9 +1,9 @@
 """What the database refused that no journal holds, said as it is.
 
-An audit row the journal holds is not lost when SQLite refuses it: it waits in the
-journal, which says so (``supervisor.store.journal``). What no journal holds is:
-remembered approvals, pins, tool lists, eras, and audit rows the journal itself
-dropped (counted in ``audit_rows_dropped_total``). ``Unsaved`` counts those by kind and
+Audit rows the journal holds never come here (the folder inserts them, and says
+how many wait, ``supervisor.store.folding``). What no journal holds is lost:
+remembered approvals, pins, tool lists, eras, and audit rows given to the store actor
+directly. ``Unsaved`` counts those by kind and
 says them in one line at most every ``REPORT_EVERY_S``, so a full disk is a few lines,
 not one per batch.
 """
@@ -28,10 +28,8 @@ def why_failed(error: BaseException | None) -> str:
 
 class Unsaved:
     """Writes no journal holds that the database refused, told in one line at most every
-    ``REPORT_EVERY_S``: the count by kind since the last line, and why. Audit rows the
-    journal holds are left out (they wait there: the journal says so); an audit row
-    without a receipt was dropped by the journal (``audit_rows_dropped_total``), so it is
-    lost indeed, and the line says ``lost``."""
+    ``REPORT_EVERY_S``: the count by kind since the last line, and why; audit rows
+    (no journal holds those that come here) are counted ``lost`` too."""
 
     def __init__(self) -> None:
         self._kinds: dict[str, int] = {}
@@ -40,8 +38,6 @@ class Unsaved:
 
     def add(self, failed: Sequence[StoreMessage], error: BaseException | None) -> None:
         for message in failed:
-            if type(message) is AddAudit and message.receipt is not None:
-                continue
             self._kinds[message.kind] = self._kinds.get(message.kind, 0) + 1
             self._error = error
 

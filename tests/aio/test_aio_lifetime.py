@@ -142,7 +142,8 @@ def test_ctrl_c_reaps_every_server_and_raises_keyboard_interrupt(runner: str, tm
     try:
         assert child.stdout is not None
         ready = child.stdout.readline().split()
-        assert ready[:1] == ["ready"] and len(ready) == 3, (ready, child.stderr and child.stderr.read())
+        # Its children: the two servers and the audit folder (supervisor/store/folding.py).
+        assert ready[:1] == ["ready"] and len(ready) == 4, (ready, child.stderr and child.stderr.read())
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=20)
     finally:

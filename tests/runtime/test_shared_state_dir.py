@@ -27,6 +27,7 @@ from supervisor.runtime.state_dir import StateError
 from supervisor.service import recover_dead_instances
 from supervisor.settings.model import Config
 from supervisor.store import Store, StoreError
+from supervisor.store.folding import NAME as FOLDER
 from tests.support.paths import REPO
 
 ROOT = REPO
@@ -44,7 +45,9 @@ async def steady(sup: Supervisor, *names: str) -> None:
 
 
 def pidfiles(state: Path) -> list[Path]:
-    return sorted(pids_dir(state).glob("*.json"))
+    """The servers' pidfiles (not the audit folder's, which comes and goes with its supervisor)."""
+    found = ((path, read_pidfile(path)) for path in pids_dir(state).glob("*.json"))
+    return sorted(path for path, record in found if record is not None and record.server != FOLDER)
 
 
 async def test_each_supervisor_holds_an_instance_lock_named_in_its_pidfiles(tmp_path: Path) -> None:
@@ -58,7 +61,7 @@ async def test_each_supervisor_holds_an_instance_lock_named_in_its_pidfiles(tmp_
         record = read_pidfile(path)
         assert record is not None and record.instance == sup.instance_id
     assert not instance_is_live(tmp_path, sup.instance_id)
-    assert list(instances_dir(tmp_path).iterdir()) == [] and pidfiles(tmp_path) == []
+    assert list(instances_dir(tmp_path).iterdir()) == [] and list(pids_dir(tmp_path).iterdir()) == []
 
 
 async def test_an_instance_lock_that_cannot_be_taken_is_a_state_error(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from supervisor.runtime.one_for_one import OneForOne
 from supervisor.sessions.session import Session
 from supervisor.settings.model import Config, ToolSearchSettings
 from supervisor.store import Store, StoreActor
+from supervisor.store.folding import Folding
 from supervisor.store.journal import AuditJournal
 from tests.support.paths import REPO
 
@@ -96,7 +97,8 @@ def _marked(instance: str) -> set[str]:
 
 async def test_teardown_runs_from_the_inside_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions, then connections (their servers gone), then the router (after folding
-    their last states), then the store (written, then the journal folded), then the lock."""
+    their last states), then the store (written, its folder process stopped, then the
+    journal folded), then the lock."""
     steps: list[tuple[str, set[str]]] = []
     instance = ""
 
@@ -123,6 +125,7 @@ async def test_teardown_runs_from_the_inside_out(tmp_path: Path, monkeypatch: py
     record(OneForOne, "stop", "connections")
     record(RouterActor, "run", "router")
     record(StoreActor, "aclose", "store written")
+    record(Folding, "stop", "folder stopped")
     record(AuditJournal, "aclose", "journal folded")
     record(Store, "close", "store closed")
     record(InstanceLock, "release", "lock released")
@@ -136,12 +139,13 @@ async def test_teardown_runs_from_the_inside_out(tmp_path: Path, monkeypatch: py
             turn = await session.begin_turn()
             assert (await turn.call("shared_echo", {"text": "x"})).ok
             assert (await turn.call("private_echo", {"text": "y"})).ok
-            assert _marked(instance) == {"shared", "private"}
+            assert _marked(instance) == {"shared", "private", "audit-folder"}
     assert steps == [
-        ("sessions", {"shared"}),
-        ("connections", set()),
-        ("router", set()),
-        ("store written", set()),
+        ("sessions", {"shared", "audit-folder"}),
+        ("connections", {"audit-folder"}),
+        ("router", {"audit-folder"}),
+        ("store written", {"audit-folder"}),
+        ("folder stopped", set()),
         ("journal folded", set()),
         ("store closed", set()),
         ("lock released", set()),

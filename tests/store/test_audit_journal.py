@@ -29,14 +29,18 @@ import trio.testing
 from actors.log_events import event_name, record_fields
 from actors.transports.instances import InstanceLock, claim_dead_instances, instances_dir
 from supervisor import Approval, ApprovalRequest
+from supervisor import service as service_module
 from supervisor.store import AddAudit, AuditRow, SaveToolList, SetPin, Store, StoreActor, StoreError
 from supervisor.store import journal as journal_module
+from supervisor.store.folder import FolderSettings
+from supervisor.store.folding import Folding, folder_settings
 from supervisor.store.journal import AuditJournal, journal_dir
 from supervisor.store.replay import fold_journal, read_journal, recover_audit_journals
 from tests.support.admin import until
 from tests.support.inprocess import Running, running
 
 INSTANCE = "4242-0123456789ab"
+ALL_IN = "audit rows folded in from the journal: the database holds every row again"
 
 
 def row(record: str, outcome: str = "ok", n: int = 0) -> AuditRow:
@@ -68,45 +72,23 @@ def records(path: Path) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------ the journal alone
 
 
-async def test_segments_carry_calls_in_flight_and_go_once_sqlite_holds_their_rows(
-    autojump_clock: trio.testing.MockClock, tmp_path: Path
-) -> None:
+async def test_each_new_segment_begins_with_the_calls_still_in_flight(tmp_path: Path) -> None:
     journal = AuditJournal(tmp_path, INSTANCE, segment_bytes=1500)
-    folded: list[list[str]] = []
-
-    async def fold(paths: list[Path]) -> None:
-        folded.append([p.name for p in paths])
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(journal.run, fold)
-        long = row(journal.new_id(), "interrupted")
-        journal.started(long)
-        receipts = [journal.finished(row(journal.new_id(), n=n)) for n in range(12)]
-        files = segments(tmp_path)
-        assert len(files) >= 3 and all(r is not None for r in receipts)
-        for later in files[1:]:  # each new segment starts with the call still in flight
-            assert records(later)[0] == (long.record, "interrupted")
-        assert sum(len(records(p)) for p in files) == 12 + len(files)
-        await trio.testing.wait_all_tasks_blocked()
-        assert segments(tmp_path) == files, "nothing goes before SQLite has the rows"
-        for receipt in receipts:
-            assert receipt is not None
-            receipt.settle(True)
-        await trio.testing.wait_all_tasks_blocked()
-        assert segments(tmp_path) == files[-1:] and folded == []
-        # A row SQLite did not take: its segment is closed and folded from the file first.
-        failed = journal.finished(row(journal.new_id(), n=99))
-        assert failed is not None
-        failed.settle(False)
-        await trio.testing.wait_all_tasks_blocked()
-        assert folded == [[files[-1].name]] and files[-1] not in segments(tmp_path)
-        journal.finished(attrs.evolve(long, outcome="ok"))
-        nursery.cancel_scope.cancel()
+    told: list[int] = []
+    journal.on_write = lambda: told.append(1)
+    long = row(journal.new_id(), "interrupted")
+    journal.started(long)
+    for n in range(12):
+        journal.finished(row(journal.new_id(), n=n))
+    files = segments(tmp_path)
+    assert len(files) >= 3 and len(told) == 12, "each finished row is told (the folder's wake-up)"
+    for later in files[1:]:  # each new segment starts with the call still in flight
+        assert records(later)[0] == (long.record, "interrupted")
+    assert sum(len(records(p)) for p in files) == 12 + len(files)
+    assert journal.position == (len(files), files[-1].stat().st_size)
 
 
-async def test_closing_folds_calls_still_in_flight_as_interrupted(
-    autojump_clock: trio.testing.MockClock, tmp_path: Path
-) -> None:
+async def test_closing_folds_calls_still_in_flight_as_interrupted(tmp_path: Path) -> None:
     journal = AuditJournal(tmp_path, INSTANCE)
     everything: list[list[Path]] = []
 
@@ -114,15 +96,18 @@ async def test_closing_folds_calls_still_in_flight_as_interrupted(
         everything.append(paths)
 
     journal.started(row(journal.new_id(), "interrupted"))
-    await journal.aclose(fold_all)
+    await journal.aclose(fold_all, journal.position)
     assert len(everything) == 1 and not list(journal_dir(tmp_path).iterdir())
-    # With nothing in flight and every row settled, the files just go.
+    # With nothing in flight and everything folded by the folder, the files just go.
     quiet = AuditJournal(tmp_path, INSTANCE + "0")
-    receipt = quiet.finished(row(quiet.new_id()))
-    assert receipt is not None
-    receipt.settle(True)
-    await quiet.aclose(fold_all)
+    quiet.finished(row(quiet.new_id()))
+    await quiet.aclose(fold_all, quiet.position)
     assert len(everything) == 1 and not list(journal_dir(tmp_path).iterdir())
+    # What the folder had not folded yet is folded here.
+    behind = AuditJournal(tmp_path, INSTANCE + "1")
+    behind.finished(row(behind.new_id()))
+    await behind.aclose(fold_all, (1, 0))
+    assert len(everything) == 2 and not list(journal_dir(tmp_path).iterdir())
 
 
 @contextlib.contextmanager
@@ -150,19 +135,13 @@ async def test_a_short_write_continues_the_same_line(
     assert journal.pending == 1 and journal.degraded
     monkeypatch.setattr(journal_module, "write_line", real)
     journal.finished(row(journal.new_id(), n=1))
-    folded: list[AuditRow] = []
-
-    async def fold(paths: list[Path]) -> None:
-        lines, bad = read_journal(paths)
-        assert bad == 0
-        folded.extend(lines.values())
-
     async with trio.open_nursery() as nursery:
-        await nursery.start(journal.run, fold)
+        await nursery.start(journal.run)
         await trio.sleep(journal_module.RETRY_S * 1.5)
         assert journal.pending == 0 and not journal.degraded
         nursery.cancel_scope.cancel()
-    assert [r.args_bytes for r in folded] == [0, 1]
+    lines, bad = read_journal(segments(tmp_path))
+    assert bad == 0 and [r.args_bytes for r in lines.values()] == [0, 1]
 
 
 # ------------------------------------------------------------------ through the supervisor
@@ -186,32 +165,15 @@ async def _health(run: Running) -> dict[str, Any]:
     return data
 
 
-def refusing_database(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """SQLite refuses audit rows (the store's writes and the journal's folds) like a
-    full disk while the flag is set."""
-    flag = [False]
-    real_add = Store.add_audit
-
-    def add_audit(self: Store, rows: Any) -> None:
-        if flag[0]:
-            raise StoreError("disk full") from sqlite3.OperationalError("database or disk is full")
-        real_add(self, rows)
-
-    monkeypatch.setattr(Store, "add_audit", add_audit)
-    return flag
-
-
 async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
     thread_safe_clock: trio.testing.MockClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(journal_module, "MAX_PENDING", 30)
-    sqlite_refuses = refusing_database(monkeypatch)
     async with running(tmp_path) as run:
         assert (await run.turn.call("fake_echo", {"n": 0})).ok
         await run.sup.store.flush()
         assert (await _health(run))["status"] == "ok"
         with refusing_disk(monkeypatch) as journal_refuses:
-            sqlite_refuses[0] = True
             for n in range(1, 21):  # two lines a call: 15 calls fill the queue, 5 overflow it
                 assert (await run.turn.call("fake_echo", {"n": n})).ok, "answered all the same"
             assert (await _health(run))["status"] == "degraded"
@@ -221,16 +183,39 @@ async def test_a_full_disk_answers_calls_keeps_rows_in_memory_and_catches_up(
             }
             await trio.sleep(5)  # retries fail quietly meanwhile
             assert run.sup.journal.pending == 30
-            assert run.sup.journal.waiting == 15, "the rows SQLite refused that wait in memory"
             space_back = trio.current_time()
-            journal_refuses[0] = sqlite_refuses[0] = False
+            journal_refuses[0] = False
             await until(lambda: not run.sup.journal.degraded)
             assert trio.current_time() - space_back <= journal_module.RETRY_S + 0.2
         assert (await _health(run))["status"] == "ok"
-        # The rows that waited reach SQLite from the journal (the store's own writes failed).
+        # The rows that waited in memory reach the database from the journal.
         rows = await rows_at_least(run, 16)
         assert sorted(r.args_bytes for r in rows) == [7] * 10 + [8] * 6
-        assert len(segments(tmp_path)) == 1  # the segment that caught up was folded and deleted
+        assert len(segments(tmp_path)) == 1
+
+
+@contextlib.contextmanager
+def holding(database: Path) -> Iterator[None]:
+    """Another connection holds SQLite's write lock for the block (as an operator's
+    ``sqlite3`` shell would): the folder's inserts fail with "database is locked"."""
+    connection = sqlite3.connect(database, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        yield
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def impatient_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder waits 0.1 s for a locked database (not 5) and retries every 0.2 s."""
+    real = service_module.folder_settings
+
+    def settings(*args: Any) -> FolderSettings:
+        return attrs.evolve(real(*args), busy_timeout_ms=100, retry_s=0.2)
+
+    monkeypatch.setattr(service_module, "folder_settings", settings)
 
 
 class Stamped(logging.Handler):
@@ -261,42 +246,52 @@ def store_log() -> Iterator[Stamped]:
         logger.setLevel(level)
 
 
-async def test_a_refusing_database_says_every_10_s_how_many_rows_wait_in_the_journal(
-    thread_safe_clock: trio.testing.MockClock,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    store_log: Stamped,
+async def test_rows_a_locked_database_refuses_wait_in_the_journal_and_are_folded_in_later(
+    tmp_path: Path, store_log: Stamped, impatient_folder: None
 ) -> None:
-    """Every row is on disk in the journal before its answer and folded in later: a
-    database that refuses rows loses none, and one line every 10 s says how many wait."""
-    database_refuses = refusing_database(monkeypatch)
+    """Real time, a real folder: each row is in the journal before its answer; while
+    another connection holds the database, the folder says how many wait and why, and
+    once it is free they are folded in, none lost and none called lost."""
     async with running(tmp_path) as run:
-        assert (await run.turn.call("fake_echo", {"n": -1})).ok  # the tool's pin: written before
+        assert (await run.turn.call("fake_echo", {"n": -1})).ok
         await run.sup.store.flush()
-        database_refuses[0] = True
-        began = trio.current_time()
-        for n in range(35):  # a call a second for 35 s, every row refused by SQLite
-            assert (await run.turn.call("fake_echo", {"n": n})).ok
-            await trio.sleep(1)
-        lines = store_log.named("audit rows wait in the journal for the database")
-        times = [round(at - began) for at, _, _ in lines]
-        assert 4 <= len(lines) <= 5, times  # at the first refusal, then one every 10 s
-        assert all(later - earlier >= 10 for earlier, later in itertools.pairwise(times)), times
-        waiting = [fields["rows"] for _, fields, _ in lines]
-        assert waiting == sorted(waiting) and waiting[-1] >= 30, "how many wait, as they grow"
-        assert all("database or disk is full" in fields["error"] for _, fields, _ in lines)
-        assert all(record.exc_info is None and record.levelno == logging.WARNING for _, _, record in lines)
+        with holding(tmp_path / "supervisor.db"):
+            for n in range(5):
+                assert (await run.turn.call("fake_echo", {"n": n})).ok
+            assert not await run.sup.store.folding.flush(), "the folder says the database refused"
+            await until(lambda: run.sup.journal.waiting == 5, timeout_s=10)
+            assert (await _health(run))["status"] == "degraded"
+            ((_, fields, record),) = store_log.named("audit rows wait in the journal for the database")
+            assert fields["rows"] >= 1 and "database is locked" in fields["error"]
+            assert record.levelno == logging.WARNING and record.exc_info is None
+        await until(lambda: run.sup.journal.waiting == 0, timeout_s=10)
+        rows = await run.rows()
+        assert len(rows) == 6 and len({r.record for r in rows}) == 6, "every row folded in from the journal"
+        assert (await _health(run))["status"] == "ok"
         said = [record.getMessage() for _, record in store_log.records]
         assert not [text for text in said if "lost" in text or "store write failed" in text], said
-        assert (await _metrics(run))["mcp_supervisor_audit_rows_dropped_total"] == 0
-        database_refuses[0] = False
-        await until(lambda: run.sup.journal.waiting == 0, timeout_s=30)
-        assert len(await rows_at_least(run, 36)) == 36, "every row folded in from the journal"
         assert (
             len(store_log.named("audit rows folded in from the journal: the database holds every row again"))
             == 1
         )
-        assert len(store_log.named("audit rows wait in the journal for the database")) == len(lines)
+
+
+async def test_while_rows_wait_one_line_every_10_s_says_how_many_and_one_when_all_are_in(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, store_log: Stamped
+) -> None:
+    """The folder reports a refusal on every retry; the log says it once per 10 s."""
+    journal = AuditJournal(tmp_path, INSTANCE)
+    folding = Folding(journal, folder_settings(tmp_path, INSTANCE, None))
+    began = trio.current_time()
+    for second in range(35):
+        folding._heard({"segment": 1, "offset": 0, "waiting": second + 1, "error": "database is locked"})
+        await trio.sleep(1)
+    folding._heard({"segment": 1, "offset": 900, "waiting": 0, "error": None})
+    lines = store_log.named("audit rows wait in the journal for the database")
+    assert [round(at - began) for at, _, _ in lines] == [0, 10, 20, 30]
+    assert [fields["rows"] for _, fields, _ in lines] == [1, 11, 21, 31]
+    assert journal.waiting == 0 and folding.folded == (1, 900)
+    assert len(store_log.named(ALL_IN)) == 1
 
 
 async def test_writes_no_journal_holds_are_said_not_saved_once_per_10_s(
@@ -317,7 +312,7 @@ async def test_writes_no_journal_holds_are_said_not_saved_once_per_10_s(
             began = trio.current_time()
             for second in range(25):
                 actor.submit(SetPin("fs", "read", f"h{second}"))
-                actor.submit(AddAudit(row(f"r{second}")))  # no receipt: the journal dropped it
+                actor.submit(AddAudit(row(f"r{second}")))  # no journal holds it
                 await trio.sleep(1)
             actor.close()
     lines = store_log.named("store write failed")

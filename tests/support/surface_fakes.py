@@ -151,10 +151,7 @@ class RecordingAudit:
     def started(self, row: AuditRow) -> None:
         self.started_rows.append(row)
 
-    async def finished(self, row: AuditRow) -> None:
-        self.rows.append(row)
-
-    def finished_now(self, row: AuditRow) -> None:
+    def finished(self, row: AuditRow) -> None:
         self.rows.append(row)
 
 

@@ -34,6 +34,7 @@ from actors.transports.spawn import Launch
 from supervisor import Supervisor
 from supervisor.service import recover_dead_instances
 from supervisor.settings.model import Config
+from supervisor.store.folding import NAME as FOLDER
 from tests.support.paths import SERVERS
 
 MINI = str(SERVERS / "mini_server.py")
@@ -86,11 +87,13 @@ async def test_the_servers_exit_answers_the_call_in_flight_at_once(tmp_path: Pat
 
 
 def marked(instance: str) -> list[int]:
-    """Live processes carrying a marker of ``instance`` (zombies have no environment)."""
+    """Live processes carrying a marker of ``instance`` (zombies have no environment),
+    but its audit folder, which lives as long as the supervisor does."""
     return [
         pid
         for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
         if (read_marker(pid) or "").partition(":")[0] == instance
+        and read_marker(pid) != f"{instance}:{FOLDER}"
     ]
 
 

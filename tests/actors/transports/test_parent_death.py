@@ -117,15 +117,15 @@ def test_what_a_sigkilled_serves_servers_left_behind_is_killed_by_the_next_start
         while not (locks := list(instances_dir(state).glob("*.lock"))) and time.monotonic() < deadline:
             time.sleep(0.01)
         instance = locks[0].name.removesuffix(".lock")
-        while len(marked_by(instance)) < 2 and time.monotonic() < deadline:
+        while len(marked_by(instance)) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len(marked_by(instance)) == 2  # the server and its daemon
+        assert len(marked_by(instance)) == 3  # the server, its daemon and the audit folder
         os.kill(serve.pid, signal.SIGKILL)
         serve.wait(BOUND_S)
         deadline = time.monotonic() + BOUND_S
         while len(marked_by(instance)) > 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len(marked_by(instance)) == 1  # the server died with serve; the daemon lives on
+        assert len(marked_by(instance)) == 1  # the server and the folder died with serve; the daemon lives on
 
         async def start() -> None:
             async with Supervisor.open(Config(), state_dir=state):
