@@ -371,10 +371,12 @@ class Live:
     def _send_request(self, call: CallTool, params: dict[str, Any]) -> RequestId:
         """Queue a call's request: the caller's capabilities and log level, and a traced
         call's context (``actors/tracing.py``), in its ``_meta``."""
-        client, trace = call.client, call.trace
-        caps, level = (client.capabilities if client else None), self.levels.for_call(client)
+        client, trace, session = call.client, call.trace, self.session
+        caps = client.capabilities if client else None
+        # Only a per-request-era request carries a log level (a handshake-era session has
+        # no _meta stamp to put it in): not worked out for every call.
+        level = self.levels.for_call(client) if session.era is Era.PER_REQUEST else None
         meta = None if trace is None else trace.meta
-        session = self.session
         request_id = session.send_request(
             call.method, params, progress=True, capabilities=caps, log_level=level, meta=meta
         )

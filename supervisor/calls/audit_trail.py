@@ -25,9 +25,6 @@ class AuditTrail:
     replica: str | None = None
     """The replica its rows name (None: a single process, whose rows name none)."""
 
-    def _stamped(self, row: AuditRow) -> AuditRow:
-        return row if self.replica is None else attrs.evolve(row, replica=self.replica)
-
     def new_id(self) -> str:
         """A fresh record id (a row's id in the journal and in the store)."""
         return self.journal.new_id()
@@ -35,8 +32,9 @@ class AuditTrail:
     def started(self, row: AuditRow) -> None:
         """A call goes out (or waits for an approval): journal the row it leaves if the
         supervisor dies before it ends (outcome ``interrupted``; same ``record`` id)."""
-        self.journal.started(self._stamped(row))
+        # The replica test inline, not a method: two function calls less per call.
+        self.journal.started(row if self.replica is None else attrs.evolve(row, replica=self.replica))
 
     def finished(self, row: AuditRow) -> None:
         """One call's row, journaled at once (no waiting, also for a call being cancelled)."""
-        self.journal.finished(self._stamped(row))
+        self.journal.finished(row if self.replica is None else attrs.evolve(row, replica=self.replica))
