@@ -55,9 +55,22 @@ def call_cells(listing: Any) -> dict[str, Any]:
     return {"calls": [{k: item.get(k) for k in CALL_CELLS} for item in items]}
 
 
+SERVER_CELLS = ("name", "state", "phase", "retry_in_s", "last_error")
+"""What the script sets of each server when its event stream (re)opens."""
+
+
+def server_cells(listing: Any) -> dict[str, Any]:
+    """Each server's state as the servers table shows it: read when the page's event
+    stream opens, since a change between the page's render and its subscription (or
+    while the stream was down) brings no event the page could still hear."""
+    items = listing.get("servers", []) if isinstance(listing, dict) else []
+    return {"servers": [{k: item.get(k) for k in SERVER_CELLS} for item in items]}
+
+
 FRAGMENTS: Mapping[str, Fragment] = {
     "approvals": Fragment("/v1/approvals", approval_cells),
     "calls": Fragment("/v1/calls", call_cells),
+    "servers": Fragment("/v1/servers", server_cells),
 }
 
 

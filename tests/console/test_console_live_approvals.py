@@ -34,6 +34,7 @@ async def test_a_live_approval_row_shows_its_arguments_as_text(tmp_path: Path, b
             await browser.click('button[type="submit"]')
             await browser.wait_for_text('tr[data-server="mini"] td.state', "steady")
             await until(lambda: api.sup.events.subscribers > listening)  # its event stream is open
+            await browser.requested("/ui/fragments/servers")  # read once as the stream opened
             loaded = len(browser.requests)
             alice = Http(api.url, ALICE)
             sid = await alice.session()

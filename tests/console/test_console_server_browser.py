@@ -25,6 +25,7 @@ async def sign_in(browser: Page, url: str) -> None:
     await browser.fill('input[name="token"]', OPS)
     await browser.click('button[type="submit"]')
     await browser.wait_for_selector("table#servers")
+    await browser.requested("/ui/fragments/servers")  # read once as its event stream opened
 
 
 async def rows(browser: Page, table: str) -> int:
@@ -80,8 +81,10 @@ async def test_a_servers_page_follows_a_crash_and_counts_a_retry_down(tmp_path: 
             await browser.screenshot("server-page")
 
             # Its retry counts down on its own page too.
+            before_page = len(browser.requests)
             await browser.goto(f"{api.url}/ui/servers/gone")
             await browser.wait_for_text(STATE, "backoff")
+            await browser.requested("/ui/fragments/servers", before_page)
             before = seconds(await browser.text("#server dd.retry"))
             assert [r.url for r in await browser.idle(1.5)] == []
             assert seconds(await browser.text("#server dd.retry")) < before

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from supervisor.console.fragments import CALL_CELLS, FRAGMENTS
+from supervisor.console.fragments import CALL_CELLS, FRAGMENTS, SERVER_CELLS
 from supervisor.console.session_sections import session_sections
 from supervisor.settings.model import Role, TokenGrant, TrustRule, TrustSettings
 from tests.bridge.test_bridge_peers import PEER, peer_config, peer_running
@@ -125,11 +125,20 @@ async def test_approval_arguments_fragment(tmp_path: Path) -> None:
                 assert (waiting["tool"], waiting["tenant"], waiting["session"]) == ("mini_echo", "alice", sid)
                 bobs = await http.request("GET", "/ui/fragments/calls", headers={"Cookie": bob_cookie})
                 assert bobs.json() == {"calls": []}
-                unknown = await http.request("GET", "/ui/fragments/servers", headers={"Cookie": alice_cookie})
+                # The servers, as the table shows them (read once as the event stream opens).
+                servers = await http.request("GET", "/ui/fragments/servers", headers={"Cookie": alice_cookie})
+                [mini] = servers.json()["servers"]
+                assert set(mini) == set(SERVER_CELLS) and (mini["name"], mini["state"]) == ("mini", "steady")
+                unknown = await http.request("GET", "/ui/fragments/tools", headers={"Cookie": alice_cookie})
                 assert (
-                    unknown.status == 404 and "the fragments are approvals, calls" in unknown.json()["error"]
+                    unknown.status == 404
+                    and "the fragments are approvals, calls, servers" in unknown.json()["error"]
                 )
-                assert set(FRAGMENTS) == {"approvals", "calls"}  # the allow-list: nothing else of the API
+                assert set(FRAGMENTS) == {
+                    "approvals",
+                    "calls",
+                    "servers",
+                }  # the allow-list: nothing else of the API
                 posted = await http.request(
                     "POST", "/ui/fragments/approvals", headers={"Cookie": alice_cookie}
                 )

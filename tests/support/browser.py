@@ -130,6 +130,13 @@ class Page:
         await self._run(lambda: self._sync.screenshot(path=str(path), full_page=True))
         return path
 
+    async def requested(self, path: str, after: int = 0, timeout_s: float = 10.0) -> None:
+        """Until the page has asked for ``path`` (the end of a URL), among its requests
+        from index ``after`` on (``len(requests)`` before the step that makes it)."""
+        with trio.fail_after(timeout_s):
+            while not any(r.url.endswith(path) for r in self.requests[after:]):  # noqa: ASYNC110 - the page's own thread fills it
+                await trio.sleep(0.02)
+
     async def idle(self, seconds: float) -> list[Request]:
         """Watch the page for ``seconds`` doing nothing else; the requests it made meanwhile."""
         start = time.monotonic()

@@ -148,6 +148,17 @@ const refreshCalls = fragmentReader("calls", (data) => {
   if (body) body.replaceChildren(...(data.calls || []).map(callRow));
 });
 
+// When the event stream opens (and opens again after a drop), the servers are read once:
+// a change made between the page's render and its subscription brings no event.
+const resyncServers = fragmentReader("servers", (data) => {
+  for (const item of data.servers || []) {
+    const row = document.querySelector(`tr[data-server="${CSS.escape(item.name || "")}"]`);
+    if (!row || row.querySelector("td.state").textContent === (item.state || "")) continue;
+    serverChanged({ server: item.name, state: item.state, phase: item.phase,
+                    next_retry_in_s: item.retry_in_s, reason: item.last_error });
+  }
+});
+
 if (main) {
   const events = new EventSource("/ui/events");
   const parsed = (handler) => (message) => {
@@ -157,6 +168,7 @@ if (main) {
   events.addEventListener("state", parsed(serverPageChanged));
   events.addEventListener("approval", parsed(approvalChanged));
   events.addEventListener("approval", () => refreshCalls());
+  events.addEventListener("open", () => resyncServers());  // what changed before (or between) streams
   events.addEventListener("call", () => refreshCalls());
 }
 
