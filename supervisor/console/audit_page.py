@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from supervisor.console.audit_query import older_link
-from supervisor.console.page import _head, _text
+from supervisor.console.page import escaped, page_head
 from supervisor.console.sessions import ConsoleSession
 from supervisor.settings.console import ConsoleSettings
 
@@ -51,14 +51,14 @@ def _column(key: str, row: Mapping[str, Any]) -> str:
     if key == "at":
         return f'<td class="at">{escape(readable_time(value))}</td>'
     if key == "duration_ms" and value is not None:
-        return f'<td class="duration">{_text(value)} ms</td>'
-    return f'<td class="{escape(key)}">{_text(value)}</td>'
+        return f'<td class="duration">{escaped(value)} ms</td>'
+    return f'<td class="{escape(key)}">{escaped(value)}</td>'
 
 
 def _details(row: Mapping[str, Any]) -> str:
     keys = [*DETAILS, *sorted(k for k in row if k not in DETAILS and k not in dict(COLUMNS))]
     items = "".join(
-        f'<dt>{escape(key)}</dt><dd class="{escape(key)}">{_text(row[key])}</dd>'
+        f'<dt>{escape(key)}</dt><dd class="{escape(key)}">{escaped(row[key])}</dd>'
         for key in keys
         if row.get(key) not in (None, "")
     )
@@ -70,7 +70,7 @@ def audit_row(row: Mapping[str, Any], console: ConsoleSettings, with_call: bool)
     (when it has a trace and the config a ``trace_url``), its details."""
     cells = "".join(_column(key, row) for key, _ in COLUMNS)
     if with_call:
-        cells += f'<td class="call">{_text(row.get("call_id"))}</td>'
+        cells += f'<td class="call">{escaped(row.get("call_id"))}</td>'
     link = console.trace_link(row.get("trace_id") if isinstance(row.get("trace_id"), str) else None)
     trace = f'<a class="trace" href="{escape(link)}" rel="noopener noreferrer">trace</a>' if link else ""
     return f'<tr class="audit-row">{cells}<td>{trace}</td><td>{_details(row)}</td></tr>'
@@ -129,7 +129,7 @@ def audit_page(
         else ""
     )
     return (
-        _head("mcp-supervisor: audit", script=False)
+        page_head("mcp-supervisor: audit", script=False)
         + '<header><h1>mcp-supervisor</h1><nav><a id="nav-console" href="/ui">Console</a></nav>'
         + f'<span class="who">{escape(session.tenant)} ({escape(session.role)})</span></header>'
         + '<main class="audit"><h2>Audit</h2>'

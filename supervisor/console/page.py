@@ -24,7 +24,7 @@ _HEAD = (
 )
 
 
-def _head(title: str, script: bool) -> str:
+def page_head(title: str, script: bool) -> str:
     tag = '<script src="/ui/static/console.js" defer></script>' if script else ""
     return _HEAD.format(title=escape(title), script=tag)
 
@@ -34,7 +34,7 @@ def login_page(problem: str | None = None) -> str:
     without tokens)."""
     note = f'<p class="problem" role="alert">{escape(problem)}</p>' if problem else ""
     return (
-        _head("mcp-supervisor: sign in", script=False)
+        page_head("mcp-supervisor: sign in", script=False)
         + '<main class="login"><h1>mcp-supervisor</h1>'
         + note
         + '<form method="post" action="/ui/login"><label>Token '
@@ -43,7 +43,7 @@ def login_page(problem: str | None = None) -> str:
     )
 
 
-def _text(value: Any) -> str:
+def escaped(value: Any) -> str:
     return "" if value is None else escape(str(value))
 
 
@@ -57,19 +57,19 @@ def _server_row(server: dict[str, Any], operator: bool) -> str:
         )
     error = ""
     if server.get("last_error"):
-        error = f'<span class="error">{_text(server["last_error"])}</span>'
+        error = f'<span class="error">{escaped(server["last_error"])}</span>'
         if server.get("last_error_age_s") is not None:
             error += f" ({ticking_age(server['last_error_age_s'])})"
     since = None if server.get("since") is None else max(0.0, time.time() - server["since"])
     return (
         f'<tr data-server="{escape(name)}">'
         f'<td><a href="/ui/servers/{escape(quote(name, safe=""))}">{escape(name)}</a></td>'
-        f'<td class="state">{_text(server.get("state"))}</td>'
-        f'<td class="phase">{_text(server.get("phase"))}</td>'
+        f'<td class="state">{escaped(server.get("state"))}</td>'
+        f'<td class="phase">{escaped(server.get("phase"))}</td>'
         f'<td class="since">{ticking_age(since)}</td>'
         f'<td class="retry">{countdown(server.get("retry_in_s"))}</td>'
-        f"<td>{_text(server.get('protocol_version'))}</td>"
-        f'<td>{_text(server.get("tools"))}</td><td class="last-error">{error}</td><td>{controls}</td></tr>'
+        f"<td>{escaped(server.get('protocol_version'))}</td>"
+        f'<td>{escaped(server.get("tools"))}</td><td class="last-error">{error}</td><td>{controls}</td></tr>'
     )
 
 
@@ -92,9 +92,10 @@ def _approval_row(item: dict[str, Any]) -> str:
         )
     )
     return (
-        f'<tr data-approval="{ident}"><td>{_text(item.get("tool"))}</td><td>{_text(item.get("server"))}</td>'
-        f"<td><code>{escape(arguments)}</code></td><td>{_text(item.get('reason'))}</td>"
-        f"<td>{_text(item.get('tenant'))}</td><td>{buttons}</td></tr>"
+        f'<tr data-approval="{ident}"><td>{escaped(item.get("tool"))}</td>'
+        f"<td>{escaped(item.get('server'))}</td>"
+        f"<td><code>{escape(arguments)}</code></td><td>{escaped(item.get('reason'))}</td>"
+        f"<td>{escaped(item.get('tenant'))}</td><td>{buttons}</td></tr>"
     )
 
 
@@ -108,7 +109,7 @@ SESSION_COLUMNS = (
 def _cell(value: Any) -> str:
     if isinstance(value, dict):
         value = " ".join(str(value.get(k, "")) for k in ("name", "version")).strip()
-    return f"<td>{_text(value)}</td>"
+    return f"<td>{escaped(value)}</td>"
 
 
 def sessions_table(kinds: dict[str, list[dict[str, Any]]]) -> str:
@@ -130,10 +131,10 @@ def sessions_table(kinds: dict[str, list[dict[str, Any]]]) -> str:
 def calls_table(calls: list[dict[str, Any]]) -> str:
     """The calls in flight (``GET /v1/calls``), each with its age and a cancel button."""
     rows = "".join(
-        f'<tr data-call="{escape(str(call.get("call_id", "")))}"><td>{_text(call.get("call_id"))}</td>'
-        f"<td>{_text(call.get('server'))}</td><td>{_text(call.get('tool'))}</td>"
-        f"<td>{_text(call.get('tenant'))}</td><td>{_text(call.get('session'))}</td>"
-        f"<td>{_text(call.get('age_s'))}</td>"
+        f'<tr data-call="{escape(str(call.get("call_id", "")))}"><td>{escaped(call.get("call_id"))}</td>'
+        f"<td>{escaped(call.get('server'))}</td><td>{escaped(call.get('tool'))}</td>"
+        f"<td>{escaped(call.get('tenant'))}</td><td>{escaped(call.get('session'))}</td>"
+        f"<td>{escaped(call.get('age_s'))}</td>"
         f'<td><button type="button" data-act="cancel" data-arg="{escape(str(call.get("call_id", "")))}">'
         "cancel</button></td></tr>"
         for call in calls
@@ -158,7 +159,7 @@ def main_page(
     rows = "".join(_server_row(s, operator) for s in servers.get("servers", []))
     asks = "".join(_approval_row(a) for a in approvals.get("approvals", []))
     return (
-        _head("mcp-supervisor", script=True)
+        page_head("mcp-supervisor", script=True)
         + '<header><h1>mcp-supervisor</h1><nav><a id="nav-audit" href="/ui/audit">Audit</a></nav>'
         + f'<span class="who">{escape(session.tenant)} '
         + f"({escape(session.role)})</span>"

@@ -22,7 +22,7 @@ import attrs
 from actors.protocol.era import Era
 from supervisor.console.ages import clock_text, countdown, ticking_age
 from supervisor.console.inprocess import Asgi, call
-from supervisor.console.page import _head
+from supervisor.console.page import page_head
 from supervisor.console.plots import latency_plot, state_timeline
 from supervisor.console.sessions import ConsoleSession
 
@@ -70,7 +70,7 @@ async def server_answer(api: Asgi, scope: Mapping[str, Any], session: ConsoleSes
 
 def _page_top(session: ConsoleSession, title: str) -> str:
     return (
-        _head(title, script=True)
+        page_head(title, script=True)
         + '<header><h1><a href="/ui">mcp-supervisor</a></h1>'
         + f'<span class="who">{escape(session.tenant)} ({escape(session.role)})</span>'
         + '<form id="logout" method="post" action="/ui/logout"><button type="submit">Sign out</button></form>'
@@ -95,7 +95,7 @@ def problem_page(session: ConsoleSession, name: str, problem: str) -> str:
     )
 
 
-def _text(value: Any) -> str:
+def escaped(value: Any) -> str:
     return "" if value is None else escape(str(value))
 
 
@@ -115,24 +115,24 @@ def era_text(version: str | None) -> str:
 def _facts(detail: Mapping[str, Any], now: float) -> str:
     error = ""
     if detail.get("last_error"):
-        error = f'<span class="error">{_text(detail["last_error"])}</span> ' + (
+        error = f'<span class="error">{escaped(detail["last_error"])}</span> ' + (
             f"({ticking_age(detail.get('last_error_age_s'))})"
             if detail.get("last_error_age_s") is not None
             else ""
         )
     rows = (
-        ("state", "state", _text(detail.get("state"))),
-        ("phase", "phase", _text(detail.get("phase"))),
-        ("condition", "condition", _text(detail.get("condition"))),
+        ("state", "state", escaped(detail.get("state"))),
+        ("phase", "phase", escaped(detail.get("phase"))),
+        ("condition", "condition", escaped(detail.get("condition"))),
         ("since", "since", _moment(detail.get("since"), now)),
         ("retry in", "retry", countdown(detail.get("retry_in_s"))),
-        ("attempt", "attempt", _text(detail.get("attempt"))),
+        ("attempt", "attempt", escaped(detail.get("attempt"))),
         ("last error", "last-error", error),
         ("protocol", "era", escape(era_text(detail.get("protocol_version")))),
-        ("tools", "tools", _text(detail.get("tools"))),
-        ("reconnects", "reconnects", _text(detail.get("reconnects"))),
-        ("transport", "transport", _text(detail.get("transport"))),
-        ("calls in flight", "in-flight", _text(detail.get("in_flight"))),
+        ("tools", "tools", escaped(detail.get("tools"))),
+        ("reconnects", "reconnects", escaped(detail.get("reconnects"))),
+        ("transport", "transport", escaped(detail.get("transport"))),
+        ("calls in flight", "in-flight", escaped(detail.get("in_flight"))),
     )
     return (
         '<dl class="facts">' + "".join(f'<dt>{t}</dt><dd class="{c}">{v}</dd>' for t, c, v in rows) + "</dl>"
@@ -141,9 +141,9 @@ def _facts(detail: Mapping[str, Any], now: float) -> str:
 
 def transition_row(transition: Mapping[str, Any], now: float) -> str:
     return (
-        f"<tr><td>{_moment(transition.get('at'), now)}</td><td>{_text(transition.get('previous'))}</td>"
-        f"<td>{_text(transition.get('state'))}</td><td>{_text(transition.get('phase'))}</td>"
-        f'<td class="why">{_text(transition.get("reason"))}</td></tr>'
+        f"<tr><td>{_moment(transition.get('at'), now)}</td><td>{escaped(transition.get('previous'))}</td>"
+        f"<td>{escaped(transition.get('state'))}</td><td>{escaped(transition.get('phase'))}</td>"
+        f'<td class="why">{escaped(transition.get("reason"))}</td></tr>'
     )
 
 
@@ -185,8 +185,8 @@ def _stderr(tail: Sequence[str] | None) -> str:
 
 def _tools(tools: Sequence[Mapping[str, Any]]) -> str:
     rows = "".join(
-        f"<tr><td>{_text(t.get('name'))}</td><td>{_text(t.get('id'))}</td>"
-        f'<td class="description">{_text(t.get("description"))}</td></tr>'
+        f"<tr><td>{escaped(t.get('name'))}</td><td>{escaped(t.get('id'))}</td>"
+        f'<td class="description">{escaped(t.get("description"))}</td></tr>'
         for t in tools
     )
     return "<section><h2>Tools</h2>" + _table("tools", ("name", "id", "description"), rows) + "</section>"
@@ -220,10 +220,10 @@ def server_page(
         if latency is not None
         else '<p class="note">This token may not read the latency.</p>'
     )
-    problems = "".join(f"<li>{_text(p)}</li>" for p in detail.get("problems") or [])
+    problems = "".join(f"<li>{escaped(p)}</li>" for p in detail.get("problems") or [])
     return (
         _page_top(session, f"mcp-supervisor: {name}")
-        + f'<section id="server" data-server="{escape(name)}" data-state="{_text(detail.get("state"))}">'
+        + f'<section id="server" data-server="{escape(name)}" data-state="{escaped(detail.get("state"))}">'
         + f"<h2>{escape(name)}</h2>"
         + _controls(detail, session.role == "operator")
         + _facts(detail, now)
