@@ -31,9 +31,9 @@ from actors.protocol.messages import Tool
 from actors.protocol.ndjson import LineDecoder, encode_lines
 from actors.protocol.payloads import structure_call_result
 from actors.protocol.session import ClientSession
-from actors.router import actor as router_actor
 from actors.router.catalog import make_entry
 from actors.router.envelope import success
+from actors.router.tool_entries import entries_for
 from actors.router.validation import validate_arguments
 from actors.spec import ServerSpec
 from supervisor.calls.turns import _envelope
@@ -279,8 +279,8 @@ def relist_steps(repeat: int = 20) -> dict[str, float]:
             lambda: [trust.fingerprint(t.description, t.input_schema) for t in tools]
         ),
         f"relist {n} tools: search shard (shard_of: tokenize + index)": timed(lambda: shard_of(view)),
-        f"relist {n} tools, none changed: entries reused (router _entries; no re-index)": timed(
-            lambda: router_actor._entries(view, tools, ids, 200)
+        f"relist {n} tools, none changed: entries reused (router entries_for; no re-index)": timed(
+            lambda: entries_for(view, tools, ids, 200)
         ),
     }
 
