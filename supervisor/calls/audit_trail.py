@@ -14,7 +14,7 @@ from __future__ import annotations
 import attrs
 
 from supervisor.store import AuditRow
-from supervisor.store.journal import AuditJournal
+from supervisor.store.journal import AuditJournal, LineFields, encode_fields
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -38,3 +38,14 @@ class AuditTrail:
     def finished(self, row: AuditRow) -> None:
         """One call's row, journaled at once (no waiting, also for a call being cancelled)."""
         self.journal.finished(row if self.replica is None else attrs.evolve(row, replica=self.replica))
+
+    def started_fields(self, fields: LineFields) -> None:
+        """``started`` for a call's line fields (``journal_lines.line_fields``, the
+        replica already in them): the call path builds no ``AuditRow``."""
+        record = fields["record"]
+        assert record is not None
+        self.journal.started_line(record, encode_fields(fields))
+
+    def finished_fields(self, fields: LineFields) -> None:
+        """``finished`` for a call's line fields."""
+        self.journal.finished_line(fields["record"], encode_fields(fields))

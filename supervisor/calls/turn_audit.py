@@ -21,7 +21,7 @@ from actors.router.envelope import Envelope, failure
 from supervisor.calls.in_flight import LiveCall
 from supervisor.calls.services import CallServices, TurnSession
 from supervisor.runtime.tracing import TRACING
-from supervisor.store import AuditRow
+from supervisor.store.journal_lines import LineFields, line_fields
 from supervisor.store.records import person_field
 from supervisor.store.replay import INTERRUPTED
 
@@ -54,9 +54,9 @@ class TurnAudit:
         first said. ``go`` and its arguments, not a closure: one function less per call."""
         calls, session = self._calls, self.session
         audit = calls.audit
-        record = audit.new_id()
         began = trio.current_time()
-        audit.started(self._row(tool, server, digest, first, INTERRUPTED, 0, 0, record))
+        fields = self._fields(tool, server, digest, first, audit.new_id())
+        audit.started_fields(fields)  # outcome interrupted, duration 0: the row if we die
         live = calls.in_flight.open(began, session.tenant, session.id, session.person, server, tool)
         went: Went | None = None
         try:
@@ -66,30 +66,27 @@ class TurnAudit:
                 with _scoped(live):  # POST /v1/calls/{id}/cancel cancels it
                     went = await go(live, *args)
         except BaseException as exc:  # the caller is cancelled (or a bug): the row says so, then on
-            outcome = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
             seconds = trio.current_time() - began  # the whole wait: when the server had it is unknown
-            row = self._row(tool, server, digest, first, outcome, round(seconds * 1000), 0, record)
-            audit.finished(row)
-            self._observe(row, seconds)
+            fields["at"] = time.time()
+            fields["outcome"] = "cancelled" if isinstance(exc, trio.Cancelled) else "error"
+            fields["duration_ms"] = round(seconds * 1000)
+            audit.finished_fields(fields)
+            self._observe(fields, seconds)
             raise
         finally:
             calls.in_flight.close(live)
         if went is None:  # cancelled by its id while it waited for an approval
             seconds = trio.current_time() - began
             cancelled = failure(tool, "cancelled", f"{tool} was cancelled by {live.cancelled_by}")
-            return await self._audited(
-                tool, server, digest, first, cancelled, record, seconds, live.cancelled_by
-            )
+            return self._ended(fields, first, cancelled, seconds, live.cancelled_by)
         decided, envelope, seconds = went
         if (
             live.cancelled_by is not None
             and envelope.error is not None
             and envelope.error.code == "cancelled"
         ):
-            return await self._audited(
-                tool, server, digest, decided, envelope, record, seconds, live.cancelled_by
-            )
-        return await self._audited(tool, server, digest, decided, envelope, record, seconds)
+            return self._ended(fields, decided, envelope, seconds, live.cancelled_by)
+        return self._ended(fields, decided, envelope, seconds)
 
     async def _audited(
         self,
@@ -98,85 +95,84 @@ class TurnAudit:
         digest: tuple[str, int],
         decision: str,
         envelope: Envelope,
-        record: str | None = None,
+    ) -> Envelope:
+        """Leave the row of a request refused on the way (durable before this returns),
+        count it, announce it."""
+        fields = self._fields(tool, server, digest, decision, self._calls.audit.new_id())
+        return self._ended(fields, decision, envelope)
+
+    def _ended(
+        self,
+        fields: LineFields,
+        decision: str,
+        envelope: Envelope,
         seconds: float = 0.0,
         cancelled_by: str | None = None,
     ) -> Envelope:
-        """Leave the call's row (durable before this returns), count it (``seconds``: the
-        time with its server), announce it."""
-        audit = self._calls.audit
-        outcome = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
-        row = self._row(
-            tool,
-            server,
-            digest,
-            decision,
-            outcome,
-            envelope.duration_ms,
-            len(envelope.text.encode()),
-            record or audit.new_id(),
-            cancelled_by,
-        )
-        audit.finished(row)
-        self._observe(row, seconds)
+        """The request's row, from its ``fields``: journaled at once, counted
+        (``seconds``: the time with its server), announced."""
+        fields["at"] = time.time()
+        fields["decision"] = decision
+        fields["outcome"] = "ok" if envelope.ok else (envelope.error.code if envelope.error else "error")
+        fields["duration_ms"] = envelope.duration_ms
+        fields["result_bytes"] = len(envelope.text.encode())
+        if cancelled_by is not None:  # the last key of a line, as line_fields puts it
+            fields["cancelled_by"] = cancelled_by
+        self._calls.audit.finished_fields(fields)
+        self._observe(fields, seconds)
         return envelope
 
-    def _row(
-        self,
-        tool: str,
-        server: str,
-        digest: tuple[str, int],
-        decision: str,
-        outcome: str,
-        duration_ms: int,
-        result_bytes: int,
-        record: str,
-        cancelled_by: str | None = None,
-    ) -> AuditRow:
-        """The row of one request; traced, with its trace's id (the call span is current)."""
+    def _fields(
+        self, tool: str, server: str, digest: tuple[str, int], decision: str, record: str
+    ) -> LineFields:
+        """The line fields of one request, as its start line says (outcome
+        ``interrupted``, duration 0); a traced request's with its trace's id (the call
+        span is current)."""
         session = self.session
         tracing = TRACING.active
-        return AuditRow(
+        return line_fields(
+            record,
             time.time(),
             session.tenant,
             session.id,
             tool,
             server,
             decision,
-            outcome,
-            duration_ms,
+            INTERRUPTED,
+            0,
             digest[0],
             digest[1],
-            result_bytes,
-            record,
+            0,
             None if tracing is None else tracing.trace_id(),
             session.person,
-            cancelled_by=cancelled_by,
+            self._calls.audit.replica,
         )
 
-    def _observe(self, row: AuditRow, seconds: float) -> None:
+    def _observe(self, fields: LineFields, seconds: float) -> None:
         """Metrics and the call event of one ended call (a traced one's with its trace id,
         as its row; an untraced one's as before)."""
         calls = self._calls
-        calls.metrics.observe_call(row.server, row.outcome, seconds)
+        server, outcome = fields["server"], fields["outcome"]
+        calls.metrics.observe_call(server, outcome, seconds)
         if seconds:  # it reached its server
-            calls.latency.observe(row.server, seconds)
+            calls.latency.observe(server, seconds)
         tracing = TRACING.active
         if tracing is not None:
-            tracing.ended(row.server, row.decision, row.outcome)
+            tracing.ended(server, fields["decision"], outcome)
+        tenant = fields["tenant"]
         event = {
             "type": "call",
-            "tool": row.tool,
-            "server": row.server,
-            "outcome": row.outcome,
-            "decision": row.decision,
-            "duration_ms": row.duration_ms,
-            "session": row.session,
-            "tenant": row.tenant,
+            "tool": fields["tool"],
+            "server": server,
+            "outcome": outcome,
+            "decision": fields["decision"],
+            "duration_ms": fields["duration_ms"],
+            "session": fields["session"],
+            "tenant": tenant,
         }
-        if row.trace_id is not None:
-            event["trace_id"] = row.trace_id
-        event.update(person_field(row.person, row.tenant))
+        if "trace_id" in fields:
+            event["trace_id"] = fields["trace_id"]
+        event.update(person_field(fields.get("person"), tenant))
         calls.events.publish(event)
 
 

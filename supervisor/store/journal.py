@@ -56,21 +56,24 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import orjson
 import trio
 
 from actors.log_events import get_logger
 from supervisor.store.errors import StoreError
 from supervisor.store.journal_files import RETRY_S, SUFFIX, instance_segments, journal_dir
+from supervisor.store.journal_lines import LineFields, encode, encode_fields, line_fields
 from supervisor.store.records import AuditRow
 
 __all__ = [
     "RETRY_S",
     "SUFFIX",
     "AuditJournal",
+    "LineFields",
     "encode",
+    "encode_fields",
     "instance_segments",
     "journal_dir",
+    "line_fields",
     "write_line",
 ]
 
@@ -122,34 +125,6 @@ _write = _write_holding_the_gil()
 def write_line(fd: int, data: bytes) -> int:
     """Every journal write goes through here: the seam where tests inject faults."""
     return _write(fd, data)
-
-
-def encode(row: AuditRow) -> bytes:
-    """One journal line (``trace_id``, ``person`` and ``replica`` only when the row has them: lines
-    without stay as short as before, and old lines read the same)."""
-    fields = {
-        "record": row.record,
-        "at": row.at,
-        "tenant": row.tenant,
-        "session": row.session,
-        "tool": row.tool,
-        "server": row.server,
-        "decision": row.decision,
-        "outcome": row.outcome,
-        "duration_ms": row.duration_ms,
-        "args_sha256": row.args_sha256,
-        "args_bytes": row.args_bytes,
-        "result_bytes": row.result_bytes,
-    }
-    if row.trace_id is not None:
-        fields["trace_id"] = row.trace_id
-    if row.person is not None:
-        fields["person"] = row.person
-    if row.replica is not None:
-        fields["replica"] = row.replica
-    if row.cancelled_by is not None:
-        fields["cancelled_by"] = row.cancelled_by
-    return orjson.dumps(fields, option=orjson.OPT_APPEND_NEWLINE)
 
 
 class AuditJournal:
@@ -213,15 +188,22 @@ class AuditJournal:
         """A call goes out or waits for an approval: write the row it leaves if it never
         ends (outcome ``interrupted``)."""
         assert row.record is not None
-        line = encode(row)
-        self._in_flight[row.record] = line
-        self._append(line)
+        self.started_line(row.record, encode(row))
 
     def finished(self, row: AuditRow) -> None:
         """A call ended: write its row (or queue it in memory while the disk refuses)."""
-        if row.record is not None:
-            self._in_flight.pop(row.record, None)
-        if self._append(encode(row)):
+        self.finished_line(row.record, encode(row))
+
+    def started_line(self, record: str, line: bytes) -> None:
+        """``started`` for a line already encoded (``encode_fields``)."""
+        self._in_flight[record] = line
+        self._append(line)
+
+    def finished_line(self, record: str | None, line: bytes) -> None:
+        """``finished`` for a line already encoded (``encode_fields``)."""
+        if record is not None:
+            self._in_flight.pop(record, None)
+        if self._append(line):
             self.on_write()
 
     def _append(self, line: bytes) -> bool:

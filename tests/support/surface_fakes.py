@@ -40,6 +40,7 @@ from supervisor.sessions.policy import Policy
 from supervisor.sessions.session import Session, SessionServices, open_session
 from supervisor.settings.model import ToolSearchSettings, TrustRule, TrustSettings
 from supervisor.store import AuditRow
+from supervisor.store.journal_lines import LineFields
 
 EVERYTHING = ServerFeatures(
     resources=True, subscribe=True, templates=True, prompts=True, completions=True, logging=True
@@ -153,6 +154,14 @@ class RecordingAudit:
 
     def finished(self, row: AuditRow) -> None:
         self.rows.append(row)
+
+    replica = None
+
+    def started_fields(self, fields: LineFields) -> None:
+        self.started_rows.append(AuditRow(**fields))
+
+    def finished_fields(self, fields: LineFields) -> None:
+        self.rows.append(AuditRow(**fields))
 
 
 def services(
