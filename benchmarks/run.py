@@ -98,10 +98,9 @@ BEFORE = "ours-before"  # with --baseline DIR: ours as the code in DIR has it, i
 ON_POSTGRES = "ours-postgresql"  # with --store postgresql|both: ours with its store on PostgreSQL
 # Patches of benchmarks/what_if.py measured next to ours. The first run's candidates went
 # into the code; what is left are bounds: the call path without its audit row, without
-# its journal lines, and without its call event and metrics; and two ways the journal
-# could write and does not: from a worker thread, and with os.write (the section is
-# skipped while this is empty).
-WHAT_IFS: list[str] = ["noaudit", "nojournal", "oswrite", "noevents"]
+# its journal lines, and without its call event and metrics (the section is skipped
+# while this is empty).
+WHAT_IFS: list[str] = ["noaudit", "nojournal", "noevents"]
 AIO_CLIENTS = ["ours", "ours-aio", "sdk-asyncio"]  # the aio section: Trio API, asyncio host, SDK
 AGENT_VIAS = {"in-process": "inproc", "through /mcp": "mcp"}  # the agent section: pydantic-ai's tools
 AGENT_INFLIGHT = 16

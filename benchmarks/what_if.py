@@ -9,11 +9,11 @@ and list it in ``run.py``'s ``WHAT_IFS``.
 Every candidate of the first full run (linger, policy, validate, drain, nowait, direct,
 reply, turncache) is now in the code itself — see RESULTS.md for what each one measured
 before and after. Registered now are bounds, not candidates: what the audit row, its
-journal lines and the call event cost on the call path (all are promised per call), and
-a road not taken for the journal: ``oswrite``, its lines written with ``os.write``
-(which releases the GIL) instead of a write(2) that keeps it. (``nostore``, the row not
-queued for the store actor, is what the code does since issue 37: the folder process
-inserts the rows; ``journalthread`` needed an awaited ``finished``, which is gone.)
+journal lines and the call event cost on the call path (all are promised per call).
+(``nostore``, the row not queued for the store actor, and ``oswrite``, the journal's
+lines written with ``os.write``, are what the code does since issue 37: the folder
+process inserts the rows, so no thread of ours wants the GIL the write lets go of;
+``journalthread`` needed an awaited ``finished``, which is gone.)
 """
 
 from __future__ import annotations
@@ -41,16 +41,6 @@ def _no_journal(sup: Any) -> None:
     sup.journal.finished = lambda row: None
 
 
-def _os_write(sup: Any) -> None:
-    """The journal's lines written with ``os.write``, which releases the GIL around the
-    system call (the journal keeps it, see ``supervisor.store.journal``)."""
-    import os
-
-    from supervisor.store import journal
-
-    journal._write = os.write
-
-
 def _no_events(sup: Any) -> None:
     """Bound, not candidate: no call event published, no metrics counted."""
     sup.events.publish = lambda event: None
@@ -60,7 +50,6 @@ def _no_events(sup: Any) -> None:
 PATCHES: dict[str, Callable[[Any], None]] = {
     "noaudit": _no_audit,
     "nojournal": _no_journal,
-    "oswrite": _os_write,
     "noevents": _no_events,
 }
 NAMES = tuple(PREPARE) + tuple(PATCHES)

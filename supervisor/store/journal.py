@@ -27,9 +27,8 @@ can lose its last commits.
 
 On the event loop, not in a thread: a write of one ~300-byte line to the page cache
 costs about 1.5 µs, while handing the row line to a worker thread doubled a sequential
-call and cut the throughput to a fifth (benchmarks/RESULTS.md). The write keeps the GIL
-(``_write_holding_the_gil``). A disk that hangs would stall the loop; the state
-directory belongs on a local disk anyway.
+call and cut the throughput to a fifth (benchmarks/RESULTS.md). A disk that hangs
+would stall the loop; the state directory belongs on a local disk anyway.
 
 Segments: at ``SEGMENT_BYTES`` (4 MiB) the segment is closed and the next one begins
 with the start lines of the calls still in flight. The folder deletes a closed segment
@@ -50,7 +49,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import errno
 import itertools
 import os
 from collections.abc import Awaitable, Callable
@@ -88,43 +86,14 @@ Position = tuple[int, int]
 """(segment index, byte offset in it): how far the journal is written, or folded."""
 
 
-def _write_holding_the_gil() -> Callable[[int, bytes], int]:
-    """``write(2)`` through ctypes.PyDLL, which keeps the GIL during the call; else
-    ``os.write``.
+write_line: Callable[[int, bytes], int] = os.write
+"""Every journal write goes through here: the seam where tests inject faults.
 
-    Why: ``os.write`` releases the GIL, and under load the store actor's thread is
-    always waiting for it. It takes the GIL during the microsecond the write lasts, and
-    the event loop then waits for it to give the GIL back. That showed as thousands of
-    context switches more per 10,000 calls (benchmarks/RESULTS.md). Writing a few
-    hundred bytes into the page cache is no reason to let go of the GIL.
-    """
-    try:
-        import ctypes
-
-        libc_write = ctypes.PyDLL(None, use_errno=True).write
-    except (ImportError, OSError, AttributeError):
-        return os.write
-    libc_write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
-    libc_write.restype = ctypes.c_ssize_t
-
-    def write(fd: int, data: bytes) -> int:
-        while True:
-            written: int = libc_write(fd, data, len(data))
-            if written >= 0:
-                return written
-            code = ctypes.get_errno()
-            if code != errno.EINTR:
-                raise OSError(code, os.strerror(code))
-
-    return write
-
-
-_write = _write_holding_the_gil()
-
-
-def write_line(fd: int, data: bytes) -> int:
-    """Every journal write goes through here: the seam where tests inject faults."""
-    return _write(fd, data)
+``os.write`` itself, no wrapper: it lets go of the GIL for the microsecond the write
+lasts, which cost when the store's worker thread inserted rows and always wanted the
+GIL (the journal then wrote through ``ctypes.PyDLL`` to keep it); since the folder
+process does the inserts no thread of ours wants it, and ``os.write`` measured about
+1 µs a line cheaper (benchmarks/RESULTS.md, issue 37)."""
 
 
 class AuditJournal:
