@@ -50,7 +50,7 @@ async def ours(count: int, trace: bool = False) -> dict[str, Any]:
     names = [f"s{i:04d}" for i in range(count)]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-mem-") as state_dir:
-        config = ours_config([(name, server_argv()) for name in names], eager=True)
+        config = ours_config([(name, server_argv()) for name in names], eager=True, search=False)
         async with Supervisor.open(config, state_dir=state_dir) as sup, sup.session() as session:
             await wait_steady(sup, names)
             steady_s = time.perf_counter() - started

@@ -42,3 +42,23 @@ def test_old_slots_leave_the_window_and_are_reused() -> None:
     assert sum(b.count for b in rings.buckets("fs")) == 1
     rings.observe("fs", 0.001)  # the reused slot starts empty
     assert rings.buckets("fs")[-1] == LatencyBucket(clock.now, 1, 1, 1)
+
+
+def test_a_server_holds_a_histogram_only_for_the_periods_that_saw_calls() -> None:
+    """Memory: a server called once keeps one histogram, not one per slot (90)."""
+    import tracemalloc
+
+    clock = Clock()
+    rings = LatencyRings(clock)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for server in range(100):
+            rings.observe(f"s{server}", 0.004)
+        per_server = (tracemalloc.get_traced_memory()[0] - before) / 100
+    finally:
+        tracemalloc.stop()
+    assert per_server < 3_000, f"{per_server:.0f} bytes per server called once"
+    clock.now += 20  # two periods on: one more histogram, the old one still read
+    rings.observe("s0", 0.004)
+    assert [b.count for b in rings.buckets("s0")[-3:]] == [1, 0, 1]
