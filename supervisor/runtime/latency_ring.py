@@ -1,8 +1,8 @@
 """Each server's call latency over the last 15 minutes: a ring of 90 histograms of 10 s
 each, for ``GET /v1/servers/{name}/latency`` (the console's plot).
 
-Recording a call is a bucket index, a bisect and two integer increments: the call path
-pays no more. A slot is reused when its 10 s come round again, so the ring never grows.
+Recording a call is a dict lookup, a bisect and an integer increment: the call path pays
+no more. Only the last 90 periods are kept, so the ring never grows.
 Percentiles are read from the histogram's bounds (the upper bound of the bucket the rank
 falls in), which is as precise as a plot needs.
 """
@@ -35,14 +35,11 @@ class LatencyBucket:
     p99_ms: float | None
 
 
-class _Ring:
-    """A slot's histogram is made when its period first sees a call (a new list each
-    period, not one cleared), so a server called once holds one histogram, not 90: about
-    1.7 KB instead of 18 KB per server (``bench_memory.py``)."""
-
-    def __init__(self) -> None:
-        self.stamps = [-1] * SLOTS  # which 10 s period each slot holds
-        self.counts: list[list[int] | None] = [None] * SLOTS
+Ring = dict[int, list[int]]
+"""One server's histograms by 10 s period, only for periods that saw a call (at most
+``SLOTS``: older ones are dropped when a new period begins). A dict, not 90 slots made
+up front: a server called once holds one histogram, about 0.5 KB, where the ring of
+slots held 18 KB (``bench_memory.py``)."""
 
 
 class LatencyRings:
@@ -50,32 +47,26 @@ class LatencyRings:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._rings: dict[str, _Ring] = {}
+        self._rings: dict[str, Ring] = {}
 
     def observe(self, server: str, seconds: float) -> None:
         """Count one call of ``server`` that ended now."""
         ring = self._rings.get(server)
         if ring is None:
-            ring = self._rings[server] = _Ring()
+            ring = self._rings[server] = {}
         period = int(self._clock() // SLOT_S)
-        slot = period % SLOTS
-        counts = ring.counts[slot]
-        if counts is None or ring.stamps[slot] != period:
-            ring.stamps[slot] = period
-            counts = ring.counts[slot] = [0] * _BUCKETS
+        counts = ring.get(period)
+        if counts is None:  # once per server and 10 s
+            for old in [p for p in ring if p <= period - SLOTS]:
+                del ring[old]
+            counts = ring[period] = [0] * _BUCKETS
         counts[bisect.bisect_left(BOUNDS_MS, seconds * 1000)] += 1
 
     def buckets(self, server: str) -> list[LatencyBucket]:
         """The last 90 slots of ``server``, oldest first (empty ones too)."""
-        ring = self._rings.get(server)
+        ring = self._rings.get(server, {})
         now = int(self._clock() // SLOT_S)
-        out = []
-        for period in range(now - SLOTS + 1, now + 1):
-            slot = period % SLOTS
-            held = ring is not None and ring.stamps[slot] == period
-            counts = ring.counts[slot] if ring is not None and held else None
-            out.append(_bucket(period, counts))
-        return out
+        return [_bucket(period, ring.get(period)) for period in range(now - SLOTS + 1, now + 1)]
 
 
 def _bucket(period: int, counts: list[int] | None) -> LatencyBucket:

@@ -4,6 +4,9 @@ round again, and nothing kept beyond 15 minutes."""
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
 from supervisor.runtime.latency_ring import SLOTS, LatencyBucket, LatencyRings
 
 
@@ -44,21 +47,32 @@ def test_old_slots_leave_the_window_and_are_reused() -> None:
     assert rings.buckets("fs")[-1] == LatencyBucket(clock.now, 1, 1, 1)
 
 
-def test_a_server_holds_a_histogram_only_for_the_periods_that_saw_calls() -> None:
-    """Memory: a server called once keeps one histogram, not one per slot (90)."""
-    import tracemalloc
-
-    clock = Clock()
-    rings = LatencyRings(clock)
+def _traced_bytes(work: Callable[[], None]) -> int:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for server in range(100):
-            rings.observe(f"s{server}", 0.004)
-        per_server = (tracemalloc.get_traced_memory()[0] - before) / 100
+        work()
+        return tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert per_server < 3_000, f"{per_server:.0f} bytes per server called once"
+
+
+def test_a_server_holds_a_histogram_only_for_the_periods_that_saw_calls() -> None:
+    """Memory: a server called once keeps one histogram, not one per slot (90), and a
+    server called for longer than the window keeps the window's histograms only."""
+    clock = Clock()
+    rings = LatencyRings(clock)
+    per_server = _traced_bytes(lambda: [rings.observe(f"s{n}", 0.004) for n in range(100)]) / 100
+    assert per_server < 1_000, f"{per_server:.0f} bytes per server called once"
     clock.now += 20  # two periods on: one more histogram, the old one still read
     rings.observe("s0", 0.004)
     assert [b.count for b in rings.buckets("s0")[-3:]] == [1, 0, 1]
+
+    def a_call_every_period_for_an_hour() -> None:
+        for _ in range(360):
+            clock.now += 10
+            rings.observe("busy", 0.004)
+
+    held = _traced_bytes(a_call_every_period_for_an_hour)
+    assert held < SLOTS * 400, f"{held} bytes held for 360 periods (the window is {SLOTS})"
+    assert sum(b.count for b in rings.buckets("busy")) == SLOTS
