@@ -61,7 +61,7 @@ log = get_logger("actors.connection")
 class ChangeListener:
     """One connection's ``subscriptions/listen`` (see the module docstring)."""
 
-    __slots__ = ("_acknowledged", "_acks", "_ending", "_listening", "_live", "_own", "resources")
+    __slots__ = ("_acknowledged", "_acks", "_ending", "_listening", "_live", "_own", "_resources")
 
     def __init__(self, live: Live, *, own: bool) -> None:
         self._live = live
@@ -69,8 +69,17 @@ class ChangeListener:
         self._listening: RequestId | None = None  # our listen request in flight
         self._acknowledged = False  # ... and whether the server acknowledged it
         self._acks = 0  # acknowledgements on this connection
-        self._ending = trio.CancelScope()  # cancelled when the server cancels our request
-        self.resources = ResourceListens(live)  # the listen requests of resource subscriptions
+        self._ending: trio.CancelScope | None = None  # cancelled when the server cancels our request
+        # Made at a connection's first resource subscription: a connection holds no
+        # empty table (bench_memory.py counts every byte per connection).
+        self._resources: ResourceListens | None = None
+
+    @property
+    def resources(self) -> ResourceListens:
+        """The listen requests of resource subscriptions."""
+        if self._resources is None:
+            self._resources = ResourceListens(self._live)
+        return self._resources
 
     def start(self) -> None:
         """Once the era is settled: listen, if ours to do and the server offers changes."""
@@ -91,7 +100,7 @@ class ChangeListener:
         """The server acknowledged a listen request (ours, the transport's, or one
         of a resource subscription: ``resources``)."""
         subscription = event.subscription
-        if self.resources.acknowledged(event):
+        if self._resources is not None and self._resources.acknowledged(event):
             return
         if self._own:
             if subscription is None or subscription != self._listening:
@@ -103,9 +112,9 @@ class ChangeListener:
 
     def cancelled(self, request_id: RequestId) -> None:
         """The server cancelled one of our requests: if a listen request, it ended."""
-        if self.resources.cancelled(request_id):
+        if self._resources is not None and self._resources.cancelled(request_id):
             return
-        if self._own and request_id == self._listening:
+        if self._own and request_id == self._listening and self._ending is not None:
             self._ending.cancel()
 
     async def _listen(self, wanted: Mapping[str, bool]) -> None:
