@@ -62,7 +62,9 @@ async def probe(live: Live, init: trio.CancelScope, spec: ServerSpec) -> Verdict
     of the init time left; pinned, nine tenths of it) and say what follows."""
     setting = Setting(spec.protocol)
     with trio.move_on_after(probe_wait(setting, init.deadline - trio.current_time())):
-        await live.probe_done.wait()
+        done = live.probe_done
+        assert done is not None, "send_opening(Opening.PROBE) makes it"
+        await done.wait()
     live.probing = False
     outcome = _outcome(live)
     verdict = after_probe(setting, outcome)

@@ -127,7 +127,7 @@ class Live:
         # server/discover in flight: a failure of the connection is the probe's answer
         # (the era decides what follows), not the attempt's end.
         self.probing = False
-        self.probe_done = trio.Event()
+        self.probe_done: trio.Event | None = None  # made when the probe is sent
         self.probe_answer: DiscoverAnswered | None = None
         self.probe_closed: str | None = None
         self.deadline_scope = trio.CancelScope()
@@ -139,7 +139,7 @@ class Live:
         self._server_requests = ServerRequests(inflight, server_requests)
         self._internal: dict[RequestId, trio.MemorySendChannel[ResponseReceived | ErrorReceived]] = {}
         self.rounds = RoundTrips(self.name, inflight, nursery, self._server_requests.for_call, self._resend)
-        self._stale_timer = trio.CancelScope()
+        self._stale_timer: trio.CancelScope | None = None  # made at a listing with a TTL
         self._updated = updated  # notifications/resources/updated, by URI
         self.features = ServerFeatures()  # what the server declared, once the era is settled
         self.pending: set[Kind] = set()  # kinds whose list changed since they were read
@@ -158,7 +158,8 @@ class Live:
         """A listing whose pages carried ``ttls`` (``ttlMs``) was published: when it
         goes stale, list again as after ``list_changed`` (``freshness.py``). A newer
         listing restarts the timer."""
-        self._stale_timer.cancel()
+        if self._stale_timer is not None:
+            self._stale_timer.cancel()
         self._stale_timer = timer = trio.CancelScope()
         delay = refetch_after(ttls)
         if delay is not None:
@@ -194,6 +195,7 @@ class Live:
         trace context, ``era_probe.py``)."""
         if first is Opening.PROBE:
             self.probing = True
+            self.probe_done = trio.Event()
             self.session.start_discover(meta=meta)
         else:
             self.session.start_initialize(meta)
@@ -202,9 +204,8 @@ class Live:
     def fail(self, reason: str, *, auth: bool = False, needs_login: bool = False) -> None:
         """The connection is dead: report it (the machine says what follows), unless
         the probe is out, whose answer it then is."""
-        if self.probing and not auth:
-            if self.probe_closed is None:
-                self.probe_closed = reason
+        if self.probing and not auth and self.probe_done is not None:  # made with probing
+            self.probe_closed = reason if self.probe_closed is None else self.probe_closed
             self.probe_done.set()
             return
         tail = self.transport.stderr_tail()
@@ -286,7 +287,8 @@ class Live:
                 self.initialized.set()
             elif isinstance(event, DiscoverAnswered):
                 self.probe_answer = event
-                self.probe_done.set()
+                if self.probe_done is not None:
+                    self.probe_done.set()
             elif isinstance(event, ServerRequest):
                 handler = self._server_requests.for_request(event)
                 if handler is None:
