@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +45,9 @@ def _canonical_json(value: Any) -> str:
 
 
 def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("ascii", "backslashreplace")).hexdigest()
+    # Interned: connections to the same server (per session, per person, replicas of
+    # one command) list the same tools, and each keeps their hashes (freed with the last).
+    return sys.intern(hashlib.sha256(text.encode("ascii", "backslashreplace")).hexdigest())
 
 
 def fingerprint(description: str, input_schema: Mapping[str, Any]) -> str:
