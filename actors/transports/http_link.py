@@ -39,6 +39,7 @@ from actors.spec import ServerSpec
 from actors.tls import hang_up_hint, server_context, tls_refusal
 from actors.transport_errors import AuthRequired, TransportClosed, TransportError
 from actors.transports.http_status import Next
+from actors.transports.one_write import send_requests_in_one_write
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider
@@ -136,7 +137,7 @@ def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
     headers = {"User-Agent": USER_AGENT, **spec.headers}
     tls = server_context(spec.name, spec.tls)
     try:
-        return httpx2.AsyncClient(
+        client = httpx2.AsyncClient(
             headers=headers,
             follow_redirects=False,
             timeout=spec.call_timeout_s,
@@ -147,6 +148,8 @@ def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
             f"mcp server {spec.name}: a configured header cannot be sent over HTTP "
             "(names and values must be ASCII); fix the server's headers"
         ) from exc
+    send_requests_in_one_write(client)
+    return client
 
 
 @attrs.define(eq=False)
