@@ -3,7 +3,7 @@
 Both remote transports (Streamable HTTP and legacy HTTP+SSE) talk through a
 :class:`RemoteLink`: one pooled ``httpx2.AsyncClient`` per connection, the nursery its
 stream tasks run in, and the :class:`Inbox` of decoded messages the actor reads. Everything httpx raises
-is mapped here, in :meth:`RemoteLink.mapped`, and nowhere else (httpcore's habit).
+is mapped in :meth:`RemoteLink.mapped` (``http_errors.py``), and nowhere else (httpcore's habit).
 
 What a status code means is decided apart from the I/O, by the pure functions in
 ``http_status.py`` (a table, tested as one); this module carries the decisions out
@@ -12,15 +12,14 @@ and words the errors.
 Error texts name the server and never carry a header value, a session id or a URL's
 query string; they pass the spec's redactor as a last guard.
 
-The error tree adds one leaf to ``base.py``'s: ``TransportClosed → Unreachable``, a
-connection that could not even be opened (refused, unknown host, no route).
+The error tree adds one leaf to ``base.py``'s: ``TransportClosed → Unreachable``
+(``http_errors.py``), a connection that could not even be opened.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,12 +32,14 @@ from actors.log_events import get_logger
 from actors.protocol.errors import ProtocolError
 from actors.protocol.http_framing import USER_AGENT
 from actors.protocol.messages import INTERNAL_ERROR, ErrorObject, ErrorResponse, Message, RequestId
-from actors.protocol.sse import ServerSentEvent, SSEError, SSEParser
+from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.redaction import Redactor, safe_url
 from actors.spec import ServerSpec
-from actors.tls import hang_up_hint, server_context, tls_refusal
+from actors.tls import server_context
 from actors.transport_errors import AuthRequired, TransportClosed, TransportError
+from actors.transports.http_errors import Mapped
 from actors.transports.http_status import Next
+from actors.transports.one_write import send_requests_in_one_write
 
 if TYPE_CHECKING:
     from actors.auth.provider import OAuthProvider
@@ -56,11 +57,6 @@ MAX_BODY_BYTES = 8 * 1024 * 1024  # as the stdio framing's longest line
 _REFUSAL_BODY_BYTES = 64 * 1024
 _CLOSE_S = 2.0
 _INBOX_SIZE = 64
-
-
-class Unreachable(TransportClosed):
-    """Nothing accepts connections at the server's address: refused, unknown host, no
-    route. Met while resuming a stream that was just open, it means the server is gone."""
 
 
 class FallBack(Exception):
@@ -136,7 +132,7 @@ def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
     headers = {"User-Agent": USER_AGENT, **spec.headers}
     tls = server_context(spec.name, spec.tls)
     try:
-        return httpx2.AsyncClient(
+        client = httpx2.AsyncClient(
             headers=headers,
             follow_redirects=False,
             timeout=spec.call_timeout_s,
@@ -147,6 +143,8 @@ def new_client(spec: ServerSpec) -> httpx2.AsyncClient:
             f"mcp server {spec.name}: a configured header cannot be sent over HTTP "
             "(names and values must be ASCII); fix the server's headers"
         ) from exc
+    send_requests_in_one_write(client)
+    return client
 
 
 @attrs.define(eq=False)
@@ -162,6 +160,8 @@ class RemoteLink:
     # Has the server answered anything yet? A hang-up before that, over https, is how
     # many servers refuse a client certificate (``tls.hang_up_hint``).
     answered: bool = False
+    _parsed_url: httpx2.URL | None = attrs.field(init=False, default=None)
+    _timeouts: dict[float | None, httpx2.Timeout] = attrs.field(init=False, factory=dict)
 
     @property
     def name(self) -> str:
@@ -185,41 +185,9 @@ class RemoteLink:
         """How long a request's answer may stream: past this the actor gave up long ago."""
         return self.spec.max_call_timeout_s + self.spec.ping_timeout_s
 
-    @contextlib.contextmanager
-    def mapped(self, doing: str) -> Iterator[None]:
+    def mapped(self, doing: str) -> Mapped:
         """httpx's errors become ours, with texts that name the server and the step."""
-        try:
-            yield
-        except httpx2.HTTPError as exc:
-            raise self._network_error(exc, doing) from exc
-        except httpx2.InvalidURL as exc:
-            raise TransportError(f"mcp server {self.name}: unusable URL for {doing}: {exc}") from exc
-        except UnicodeError as exc:  # a header value httpx cannot encode; never quote it
-            raise TransportError(f"mcp server {self.name}: a header of {doing} is not ASCII") from exc
-        except SSEError as exc:
-            raise TransportError(f"mcp server {self.name}: {exc} during {doing}") from exc
-
-    def _network_error(self, exc: httpx2.HTTPError, doing: str) -> TransportError:
-        refusal = tls_refusal(exc)
-        if refusal is not None and refusal.ours:
-            return refusal.refused_ours(self.name)
-        if refusal is not None:
-            return Unreachable(f"mcp server {self.name}: cannot connect to {self.safe_url}: {refusal.text}")
-        reason = self.redactor.redact(str(exc) or type(exc).__name__)
-        # A hang-up once connected; a refused or unresolvable connection is no TLS matter.
-        hung_up = isinstance(exc, httpx2.ReadError | httpx2.WriteError | httpx2.RemoteProtocolError)
-        hung_up = hung_up and not self.answered
-        if hung_up and self.url.lower().startswith("https:"):
-            reason += f" ({hang_up_hint(self.spec.tls)})"
-        if isinstance(exc, httpx2.TimeoutException):
-            return TransportClosed(
-                f"mcp server {self.name} did not answer {doing} in time ({type(exc).__name__})"
-            )
-        if isinstance(exc, httpx2.ConnectError):
-            return Unreachable(f"mcp server {self.name}: cannot connect to {self.safe_url}: {reason}")
-        if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError):
-            return TransportClosed(f"mcp server {self.name}: the connection dropped during {doing}: {reason}")
-        return TransportError(f"mcp server {self.name}: HTTP failure during {doing}: {reason}")
+        return Mapped(self, doing)
 
     async def open(
         self,
@@ -302,24 +270,40 @@ class RemoteLink:
         by cancel scopes instead. ``head_timeout`` still bounds the wait for the
         status line of such a stream (a GET must not hang before it even started).
         """
-        spec = self.spec
-        timeout = httpx2.Timeout(
-            connect=min(spec.init_timeout_s, spec.call_timeout_s),
-            read=read_timeout,
-            write=spec.call_timeout_s,
-            pool=spec.call_timeout_s,
-        )
-        with self.mapped(doing), trio.move_on_after(math.inf if head_timeout is None else head_timeout):
-            request = self.client.build_request(
-                method, url, headers=headers, content=content, timeout=timeout
+        timeout = self._timeouts.get(read_timeout)
+        if timeout is None:
+            spec = self.spec
+            timeout = self._timeouts[read_timeout] = httpx2.Timeout(
+                connect=min(spec.init_timeout_s, spec.call_timeout_s),
+                read=read_timeout,
+                write=spec.call_timeout_s,
+                pool=spec.call_timeout_s,
             )
-            response = await self.client.send(request, stream=True)
-            self.answered = True
-            return response
+        if url == self.spec.url:  # parsed once: the endpoint of nearly every request
+            if self._parsed_url is None:
+                with self.mapped(doing):
+                    self._parsed_url = httpx2.URL(url)
+            target: httpx2.URL | str = self._parsed_url
+        else:
+            target = url
+        with self.mapped(doing):
+            client = self.client
+            request = client.build_request(method, target, headers=headers, content=content, timeout=timeout)
+            if head_timeout is None:
+                response = await client.send(request, stream=True)
+                self.answered = True
+                return response
+            with trio.move_on_after(head_timeout):
+                response = await client.send(request, stream=True)
+                self.answered = True
+                return response
         raise TransportClosed(f"mcp server {self.name} did not answer {doing} within {head_timeout:g} s")
 
     async def close(self, response: httpx2.Response) -> None:
-        """Release a response's connection, also under cancellation (shielded, bounded)."""
+        """Release a response's connection, also under cancellation (shielded, bounded);
+        nothing to do for one whose body was read to its end (httpx closed it then)."""
+        if response.is_closed:
+            return
         with (
             trio.CancelScope(shield=True),
             trio.move_on_after(_CLOSE_S),

@@ -37,7 +37,8 @@ from actors.protocol.listen import ACKNOWLEDGED, LISTEN, REOPEN_ATTEMPTS, listen
 from actors.protocol.messages import ErrorResponse, Message, Notification, Request, Response
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
-from actors.transports.http_link import RemoteLink, Unreachable, content_type
+from actors.transports.http_errors import Unreachable
+from actors.transports.http_link import RemoteLink, content_type
 from actors.transports.http_status import GetNext, decide_get, reconnect_delay, reopen_at_once
 
 _log = get_logger("actors.transports.http")

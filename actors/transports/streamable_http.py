@@ -29,7 +29,7 @@ server's ``retry`` delay; without ids it is simply lost, and the transport close
 A stream that broke off (the connection dropped mid-body, as when the server process
 dies) is not the server asking to be polled later: the first GET goes at once. If it
 gets no answer at all (refused, or reset as the dying server's sockets close), the
-server is gone, as it is whenever a later GET is refused (``http_link.Unreachable``).
+server is gone, as it is whenever a later GET is refused (``http_errors.Unreachable``).
 The transport closes, so the calls in flight are answered at once; the GET stream is
 reopened by the same rules, so a server killed while idle is noticed at once too.
 
@@ -64,6 +64,7 @@ from actors.protocol.param_headers import Designations, listing_designations, pa
 from actors.protocol.sse import ServerSentEvent, SSEParser
 from actors.transport_errors import TransportClosed, TransportError
 from actors.transports.held_listens import HeldListens
+from actors.transports.http_errors import Unreachable
 from actors.transports.http_link import (
     ACCEPT_POST,
     ACCEPT_SSE,
@@ -72,7 +73,6 @@ from actors.transports.http_link import (
     SESSION_HEADER,
     FallBack,
     RemoteLink,
-    Unreachable,
     content_type,
     error_answer,
 )
@@ -184,8 +184,7 @@ class StreamableHttpTransport:
     async def _request(self, body: bytes, request: Request) -> None:
         """Task: POST one request and pass its answer on."""
         link = self._link
-        probe = request.method == "server/discover"
-        self._took_probe |= probe  # until its answer says otherwise
+        self._took_probe |= (probe := request.method == "server/discover")  # until its answer says otherwise
         with trio.move_on_after(link.request_bound_s):
             try:
                 headers = {**self._headers(ACCEPT_POST), **self._request_headers(request)}
@@ -196,7 +195,7 @@ class StreamableHttpTransport:
             except TransportError as exc:
                 link.inbox.fail(exc)
                 return
-            await self._settle(response, request)
+            await self._answered(response, request)
 
     def _listen_once_adopted(self, request: Request, headers: dict[str, str]) -> None:
         """The first request of the per-request era after a ``server/discover`` (or an
@@ -222,19 +221,20 @@ class StreamableHttpTransport:
         return headers
 
     async def _settle(self, response: httpx2.Response, request: Request) -> None:
-        """Read a request's answer (JSON body or SSE stream); always close the response.
+        """:meth:`_answered` bounded by ``request_bound_s`` (a request's task has that bound
+        already): past the call cap the caller has long been answered; a stream is dropped."""
+        with trio.move_on_after(self._link.request_bound_s):
+            await self._answered(response, request)
 
-        Bounded by ``request_bound_s``: past the absolute call cap the actor has long
-        answered the caller, so a stream still open then is only dropped.
-        """
+    async def _answered(self, response: httpx2.Response, request: Request) -> None:
+        """Read a request's answer (JSON body or SSE stream); always close the response."""
         link = self._link
-        with trio.move_on_after(link.request_bound_s):
-            try:
-                await self._answer(response, request)
-            except (TransportError, ProtocolError) as exc:
-                link.inbox.fail(exc)
-            finally:
-                await link.close(response)
+        try:
+            await self._answer(response, request)
+        except (TransportError, ProtocolError) as exc:
+            link.inbox.fail(exc)
+        finally:
+            await link.close(response)
 
     async def _answer(self, response: httpx2.Response, request: Request) -> None:
         link = self._link
