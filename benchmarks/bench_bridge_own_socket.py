@@ -16,9 +16,11 @@ answer (the bench's sockets are all accepted), Hypercorn's frame-size bound, a t
 on the request head, and an upgrade that is not its connection's first request (a
 kept-alive connection stays Hypercorn's).
 
-Three contenders, interleaved (``interleave.py``), each a fresh server per round:
-``ours`` (the product's ``serve``), ``own-socket`` (the prototype) and
-``supergateway`` (its WebSocket mode), all in front of the same stdio server::
+Four contenders, interleaved (``interleave.py``), each a fresh server per round:
+``ours`` (the product's ``serve``), ``own-socket`` (the prototype, wsproto's frames),
+``own-lean`` (the prototype with its frames read and written by hand, ``LeanSocket``:
+what wsproto's generic parser costs) and ``supergateway`` (its WebSocket mode), all in
+front of the same stdio server::
 
     .venv/bin/python benchmarks/bench_bridge_own_socket.py --rounds 5 --calls 2000
 """
@@ -190,6 +192,104 @@ class OwnSocket:
             raise RuntimeError(f"the prototype does not serve {kind!r} (a refused handshake)")
 
 
+def frame_bytes(opcode: int, payload: bytes) -> bytes:
+    """One unfragmented, unmasked frame (a server's)."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x80 | opcode, size))
+    elif size < 65536:
+        head = bytes((0x80 | opcode, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x80 | opcode, 127)) + size.to_bytes(8, "big")
+    return head + payload
+
+
+class LeanSocket(OwnSocket):
+    """``OwnSocket`` with its frames read and written by hand instead of by wsproto:
+    what a WebSocket frame costs in Python without a generic parser (the unmasking one
+    XOR of two integers). No extension, no UTF-8 check of a partial frame."""
+
+    def __init__(self, stream: trio.SocketStream, request: h11.Request, rest: bytes) -> None:
+        super().__init__(stream, request, b"")
+        self.buffer = bytearray(rest)
+        self.parts: list[bytes] = []
+        self.binary = False
+
+    def next_frame(self) -> tuple[int, bool, bytes] | None:
+        buf = self.buffer
+        if len(buf) < 2:
+            return None
+        first, second = buf[0], buf[1]
+        size, at = second & 0x7F, 2
+        if size == 126:
+            if len(buf) < 4:
+                return None
+            size, at = int.from_bytes(buf[2:4], "big"), 4
+        elif size == 127:
+            if len(buf) < 10:
+                return None
+            size, at = int.from_bytes(buf[2:10], "big"), 10
+        if not second & 0x80:
+            raise ValueError("a client frame that is not masked")
+        end = at + 4 + size
+        if len(buf) < end:
+            return None
+        mask, payload = bytes(buf[at : at + 4]), bytes(buf[at + 4 : end])
+        del buf[:end]
+        if size:
+            key = int.from_bytes((mask * (size // 4 + 1))[:size], "little")
+            payload = (int.from_bytes(payload, "little") ^ key).to_bytes(size, "little")
+        return first & 0x0F, bool(first & 0x80), payload
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.connected:
+            self.connected = True
+            return {"type": "websocket.connect"}
+        while True:
+            while (frame := self.next_frame()) is not None:
+                opcode, fin, payload = frame
+                if opcode in (0, 1, 2):
+                    self.binary = opcode == 2 if opcode else self.binary
+                    self.parts.append(payload)
+                    if fin:
+                        data, self.parts = b"".join(self.parts), []
+                        if self.binary:
+                            return {"type": "websocket.receive", "bytes": data}
+                        return {"type": "websocket.receive", "text": data.decode()}
+                elif opcode == 9:
+                    await self.write(frame_bytes(0xA, payload))
+                elif opcode == 8:
+                    if not self.gone:
+                        self.gone = True
+                        await self.write(frame_bytes(0x8, payload[:2]))
+                    code = int.from_bytes(payload[:2], "big") if payload else 1005
+                    return {"type": "websocket.disconnect", "code": code}
+            if self.gone:
+                return {"type": "websocket.disconnect", "code": 1006}
+            try:
+                data = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            if not data:
+                self.gone = True
+                return {"type": "websocket.disconnect", "code": 1006}
+            self.buffer += data
+
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "websocket.send":
+            text = message.get("text")
+            data = frame_bytes(0x1, text.encode()) if text is not None else frame_bytes(0x2, message["bytes"])
+            await self.write(data)
+        elif kind == "websocket.close":
+            if not self.gone:
+                self.gone = True
+                code = message.get("code", 1000).to_bytes(2, "big")
+                await self.write(frame_bytes(0x8, code + message.get("reason", "").encode()))
+        else:
+            await super().send(message)
+
+
 async def routed(app: Any, config_: Any, context: Any, state: Any, stream: trio.SocketStream) -> None:
     """Hypercorn's per-connection handler, with ``/v1/bridge`` upgrades taken off it."""
     from hypercorn.trio.tcp_server import TCPServer
@@ -214,7 +314,7 @@ async def routed(app: Any, config_: Any, context: Any, state: Any, stream: trio.
     if not upgrade or not any(n == b"upgrade" and v.lower() == b"websocket" for n, v in request.headers):
         await TCPServer(app, config_, context, state, Replayed(stream, head))  # type: ignore[arg-type]
         return
-    socket = OwnSocket(stream, request, head[end:])
+    socket = SOCKET[0](stream, request, head[end:])
     try:
         await app.app(socket.scope(), socket.receive, socket.send)
     finally:
@@ -222,12 +322,17 @@ async def routed(app: Any, config_: Any, context: Any, state: Any, stream: trio.
             await stream.aclose()
 
 
-def serve_patched(argv: list[str]) -> None:
-    """``mcp-supervisor serve ARGV`` with ``routed`` as Hypercorn's connection handler."""
+SOCKET: list[type[OwnSocket]] = [OwnSocket]  # the one the ``--serve`` process serves with
+
+
+def serve_patched(argv: list[str], lean: bool) -> None:
+    """``mcp-supervisor serve ARGV`` with ``routed`` as Hypercorn's connection handler
+    (with ``lean``, its sockets frame by hand: ``LeanSocket``)."""
     import hypercorn.trio.run
 
     from supervisor.cli.main import main
 
+    SOCKET[0] = LeanSocket if lean else OwnSocket
     hypercorn.trio.run.TCPServer = routed  # type: ignore[assignment,misc]
     sys.exit(main(["serve", *argv]))
 
@@ -236,13 +341,13 @@ def serve_patched(argv: list[str]) -> None:
 
 
 @contextmanager
-def serving(patched: bool) -> Iterator[Serve]:
+def serving(patched: str | None) -> Iterator[Serve]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-own-socket-") as tmp:
         config_file = Path(tmp) / "config.json"
         config_file.write_text(json.dumps(config(port, 16, 0)))
         args = ["--config", str(config_file), "--state-dir", tmp]
-        command = [PYTHON, str(HERE / Path(__file__).name), "--serve", *args] if patched else None
+        command = [PYTHON, str(HERE / Path(__file__).name), patched, *args] if patched else None
         command = command or supervisor_argv("serve", *args)
         serve = subprocess.Popen(
             command, cwd=ROOT, env=code_env(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -254,21 +359,24 @@ def serving(patched: bool) -> Iterator[Serve]:
             serve.wait(timeout=60)
 
 
+SERVE_FLAGS = {"own-socket": "--serve", "own-lean": "--serve-lean"}
+
+
 def one(name: str, calls: int) -> dict[str, Any]:
     if name == "supergateway":
         return trio.run(measure_supergateway, calls, 0)
-    with serving(patched=name == "own-socket") as serve:
+    with serving(SERVE_FLAGS.get(name)) as serve:
         return trio.run(ours_round_trip, serve, calls)
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--serve"]:
-        serve_patched(sys.argv[2:])
+    if sys.argv[1:2] in (["--serve"], ["--serve-lean"]):
+        serve_patched(sys.argv[2:], lean=sys.argv[1] == "--serve-lean")
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--one", choices=("ours", "own-socket", "supergateway"))
+    parser.add_argument("--one", choices=("ours", *SERVE_FLAGS, "supergateway"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.one:
@@ -278,7 +386,7 @@ def main() -> None:
     def measure(name: str) -> interleave.Measure:
         return lambda _round: worker(Path(__file__).name, "--one", name, "--calls", args.calls, timeout=600)
 
-    names = ("ours", "own-socket", "supergateway")
+    names = ("ours", *SERVE_FLAGS, "supergateway")
     section = interleave.run("bridge-own-socket", {n: measure(n) for n in names}, args.rounds)
     if args.json:
         args.json.write_text(json.dumps(section, indent=2))
