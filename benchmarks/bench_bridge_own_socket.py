@@ -138,6 +138,17 @@ class OwnSocket:
         finally:
             lock.release()
 
+    async def read(self) -> bytes:
+        """The socket's next bytes (first those read with the head); empty: it is gone."""
+        data, self.rest = self.rest, b""
+        if not data and not self.gone:
+            try:
+                data = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+        self.gone = self.gone or not data
+        return data
+
     async def receive(self) -> dict[str, Any]:
         if not self.connected:
             self.connected = True
@@ -157,16 +168,8 @@ class OwnSocket:
                         self.gone = True
                         await self.write(self.frames.send(event.response()))
                     return {"type": "websocket.disconnect", "code": event.code}
-            if self.gone:
-                return {"type": "websocket.disconnect", "code": 1006}
-            data, self.rest = self.rest, b""
+            data = await self.read()
             if not data:
-                try:
-                    data = await self.stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-            if not data:
-                self.gone = True
                 return {"type": "websocket.disconnect", "code": 1006}
             self.frames.receive_data(data)
 
@@ -264,14 +267,8 @@ class LeanSocket(OwnSocket):
                         await self.write(frame_bytes(0x8, payload[:2]))
                     code = int.from_bytes(payload[:2], "big") if payload else 1005
                     return {"type": "websocket.disconnect", "code": code}
-            if self.gone:
-                return {"type": "websocket.disconnect", "code": 1006}
-            try:
-                data = await self.stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
+            data = await self.read()
             if not data:
-                self.gone = True
                 return {"type": "websocket.disconnect", "code": 1006}
             self.buffer += data
 
