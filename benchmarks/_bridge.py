@@ -154,8 +154,19 @@ class Serve:
         return bool(listed) or self.children() > self.spares
 
     def children(self) -> int:
-        return len(descendants(self.pid))
+        """The bridged servers' processes under ``serve``: not its other helpers (the
+        journal's folder stays for the server's whole life, so counting it, settling
+        never came)."""
+        return sum(1 for pid in descendants(self.pid) if _runs_server(pid))
 
     def sample(self) -> dict[str, int]:
         fds, rss = fds_and_rss(self.pid)
         return {"fds": fds, "rss_kb": rss}
+
+
+def _runs_server(pid: int) -> bool:
+    """Whether process ``pid`` runs ``SERVER`` (False once it is gone)."""
+    try:
+        return SERVER[1].encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

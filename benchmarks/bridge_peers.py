@@ -165,17 +165,23 @@ async def opens(url: str, ours: bool, n: int, parallel: int, server: str = "mini
     return result
 
 
-async def measure_ours(serve: Serve, calls: int, n: int, warm: int) -> dict[str, Any]:
-    """One fresh ``serve``: the round trip, then ``n`` session opens one at a time and 16
-    at a time; with ``warm`` spares on ``mini-warm``, the opens there too; and our
-    WebSocket alone (connect, handshake, close; no session): what a supergateway
-    "session" costs it, on our side."""
+async def ours_round_trip(serve: Serve, calls: int) -> dict[str, Any]:
+    """``round_trip`` over one session of a fresh ``serve``'s ``/v1/bridge``."""
     await serve.ready()
     async with ours_socket(serve.url) as ours:
         sid = await ours.open()
         await ours.initialize(sid)
         result = await round_trip(lambda m: ours.rpc(sid, m), serve.pid, calls)
         await ours.close(sid)
+    return result
+
+
+async def measure_ours(serve: Serve, calls: int, n: int, warm: int) -> dict[str, Any]:
+    """One fresh ``serve``: the round trip, then ``n`` session opens one at a time and 16
+    at a time; with ``warm`` spares on ``mini-warm``, the opens there too; and our
+    WebSocket alone (connect, handshake, close; no session): what a supergateway
+    "session" costs it, on our side."""
+    result = await ours_round_trip(serve, calls)
     await serve.settled()
     for parallel in (1, 16):
         result[f"opens_{parallel}"] = await opens(serve.url, True, n, parallel)
@@ -204,7 +210,7 @@ async def measure_supergateway(calls: int, n: int) -> dict[str, Any]:
         plain = Plain(ws)
         await plain.initialize()
         result = await round_trip(plain.rpc, pid, calls)
-        for parallel in (1, 16):
+        for parallel in (1, 16) if n else ():  # n = 0: the round trip alone
             result[f"opens_{parallel}"] = await opens(url, False, n, parallel)
     return result
 
