@@ -1,4 +1,4 @@
-"""Where ``serve`` needs what Hypercorn has no setting for: three wrapped private methods.
+"""Where ``serve`` needs what Hypercorn has no setting for: four wrapped private methods.
 
 Each wrapper changes nothing for a server whose config is not a ``ServeConfig``: an
 embedding host that runs its own Hypercorn in the same process keeps Hypercorn's
@@ -24,6 +24,14 @@ loudly, and ``pyproject.toml`` pins Hypercorn to the minor range the tests ran o
   (``benchmarks/RESULTS.md``, the bridge's round 3), and a 4 MiB frame would hold
   every other socket while it is compressed. Bridge frames are small JSON on a LAN or
   loopback, where latency is what counts; ours answer as if none were offered.
+- **A sized answer in one write** (``H11Protocol._send_h11_event``): Hypercorn writes
+  each h11 event to the socket as it comes, so an answer with a ``Content-Length`` took
+  three writes (its head, its body, and an empty end), each under the connection's
+  send lock in a shielded scope. Ours hold such a head until the next event of the
+  connection and write them together, and write nothing for an event with no bytes:
+  the same bytes on the wire, one ``send`` per ``/mcp`` JSON answer instead of three
+  (``benchmarks/RESULTS.md``, "Issue 37: the gateway's requests per core"). A stream
+  (no length) is written as before, its head at once.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from typing import Any
 import h11
 import orjson
 from hypercorn.config import Config as HypercornConfig
+from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.protocol.ws_stream import WSStream
 from wsproto.connection import ConnectionState
@@ -49,6 +58,7 @@ PATCHED: tuple[tuple[type, str], ...] = (
     (H11Protocol, "_send_error_response"),
     (WSStream, "_send_pings"),
     (WSStream, "_accept"),
+    (H11Protocol, "_send_h11_event"),
 )
 """Every private attribute of Hypercorn's that ``install_all`` wraps."""
 _MARK = "_mcp_supervisor_patch"
@@ -121,10 +131,45 @@ def _no_deflate(original: Callable[..., Awaitable[None]]) -> Callable[..., Await
     return accept
 
 
+_HELD = "_mcp_supervisor_held_head"
+"""Where a sized answer's head waits for its body (an attribute of the H11Protocol)."""
+
+
+def _sized(event: object) -> bool:
+    """An answer's head that says its length: its body follows with no wait."""
+    return (
+        type(event) is h11.Response
+        and any(name == b"content-length" for name, _ in event.headers)  # h11 lowers names
+    )
+
+
+def _one_write(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    async def send_h11_event(self: Any, event: Any) -> None:
+        if not isinstance(self.config, ServeConfig):
+            await original(self, event)
+            return
+        try:
+            data = self.connection.send(event)
+        except h11.LocalProtocolError:
+            if self.connection.their_state != h11.ERROR:
+                raise
+            return
+        held: bytes = self.__dict__.pop(_HELD, b"")
+        if _sized(event):
+            setattr(self, _HELD, held + data)
+            return
+        data = held + data
+        if data:
+            await self.send(RawData(data=data))
+
+    return send_h11_event
+
+
 _WRAPPERS = {
     "_send_error_response": _json_refusals,
     "_send_pings": _pings_end,
     "_accept": _no_deflate,
+    "_send_h11_event": _one_write,
 }
 
 
