@@ -1,4 +1,4 @@
-"""Where ``serve`` needs what Hypercorn has no setting for: four wrapped private methods.
+"""Where ``serve`` needs what Hypercorn has no setting for: six wrapped private methods.
 
 Each wrapper changes nothing for a server whose config is not a ``ServeConfig``: an
 embedding host that runs its own Hypercorn in the same process keeps Hypercorn's
@@ -32,19 +32,28 @@ loudly, and ``pyproject.toml`` pins Hypercorn to the minor range the tests ran o
   the same bytes on the wire, one ``send`` per ``/mcp`` JSON answer instead of three
   (``benchmarks/RESULTS.md``, "Issue 37: the gateway's requests per core"). A stream
   (no length) is written as before, its head at once.
+- **One keep-alive timer a connection** (``TCPServer.__init__``, ``TCPServer._read_data``):
+  Hypercorn times an idle keep-alive connection with a task it cancels when a request
+  arrives and starts again (under a lock, with ``nursery.start``) when its answer is
+  sent: two tasks' worth of scheduling, a ``Cancelled`` and two lock round trips per
+  request. Ours keep one task a connection whose deadline moves (``IdleTimer``): the
+  same closing, after ``keep_alive_timeout`` idle or at once on shutdown if idle.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
 import orjson
+import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.protocol.ws_stream import WSStream
+from hypercorn.trio.tcp_server import TCPServer
 from wsproto.connection import ConnectionState
 from wsproto.events import Ping
 
@@ -59,6 +68,8 @@ PATCHED: tuple[tuple[type, str], ...] = (
     (WSStream, "_send_pings"),
     (WSStream, "_accept"),
     (H11Protocol, "_send_h11_event"),
+    (TCPServer, "__init__"),
+    (TCPServer, "_read_data"),
 )
 """Every private attribute of Hypercorn's that ``install_all`` wraps."""
 _MARK = "_mcp_supervisor_patch"
@@ -165,11 +176,89 @@ def _one_write(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaita
     return send_h11_event
 
 
-_WRAPPERS = {
+class IdleTimer:
+    """Hypercorn's idle task of one connection (``restart`` when it goes idle, ``stop``
+    when a request comes) as one task whose deadline moves: a connection idle for
+    ``keep_alive_timeout``, or idle when the server shuts down, is closed as
+    Hypercorn's own ``_idle_timeout`` closes it."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self._scope: trio.CancelScope | None = None
+        self._deadline = math.inf
+        self._idle = False
+        self._reading = True
+
+    async def restart(self, task_group: Any, action: Any) -> None:
+        """Idle from now (``action``: Hypercorn's ``_idle_timeout``, which ``_watch`` is)."""
+        self._idle = True
+        terminated = self._server.context.terminated.is_set()
+        self._move(-math.inf if terminated else trio.current_time() + self._server.config.keep_alive_timeout)
+        if self._scope is None:
+            task_group._nursery.start_soon(self._watch)
+
+    async def stop(self) -> None:
+        """Busy: no timeout until the next ``restart``."""
+        self._idle = False
+        self._move(math.inf)
+
+    def reading_ended(self) -> None:
+        """The connection reads no more: a busy one's timer ends (an idle one's runs out,
+        as Hypercorn's does)."""
+        self._reading = False
+        if not self._idle:
+            self._move(-math.inf)
+
+    def _move(self, deadline: float) -> None:
+        self._deadline = deadline
+        if self._scope is not None:
+            self._scope.deadline = deadline
+
+    async def _watch(self) -> None:
+        terminated = self._server.context.terminated
+        while True:
+            with trio.CancelScope(deadline=self._deadline) as self._scope:
+                if terminated.is_set():
+                    await trio.sleep_forever()  # until idle (``restart`` moves the deadline)
+                else:
+                    await terminated.wait()
+            if self._idle:
+                break
+            if not self._reading:
+                return
+            self._deadline = math.inf  # shut down while busy: closed once idle
+        self._scope = None
+        with trio.CancelScope(shield=True):
+            await self._server._initiate_server_close()
+
+
+def _one_timer(original: Callable[..., None]) -> Callable[..., None]:
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if isinstance(self.config, ServeConfig):
+            self.idle_task = IdleTimer(self)
+
+    return init
+
+
+def _timer_ends(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+    async def read_data(self: Any) -> None:
+        try:
+            await original(self)
+        finally:
+            if isinstance(self.idle_task, IdleTimer):
+                self.idle_task.reading_ended()
+
+    return read_data
+
+
+_WRAPPERS: dict[str, Callable[[Any], Any]] = {
     "_send_error_response": _json_refusals,
     "_send_pings": _pings_end,
     "_accept": _no_deflate,
     "_send_h11_event": _one_write,
+    "__init__": _one_timer,
+    "_read_data": _timer_ends,
 }
 
 

@@ -12,6 +12,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.events import RawData
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.protocol.ws_stream import WSStream
+from hypercorn.trio.tcp_server import TCPServer
 
 from supervisor.server import hypercorn_patches
 from supervisor.server.hypercorn_patches import PATCHED, ServeConfig, install_all
@@ -31,7 +32,7 @@ def test_install_all_wraps_each_once() -> None:
     install_all()
     assert {name: getattr(owner, name) for owner, name in PATCHED} == wrapped
     assert all(getattr(method, hypercorn_patches._MARK) for method in wrapped.values())
-    assert {H11Protocol, WSStream} == {owner for owner, _ in PATCHED}
+    assert {H11Protocol, WSStream, TCPServer} == {owner for owner, _ in PATCHED}
 
 
 def test_a_missing_attribute_is_skipped_with_a_warning(
