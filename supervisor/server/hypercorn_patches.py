@@ -188,13 +188,15 @@ class IdleTimer:
         self._deadline = math.inf
         self._idle = False
         self._reading = True
+        self._watching = False
 
     async def restart(self, task_group: Any, action: Any) -> None:
         """Idle from now (``action``: Hypercorn's ``_idle_timeout``, which ``_watch`` is)."""
         self._idle = True
         terminated = self._server.context.terminated.is_set()
         self._move(-math.inf if terminated else trio.current_time() + self._server.config.keep_alive_timeout)
-        if self._scope is None:
+        if not self._watching:  # one task, even before it first runs
+            self._watching = True
             task_group._nursery.start_soon(self._watch)
 
     async def stop(self) -> None:
@@ -215,6 +217,16 @@ class IdleTimer:
             self._scope.deadline = deadline
 
     async def _watch(self) -> None:
+        try:
+            if await self._idle_out():
+                with trio.CancelScope(shield=True):
+                    await self._server._initiate_server_close()
+        finally:
+            self._scope, self._watching = None, False
+
+    async def _idle_out(self) -> bool:
+        """Until the connection has been idle for its timeout, or is idle at shutdown
+        (True), or reads no more while busy (False)."""
         terminated = self._server.context.terminated
         while True:
             with trio.CancelScope(deadline=self._deadline) as self._scope:
@@ -223,13 +235,10 @@ class IdleTimer:
                 else:
                     await terminated.wait()
             if self._idle:
-                break
+                return True
             if not self._reading:
-                return
+                return False
             self._deadline = math.inf  # shut down while busy: closed once idle
-        self._scope = None
-        with trio.CancelScope(shield=True):
-            await self._server._initiate_server_close()
 
 
 def _one_timer(original: Callable[..., None]) -> Callable[..., None]:

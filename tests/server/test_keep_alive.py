@@ -14,9 +14,11 @@ from typing import Any
 import trio
 from hypercorn.config import Sockets
 from hypercorn.trio.run import worker_serve
+from hypercorn.trio.task_group import TaskGroup
+from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.utils import wrap_app
 
-from supervisor.server.hypercorn_patches import ServeConfig, install_all
+from supervisor.server.hypercorn_patches import IdleTimer, ServeConfig, install_all
 
 REQUEST = b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 FAST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -105,3 +107,33 @@ async def test_a_connection_idle_at_shutdown_is_closed_at_once_and_a_busy_one_on
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok")
         await idle.aclose()
         await busy.aclose()
+
+
+class _Server:
+    """What ``IdleTimer`` uses of Hypercorn's ``TCPServer``; its closings are kept."""
+
+    def __init__(self, keep_alive_s: float) -> None:
+        self.config = ServeConfig()
+        self.config.keep_alive_timeout = keep_alive_s
+        self.context = WorkerContext(None)
+        self.closed_at: list[float] = []
+
+    async def _initiate_server_close(self) -> None:
+        self.closed_at.append(trio.current_time())
+
+
+async def test_the_timer_counts_from_the_last_time_its_connection_went_idle() -> None:
+    server = _Server(0.2)
+    timer = IdleTimer(server)
+    async with trio.open_nursery() as nursery:
+        group = TaskGroup()
+        group._nursery = nursery
+        began = trio.current_time()
+        await timer.restart(group, None)  # idle; busy and idle again before its task runs
+        await timer.stop()
+        await timer.restart(group, None)
+        await trio.sleep(0.1)
+        await timer.stop()
+        await timer.restart(group, None)  # idle again from here: closed 0.2 s later
+    assert len(server.closed_at) == 1, server.closed_at
+    assert server.closed_at[0] - began >= 0.28, "closed before its last idle time ran out"
