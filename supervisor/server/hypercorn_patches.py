@@ -27,11 +27,11 @@ loudly, and ``pyproject.toml`` pins Hypercorn to the minor range the tests ran o
 - **A sized answer in one write** (``H11Protocol._send_h11_event``): Hypercorn writes
   each h11 event to the socket as it comes, so an answer with a ``Content-Length`` took
   three writes (its head, its body, and an empty end), each under the connection's
-  send lock in a shielded scope. Ours hold such a head until the next event of the
-  connection and write them together, and write nothing for an event with no bytes:
-  the same bytes on the wire, one ``send`` per ``/mcp`` JSON answer instead of three
-  (``benchmarks/RESULTS.md``, "Issue 37: the gateway's requests per core"). A stream
-  (no length) is written as before, its head at once.
+  send lock in a shielded scope, two of them a ``sendto``. Ours hold such a head until
+  the next event of the connection and write them together, and write nothing for an
+  event with no bytes: the same bytes on the wire, one write and one ``sendto`` per
+  ``/mcp`` JSON answer (``benchmarks/RESULTS.md``, "Issue 37: the gateway's requests
+  per core"). A stream (no length) is written as before, its head at once.
 - **One keep-alive timer a connection** (``TCPServer.__init__``, ``TCPServer._read_data``):
   Hypercorn times an idle keep-alive connection with a task it cancels when a request
   arrives and starts again (under a lock, with ``nursery.start``) when its answer is
