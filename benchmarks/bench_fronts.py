@@ -20,7 +20,9 @@ installed in its own folder by ``peers.py`` because they pin other ``mcp`` versi
 * ``supergateway-ws``: ``--outputTransport ws``, reached with a raw WebSocket client
   (``fronts_ws.py``; one child shared by every socket);
 * with ``--only``: ``ours-http`` and ``fastmcp-http``, the same fronts before the SDK's
-  HTTP server instead of the stdio backend.
+  HTTP server instead of the stdio backend; ``ours-lean``, ours on a lean HTTP/1.1
+  server instead of Hypercorn (``lean_mcp.py``, a prototype: issue 37's measure of
+  what leaving Hypercorn would give).
 
 The fronts run round by round (``interleave.py``: A B C, B C A, ...; ``--rounds``, at
 least 5), each front in each round a fresh server measured by a fresh worker

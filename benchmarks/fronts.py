@@ -32,7 +32,7 @@ MINI = str(ROOT / "tests" / "servers" / "mini_server.py")
 HTTP_SERVER = str(HERE / "http_server.py")
 FRONTS = (
     "direct-http", "ours", "fastmcp", "mcp-proxy", "supergateway", "supergateway-ws",
-    "ours-http", "fastmcp-http",
+    "ours-http", "fastmcp-http", "ours-lean",
 )  # fmt: skip
 NEED_HTTP_BACKEND = ("direct-http", "ours-http", "fastmcp-http")
 
@@ -55,7 +55,7 @@ class Front:
             self.port = int(backend_url.rsplit(":", 1)[1].split("/")[0])
             self.url = backend_url
             return []
-        if self.name in ("ours", "ours-http"):
+        if self.name in ("ours", "ours-http", "ours-lean"):
             server: dict[str, Any] = {"command": self.backend}
             if self.name == "ours-http":
                 server = {"url": backend_url, "transport": "streamable-http"}
@@ -67,7 +67,10 @@ class Front:
             path = scratch / f"{self.name}.json"
             path.write_text(json.dumps(config))
             state = scratch / f"{self.name}.state"
-            return supervisor_argv("serve", "--config", str(path), "--state-dir", str(state))
+            argv = supervisor_argv("serve", "--config", str(path), "--state-dir", str(state))
+            if self.name == "ours-lean":  # the same serve on the lean HTTP/1.1 prototype
+                argv[1:3] = [str(HERE / "lean_mcp.py")]
+            return argv
         if self.name in ("fastmcp", "fastmcp-http"):
             python = str(peers.python_peer("fastmcp") / "python")
             target = ["--", *self.backend] if self.name == "fastmcp" else [backend_url]

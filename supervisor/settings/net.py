@@ -19,6 +19,7 @@ ever asks for more (the flag and tokens), never less.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 
@@ -57,8 +58,10 @@ def bind_is_loopback(text: str) -> bool:
     return bind is not None and bind.loopback
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback_host(host: str) -> bool:
-    """A host name or IP literal (IPv6 with or without brackets) that is loopback."""
+    """A host name or IP literal (IPv6 with or without brackets) that is loopback
+    (remembered: every request asks it of its ``Host`` and its peer's address)."""
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if bare.lower() == "localhost":
         return True

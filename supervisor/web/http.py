@@ -29,21 +29,24 @@ Scrub = Callable[[Any], Any]
 
 
 class Headers:
-    """A request's headers, looked up without regard to case (as werkzeug's ``Headers``)."""
+    """A request's headers, looked up without regard to case (as werkzeug's ``Headers``).
+    The names are lowered once here: a request asks for about ten of them."""
 
-    __slots__ = ("_pairs",)
+    __slots__ = ("_by_name", "_pairs")
 
     def __init__(self, raw: RawHeaders) -> None:
         self._pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+        self._by_name: dict[str, list[str]] = {}
+        for name, value in self._pairs:
+            self._by_name.setdefault(name.lower(), []).append(value)
 
     def getlist(self, key: str) -> list[str]:
         """Every value of ``key``, in the order sent."""
-        wanted = key.lower()
-        return [value for name, value in self._pairs if name.lower() == wanted]
+        return list(self._by_name.get(key.lower(), ()))
 
     def get(self, key: str) -> str | None:
         """The first value of ``key``, or None."""
-        values = self.getlist(key)
+        values = self._by_name.get(key.lower())
         return values[0] if values else None
 
     def items(self) -> list[tuple[str, str]]:
