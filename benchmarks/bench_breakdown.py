@@ -40,6 +40,7 @@ from supervisor.calls.turns import _envelope
 from supervisor.sessions.policy import Policy
 from supervisor.settings.model import TrustSettings
 from supervisor.store import AuditRow, Store, audit_hash, hash_arguments
+from supervisor.store.journal_lines import encode_fields, line_fields
 
 ECHO = Tool(
     "echo",
@@ -144,23 +145,15 @@ def pure_steps(rounds: int) -> dict[str, float]:
     )  # type: ignore[arg-type]
     envelope = success("bench_echo", outcome.result.content, None, 0, 16384)
 
-    def audit_row() -> None:
+    def audit_line() -> None:
         digest, size = audit_hash(arguments)
-        AuditRow(
-            time.time(),
-            "default",
-            "sid",
-            "bench_echo",
-            "bench",
-            "allow",
-            "ok",
-            0,
-            digest,
-            size,
-            len(envelope.text.encode()),
+        fields = line_fields(
+            "i.1", time.time(), "default", "sid", "bench_echo", "bench", "allow", "ok", 0, digest, size, 0
         )
+        fields["result_bytes"] = len(envelope.text.encode())
+        encode_fields(fields)
 
-    out["audit row (hash + AuditRow)"] = per_op_us(audit_row, rounds)
+    out["audit line (hash + its fields, encoded: line_fields, encode_fields)"] = per_op_us(audit_line, rounds)
     return out
 
 

@@ -230,7 +230,7 @@ class Turn(TurnSurface):
           audit row: a call that may wait (an approval, the server) first journals an
           ``interrupted`` row, in case the supervisor dies meanwhile; its end journals
           the real one before the envelope is returned (durable against a kill of the
-          process from then on), and the store writes it to SQLite in a batch.
+          process from then on), and the folder process puts it into the store.
         """
         tracing = TRACING.active
         if request_id is None and tracing is None:  # nearly every call: no context manager
