@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 import trio
+import trio.testing
 from hypercorn.config import Sockets
 from hypercorn.trio.run import worker_serve
 from hypercorn.trio.task_group import TaskGroup
@@ -122,7 +123,9 @@ class _Server:
         self.closed_at.append(trio.current_time())
 
 
-async def test_the_timer_counts_from_the_last_time_its_connection_went_idle() -> None:
+async def test_the_timer_counts_from_the_last_time_its_connection_went_idle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     server = _Server(0.2)
     timer = IdleTimer(server)
     async with trio.open_nursery() as nursery:
